@@ -1,0 +1,512 @@
+/* The channel to etcd, unary calls, authentication and error mapping. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "endpoints.h"
+#include "etcd_impl.h"
+#include "log.h"
+
+int64_t ec__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t ec__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool has(const char *s, const char *needle)
+{
+    return s && strstr(s, needle);
+}
+
+int ec__grpc_error(const char *endpoints, bool tls, const char *method, int status,
+                   const char *details, ec_error_t *err)
+{
+    const char *d = details && *details ? details : "no details";
+    const char *m = method ? method : "call";
+    switch (status) {
+    case GRPC_STATUS_OK:
+        return 0;
+    case GRPC_STATUS_UNAVAILABLE:
+        return ec_errorf(err, EC_EUNAVAILABLE,
+                         "etcd at %s is unavailable (%s: %s): is etcd running and reachable from "
+                         "here? check --elastic_server%s",
+                         endpoints, m, d,
+                         tls ? "; with TLS, a certificate that does not match the endpoint (SAN) or "
+                               "a wrong --etcd_cacert also shows up as this"
+                             : "");
+    case GRPC_STATUS_DEADLINE_EXCEEDED:
+        return ec_errorf(err, EC_ETIMEDOUT,
+                         "etcd at %s did not answer %s before its deadline (%s): etcd may be "
+                         "overloaded or unreachable",
+                         endpoints, m, d);
+    case GRPC_STATUS_NOT_FOUND:
+        return ec_errorf(err, EC_ENOTFOUND, "etcd at %s: %s: %s", endpoints, m, d);
+    case GRPC_STATUS_OUT_OF_RANGE:
+        if (has(d, "compacted"))
+            return ec_errorf(err, EC_ECOMPACTED, "etcd at %s: %s: %s (read a newer revision)",
+                             endpoints, m, d);
+        return ec_errorf(err, EC_EINVAL, "etcd at %s: %s: %s", endpoints, m, d);
+    case GRPC_STATUS_UNAUTHENTICATED:
+        return ec_errorf(err, EC_EUNAUTH,
+                         "etcd at %s refused %s: %s: check --etcd_user and the password "
+                         "(ECOORD_ETCD_PASSWORD or --etcd_password_file)",
+                         endpoints, m, d);
+    case GRPC_STATUS_PERMISSION_DENIED:
+        return ec_errorf(err, EC_EPERM,
+                         "etcd at %s denied %s: %s: grant the user read/write on the job's prefix",
+                         endpoints, m, d);
+    case GRPC_STATUS_RESOURCE_EXHAUSTED:
+        return ec_errorf(err, EC_ETOOLARGE, "etcd at %s: %s: %s", endpoints, m, d);
+    case GRPC_STATUS_CANCELLED:
+        return ec_errorf(err, EC_ECANCELED, "etcd at %s: %s canceled: %s", endpoints, m, d);
+    case GRPC_STATUS_INVALID_ARGUMENT:
+        if (has(d, "request is too large"))
+            return ec_errorf(err, EC_ETOOLARGE,
+                             "etcd at %s refused %s: %s (etcd takes at most 1.5 MiB per request)",
+                             endpoints, m, d);
+        if (has(d, "user name is empty") || has(d, "invalid auth token") ||
+            has(d, "authentication failed"))
+            return ec_errorf(err, EC_EUNAUTH,
+                             "etcd at %s refused %s: %s: check --etcd_user and the password "
+                             "(ECOORD_ETCD_PASSWORD or --etcd_password_file)",
+                             endpoints, m, d);
+        return ec_errorf(err, EC_EINVAL, "etcd at %s refused %s: %s", endpoints, m, d);
+    default:
+        return ec_errorf(err, EC_EINTERNAL, "etcd at %s: %s failed with gRPC status %d: %s",
+                         endpoints, m, status, d);
+    }
+}
+
+grpc_byte_buffer *ec__pack(const ProtobufCMessage *m)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    grpc_slice s = grpc_slice_malloc(len);
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(s));
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+ProtobufCMessage *ec__unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return NULL;
+    grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
+    grpc_slice_unref(s);
+    return m;
+}
+
+int ec__kv_from_pb(ec_kv_t *out, const Mvccpb__KeyValue *kv)
+{
+    memset(out, 0, sizeof(*out));
+    out->key = malloc(kv->key.len + 1);
+    out->value = malloc(kv->value.len + 1);
+    if (!out->key || !out->value) {
+        ec_kv_free(out);
+        return EC_ENOMEM;
+    }
+    memcpy(out->key, kv->key.data, kv->key.len);
+    out->key[kv->key.len] = '\0';
+    out->key_len = kv->key.len;
+    if (kv->value.len)
+        memcpy(out->value, kv->value.data, kv->value.len);
+    out->value[kv->value.len] = '\0';
+    out->value_len = kv->value.len;
+    out->create_revision = kv->create_revision;
+    out->mod_revision = kv->mod_revision;
+    out->version = kv->version;
+    out->lease = kv->lease;
+    return 0;
+}
+
+void ec_kv_free(ec_kv_t *kv)
+{
+    if (!kv)
+        return;
+    free(kv->key);
+    free(kv->value);
+    memset(kv, 0, sizeof(*kv));
+}
+
+void ec_kv_list_free(ec_kv_list_t *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        ec_kv_free(&l->kvs[i]);
+    free(l->kvs);
+    memset(l, 0, sizeof(*l));
+}
+
+char *ec__token(ec_etcd_t *c, uint64_t *gen)
+{
+    pthread_mutex_lock(&c->lock);
+    char *t = c->token ? strdup(c->token) : NULL;
+    if (gen)
+        *gen = c->token_gen;
+    pthread_mutex_unlock(&c->lock);
+    return t;
+}
+
+static gpr_timespec deadline_in(int ms)
+{
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+/* One unary call; status and details come back for the caller to map. */
+static int unary_once(ec_etcd_t *c, const char *method, grpc_byte_buffer *send, const char *token,
+                      grpc_byte_buffer **recv, grpc_status_code *status, char **details)
+{
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    gpr_timespec deadline = deadline_in(c->call_timeout_ms);
+    grpc_slice mslice = grpc_slice_from_static_string(method);
+    grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice,
+                                               NULL, deadline, NULL);
+    grpc_metadata md;
+    grpc_metadata_array init_md, trailing;
+    grpc_metadata_array_init(&init_md);
+    grpc_metadata_array_init(&trailing);
+    grpc_slice det = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (token) {
+        md.key = grpc_slice_from_static_string("token");
+        md.value = grpc_slice_from_copied_string(token);
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = &md;
+    }
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[5].data.recv_status_on_client.status = status;
+    ops[5].data.recv_status_on_client.status_details = &det;
+    *recv = NULL;
+    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, (void *)1, NULL);
+    if (ce == GRPC_CALL_OK) {
+        grpc_event ev = grpc_completion_queue_pluck(
+            cq, (void *)1, gpr_time_add(deadline, gpr_time_from_millis(2000, GPR_TIMESPAN)), NULL);
+        if (ev.type != GRPC_OP_COMPLETE) {
+            /* The call's own deadline should have fired; make sure. */
+            grpc_call_cancel(call, NULL);
+            grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        }
+        *details = grpc_slice_to_c_string(det);
+    } else {
+        *status = GRPC_STATUS_INTERNAL;
+        *details = strdup("grpc_call_start_batch failed");
+    }
+    if (token)
+        grpc_slice_unref(md.value);
+    grpc_slice_unref(det);
+    grpc_metadata_array_destroy(&init_md);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    return 0;
+}
+
+static int authenticate(ec_etcd_t *c, ec_error_t *err)
+{
+    Etcdserverpb__AuthenticateRequest req = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
+    req.name = c->user;
+    req.password = c->password;
+    grpc_byte_buffer *send = ec__pack(&req.base), *recv = NULL;
+    grpc_status_code st;
+    char *det = NULL;
+    unary_once(c, "/etcdserverpb.Auth/Authenticate", send, NULL, &recv, &st, &det);
+    grpc_byte_buffer_destroy(send);
+    int rc = 0;
+    if (st != GRPC_STATUS_OK) {
+        rc = ec__grpc_error(c->endpoints, c->tls, "Authenticate", st, det, err);
+        if (rc == EC_EINVAL || rc == EC_EUNAUTH)
+            rc = ec_errorf(err, EC_EUNAUTH,
+                           "etcd at %s refused user '%s': %s: check --etcd_user and the password "
+                           "(ECOORD_ETCD_PASSWORD or --etcd_password_file)",
+                           c->endpoints, c->user, det);
+    } else {
+        Etcdserverpb__AuthenticateResponse *r = (Etcdserverpb__AuthenticateResponse *)ec__unpack(
+            &etcdserverpb__authenticate_response__descriptor, recv);
+        if (!r || !r->token || !*r->token) {
+            rc = ec_errorf(err, EC_EPROTO, "etcd at %s: Authenticate answered without a token",
+                           c->endpoints);
+        } else {
+            pthread_mutex_lock(&c->lock);
+            free(c->token);
+            c->token = strdup(r->token);
+            c->token_gen++;
+            pthread_mutex_unlock(&c->lock);
+        }
+        if (r)
+            protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    free(det);
+    if (recv)
+        grpc_byte_buffer_destroy(recv);
+    return rc;
+}
+
+int ec__reauth(ec_etcd_t *c, uint64_t gen, ec_error_t *err)
+{
+    if (!c->user)
+        return ec_errorf(err, EC_EUNAUTH,
+                         "etcd at %s requires authentication: give --etcd_user and the password",
+                         c->endpoints);
+    pthread_mutex_lock(&c->lock);
+    bool fresh = c->token_gen != gen;
+    pthread_mutex_unlock(&c->lock);
+    if (fresh)
+        return 0; /* another thread re-authenticated meanwhile */
+    ec_log(EC_LOG_INFO, "etcd token expired; re-authenticating as '%s'", c->user);
+    return authenticate(c, err);
+}
+
+int ec__unary(ec_etcd_t *c, const char *method, const ProtobufCMessage *req,
+              const ProtobufCMessageDescriptor *rdesc, ProtobufCMessage **resp, ec_error_t *err)
+{
+    *resp = NULL;
+    grpc_byte_buffer *send = ec__pack(req);
+    int rc = 0;
+    const char *shortm = strrchr(method, '/') ? strrchr(method, '/') + 1 : method;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint64_t gen = 0;
+        char *token = ec__token(c, &gen);
+        grpc_byte_buffer *recv = NULL;
+        grpc_status_code st;
+        char *det = NULL;
+        unary_once(c, method, send, token, &recv, &st, &det);
+        free(token);
+        if (st == GRPC_STATUS_OK) {
+            *resp = ec__unpack(rdesc, recv);
+            rc = *resp ? 0
+                       : ec_errorf(err, EC_EPROTO, "etcd at %s: %s answer did not decode",
+                                   c->endpoints, shortm);
+        } else {
+            rc = ec__grpc_error(c->endpoints, c->tls, shortm, st, det, err);
+        }
+        free(det);
+        if (recv)
+            grpc_byte_buffer_destroy(recv);
+        if (rc == EC_EUNAUTH && c->user && attempt == 0) {
+            int r2 = ec__reauth(c, gen, err);
+            if (r2 == 0)
+                continue;
+            rc = r2;
+        }
+        break;
+    }
+    grpc_byte_buffer_destroy(send);
+    return rc;
+}
+
+static char *read_file(const char *path, ec_error_t *err, const char *what)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ec_errorf(err, EC_EIO, "cannot read the %s '%s': %s", what, path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                ec_errorf(err, EC_ENOMEM, "out of memory reading %s", path);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + len, 1, 4096, f);
+        len += r;
+        if (r < 4096)
+            break;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+static int grpc_refs;
+static pthread_mutex_t grpc_refs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
+{
+    ec__endpoints_t eps;
+    char authority[EC_EP_HOST_MAX];
+    if (!o || o->size < sizeof(size_t)) {
+        ec_errorf(err, EC_EINVAL, "ec_etcd_create: options not initialised with EC_ETCD_OPTS_INIT");
+        return NULL;
+    }
+    if (ec__endpoints_parse(o->endpoints, &eps, err) < 0)
+        return NULL;
+    ec_etcd_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        ec_errorf(err, EC_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    c->endpoints = strdup(o->endpoints);
+    c->call_timeout_ms = o->call_timeout_ms > 0 ? o->call_timeout_ms : 5000;
+    c->tls = eps.tls || o->ca_file || o->cert_file || o->key_file;
+    if (ec__endpoints_target(&eps, c->target, sizeof(c->target), authority, sizeof(authority),
+                             err) < 0)
+        goto error;
+    if ((o->cert_file != NULL) != (o->key_file != NULL)) {
+        ec_errorf(err, EC_EINVAL,
+                  "TLS client authentication needs both --etcd_cert and --etcd_key (got only %s)",
+                  o->cert_file ? "--etcd_cert" : "--etcd_key");
+        goto error;
+    }
+    if (o->user) {
+        c->user = strdup(o->user);
+        c->password = strdup(o->password ? o->password : "");
+    }
+
+    pthread_mutex_lock(&grpc_refs_lock);
+    grpc_init();
+    grpc_refs++;
+    pthread_mutex_unlock(&grpc_refs_lock);
+
+    grpc_arg args[9];
+    int na = 0;
+#define INTARG(k, v) args[na].type = GRPC_ARG_INTEGER, args[na].key = (char *)(k), args[na++].value.integer = (v)
+    INTARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 * 1024 * 1024);
+    INTARG(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    INTARG(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    INTARG(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    /* etcd answers pings more often than every 5 s with GOAWAY too_many_pings. */
+    INTARG(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    INTARG(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+    INTARG(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+#undef INTARG
+    if (c->tls && eps.n > 1) {
+        args[na].type = GRPC_ARG_STRING;
+        args[na].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+        args[na++].value.string = authority;
+    }
+    grpc_channel_args cargs = {.num_args = (size_t)na, .args = args};
+    grpc_channel_credentials *creds = NULL;
+    if (c->tls) {
+        char *ca = NULL, *cert = NULL, *key = NULL;
+        if (o->ca_file && !(ca = read_file(o->ca_file, err, "CA certificate (--etcd_cacert)")))
+            goto error_grpc;
+        if (o->cert_file &&
+            (!(cert = read_file(o->cert_file, err, "client certificate (--etcd_cert)")) ||
+             !(key = read_file(o->key_file, err, "client key (--etcd_key)")))) {
+            free(ca);
+            free(cert);
+            goto error_grpc;
+        }
+        grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
+        creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+        if (key)
+            memset(key, 0, strlen(key));
+        free(ca);
+        free(cert);
+        free(key);
+    } else {
+        creds = grpc_insecure_credentials_create();
+    }
+    c->channel = grpc_channel_create(c->target, creds, &cargs);
+    grpc_channel_credentials_release(creds);
+    if (!c->channel) {
+        ec_errorf(err, EC_EINTERNAL, "cannot create a gRPC channel to %s", c->target);
+        goto error_grpc;
+    }
+    /* First contact, within the dial deadline. */
+    int saved = c->call_timeout_ms;
+    c->call_timeout_ms = o->dial_timeout_ms > 0 ? o->dial_timeout_ms : 5000;
+    int rc = 0;
+    if (c->user)
+        rc = authenticate(c, err);
+    if (rc == 0)
+        rc = ec_etcd_status(c, NULL, NULL, 0, err);
+    c->call_timeout_ms = saved;
+    if (rc < 0)
+        goto error_grpc;
+    return c;
+error_grpc:
+    ec_etcd_destroy(c);
+    return NULL;
+error:
+    free(c->endpoints);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    return NULL;
+}
+
+void ec_etcd_destroy(ec_etcd_t *c)
+{
+    if (!c)
+        return;
+    int saved = errno;
+    if (c->channel)
+        grpc_channel_destroy(c->channel);
+    if (c->password) {
+        memset(c->password, 0, strlen(c->password));
+        free(c->password);
+    }
+    free(c->user);
+    free(c->token);
+    free(c->endpoints);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    pthread_mutex_lock(&grpc_refs_lock);
+    if (grpc_refs > 0) {
+        grpc_refs--;
+        grpc_shutdown();
+    }
+    pthread_mutex_unlock(&grpc_refs_lock);
+    errno = saved;
+}
+
+const char *ec_etcd_endpoints(const ec_etcd_t *c)
+{
+    return c->endpoints;
+}
+
+void ec_etcd_set_call_timeout(ec_etcd_t *c, int ms)
+{
+    c->call_timeout_ms = ms > 0 ? ms : 5000;
+}
+
+int ec_etcd_status(ec_etcd_t *c, int64_t *revision, char *version, size_t vlen, ec_error_t *err)
+{
+    Etcdserverpb__StatusRequest req = ETCDSERVERPB__STATUS_REQUEST__INIT;
+    Etcdserverpb__StatusResponse *r = NULL;
+    int rc = ec__unary(c, "/etcdserverpb.Maintenance/Status", &req.base,
+                       &etcdserverpb__status_response__descriptor, (ProtobufCMessage **)&r, err);
+    if (rc < 0)
+        return rc;
+    if (revision)
+        *revision = r->header ? r->header->revision : 0;
+    if (version && vlen)
+        snprintf(version, vlen, "%s", r->version ? r->version : "");
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return 0;
+}

@@ -1,0 +1,231 @@
+/* The etcd client's KV and Txn calls against a real etcd: values round-trip,
+ * prefixes come back whole across pages, transactions take the right branch,
+ * and failures (dead endpoint, bad lease, oversize) fail fast and clearly. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static ec_embed_t *etcd;
+static ec_etcd_t *c;
+
+static void setup(void)
+{
+    etcd = ec_test_etcd_start(NULL);
+    c = ec_test_client(ec_embed_endpoint(etcd));
+}
+
+static void teardown(void)
+{
+    ec_etcd_destroy(c);
+    ec_embed_stop(etcd);
+}
+
+START_TEST(put_get_delete)
+{
+    ec_error_t err = {0};
+    int64_t rev = 0;
+    ck_assert_int_eq(ec_etcd_put(c, "/t/a", "hello\0world", 11, 0, &rev, &err), 0);
+    ck_assert_int_gt(rev, 0);
+    ec_kv_t kv;
+    bool found;
+    int64_t rrev;
+    ck_assert_int_eq(ec_etcd_get(c, "/t/a", &kv, &found, &rrev, &err), 0);
+    ck_assert(found);
+    ck_assert_int_eq(kv.value_len, 11);
+    ck_assert_mem_eq(kv.value, "hello\0world", 11);
+    ck_assert_int_eq(kv.create_revision, rev);
+    ck_assert_int_eq(kv.mod_revision, rev);
+    ck_assert_int_eq(kv.version, 1);
+    ck_assert_int_ge(rrev, rev);
+    ec_kv_free(&kv);
+    int64_t deleted = 0;
+    ck_assert_int_eq(ec_etcd_delete(c, "/t/a", false, &deleted, &err), 0);
+    ck_assert_int_eq(deleted, 1);
+    ck_assert_int_eq(ec_etcd_get(c, "/t/a", &kv, &found, NULL, &err), 0);
+    ck_assert(!found);
+}
+END_TEST
+
+START_TEST(prefix_pages_and_isolation)
+{
+    ec_error_t err = {0};
+    char key[64];
+    /* 2500 keys over pages of 1000 (and of 7) must come back whole and sorted. */
+    for (int i = 0; i < 2500; i++) {
+        snprintf(key, sizeof(key), "/p/job1/k%05d", i);
+        ck_assert_int_eq(ec_etcd_put(c, key, key, strlen(key), 0, NULL, &err), 0);
+    }
+    ck_assert_int_eq(ec_etcd_put(c, "/p/job10/x", "x", 1, 0, NULL, &err), 0);
+    ec_kv_list_t l;
+    ck_assert_int_eq(ec_etcd_get_prefix(c, "/p/job1/", 0, &l, &err), 0);
+    ck_assert_int_eq(l.n, 2500);
+    for (size_t i = 0; i < l.n; i++) {
+        snprintf(key, sizeof(key), "/p/job1/k%05zu", i);
+        ck_assert_str_eq(l.kvs[i].key, key);
+    }
+    ck_assert_int_gt(l.revision, 0);
+    ec_kv_list_free(&l);
+    ck_assert_int_eq(ec_etcd_get_prefix(c, "/p/job1/k0000", 7, &l, &err), 0);
+    ck_assert_int_eq(l.n, 10);
+    ec_kv_list_free(&l);
+    int64_t deleted = 0;
+    ck_assert_int_eq(ec_etcd_delete(c, "/p/job1/", true, &deleted, &err), 0);
+    ck_assert_int_eq(deleted, 2500);
+    ck_assert_int_eq(ec_etcd_get_prefix(c, "/p/", 0, &l, &err), 0);
+    ck_assert_int_eq(l.n, 1); /* job10's key untouched by job1's prefix delete */
+    ck_assert_str_eq(l.kvs[0].key, "/p/job10/x");
+    ec_kv_list_free(&l);
+}
+END_TEST
+
+START_TEST(txn_branches)
+{
+    ec_error_t err = {0};
+    int64_t rev;
+    ck_assert_int_eq(ec_etcd_put(c, "/x/leader", "n1", 2, 0, &rev, &err), 0);
+    /* create-if-absent fails: the else branch reads the current holder */
+    ec_cmp_t absent = {.key = "/x/leader", .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL, .number = 0};
+    ec_op_t put = {.type = EC_OP_PUT, .key = "/x/leader", .value = "n2", .value_len = 2};
+    ec_op_t get = {.type = EC_OP_GET, .key = "/x/leader"};
+    ec_txn_result_t r;
+    ck_assert_int_eq(ec_etcd_txn(c, &absent, 1, &put, 1, &get, 1, &r, &err), 0);
+    ck_assert(!r.succeeded);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.results[0].type, EC_OP_GET);
+    ck_assert_int_eq(r.results[0].kvs.n, 1);
+    ck_assert_str_eq((char *)r.results[0].kvs.kvs[0].value, "n1");
+    ck_assert_int_eq(r.results[0].kvs.kvs[0].create_revision, rev);
+    ec_txn_result_free(&r);
+    /* fenced write: create revision and value both match → then branch */
+    ec_cmp_t fence[2] = {
+        {.key = "/x/leader", .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL, .number = rev},
+        {.key = "/x/leader", .target = EC_CMP_VALUE, .result = EC_CMP_EQUAL, .value = "n1", .value_len = 2},
+    };
+    ec_op_t ops[2] = {
+        {.type = EC_OP_PUT, .key = "/x/epoch", .value = "e1", .value_len = 2},
+        {.type = EC_OP_DELETE, .key = "/x/stale", .prefix = true},
+    };
+    ck_assert_int_eq(ec_etcd_txn(c, fence, 2, ops, 2, NULL, 0, &r, &err), 0);
+    ck_assert(r.succeeded);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_int_eq(r.results[0].type, EC_OP_PUT);
+    ck_assert_int_gt(r.results[0].revision, rev);
+    ck_assert_int_eq(r.results[1].type, EC_OP_DELETE);
+    int64_t epoch_rev = r.revision;
+    ec_txn_result_free(&r);
+    /* mod revision and version comparisons */
+    ec_cmp_t modc = {.key = "/x/epoch", .target = EC_CMP_MOD, .result = EC_CMP_EQUAL, .number = epoch_rev};
+    ec_cmp_t verc = {.key = "/x/epoch", .target = EC_CMP_VERSION, .result = EC_CMP_GREATER, .number = 1};
+    ck_assert_int_eq(ec_etcd_txn(c, &modc, 1, NULL, 0, NULL, 0, &r, &err), 0);
+    ck_assert(r.succeeded);
+    ec_txn_result_free(&r);
+    ck_assert_int_eq(ec_etcd_txn(c, &verc, 1, NULL, 0, NULL, 0, &r, &err), 0);
+    ck_assert(!r.succeeded);
+    ec_txn_result_free(&r);
+    /* the same key twice is etcd's INVALID_ARGUMENT, mapped with its text */
+    ec_op_t dup[2] = {put, put};
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, dup, 2, NULL, 0, NULL, &err), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "duplicate key"));
+}
+END_TEST
+
+START_TEST(error_cases)
+{
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_etcd_put(c, "/e/k", "v", 1, 0x1234567, NULL, &err), EC_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(err.msg, "lease not found"));
+    size_t big = 2 * 1024 * 1024;
+    char *v = calloc(1, big);
+    ck_assert_int_eq(ec_etcd_put(c, "/e/big", v, big, 0, NULL, &err), EC_ETOOLARGE);
+    free(v);
+    ck_assert_int_eq(ec_etcd_put(c, "", "v", 1, 0, NULL, &err), EC_EINVAL);
+    ck_assert_int_eq(ec_etcd_lease_revoke(c, 0x7777, &err), EC_ENOTFOUND);
+}
+END_TEST
+
+static int dead_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd); /* nothing listens there now */
+    return ntohs(a.sin_port);
+}
+
+START_TEST(unreachable_fails_within_deadline)
+{
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", dead_port());
+    ec_etcd_opts_t o = EC_ETCD_OPTS_INIT;
+    o.endpoints = ep;
+    o.dial_timeout_ms = 1500;
+    ec_error_t err = {0};
+    int64_t t0 = ec_test_now_ms();
+    ec_etcd_t *bad = ec_etcd_create(&o, &err);
+    int64_t took = ec_test_now_ms() - t0;
+    ck_assert_ptr_null(bad);
+    ck_assert_int_le(took, 1500 + 1000);
+    ck_assert(err.code == EC_EUNAVAILABLE || err.code == EC_ETIMEDOUT);
+    ck_assert_msg(strstr(err.msg, ep) != NULL, "message does not name the endpoint: %s", err.msg);
+    ck_assert_msg(strstr(err.msg, "is etcd running") || strstr(err.msg, "unreachable"),
+                  "message gives no advice: %s", err.msg);
+}
+END_TEST
+
+START_TEST(second_endpoint_used)
+{
+    char eps[128];
+    snprintf(eps, sizeof(eps), "127.0.0.1:%d,%s", dead_port(), ec_embed_endpoint(etcd));
+    ec_etcd_t *c2 = ec_test_client(eps);
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_etcd_put(c2, "/s/k", "v", 1, 0, NULL, &err), 0);
+    ec_kv_t kv;
+    bool found;
+    ck_assert_int_eq(ec_etcd_get(c2, "/s/k", &kv, &found, NULL, &err), 0);
+    ck_assert(found);
+    ec_kv_free(&kv);
+    ec_etcd_destroy(c2);
+}
+END_TEST
+
+START_TEST(compact_then_old_read)
+{
+    ec_error_t err = {0};
+    int64_t r1, r2;
+    ck_assert_int_eq(ec_etcd_put(c, "/c/k", "1", 1, 0, &r1, &err), 0);
+    ck_assert_int_eq(ec_etcd_put(c, "/c/k", "2", 1, 0, &r2, &err), 0);
+    ck_assert_int_eq(ec_etcd_compact(c, r2, true, &err), 0);
+    int64_t rev;
+    char ver[32];
+    ck_assert_int_eq(ec_etcd_status(c, &rev, ver, sizeof(ver), &err), 0);
+    ck_assert_int_ge(rev, r2);
+    ck_assert_str_ne(ver, "");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("t1000-etcd-kv");
+    TCase *t = tcase_create("kv");
+    tcase_add_unchecked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, put_get_delete);
+    tcase_add_test(t, prefix_pages_and_isolation);
+    tcase_add_test(t, txn_branches);
+    tcase_add_test(t, error_cases);
+    tcase_add_test(t, unreachable_fails_within_deadline);
+    tcase_add_test(t, second_endpoint_used);
+    tcase_add_test(t, compact_then_old_read);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+EC_INTEGRATION_MAIN(suite)

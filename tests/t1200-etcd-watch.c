@@ -1,0 +1,3 @@
+#include "harness.h"
+static Suite *suite(void){return suite_create("x");}
+EC_INTEGRATION_MAIN(suite)
