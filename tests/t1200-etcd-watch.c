@@ -1,3 +1,246 @@
+/* Watches against a real etcd: puts and deletes arrive in revision order with
+ * prev_kv; across kill -9 of etcd and a restart on the same port and data
+ * dir the watch resumes so that no event is lost or repeated; a compacted
+ * start revision is reported as its own event. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "harness.h"
-static Suite *suite(void){return suite_create("x");}
+
+static ec_embed_t *etcd;
+static ec_etcd_t *c;
+
+static void setup(void)
+{
+    etcd = ec_test_etcd_start(NULL);
+    c = ec_test_client(ec_embed_endpoint(etcd));
+}
+
+static void teardown(void)
+{
+    ec_etcd_destroy(c);
+    ec_embed_stop(etcd);
+}
+
+#define MAXEV 4096
+typedef struct {
+    pthread_mutex_t lock;
+    int n, created, compacted, broken;
+    int64_t compact_rev;
+    ec_watch_event_type_t type[MAXEV];
+    int64_t rev[MAXEV];
+    char key[MAXEV][32];
+    char val[MAXEV][16];
+    char prev[MAXEV][16];
+} rec_t;
+
+static rec_t *rec_new(void)
+{
+    rec_t *r = calloc(1, sizeof(*r));
+    pthread_mutex_init(&r->lock, NULL);
+    return r;
+}
+
+static void on_event(const ec_watch_event_t *ev, void *arg)
+{
+    rec_t *r = arg;
+    pthread_mutex_lock(&r->lock);
+    switch (ev->type) {
+    case EC_WATCH_CREATED:
+        r->created++;
+        break;
+    case EC_WATCH_COMPACTED:
+        r->compacted++;
+        r->compact_rev = ev->compact_revision;
+        break;
+    case EC_WATCH_BROKEN:
+        r->broken++;
+        break;
+    default:
+        if (r->n < MAXEV) {
+            r->type[r->n] = ev->type;
+            r->rev[r->n] = ev->revision;
+            snprintf(r->key[r->n], 32, "%s", ev->kv->key);
+            snprintf(r->val[r->n], 16, "%s", ev->kv->value ? (char *)ev->kv->value : "");
+            snprintf(r->prev[r->n], 16, "%s", ev->prev_kv ? (char *)ev->prev_kv->value : "");
+            r->n++;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+typedef struct {
+    rec_t *r;
+    int n;
+} want_t;
+
+static bool have_n(void *arg)
+{
+    want_t *w = arg;
+    pthread_mutex_lock(&w->r->lock);
+    bool ok = w->r->n >= w->n;
+    pthread_mutex_unlock(&w->r->lock);
+    return ok;
+}
+
+static bool created(void *arg)
+{
+    rec_t *r = arg;
+    pthread_mutex_lock(&r->lock);
+    bool ok = r->created > 0;
+    pthread_mutex_unlock(&r->lock);
+    return ok;
+}
+
+START_TEST(puts_and_deletes_in_order)
+{
+    ec_error_t err = {0};
+    rec_t *r = rec_new();
+    ec_watch_t *w = ec_watch_start(c, "/w/", true, 0, on_event, r, &err);
+    ck_assert_ptr_nonnull(w);
+    ck_assert(ec_test_wait(created, r, 5000));
+    ck_assert_int_eq(ec_etcd_put(c, "/w/a", "1", 1, 0, NULL, &err), 0);
+    ck_assert_int_eq(ec_etcd_put(c, "/w/a", "2", 1, 0, NULL, &err), 0);
+    ck_assert_int_eq(ec_etcd_put(c, "/other", "x", 1, 0, NULL, &err), 0);
+    ck_assert_int_eq(ec_etcd_delete(c, "/w/a", false, NULL, &err), 0);
+    want_t want = {r, 3};
+    ck_assert(ec_test_wait(have_n, &want, 5000));
+    ec_watch_stop(w);
+    ck_assert_int_eq(r->n, 3); /* /other is outside the prefix */
+    ck_assert_int_eq(r->type[0], EC_WATCH_PUT);
+    ck_assert_str_eq(r->val[0], "1");
+    ck_assert_str_eq(r->prev[0], "");
+    ck_assert_int_eq(r->type[1], EC_WATCH_PUT);
+    ck_assert_str_eq(r->val[1], "2");
+    ck_assert_str_eq(r->prev[1], "1");
+    ck_assert_int_eq(r->type[2], EC_WATCH_DELETE);
+    ck_assert_str_eq(r->key[2], "/w/a");
+    ck_assert_str_eq(r->prev[2], "2");
+    ck_assert_int_lt(r->rev[0], r->rev[1]);
+    ck_assert_int_lt(r->rev[1], r->rev[2]);
+    free(r);
+}
+END_TEST
+
+static bool broken(void *arg)
+{
+    rec_t *r = arg;
+    pthread_mutex_lock(&r->lock);
+    bool ok = r->broken > 0;
+    pthread_mutex_unlock(&r->lock);
+    return ok;
+}
+
+START_TEST(resume_across_etcd_kill9)
+{
+    ec_error_t err = {0};
+    rec_t *r = rec_new();
+    ec_watch_t *w = ec_watch_start(c, "/r/", true, 0, on_event, r, &err);
+    ck_assert(ec_test_wait(created, r, 5000));
+    char key[32], val[16];
+    int i = 0;
+    for (; i < 50; i++) {
+        snprintf(key, sizeof(key), "/r/k%03d", i);
+        snprintf(val, sizeof(val), "%d", i);
+        ck_assert_int_eq(ec_etcd_put(c, key, val, strlen(val), 0, NULL, &err), 0);
+    }
+    want_t want = {r, 50};
+    ck_assert(ec_test_wait(have_n, &want, 5000));
+    ec_embed_kill(etcd, SIGKILL);
+    ck_assert_msg(ec_test_wait(broken, r, 5000), "the watch did not notice etcd dying");
+    ck_assert_int_eq(ec_embed_restart(etcd, &err), 0);
+    /* Written before the watch is back: it must replay these from rev+1. */
+    for (; i < 100; i++) {
+        snprintf(key, sizeof(key), "/r/k%03d", i);
+        snprintf(val, sizeof(val), "%d", i);
+        int rc;
+        int64_t dl = ec_test_now_ms() + ec_test_ms(10000);
+        while ((rc = ec_etcd_put(c, key, val, strlen(val), 0, NULL, &err)) == EC_EUNAVAILABLE &&
+               ec_test_now_ms() < dl)
+            ; /* the channel reconnects within its backoff */
+        ck_assert_msg(rc == 0, "put after restart: %s", err.msg);
+    }
+    want.n = 100;
+    ck_assert_msg(ec_test_wait(have_n, &want, 10000), "only %d of 100 events", r->n);
+    /* Let any duplicate arrive before judging: one more marker event. */
+    ck_assert_int_eq(ec_etcd_put(c, "/r/zz", "end", 3, 0, NULL, &err), 0);
+    want.n = 101;
+    ck_assert(ec_test_wait(have_n, &want, 5000));
+    ec_watch_stop(w);
+    ck_assert_int_eq(r->n, 101);
+    for (int j = 0; j < 100; j++) {
+        snprintf(val, sizeof(val), "%d", j);
+        ck_assert_str_eq(r->val[j], val);
+        if (j)
+            ck_assert_int_lt(r->rev[j - 1], r->rev[j]);
+    }
+    ck_assert_int_ge(r->created, 2); /* the stream was re-created */
+    free(r);
+}
+END_TEST
+
+static bool compacted(void *arg)
+{
+    rec_t *r = arg;
+    pthread_mutex_lock(&r->lock);
+    bool ok = r->compacted > 0;
+    pthread_mutex_unlock(&r->lock);
+    return ok;
+}
+
+START_TEST(compacted_start_reported)
+{
+    ec_error_t err = {0};
+    int64_t first, last = 0;
+    ck_assert_int_eq(ec_etcd_put(c, "/cw/k", "0", 1, 0, &first, &err), 0);
+    for (int i = 1; i < 10; i++)
+        ck_assert_int_eq(ec_etcd_put(c, "/cw/k", "x", 1, 0, &last, &err), 0);
+    ck_assert_int_eq(ec_etcd_compact(c, last, true, &err), 0);
+    rec_t *r = rec_new();
+    ec_watch_t *w = ec_watch_start(c, "/cw/", true, first, on_event, r, &err);
+    ck_assert(ec_test_wait(compacted, r, 5000));
+    ck_assert_int_eq(r->compact_rev, last);
+    ck_assert_int_eq(r->n, 0);
+    ec_watch_stop(w);
+    /* From the compact revision on, the watch works again. */
+    r->compacted = 0;
+    w = ec_watch_start(c, "/cw/", true, last, on_event, r, &err);
+    want_t want = {r, 1};
+    ck_assert(ec_test_wait(have_n, &want, 5000));
+    ec_watch_stop(w);
+    ck_assert_int_eq(r->rev[0], last);
+    ck_assert_int_eq(r->compacted, 0);
+    free(r);
+}
+END_TEST
+
+START_TEST(stop_while_idle_is_prompt)
+{
+    ec_error_t err = {0};
+    rec_t *r = rec_new();
+    ec_watch_t *w = ec_watch_start(c, "/idle", false, 0, on_event, r, &err);
+    ck_assert(ec_test_wait(created, r, 5000));
+    int64_t t0 = ec_test_now_ms();
+    ec_watch_stop(w);
+    ck_assert_int_le(ec_test_now_ms() - t0, 500);
+    free(r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("t1200-etcd-watch");
+    TCase *t = tcase_create("watch");
+    tcase_add_unchecked_fixture(t, setup, teardown);
+    tcase_add_test(t, puts_and_deletes_in_order);
+    tcase_add_test(t, compacted_start_reported);
+    tcase_add_test(t, stop_while_idle_is_prompt);
+    tcase_add_test(t, resume_across_etcd_kill9);
+    suite_add_tcase(s, t);
+    return s;
+}
+
 EC_INTEGRATION_MAIN(suite)

@@ -286,7 +286,6 @@ int ec__unary(ec_etcd_t *c, const char *method, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *rdesc, ProtobufCMessage **resp, ec_error_t *err)
 {
     *resp = NULL;
-    grpc_byte_buffer *send = ec__pack(req);
     int rc = 0;
     const char *shortm = strrchr(method, '/') ? strrchr(method, '/') + 1 : method;
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -295,7 +294,10 @@ int ec__unary(ec_etcd_t *c, const char *method, const ProtobufCMessage *req,
         grpc_byte_buffer *recv = NULL;
         grpc_status_code st;
         char *det = NULL;
+        /* gRPC moves the slices out of a sent buffer: pack per attempt. */
+        grpc_byte_buffer *send = ec__pack(req);
         unary_once(c, method, send, token, &recv, &st, &det);
+        grpc_byte_buffer_destroy(send);
         free(token);
         if (st == GRPC_STATUS_OK) {
             *resp = ec__unpack(rdesc, recv);
@@ -316,7 +318,6 @@ int ec__unary(ec_etcd_t *c, const char *method, const ProtobufCMessage *req,
         }
         break;
     }
-    grpc_byte_buffer_destroy(send);
     return rc;
 }
 
@@ -397,7 +398,9 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
 #define INTARG(k, v) args[na].type = GRPC_ARG_INTEGER, args[na].key = (char *)(k), args[na++].value.integer = (v)
     INTARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 * 1024 * 1024);
     INTARG(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    INTARG(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    /* Also gRPC's minimum connect timeout: too small and a connection to an
+     * etcd that is just starting times out before its SETTINGS frame. */
+    INTARG(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
     INTARG(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     /* etcd answers pings more often than every 5 s with GOAWAY too_many_pings. */
     INTARG(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
