@@ -111,6 +111,7 @@ typedef struct ec_op {
     ec_op_type_t type;
     const char *key;
     bool prefix;              /* GET and DELETE: the whole prefix */
+    const char *range_end;    /* GET and DELETE: [key, range_end) when set */
     const void *value;        /* PUT */
     size_t value_len;
     int64_t lease;            /* PUT */

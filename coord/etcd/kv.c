@@ -212,10 +212,18 @@ static int build_op(txn_op_t *t, const ec_op_t *o)
     t->op = init;
     t->end = NULL;
     size_t klen = strlen(o->key);
-    if (o->prefix && o->type != EC_OP_PUT) {
+    size_t endlen = 0;
+    if (o->range_end && o->type != EC_OP_PUT) {
+        endlen = strlen(o->range_end);
+        t->end = malloc(endlen + 1);
+        if (!t->end)
+            return EC_ENOMEM;
+        memcpy(t->end, o->range_end, endlen + 1);
+    } else if (o->prefix && o->type != EC_OP_PUT) {
         t->end = malloc(klen + 1);
         if (!t->end)
             return EC_ENOMEM;
+        endlen = prefix_end(o->key, klen, t->end);
     }
     switch (o->type) {
     case EC_OP_GET: {
@@ -224,7 +232,7 @@ static int build_op(txn_op_t *t, const ec_op_t *o)
         t->u.range.key.data = (uint8_t *)o->key;
         t->u.range.key.len = klen;
         if (t->end) {
-            t->u.range.range_end.len = prefix_end(o->key, klen, t->end);
+            t->u.range.range_end.len = endlen;
             t->u.range.range_end.data = t->end;
         }
         t->op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
@@ -249,7 +257,7 @@ static int build_op(txn_op_t *t, const ec_op_t *o)
         t->u.del.key.data = (uint8_t *)o->key;
         t->u.del.key.len = klen;
         if (t->end) {
-            t->u.del.range_end.len = prefix_end(o->key, klen, t->end);
+            t->u.del.range_end.len = endlen;
             t->u.del.range_end.data = t->end;
         }
         t->op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;

@@ -103,3 +103,196 @@ int ec_test_run(char *const argv[], char *out, size_t outlen)
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+/* ---- processes ---------------------------------------------------------- */
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include "history.h"
+#include "records.h"
+
+pid_t ec_test_spawn(char *const argv[], const char *logpath)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+int ec_test_reap(pid_t pid, long timeout_ms)
+{
+    int64_t deadline = ec_test_now_ms() + ec_test_ms(timeout_ms);
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (r < 0 || ec_test_now_ms() > deadline)
+            return -1;
+        pause_ms(2);
+    }
+}
+
+bool ec_test_file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[4096];
+    bool hit = false;
+    while (!hit && fgets(line, sizeof(line), f))
+        hit = strstr(line, needle) != NULL;
+    fclose(f);
+    return hit;
+}
+
+struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root)
+{
+    char key[1024];
+    snprintf(key, sizeof(key), "%sepoch", root);
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
+        return NULL;
+    ec_epoch_t *ep = NULL;
+    ec_epoch_decode(kv.value, kv.value_len, key, &ep, NULL);
+    ec_kv_free(&kv);
+    return ep;
+}
+
+/* ---- leadership observer and history check ------------------------------- */
+
+struct ec_test_obs {
+    ec_etcd_t *c;
+    char root[512];
+    char leader_key[600], sentinel[600];
+    ec_watch_t *w;
+    pthread_mutex_t lock;
+    ec_leader_obs_t obs[256];
+    char ids[256][256];
+    int nobs;
+    int64_t sentinel_rev;
+};
+
+static void obs_cb(const ec_watch_event_t *ev, void *arg)
+{
+    ec_test_obs_t *o = arg;
+    if (ev->type != EC_WATCH_PUT)
+        return;
+    pthread_mutex_lock(&o->lock);
+    if (!strcmp(ev->kv->key, o->leader_key) && o->nobs < 256 && ev->kv->version == 1) {
+        snprintf(o->ids[o->nobs], sizeof(o->ids[0]), "%s", (char *)ev->kv->value);
+        o->obs[o->nobs].node_id = o->ids[o->nobs];
+        o->obs[o->nobs].create_rev = ev->kv->create_revision;
+        o->nobs++;
+    } else if (!strcmp(ev->kv->key, o->sentinel)) {
+        o->sentinel_rev = ev->revision;
+    }
+    pthread_mutex_unlock(&o->lock);
+}
+
+ec_test_obs_t *ec_test_obs_start(ec_etcd_t *c, const char *root)
+{
+    ec_test_obs_t *o = calloc(1, sizeof(*o));
+    o->c = c;
+    snprintf(o->root, sizeof(o->root), "%s", root);
+    snprintf(o->leader_key, sizeof(o->leader_key), "%sleader", root);
+    snprintf(o->sentinel, sizeof(o->sentinel), "%szz-test-sentinel", root);
+    pthread_mutex_init(&o->lock, NULL);
+    ec_error_t err = {0};
+    /* Watch from an explicit revision: a watch "from now" could be created
+     * on the server after the sentinel write below and miss it. */
+    int64_t now_rev = 0;
+    ck_assert_int_eq(ec_etcd_status(c, &now_rev, NULL, 0, &err), 0);
+    o->w = ec_watch_start(c, root, true, now_rev + 1, obs_cb, o, &err);
+    ck_assert_msg(o->w != NULL, "observer watch: %s", err.msg);
+    int64_t rev;
+    ck_assert_int_eq(ec_etcd_put(c, o->sentinel, "x", 1, 0, &rev, &err), 0);
+    int64_t deadline = ec_test_now_ms() + ec_test_ms(5000);
+    bool ok = false;
+    while (!ok && ec_test_now_ms() < deadline) {
+        pthread_mutex_lock(&o->lock);
+        ok = o->sentinel_rev >= rev;
+        pthread_mutex_unlock(&o->lock);
+        if (!ok)
+            pause_ms(2);
+    }
+    if (!ok) {
+        ec_watch_stop(o->w); /* before failing: the test's teardown destroys c */
+        ck_abort_msg("observer watch never delivered the sentinel");
+    }
+    return o;
+}
+
+int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc)
+{
+    ec_error_t err = {0};
+    int64_t rev;
+    ck_assert_int_eq(ec_etcd_put(o->c, o->sentinel, "y", 1, 0, &rev, &err), 0);
+    int64_t deadline = ec_test_now_ms() + ec_test_ms(5000);
+    for (;;) { /* every leadership up to now has been observed */
+        pthread_mutex_lock(&o->lock);
+        bool ok = o->sentinel_rev >= rev;
+        pthread_mutex_unlock(&o->lock);
+        if (ok)
+            break;
+        ck_assert_msg(ec_test_now_ms() < deadline, "observer watch fell behind");
+        pause_ms(2);
+    }
+    char prefix[600];
+    snprintf(prefix, sizeof(prefix), "%sepochs/", o->root);
+    ec_kv_list_t l;
+    ck_assert_int_eq(ec_etcd_get_prefix(o->c, prefix, 0, &l, &err), 0);
+    ec_epoch_t **eps = calloc(l.n + 1, sizeof(*eps));
+    size_t n = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        const char *rest = l.kvs[i].key + strlen(prefix);
+        if (strchr(rest, '/'))
+            continue; /* per-epoch worker keys */
+        ck_assert_msg(ec_epoch_decode(l.kvs[i].value, l.kvs[i].value_len, l.kvs[i].key, &eps[n],
+                                      &err) == 0, "history: %s", err.msg);
+        n++;
+    }
+    ec_history_opts_t ho = EC_HISTORY_OPTS_INIT;
+    ho.min_nodes = min_nodes;
+    ho.max_nodes = max_nodes;
+    ho.nproc = nproc;
+    ho.consecutive = 1;
+    ec_history_stats_t st = {0};
+    pthread_mutex_lock(&o->lock);
+    int rc = ec_history_check((const ec_epoch_t *const *)eps, n, o->obs, (size_t)o->nobs, &ho, &st, &err);
+    int nobs = o->nobs;
+    pthread_mutex_unlock(&o->lock);
+    printf("# history: %d epochs, %ld ranks, %d leaderships checked (%d observed)\n", st.epochs,
+           st.ranks, st.leaderships, nobs);
+    ck_assert_msg(rc == 0, "epoch history violates an invariant: %s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        ec_epoch_free(eps[i]);
+    free(eps);
+    ec_kv_list_free(&l);
+    return st.epochs;
+}
+
+void ec_test_obs_stop(ec_test_obs_t *o)
+{
+    if (!o)
+        return;
+    ec_watch_stop(o->w);
+    pthread_mutex_destroy(&o->lock);
+    free(o);
+}

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ec_check.h"
 #include "embed.h"
@@ -25,6 +26,25 @@ bool ec_test_wait(bool (*cond)(void *arg), void *arg, long timeout_ms);
 bool ec_test_holds(bool (*cond)(void *arg), void *arg, long span_ms);
 /* Run a command (argv), returning its exit status, output into out. */
 int ec_test_run(char *const argv[], char *out, size_t outlen);
+
+/* Start argv with stdout+stderr appended to logpath; its process dies with
+ * ours.  Returns the pid. */
+pid_t ec_test_spawn(char *const argv[], const char *logpath);
+/* Reap pid within timeout_ms: its exit status (128+sig if killed), or -1. */
+int ec_test_reap(pid_t pid, long timeout_ms);
+/* Whether the file contains needle (a line-oriented log). */
+bool ec_test_file_contains(const char *path, const char *needle);
+/* The job's current epoch (decoded, validated) or NULL. */
+struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root);
+
+/* Records every leadership (leader key PUT) of a job from now on, and at
+ * the end checks the job's epoch history with ec_history_check. */
+typedef struct ec_test_obs ec_test_obs_t;
+ec_test_obs_t *ec_test_obs_start(ec_etcd_t *c, const char *root);
+/* Sync (sentinel write), read epochs/, check; fails the test on a violation.
+ * Returns the number of epochs checked. */
+int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc);
+void ec_test_obs_stop(ec_test_obs_t *o);
 
 #define EC_INTEGRATION_MAIN(suite_fn)                                  \
     int main(void)                                                     \

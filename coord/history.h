@@ -1,0 +1,64 @@
+/* The epoch-history checker: the invariants every run of a job must keep,
+ * checked over the epochs it published.  Integration and fault tests read
+ * epochs/<n> (in key order), decode them and call ec_history_check() with the
+ * leaderships they saw on the leader key.
+ *
+ * Checked, in order, for each epoch; the first violation is reported:
+ *   1. epoch numbers strictly increase (and, with opts.consecutive, by 1);
+ *   2. the epoch is well formed: members in M_id order 0..M-1, each with N
+ *      endpoints, so its ranks are exactly 0..W-1 with W = M*N, and no node
+ *      holds two ranks blocks (appears twice);
+ *   3. N is the same in every epoch (and equals opts.nproc when set);
+ *   4. opts.min_nodes <= M <= opts.max_nodes;
+ *   5. (leader_id, leader_rev) matches one observed leadership: the epoch
+ *      was written by the node that held the leader key with that create
+ *      revision;
+ *   6. leader revisions never go down: a later epoch cannot have been
+ *      written under an older leadership (etcd create revisions only grow,
+ *      so a lower one means a deposed leader wrote after its successor).
+ */
+#ifndef EC_HISTORY_H
+#define EC_HISTORY_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "records.h"
+
+/* One observed leadership: node_id held the leader key, created at
+ * create_rev.  Strings are borrowed. */
+typedef struct ec_leader_obs {
+    const char *node_id;
+    int64_t create_rev;
+} ec_leader_obs_t;
+
+typedef struct ec_history_opts {
+    size_t size;       /* sizeof(ec_history_opts_t): lets the struct grow */
+    int min_nodes;     /* MIN of --nnodes=MIN:MAX */
+    int max_nodes;     /* MAX */
+    int nproc;         /* expected N; 0 = whatever the first epoch says */
+    int consecutive;   /* nonzero: numbers must go up by exactly 1 (an
+                          unpruned history); zero: gaps allowed */
+} ec_history_opts_t;
+
+#define EC_HISTORY_OPTS_INIT {sizeof(ec_history_opts_t), 1, INT_MAX, 0, 0}
+
+/* What was checked, for the test to print and assert on. */
+typedef struct ec_history_stats {
+    int epochs;        /* epochs checked */
+    long ranks;        /* sum of world sizes */
+    int leaderships;   /* distinct leader revisions seen in the epochs */
+} ec_history_stats_t;
+
+/* Check epochs[0..n) (key order) against obs[0..nobs).  opts may be NULL
+ * (defaults), stats may be NULL.  Returns 0 when every rule holds, EC_ECORRUPT
+ * with a message naming the first violating epoch and rule, or EC_EINVAL for
+ * bad arguments (NULL epoch pointer, min > max).  stats counts the epochs
+ * checked before a violation. */
+int ec_history_check(const ec_epoch_t *const *epochs, size_t n, const ec_leader_obs_t *obs,
+                     size_t nobs, const ec_history_opts_t *opts, ec_history_stats_t *stats,
+                     ec_error_t *err);
+
+#endif

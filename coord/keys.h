@@ -1,0 +1,107 @@
+/* The etcd key layout: the one place that builds a key path.
+ *
+ * Every key of a job lives under its root "<prefix>/<job_id>/".  The trailing
+ * slash is part of the root, so job "job1" never reads or deletes keys of job
+ * "job10".  Under the root:
+ *
+ *   nodes/<node_id>                       node record, leased by the node
+ *   leader                                election key, leased by the leader
+ *   epoch                                 current epoch record
+ *   epochs/<n>                            immutable copy of epoch n (history)
+ *   epochs/<n>/comm/<name>                per-epoch worker keys, leased by the
+ *   epochs/<n>/timings/<rank>             writer's node
+ *   epochs/<n>/state/<rank>
+ *   status                                job status record
+ *   failures/<seq>/<node_id>[/<local_rank>]  failure records
+ *
+ * <n> and <seq> are zero-padded to 20 digits (UINT64_MAX has 20), so a prefix
+ * listing returns them in numeric order.  Because '/' sorts before every
+ * digit, the range [epochs/, epochs/<n>) holds exactly the history copies and
+ * the per-epoch worker keys of every epoch below n: that is the range to
+ * delete when pruning history.  A listing of epochs/ returns both kinds of
+ * key; ec_key_parse_epoch() tells a history copy from a worker key.
+ * Ranks in worker keys are plain decimal (not padded).
+ *
+ * Keys are written into a caller buffer; a buffer of EC_KEY_MAX bytes always
+ * fits a key built from valid ids.  Builders return the key length (>= 0,
+ * excluding the NUL) or a negative EC_* code: EC_EINVAL for an invalid id
+ * or argument, EC_ETOOLARGE if the buffer is too small (buf then holds "").
+ */
+#ifndef EC_KEYS_H
+#define EC_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define EC_PREFIX_MAX 256   /* etcd prefix, after trailing slashes are stripped */
+#define EC_JOB_ID_MAX 128
+#define EC_NODE_ID_MAX 253  /* a DNS name; k8s pod names fit */
+#define EC_COMM_NAME_MAX 128
+#define EC_KEY_MAX 1024     /* fits every key built from valid ids */
+
+/* A job id is 1..EC_JOB_ID_MAX characters from [A-Za-z0-9._-], and not "."
+ * or ".." (ids also name log directories).  Returns 0 or EC_EINVAL with a
+ * message naming the offending character. */
+int ec_job_id_check(const char *job_id, ec_error_t *err);
+/* A node id: same alphabet, 1..EC_NODE_ID_MAX characters. */
+int ec_node_id_check(const char *node_id, ec_error_t *err);
+/* Booleans for the same rules, for validators that write their own message;
+ * len is the length of id (ids need not be NUL-terminated). */
+int ec_node_id_valid(const char *id, size_t len);
+
+/* A job's key root.  Plain value; fields are read-only after ec_keys_init. */
+typedef struct ec_keys {
+    char root[EC_PREFIX_MAX + EC_JOB_ID_MAX + 4]; /* "<prefix>/<job_id>/" */
+    size_t root_len;
+} ec_keys_t;
+
+/* Build the root for prefix (NULL or "" for none, e.g. "/ecoord"; trailing
+ * slashes are ignored, so "/ecoord" and "/ecoord/" are the same prefix) and
+ * job_id.  The prefix is used verbatim otherwise: "ecoord" and "/ecoord" are
+ * different prefixes.  A prefix must be printable ASCII without spaces and
+ * without "//".  Returns 0, or EC_EINVAL for a bad prefix or job id. */
+int ec_keys_init(ec_keys_t *k, const char *prefix, const char *job_id, ec_error_t *err);
+
+/* "<prefix>/<job_id>/": the range to watch or delete for the whole job. */
+const char *ec_keys_root(const ec_keys_t *k);
+
+int ec_key_nodes_prefix(const ec_keys_t *k, char *buf, size_t len);   /* nodes/ */
+int ec_key_node(const ec_keys_t *k, const char *node_id, char *buf, size_t len);
+int ec_key_leader(const ec_keys_t *k, char *buf, size_t len);
+int ec_key_epoch(const ec_keys_t *k, char *buf, size_t len);
+int ec_key_epochs_prefix(const ec_keys_t *k, char *buf, size_t len);  /* epochs/ */
+/* epochs/<n>, n >= 1. */
+int ec_key_epoch_history(const ec_keys_t *k, uint64_t n, char *buf, size_t len);
+/* epochs/<n>/: every worker key of epoch n. */
+int ec_key_epoch_worker_prefix(const ec_keys_t *k, uint64_t n, char *buf, size_t len);
+/* epochs/<n>/comm/<name>, name checked like a node id (1..EC_COMM_NAME_MAX). */
+int ec_key_epoch_comm(const ec_keys_t *k, uint64_t n, const char *name, char *buf, size_t len);
+/* epochs/<n>/timings/<rank>, rank >= 0. */
+int ec_key_epoch_timing(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len);
+/* epochs/<n>/state/<rank>, rank >= 0. */
+int ec_key_epoch_state(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len);
+int ec_key_status(const ec_keys_t *k, char *buf, size_t len);
+int ec_key_failures_prefix(const ec_keys_t *k, char *buf, size_t len); /* failures/ */
+/* failures/<seq>/<node_id>/<local_rank>, or failures/<seq>/<node_id> when
+ * local_rank < 0 (a whole-node failure).  seq is chosen by the writer (unix
+ * ms, say); the node id keeps two nodes failing in the same ms apart. */
+int ec_key_failure(const ec_keys_t *k, uint64_t seq, const char *node_id, int local_rank,
+                   char *buf, size_t len);
+
+/* If key[0..keylen) is exactly nodes/<valid node id> under k's root, copy the
+ * node id (NUL-terminated) into node_id and return its length.  Returns
+ * EC_EINVAL for any other key (other job, other kind, nested path, bad id),
+ * EC_ETOOLARGE if node_id is too small.  A buffer of EC_NODE_ID_MAX + 1
+ * always fits. */
+int ec_key_parse_node(const ec_keys_t *k, const char *key, size_t keylen, char *node_id,
+                      size_t len);
+
+/* Classify a key found under epochs/.  Returns EC_KEY_EPOCH_HISTORY for
+ * epochs/<20 digits>, EC_KEY_EPOCH_WORKER for epochs/<20 digits>/<anything>,
+ * and fills *n (may be NULL) with the epoch number; EC_EINVAL otherwise. */
+enum { EC_KEY_EPOCH_HISTORY = 1, EC_KEY_EPOCH_WORKER = 2 };
+int ec_key_parse_epoch(const ec_keys_t *k, const char *key, size_t keylen, uint64_t *n);
+
+#endif

@@ -1,0 +1,89 @@
+/* The node coordinator: one per agent (architecture layer 5).
+ *
+ * It registers this node at nodes/<node_id> with a lease and keeps the
+ * lease alive; campaigns for the leader key; follows every key of the job
+ * through one watch; and, while it holds the leader key, runs the planner on
+ * each change and publishes the epochs it decides with a transaction fenced
+ * by the leader key's create revision and the epoch's mod revision.  Every
+ * node, leader or not, hands each new valid epoch to its on_epoch callback.
+ *
+ * Thread-safety: the callbacks run on the coordinator's thread, one at a
+ * time; the ec_node_* calls may be made from any thread, but not from inside
+ * a callback except ec_node_is_leader and ec_node_lease.
+ */
+#ifndef EC_NODE_H
+#define EC_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "etcd.h"
+#include "records.h"
+
+typedef struct ec_node ec_node_t;
+
+typedef void (*ec_node_epoch_cb)(const ec_epoch_t *ep, void *arg);
+typedef void (*ec_node_job_cb)(const ec_job_status_t *st, void *arg);
+/* Lease lost and re-registered (new lease id), or leadership won/lost. */
+typedef void (*ec_node_event_cb)(const char *event, void *arg);
+
+typedef struct ec_node_opts {
+    size_t size;                 /* sizeof(ec_node_opts_t) */
+    ec_etcd_t *etcd;             /* borrowed; outlives the node */
+    const char *etcd_prefix;     /* may be NULL */
+    const char *job_id;
+    /* this node */
+    const char *node_id;
+    const char *host;
+    int nproc;
+    const uint16_t *ports;       /* nproc ports */
+    uint16_t master_port;
+    const char *const *device_ids; /* ndevices (0 or nproc) */
+    int ndevices;
+    const char *agent_version;
+    /* the job (only the leader's values are used for decisions) */
+    int np_min, np_max;
+    int64_t elastic_timeout_ms;
+    int64_t replace_wait_ms;
+    int lease_ttl_s;             /* default 10 */
+    int history_keep;            /* epochs/<n> copies kept; default 64 */
+    /* callbacks, all optional */
+    ec_node_epoch_cb on_epoch;
+    ec_node_job_cb on_job;
+    ec_node_event_cb on_event;
+    void *arg;
+} ec_node_opts_t;
+
+#define EC_NODE_OPTS_INIT {.size = sizeof(ec_node_opts_t)}
+
+/* Register and start.  Fails (EC_EEXIST) when a live agent holds the same
+ * node id: the previous record of a restarted agent is waited out first
+ * (bounded by its lease's TTL), so only a record that keeps being refreshed
+ * is a duplicate. */
+ec_node_t *ec_node_start(const ec_node_opts_t *opts, ec_error_t *err);
+/* Rewrite our own record's state (and reason, may be NULL). */
+int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err);
+/* Our processes restarted: bump the incarnation so the leader re-forms the
+ * job with the same members (reason restart). */
+int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err);
+/* Leave gracefully: state leaving, then revoke the lease so the others
+ * re-form at once.  The node stops taking part. */
+int ec_node_leave(ec_node_t *n, ec_error_t *err);
+/* Record a failure under failures/ (attached to our lease? no: failures
+ * outlive the node, for the post-mortem; the leader prunes them). */
+int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err);
+/* Mark the job failed with a reason (any node may; fenced on nothing). */
+int ec_node_fail_job(ec_node_t *n, const char *reason, ec_error_t *err);
+/* Stop the threads; the lease is not revoked (it expires on its own): that
+ * is what a crash looks like to the others.  Accepts NULL. */
+void ec_node_stop(ec_node_t *n);
+
+bool ec_node_is_leader(ec_node_t *n);
+int64_t ec_node_lease(ec_node_t *n);
+uint64_t ec_node_incarnation(ec_node_t *n);
+/* Number of the newest epoch seen (0: none yet). */
+uint64_t ec_node_epoch_number(ec_node_t *n);
+
+#endif

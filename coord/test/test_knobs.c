@@ -1,0 +1,1093 @@
+/* The rule under test: one table of knobs decides how every flag is spelled,
+ * which environment variable stands in for it and when, what values it takes,
+ * what --help says and what the configuration block shows; nothing outside
+ * the table is accepted, nothing is matched by prefix (--np is never
+ * --nproc_per_node), an explicit flag always beats the environment, the
+ * training program's own arguments are never touched, and the etcd password
+ * never appears on a command line or in the dump.
+ */
+#include "knobs.h"
+
+#include <ctype.h>
+#include <ec_check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static ec_config_t cfg;
+static ec_error_t err;
+static char tmp_path[64];   /* a readable file, for path knobs           */
+static char pw_path[64];    /* a file holding "s3cr3t-pw\n"               */
+
+#define ARGS(...) ((char *[]){__VA_ARGS__ __VA_OPT__(, ) NULL})
+#define ENV(...) ((const char *[]){__VA_ARGS__, NULL})
+#define NOENV ((const char *[]){NULL})
+#define NOARGS ((char *[]){NULL})
+
+#define SECRET "s3cr3t-pw"
+
+static const char *test_env(const char *name, void *arg)
+{
+    const char *const *e = arg;
+    size_t n = strlen(name);
+    for (; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+/* The argv handed to the parser must outlive cfg (prog_argv points into it),
+ * while the macros below build it in a block scope: keep a copy here. */
+static char *argv_store[64];
+
+static int parse(const char *sub, const char **env, char **argv)
+{
+    int argc = 0;
+    while (argv[argc] && argc < 63) {
+        argv_store[argc] = argv[argc];
+        argc++;
+    }
+    argv_store[argc] = NULL;
+    return ec_config_parse(&cfg, sub, argc, argv_store, test_env, env, &err);
+}
+
+#define OK(sub, env, ...)                                                       \
+    do {                                                                        \
+        int rc_ = parse(sub, env, ARGS(__VA_ARGS__));                           \
+        ck_assert_msg(rc_ == 0, "expected success, got %s: %s", ec_err_name(rc_), err.msg); \
+    } while (0)
+#define FAILS(want, sub, env, ...)                                              \
+    do {                                                                        \
+        int rc_ = parse(sub, env, ARGS(__VA_ARGS__));                           \
+        ck_assert_msg(rc_ == (want), "expected %s, got %s (%s)", ec_err_name(want), \
+                      ec_err_name(rc_), err.msg);                              \
+        ck_assert_int_eq(err.code, (want));                                     \
+    } while (0)
+#define HAS(hay, needle)                                                        \
+    ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' not found in: %.400s", (needle), (hay))
+#define HASNT(hay, needle)                                                      \
+    ck_assert_msg(strstr((hay), (needle)) == NULL, "'%s' unexpectedly in: %.400s", (needle), (hay))
+
+static void write_file(const char *path, const char *content, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(content, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+static void setup(void)
+{
+    ec_config_t fresh = EC_CONFIG_INITIALIZER;
+    cfg = fresh;
+    cfg.hostname = "host-a";
+    ec_error_clear(&err);
+    strcpy(tmp_path, "/tmp/ec_cfg_file_XXXXXX");
+    int fd = mkstemp(tmp_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    strcpy(pw_path, "/tmp/ec_cfg_pw_XXXXXX");
+    fd = mkstemp(pw_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_file(pw_path, SECRET "\n", 0600);
+}
+
+static void teardown(void)
+{
+    ec_config_release(&cfg);
+    unlink(tmp_path);
+    unlink(pw_path);
+}
+
+/* The dump line for a knob, without the trailing newline. */
+static const char *dump_line(const char *name)
+{
+    static char line[1024];
+    char *d = ec_config_dump(&cfg);
+    ck_assert_ptr_nonnull(d);
+    char key[64];
+    snprintf(key, sizeof(key), "%s: ", name);
+    line[0] = '\0';
+    for (char *p = d; p && *p;) {
+        char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (strncmp(p, key, strlen(key)) == 0 && n < sizeof(line)) {
+            memcpy(line, p, n);
+            line[n] = '\0';
+            break;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    free(d);
+    return line;
+}
+
+static int has_warning(const char *needle)
+{
+    for (int i = 0; i < cfg.nwarnings; i++)
+        if (strstr(cfg.warnings[i], needle))
+            return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The table itself                                                         */
+
+START_TEST(table_rows_are_complete_and_consistent)
+{
+    for (int i = 0; i < EC_K__COUNT; i++) {
+        const ec_knob_t *k = ec_config_knob(i);
+        ck_assert_ptr_nonnull(k);
+        ck_assert_int_eq(k->id, i);
+        ck_assert_ptr_nonnull(k->name);
+        ck_assert_ptr_nonnull(k->help);
+        ck_assert_ptr_nonnull(k->group);
+        ck_assert_ptr_nonnull(k->def);
+        ck_assert_uint_ne(k->cmds, 0);
+        /* spellings[0] is the name, except for the environment-only password */
+        if (k->type == EC_KT_SECRET)
+            ck_assert_ptr_null(k->spellings[0]);
+        else
+            ck_assert_str_eq(k->spellings[0], k->name);
+        /* every knob has ECOORD_<NAME> among its aliases */
+        char want[64];
+        snprintf(want, sizeof(want), "ECOORD_%s", k->name);
+        for (char *p = want; *p; p++)
+            *p = (char)toupper((unsigned char)*p);
+        int found = 0;
+        for (int j = 0; j < 3 && k->env[j]; j++)
+            found |= strcmp(k->env[j], want) == 0;
+        ck_assert_msg(found, "%s lacks the %s alias", k->name, want);
+        /* no spelling appears twice in the table */
+        for (int j = 0; j < 3 && k->spellings[j]; j++)
+            for (int i2 = 0; i2 < EC_K__COUNT; i2++)
+                for (int j2 = 0; j2 < 3 && ec_config_knob(i2)->spellings[j2]; j2++)
+                    if (i2 != i || j2 != j)
+                        ck_assert_str_ne(k->spellings[j], ec_config_knob(i2)->spellings[j2]);
+    }
+    ck_assert_ptr_null(ec_config_knob(EC_K__COUNT));
+    ck_assert_ptr_null(ec_config_knob(-1));
+    ck_assert_int_eq(ec_config_cmd("launch"), EC_CMD_LAUNCH);
+    ck_assert_int_eq(ec_config_cmd("status"), EC_CMD_STATUS);
+    ck_assert_int_eq(ec_config_cmd("check"), EC_CMD_CHECK);
+    ck_assert_int_eq(ec_config_cmd("lau"), 0);
+    ck_assert_str_eq(ec_config_cmd_name(EC_CMD_CHECK), "check");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Every spelling and every alias, table-driven                             */
+
+/* A valid value for each knob, what the dump shows for it, and what else the
+ * knob needs to pass validation.  "@" stands for tmp_path, "#" for pw_path. */
+static const struct {
+    int id;
+    const char *value, *shown;
+    const char *extra_arg, *extra_env;
+} samples[] = {
+    {EC_K_ELASTIC_SERVER, "10.0.0.1:2379,10.0.0.2:2379", "10.0.0.1:2379,10.0.0.2:2379", NULL, NULL},
+    {EC_K_ETCD_PREFIX, "/ecoord", "/ecoord", NULL, NULL},
+    {EC_K_ETCD_CACERT, "@", "@", NULL, NULL},
+    {EC_K_ETCD_CERT, "@", "@", "--etcd_key=@", NULL},
+    {EC_K_ETCD_KEY, "@", "@", "--etcd_cert=@", NULL},
+    {EC_K_ETCD_USER, "trainer", "trainer", NULL, "ECOORD_ETCD_PASSWORD=pw"},
+    {EC_K_ETCD_PASSWORD, "pw", "(set, hidden)", "--etcd_user=trainer", NULL},
+    {EC_K_ETCD_PASSWORD_FILE, "#", "#", "--etcd_user=trainer", NULL},
+    {EC_K_JOB_ID, "job1", "job1", NULL, NULL},
+    {EC_K_NP, "2:4", "2:4", NULL, NULL},
+    {EC_K_ELASTIC_LEVEL, "1", "1", NULL, NULL},
+    {EC_K_MAX_RESTART, "7", "7", NULL, NULL},
+    {EC_K_ELASTIC_TIMEOUT, "45", "45s", NULL, NULL},
+    {EC_K_REPLACE_WAIT, "60", "60s", NULL, NULL},
+    {EC_K_REBUILD, "inprocess", "inprocess", NULL, NULL},
+    {EC_K_NODE_ID, "node-3", "node-3", NULL, NULL},
+    {EC_K_HOST, "10.0.0.7", "10.0.0.7", NULL, NULL},
+    {EC_K_GPUS, "0,1", "0,1", NULL, NULL},
+    {EC_K_NPROC_PER_NODE, "2", "2", NULL, NULL},
+    {EC_K_START_PORT, "40000", "40000", NULL, NULL},
+    {EC_K_PORT_RANGE, "36000-36100", "36000-36100", NULL, NULL},
+    {EC_K_LEASE_TTL, "20", "20s", NULL, NULL},
+    {EC_K_GRACE_PERIOD, "0.5", "0.5s", NULL, NULL},
+    {EC_K_LOG_DIR, "/tmp/logs", "/tmp/logs", NULL, NULL},
+    {EC_K_LOG_LEVEL, "DEBUG", "debug", NULL, NULL},
+    {EC_K_METRICS_PORT, "9400", "9400", NULL, NULL},
+    {EC_K_JSON, "true", "true", NULL, NULL},
+    {EC_K_WATCH, "true", "true", NULL, NULL},
+};
+#define NSAMPLES (int)(sizeof(samples) / sizeof(samples[0]))
+
+static void subst(char *out, size_t len, const char *prefix, const char *in)
+{
+    size_t used = (size_t)snprintf(out, len, "%s", prefix);
+    for (; in && *in && used + 64 < len; in++) {
+        if (*in == '@')
+            used += (size_t)snprintf(out + used, len - used, "%s", tmp_path);
+        else if (*in == '#')
+            used += (size_t)snprintf(out + used, len - used, "%s", pw_path);
+        else
+            out[used++] = *in, out[used] = '\0';
+    }
+}
+
+static const char *cmd_for(const ec_knob_t *k)
+{
+    return (k->cmds & EC_CMD_LAUNCH) ? "launch" : "status";
+}
+
+/* Parse sub with args (plus the sample's extras and "prog" for launch) and
+ * env; check that knob id was set from source kind/name and shows `shown`. */
+static void expect_set(int si, char **args, int nargs, const char *env1, ec_src_kind_t kind,
+                       const char *src_name)
+{
+    const ec_knob_t *k = ec_config_knob(samples[si].id);
+    char extra_arg[256], extra_env[256], env1s[256], shown[256], want[512];
+    char *argv[8];
+    const char *env[4] = {NULL};
+    int argc = 0, nenv = 0;
+    for (int i = 0; i < nargs; i++)
+        argv[argc++] = args[i];
+    if (samples[si].extra_arg) {
+        subst(extra_arg, sizeof(extra_arg), "", samples[si].extra_arg);
+        argv[argc++] = extra_arg;
+    }
+    if (k->cmds & EC_CMD_LAUNCH)
+        argv[argc++] = "prog";
+    argv[argc] = NULL;
+    if (env1) {
+        subst(env1s, sizeof(env1s), "", env1);
+        env[nenv++] = env1s;
+    }
+    if (samples[si].extra_env) {
+        subst(extra_env, sizeof(extra_env), "", samples[si].extra_env);
+        env[nenv++] = extra_env;
+    }
+    int rc = ec_config_parse(&cfg, cmd_for(k), argc, argv, test_env, env, &err);
+    ck_assert_msg(rc == 0, "%s (%s): %s", k->name, argv[0], err.msg);
+    ck_assert_int_eq(cfg.src[k->id].kind, kind);
+    ck_assert_str_eq(cfg.src[k->id].name, src_name);
+    subst(shown, sizeof(shown), "", samples[si].shown);
+    const char *line = dump_line(k->name);
+    if (kind == EC_SRC_FLAG)
+        snprintf(want, sizeof(want), "%s: %s (source: flag --%s)", k->name, shown, src_name);
+    else
+        snprintf(want, sizeof(want), "%s: %s (source: env %s)", k->name, shown, src_name);
+    ck_assert_str_eq(line, want);
+}
+
+START_TEST(every_spelling_in_every_form)
+{
+    int covered[EC_K__COUNT] = {0};
+    for (int si = 0; si < NSAMPLES; si++) {
+        const ec_knob_t *k = ec_config_knob(samples[si].id);
+        covered[k->id] = 1;
+        for (int j = 0; j < 3 && k->spellings[j]; j++) {
+            const char *sp = k->spellings[j];
+            char value[256], eq[300], dashed[300], flag[128];
+            subst(value, sizeof(value), "", samples[si].value);
+            snprintf(eq, sizeof(eq), "--%s=%s", sp, value);
+            /* --name=value */
+            expect_set(si, ARGS(eq), 1, NULL, EC_SRC_FLAG, sp);
+            /* --name value (booleans: bare --name) */
+            snprintf(flag, sizeof(flag), "--%s", sp);
+            if (k->type == EC_KT_BOOL)
+                expect_set(si, ARGS(flag), 1, NULL, EC_SRC_FLAG, sp);
+            else
+                expect_set(si, ARGS(flag, value), 2, NULL, EC_SRC_FLAG, sp);
+            /* --na-me=value: dashes for underscores */
+            if (strchr(sp, '_')) {
+                snprintf(dashed, sizeof(dashed), "--%s=%s", sp, value);
+                for (char *p = dashed + 2; *p && *p != '='; p++)
+                    if (*p == '_')
+                        *p = '-';
+                expect_set(si, ARGS(dashed), 1, NULL, EC_SRC_FLAG, sp);
+            }
+        }
+    }
+    for (int i = 0; i < EC_K__COUNT; i++)
+        ck_assert_msg(covered[i], "no sample for knob %s", ec_config_knob(i)->name);
+}
+END_TEST
+
+START_TEST(every_env_alias_applies_when_flag_absent)
+{
+    for (int si = 0; si < NSAMPLES; si++) {
+        const ec_knob_t *k = ec_config_knob(samples[si].id);
+        for (int j = 0; j < 3 && k->env[j]; j++) {
+            char kv[300];
+            snprintf(kv, sizeof(kv), "%s=%s", k->env[j], samples[si].value);
+            expect_set(si, NULL, 0, kv, EC_SRC_ENV, k->env[j]);
+        }
+    }
+}
+END_TEST
+
+START_TEST(defaults_for_launch)
+{
+    OK("launch", NOENV, "prog");
+    ck_assert_int_eq(cfg.cmd, EC_CMD_LAUNCH);
+    ck_assert_int_eq(cfg.elastic_server.n, 0);
+    ck_assert_str_eq(cfg.etcd_prefix, "");
+    ck_assert_str_eq(cfg.etcd_cacert, "");
+    ck_assert_str_eq(cfg.etcd_user, "");
+    ck_assert_str_eq(cfg.etcd_password, "");
+    ck_assert_str_eq(cfg.job_id, "default");
+    ck_assert_int_eq(cfg.np.min, 1);
+    ck_assert_int_eq(cfg.np.max, 1);
+    ck_assert_int_eq(cfg.elastic_level, -1);
+    ck_assert_int_eq(cfg.max_restart, 3);
+    ck_assert_int_eq(cfg.elastic_timeout_ms, 30000);
+    ck_assert_int_eq(cfg.replace_wait_ms, 0);
+    ck_assert_int_eq(cfg.rebuild, EC_REBUILD_RESTART);
+    ck_assert_str_eq(cfg.node_id, "host-a");
+    ck_assert_str_eq(cfg.src[EC_K_NODE_ID].name, "host name");
+    ck_assert_str_eq(cfg.host, "");
+    ck_assert_int_eq(cfg.gpus.n, 0);
+    ck_assert_int_eq(cfg.nproc_per_node, 1);
+    ck_assert_int_eq(cfg.start_port, 36000);
+    ck_assert_int_eq(cfg.port_lo, 36000);
+    ck_assert_int_eq(cfg.port_hi, 65535);
+    ck_assert_int_eq(cfg.lease_ttl_ms, 10000);
+    ck_assert_int_eq(cfg.grace_period_ms, 5000);
+    ck_assert_str_eq(cfg.log_dir, "log");
+    ck_assert_int_eq(cfg.log_level, EC_LOG_INFO);
+    ck_assert_int_eq(cfg.metrics_port, 0);
+    ck_assert_int_eq(cfg.json, 0);
+    ck_assert_int_eq(cfg.watch, 0);
+    ck_assert_int_eq(cfg.help, 0);
+    for (int i = 0; i < EC_K__COUNT; i++)
+        ck_assert_int_eq(cfg.src[i].kind, EC_SRC_DEFAULT);
+    /* the default job id may collide: say so */
+    ck_assert(has_warning("--job_id"));
+    ck_assert_str_eq(dump_line("job_id"), "job_id: default (source: default)");
+    ck_assert_str_eq(dump_line("elastic_timeout"), "elastic_timeout: 30s (source: default)");
+    ck_assert_str_eq(dump_line("node_id"), "node_id: host-a (source: default: host name)");
+}
+END_TEST
+
+START_TEST(no_job_id_warning_when_given)
+{
+    OK("launch", NOENV, "--job_id=job1", "prog");
+    ck_assert(!has_warning("--job_id"));
+    OK("status", ENV("PADDLE_ELASTIC_JOB_ID=job2"));
+    ck_assert_str_eq(cfg.job_id, "job2");
+    ck_assert(!has_warning("--job_id"));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Flag versus environment                                                  */
+
+START_TEST(flag_beats_env)
+{
+    OK("launch", ENV("ECOORD_JOB_ID=fromenv", "PADDLE_ELASTIC_NP=3"), "--job_id=fromflag",
+       "--np=2", "prog");
+    ck_assert_str_eq(cfg.job_id, "fromflag");
+    ck_assert_int_eq(cfg.np.min, 2);
+    ck_assert_int_eq(cfg.src[EC_K_JOB_ID].kind, EC_SRC_FLAG);
+    ck_assert(has_warning("ECOORD_JOB_ID=fromenv is ignored"));
+    ck_assert(has_warning("PADDLE_ELASTIC_NP=3 is ignored"));
+}
+END_TEST
+
+START_TEST(flag_at_default_value_still_beats_env)
+{
+    /* Paddle would let the env win here (value == default); ecoord tracks
+     * that the flag was given. */
+    OK("launch", ENV("ECOORD_MAX_RESTART=9"), "--max_restart=3", "prog");
+    ck_assert_int_eq(cfg.max_restart, 3);
+    ck_assert_int_eq(cfg.src[EC_K_MAX_RESTART].kind, EC_SRC_FLAG);
+}
+END_TEST
+
+START_TEST(env_applies_only_at_default)
+{
+    OK("launch", ENV("ECOORD_MAX_RESTART=9", "ECOORD_LOG_DIR=/x"), "--log_dir=/y", "prog");
+    ck_assert_int_eq(cfg.max_restart, 9);
+    ck_assert_int_eq(cfg.src[EC_K_MAX_RESTART].kind, EC_SRC_ENV);
+    ck_assert_str_eq(cfg.log_dir, "/y");
+    ck_assert_str_eq(dump_line("max_restart"), "max_restart: 9 (source: env ECOORD_MAX_RESTART)");
+    ck_assert_str_eq(dump_line("log_dir"), "log_dir: /y (source: flag --log_dir)");
+}
+END_TEST
+
+START_TEST(ecoord_alias_beats_paddle_alias)
+{
+    OK("status", ENV("PADDLE_ELASTIC_JOB_ID=paddlejob", "ECOORD_JOB_ID=ourjob"));
+    ck_assert_str_eq(cfg.job_id, "ourjob");
+    ck_assert_str_eq(cfg.src[EC_K_JOB_ID].name, "ECOORD_JOB_ID");
+    ck_assert(has_warning("PADDLE_ELASTIC_JOB_ID=paddlejob is ignored"));
+    OK("status", ENV("PADDLE_ELASTIC_JOB_ID=paddlejob"));
+    ck_assert_str_eq(cfg.job_id, "paddlejob");
+    ck_assert_str_eq(cfg.src[EC_K_JOB_ID].name, "PADDLE_ELASTIC_JOB_ID");
+    OK("launch", ENV("POD_IP=10.1.1.1", "ECOORD_HOST=10.2.2.2"), "prog");
+    ck_assert_str_eq(cfg.host, "10.2.2.2");
+    OK("launch", ENV("POD_IP=10.1.1.1"), "prog");
+    ck_assert_str_eq(cfg.host, "10.1.1.1");
+    ck_assert_str_eq(dump_line("host"), "host: 10.1.1.1 (source: env POD_IP)");
+    OK("launch", ENV("POD_IP=10.1.1.1"), "--host=10.3.3.3", "prog");
+    ck_assert_str_eq(cfg.host, "10.3.3.3");
+}
+END_TEST
+
+START_TEST(empty_env_is_unset)
+{
+    OK("launch", ENV("ECOORD_JOB_ID=", "PADDLE_ELASTIC_JOB_ID=pj", "POD_IP="), "prog");
+    ck_assert_str_eq(cfg.job_id, "pj");
+    ck_assert_int_eq(cfg.src[EC_K_HOST].kind, EC_SRC_DEFAULT);
+}
+END_TEST
+
+START_TEST(bad_env_value_names_the_variable)
+{
+    FAILS(EC_EINVAL, "launch", ENV("PADDLE_ELASTIC_NP=4:2"), "prog");
+    HAS(err.msg, "PADDLE_ELASTIC_NP=4:2");
+    HAS(err.msg, "MIN (4) is greater than MAX (2)");
+    /* an env value shadowed by a flag is not even parsed */
+    OK("launch", ENV("PADDLE_ELASTIC_NP=garbage"), "--np=2", "prog");
+    ck_assert_int_eq(cfg.np.max, 2);
+    /* env for a knob this subcommand does not use is not read */
+    OK("status", ENV("ECOORD_NP=garbage"));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* --np and --nproc_per_node                                                */
+
+START_TEST(np_forms)
+{
+    OK("launch", NOENV, "--np=2", "prog");
+    ck_assert_int_eq(cfg.np.min, 2);
+    ck_assert_int_eq(cfg.np.max, 2);
+    ck_assert_str_eq(dump_line("np"), "np: 2 (source: flag --np)");
+    OK("launch", NOENV, "--np", "2:4", "prog");
+    ck_assert_int_eq(cfg.np.min, 2);
+    ck_assert_int_eq(cfg.np.max, 4);
+    OK("launch", NOENV, "--nnodes=3:3", "prog");
+    ck_assert_int_eq(cfg.np.min, 3);
+    ck_assert_int_eq(cfg.np.max, 3);
+    ck_assert_str_eq(cfg.src[EC_K_NP].name, "nnodes");
+
+    FAILS(EC_EINVAL, "launch", NOENV, "--np=4:2", "prog");
+    ck_assert_str_eq(err.msg, "--np=4:2: MIN (4) is greater than MAX (2); write --np=MIN:MAX "
+                              "with MIN <= MAX, e.g. --np=2:4");
+    FAILS(EC_EINVAL, "launch", NOENV, "--np=abc", "prog");
+    HAS(err.msg, "--np=abc: not a node count");
+    FAILS(EC_EINVAL, "launch", NOENV, "--np=0", "prog");
+    HAS(err.msg, "--np=0");
+    HAS(err.msg, "between 1 and");
+    char *bad[] = {"", "2:", ":4", "2:4:6", "-1", "0:4", "1:99999999", "2.5", " 2", "2-4"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char a[64];
+        snprintf(a, sizeof(a), "--np=%s", bad[i]);
+        FAILS(EC_EINVAL, "launch", NOENV, a, "prog");
+        HAS(err.msg, a);
+    }
+}
+END_TEST
+
+START_TEST(np_is_never_nproc_per_node)
+{
+    OK("launch", NOENV, "--np=2:4", "prog");
+    ck_assert_int_eq(cfg.nproc_per_node, 1);
+    ck_assert_int_eq(cfg.src[EC_K_NPROC_PER_NODE].kind, EC_SRC_DEFAULT);
+    OK("launch", NOENV, "--nproc_per_node=2", "prog");
+    ck_assert_int_eq(cfg.np.min, 1);
+    ck_assert_int_eq(cfg.np.max, 1);
+    ck_assert_int_eq(cfg.nproc_per_node, 2);
+    ck_assert_int_eq(cfg.src[EC_K_NP].kind, EC_SRC_DEFAULT);
+}
+END_TEST
+
+START_TEST(no_prefix_matching_anywhere)
+{
+    FAILS(EC_EINVAL, "launch", NOENV, "--nproc=2", "prog");
+    HAS(err.msg, "unknown flag --nproc");
+    HAS(err.msg, "--nproc_per_node");
+    HAS(err.msg, "spelled in full");
+    HASNT(err.msg, "--np ");
+    char *abbrev[] = {"--nproc_per=2", "--job=j",    "--elastic_serv=x", "--max=1",
+                            "--log=debug",   "--nnode=2",  "--n=2",            "--lease=5",
+                            "--NP=2",        "--Job_id=j", "--np_=2",          "--jso"};
+    for (size_t i = 0; i < sizeof(abbrev) / sizeof(abbrev[0]); i++) {
+        FAILS(EC_EINVAL, "launch", NOENV, abbrev[i], "prog");
+        HAS(err.msg, "unknown flag");
+    }
+    FAILS(EC_EINVAL, "launch", NOENV, "--job=j", "prog");
+    HAS(err.msg, "did you mean --job_id");
+    FAILS(EC_EINVAL, "launch", NOENV, "--elastic=1", "prog");
+    HAS(err.msg, "--elastic_server");
+    HAS(err.msg, "--elastic_level");
+    /* a typo is answered with the closest spelling */
+    FAILS(EC_EINVAL, "launch", NOENV, "--nproc_per_nod=2", "prog");
+    HAS(err.msg, "did you mean --nproc_per_node");
+    FAILS(EC_EINVAL, "launch", NOENV, "--max_restrat=2", "prog");
+    HAS(err.msg, "did you mean --max_restart");
+    FAILS(EC_EINVAL, "launch", NOENV, "--zzzzzzzz=2", "prog");
+    HASNT(err.msg, "did you mean");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Values and bounds                                                        */
+
+START_TEST(job_id_validation)
+{
+    OK("status", NOENV, "--job_id=Job_1.a-b");
+    ck_assert_str_eq(cfg.job_id, "Job_1.a-b");
+    FAILS(EC_EINVAL, "status", NOENV, "--job_id=a/b");
+    HAS(err.msg, "'/'");
+    HAS(err.msg, "--job_id=a/b");
+    char longid[200] = "--job_id=";
+    memset(longid + 9, 'j', 129);
+    longid[9 + 129] = '\0';
+    FAILS(EC_EINVAL, "status", NOENV, longid);
+    HAS(err.msg, "at most 128");
+    longid[9 + 128] = '\0';
+    OK("status", NOENV, longid);
+    ck_assert_uint_eq(strlen(cfg.job_id), 128);
+    FAILS(EC_EINVAL, "status", NOENV, "--job_id=");
+    HAS(err.msg, "empty");
+    FAILS(EC_EINVAL, "status", NOENV, "--job_id=j\xc3\xb6""b");
+    HAS(err.msg, "non-ASCII");
+    FAILS(EC_EINVAL, "status", NOENV, "--job_id=a b");
+    FAILS(EC_EINVAL, "status", NOENV, "--job_id=..");
+    FAILS(EC_EINVAL, "status", NOENV, "--job_id=job*");
+    FAILS(EC_EINVAL, "status", ENV("ECOORD_JOB_ID=x/y"));
+    HAS(err.msg, "ECOORD_JOB_ID=x/y");
+}
+END_TEST
+
+START_TEST(gpus_parsing_and_counts)
+{
+    OK("launch", NOENV, "--gpus=0,1,2,3", "prog");
+    ck_assert_int_eq(cfg.gpus.n, 4);
+    ck_assert_int_eq(cfg.gpus.v[3], 3);
+    ck_assert_int_eq(cfg.nproc_per_node, 4); /* default follows --gpus */
+    ck_assert_str_eq(dump_line("nproc_per_node"),
+                     "nproc_per_node: 4 (source: default: number of --gpus)");
+    OK("launch", NOENV, "--devices", "4, 5", "prog");
+    ck_assert_int_eq(cfg.gpus.n, 2);
+    ck_assert_int_eq(cfg.gpus.v[0], 4);
+    ck_assert_int_eq(cfg.gpus.v[1], 5);
+    char *bad[] = {"--gpus=0,,1", "--gpus=a", "--gpus=0,0", "--gpus=-1", "--gpus=1.5",
+                         "--gpus=99999", "--gpus=0,"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        FAILS(EC_EINVAL, "launch", NOENV, bad[i], "prog");
+        HAS(err.msg, bad[i]);
+    }
+    FAILS(EC_EINVAL, "launch", NOENV, "--gpus=0,0", "prog");
+    HAS(err.msg, "twice");
+
+    /* more ranks than listed GPUs: an error naming both flags */
+    FAILS(EC_EINVAL, "launch", NOENV, "--gpus=0,1", "--nproc_per_node=4", "prog");
+    HAS(err.msg, "--nproc_per_node=4");
+    HAS(err.msg, "--gpus=0,1");
+    FAILS(EC_EINVAL, "launch", ENV("ECOORD_NPROC_PER_NODE=3"), "--gpus=0,1", "prog");
+    HAS(err.msg, "ECOORD_NPROC_PER_NODE=3");
+    /* fewer ranks than GPUs: allowed, with a warning */
+    OK("launch", NOENV, "--gpus=0,1,2", "--nproc_per_node=2", "prog");
+    ck_assert_int_eq(cfg.nproc_per_node, 2);
+    ck_assert(has_warning("first 2 of the 3"));
+}
+END_TEST
+
+START_TEST(cuda_visible_devices_checks)
+{
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=0,1"), "--nproc_per_node=4", "prog");
+    HAS(err.msg, "CUDA_VISIBLE_DEVICES=0,1");
+    HAS(err.msg, "only 2 GPUs");
+    HAS(err.msg, "--nproc_per_node=2");
+    OK("launch", ENV("CUDA_VISIBLE_DEVICES=0,1,2,3"), "--nproc_per_node=4", "prog");
+    /* nproc derived from --gpus is checked too */
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=2"), "--gpus=2,3", "prog");
+    HAS(err.msg, "CUDA_VISIBLE_DEVICES=2");
+    /* CUDA stops at the first invalid entry */
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=0,1,-1,2"), "--nproc_per_node=3", "prog");
+    HAS(err.msg, "only 2 GPUs");
+    /* UUIDs count */
+    OK("launch", ENV("CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"), "--nproc_per_node=2", "prog");
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"),
+          "--nproc_per_node=3", "prog");
+    /* --gpus are physical ids that CUDA_VISIBLE_DEVICES must show */
+    OK("launch", ENV("CUDA_VISIBLE_DEVICES=4,5"), "--gpus=4,5", "prog");
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=4,5"), "--gpus=0", "prog");
+    HAS(err.msg, "device 0");
+    HAS(err.msg, "CUDA_VISIBLE_DEVICES=4,5");
+    /* no GPU visible: fine for a CPU run, an error with --gpus */
+    OK("launch", ENV("CUDA_VISIBLE_DEVICES="), "--nproc_per_node=2", "prog");
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES="), "--gpus=0", "prog");
+    HAS(err.msg, "hides every GPU");
+    /* status does not care */
+    OK("status", ENV("CUDA_VISIBLE_DEVICES=0", "ECOORD_NPROC_PER_NODE=8"));
+}
+END_TEST
+
+START_TEST(port_range_parsing)
+{
+    OK("launch", NOENV, "--port_range=36000-36100", "prog");
+    ck_assert_int_eq(cfg.port_range.min, 36000);
+    ck_assert_int_eq(cfg.port_range.max, 36100);
+    ck_assert_int_eq(cfg.port_lo, 36000);
+    ck_assert_int_eq(cfg.port_hi, 36100);
+    OK("launch", NOENV, "--start_port", "40000", "prog");
+    ck_assert_int_eq(cfg.port_lo, 40000);
+    ck_assert_int_eq(cfg.port_hi, 65535);
+    FAILS(EC_EINVAL, "launch", NOENV, "--port_range=36100-36000", "prog");
+    HAS(err.msg, "LO (36100) is greater than HI (36000)");
+    HAS(err.msg, "--port_range=LO-HI");
+    char *bad[] = {"--port_range=0-10", "--port_range=1-70000", "--port_range=36000",
+                         "--port_range=a-b",  "--port_range=36000:36100", "--port_range=-5-10",
+                         "--start_port=0",    "--start_port=65536"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        FAILS(EC_EINVAL, "launch", NOENV, bad[i], "prog");
+        HAS(err.msg, bad[i]);
+    }
+    /* one or the other, not both */
+    FAILS(EC_EINVAL, "launch", NOENV, "--start_port=40000", "--port_range=36000-36100", "prog");
+    HAS(err.msg, "--start_port=40000");
+    HAS(err.msg, "--port_range=36000-36100");
+    /* enough ports for the processes plus the store */
+    FAILS(EC_EINVAL, "launch", NOENV, "--port_range=36000-36001", "--nproc_per_node=2", "prog");
+    HAS(err.msg, "needs 3");
+    OK("launch", NOENV, "--port_range=36000-36002", "--nproc_per_node=2", "prog");
+    FAILS(EC_EINVAL, "launch", NOENV, "--start_port=65535", "prog");
+}
+END_TEST
+
+START_TEST(bounds_and_types)
+{
+    FAILS(EC_EINVAL, "launch", NOENV, "--lease_ttl=1", "prog");
+    HAS(err.msg, "--lease_ttl=1: out of range: allowed 2 to 3600 seconds");
+    OK("launch", NOENV, "--lease_ttl=2", "prog");
+    ck_assert_int_eq(cfg.lease_ttl_ms, 2000);
+    FAILS(EC_EINVAL, "launch", NOENV, "--lease_ttl=2.5", "prog");
+    HAS(err.msg, "whole seconds");
+    OK("launch", NOENV, "--elastic_timeout=0.25", "prog");
+    ck_assert_int_eq(cfg.elastic_timeout_ms, 250);
+    char *bad[] = {"--elastic_timeout=abc", "--elastic_timeout=30s", "--elastic_timeout=-1",
+                         "--elastic_timeout=0.0001", "--elastic_timeout=1e3",
+                         "--max_restart=-1",      "--max_restart=x",  "--max_restart=3.5",
+                         "--elastic_level=2",     "--elastic_level=-2",
+                         "--metrics_port=70000",  "--log_level=verbose", "--rebuild=reboot",
+                         "--grace_period=99999",  "--nproc_per_node=0", "--log_dir="};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        FAILS(EC_EINVAL, "launch", NOENV, bad[i], "prog");
+        HAS(err.msg, bad[i]);
+    }
+    /* a negative value as a separate word, where the knob takes one */
+    OK("launch", NOENV, "--elastic_level", "-1", "prog");
+    ck_assert_int_eq(cfg.src[EC_K_ELASTIC_LEVEL].kind, EC_SRC_FLAG);
+    OK("launch", NOENV, "--elastic_level", "0", "prog");
+    ck_assert_int_eq(cfg.elastic_level, 0);
+    OK("launch", NOENV, "--log-level", "Warn", "--rebuild=InProcess", "prog");
+    ck_assert_int_eq(cfg.log_level, EC_LOG_WARN);
+    ck_assert_int_eq(cfg.rebuild, EC_REBUILD_INPROCESS);
+    OK("status", NOENV, "--json=false", "--watch=1");
+    ck_assert_int_eq(cfg.json, 0);
+    ck_assert_int_eq(cfg.watch, 1);
+    FAILS(EC_EINVAL, "status", NOENV, "--json=maybe");
+    HAS(err.msg, "--json=maybe");
+    OK("status", ENV("ECOORD_JSON=yes"));
+    ck_assert_int_eq(cfg.json, 1);
+}
+END_TEST
+
+START_TEST(missing_values)
+{
+    FAILS(EC_EINVAL, "status", NOENV, "--job_id");
+    HAS(err.msg, "--job_id needs a value");
+    FAILS(EC_EINVAL, "launch", NOENV, "--job_id", "--np=2", "prog");
+    HAS(err.msg, "--job_id needs a value but is followed by --np=2");
+    FAILS(EC_EINVAL, "launch", NOENV, "--max_restart", "-1", "prog");
+    HAS(err.msg, "--max_restart needs a value");
+    FAILS(EC_EINVAL, "launch", NOENV, "--np", "--", "prog");
+    HAS(err.msg, "--np needs a value");
+    /* a boolean never eats the next word */
+    OK("status", NOENV, "--json", "--watch");
+    ck_assert_int_eq(cfg.json, 1);
+    ck_assert_int_eq(cfg.watch, 1);
+    FAILS(EC_EINVAL, "status", NOENV, "--watch", "true");
+    HAS(err.msg, "takes no program, but got 'true'");
+    FAILS(EC_EINVAL, "check", NOENV, "--json", "false");
+    HAS(err.msg, "takes no program, but got 'false'");
+}
+END_TEST
+
+START_TEST(strings_with_rules)
+{
+    OK("status", NOENV, "--elastic_server=a:2379, b:2379");
+    ck_assert_int_eq(cfg.elastic_server.n, 2);
+    ck_assert_str_eq(cfg.elastic_server.v[0], "a:2379");
+    ck_assert_str_eq(cfg.elastic_server.v[1], "b:2379");
+    OK("status", ENV("PADDLE_ELASTIC_SERVER=a:1"), "--elastic_server=");
+    ck_assert_int_eq(cfg.elastic_server.n, 0); /* explicit empty: embedded etcd */
+    FAILS(EC_EINVAL, "status", NOENV, "--elastic_server=a:1,,b:2");
+    HAS(err.msg, "entry 2 is empty");
+    FAILS(EC_EINVAL, "status", NOENV, "--elastic_server=a b:1");
+    OK("status", NOENV, "--etcd_prefix=/team/ecoord");
+    ck_assert_str_eq(cfg.etcd_prefix, "/team/ecoord");
+    char *bad[] = {"--etcd_prefix=ecoord", "--etcd_prefix=/a/", "--etcd_prefix=/",
+                         "--etcd_prefix=/a//b"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        FAILS(EC_EINVAL, "status", NOENV, bad[i]);
+        HAS(err.msg, bad[i]);
+        HAS(err.msg, "starts with '/'");
+    }
+    FAILS(EC_EINVAL, "launch", NOENV, "--host=a,b", "prog");
+    FAILS(EC_EINVAL, "launch", NOENV, "--host=a b", "prog");
+    HAS(err.msg, "--host=a b");
+    FAILS(EC_EINVAL, "launch", NOENV, "--node_id=n/1", "prog");
+}
+END_TEST
+
+START_TEST(node_id_resolution)
+{
+    OK("launch", ENV("ECOORD_NODE_ID=envnode", "POD_NAME=pod-1"), "--node_id=flagnode", "prog");
+    ck_assert_str_eq(cfg.node_id, "flagnode");
+    OK("launch", ENV("ECOORD_NODE_ID=envnode", "POD_NAME=pod-1"), "prog");
+    ck_assert_str_eq(cfg.node_id, "envnode");
+    OK("launch", ENV("POD_NAME=pod-1"), "prog");
+    ck_assert_str_eq(cfg.node_id, "pod-1");
+    ck_assert_str_eq(dump_line("node_id"), "node_id: pod-1 (source: env POD_NAME)");
+    OK("launch", NOENV, "prog");
+    ck_assert_str_eq(cfg.node_id, "host-a");
+    cfg.hostname = "bad host";
+    FAILS(EC_EINVAL, "launch", NOENV, "prog");
+    HAS(err.msg, "bad host");
+    HAS(err.msg, "--node_id=");
+    cfg.hostname = NULL;
+    FAILS(EC_EINVAL, "launch", NOENV, "prog");
+    HAS(err.msg, "--node_id=NAME");
+    OK("status", NOENV); /* status has no node of its own */
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Subcommands, program arguments, help                                     */
+
+START_TEST(program_args_pass_through)
+{
+    char **argv = ARGS("--np=2", "prog", "--np=5", "--job_id", "x");
+    int rc = ec_config_parse(&cfg, "launch", 5, argv, test_env, NOENV, &err);
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    ck_assert_int_eq(cfg.np.max, 2);
+    ck_assert_str_eq(cfg.job_id, "default");
+    ck_assert_int_eq(cfg.prog_index, 1);
+    ck_assert_int_eq(cfg.prog_argc, 4);
+    ck_assert_ptr_eq(cfg.prog_argv, argv + 1);
+    ck_assert_str_eq(cfg.prog_argv[1], "--np=5");
+    ck_assert_ptr_null(cfg.prog_argv[cfg.prog_argc]);
+    ck_assert_str_eq(dump_line("program"), "program: prog --np=5 --job_id x");
+
+    argv = ARGS("--np=2", "--", "--weird-prog", "--np=9");
+    rc = ec_config_parse(&cfg, "launch", 4, argv, test_env, NOENV, &err);
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    ck_assert_int_eq(cfg.np.max, 2);
+    ck_assert_int_eq(cfg.prog_index, 2);
+    ck_assert_int_eq(cfg.prog_argc, 2);
+    ck_assert_str_eq(cfg.prog_argv[0], "--weird-prog");
+
+    OK("launch", NOENV, "python", "-m", "train", "--help");
+    ck_assert_int_eq(cfg.help, 0);
+    ck_assert_int_eq(cfg.prog_argc, 4);
+    OK("launch", NOENV, "-", "x");
+    ck_assert_str_eq(cfg.prog_argv[0], "-");
+
+    FAILS(EC_EINVAL, "launch", NOENV, "--np=2");
+    HAS(err.msg, "needs the training program");
+    FAILS(EC_EINVAL, "launch", NOENV, "--np=2", "--");
+    HAS(err.msg, "needs the training program");
+    FAILS(EC_EINVAL, "status", NOENV, "prog");
+    HAS(err.msg, "takes no program");
+    FAILS(EC_EINVAL, "check", NOENV, "--", "prog");
+}
+END_TEST
+
+START_TEST(subcommand_scoping)
+{
+    FAILS(EC_EINVAL, "launch", NOENV, "--watch", "prog");
+    HAS(err.msg, "--watch is not a flag of 'ecoord launch'");
+    HAS(err.msg, "'ecoord status'");
+    FAILS(EC_EINVAL, "status", NOENV, "--np=2");
+    HAS(err.msg, "'ecoord launch' and 'ecoord check'");
+    OK("status", NOENV, "--json", "--watch", "--job_id=j");
+    OK("check", NOENV, "--json", "--np=2:3", "--gpus=0");
+    ck_assert_int_eq(cfg.cmd, EC_CMD_CHECK);
+    FAILS(EC_EINVAL, "check", NOENV, "--watch");
+    FAILS(EC_EINVAL, "lanch", NOENV, "prog");
+    HAS(err.msg, "unknown subcommand 'lanch'");
+    FAILS(EC_EINVAL, NULL, NOENV, "prog");
+}
+END_TEST
+
+START_TEST(single_dash_and_unsupported_flags)
+{
+    FAILS(EC_EINVAL, "launch", NOENV, "-np=2", "prog");
+    HAS(err.msg, "write --np=2");
+    FAILS(EC_EINVAL, "launch", NOENV, "-x", "prog");
+    HAS(err.msg, "unknown flag -x");
+    FAILS(EC_EINVAL, "launch", NOENV, "--ips=a,b", "prog");
+    HAS(err.msg, "--elastic_server");
+    FAILS(EC_EINVAL, "launch", NOENV, "--master=etcd://a:1", "prog");
+    HAS(err.msg, "--elastic_server");
+}
+END_TEST
+
+START_TEST(help_flag_stops_parsing)
+{
+    OK("launch", NOENV, "--np=2", "--help", "--bogus");
+    ck_assert_int_eq(cfg.help, 1);
+    OK("status", NOENV, "-h");
+    ck_assert_int_eq(cfg.help, 1);
+    FAILS(EC_EINVAL, "launch", NOENV, "--bogus", "--help");
+}
+END_TEST
+
+START_TEST(help_mentions_every_knob_of_its_subcommand)
+{
+    const char *subs[] = {"launch", "status", "check"};
+    for (size_t s = 0; s < 3; s++) {
+        char *h = ec_config_help(subs[s]);
+        ck_assert_ptr_nonnull(h);
+        ec_cmd_t cmd = ec_config_cmd(subs[s]);
+        HAS(h, "usage: ecoord ");
+        HAS(h, subs[s]);
+        for (int i = 0; i < EC_K__COUNT; i++) {
+            const ec_knob_t *k = ec_config_knob(i);
+            char pat[96];
+            for (int j = 0; j < 3 && k->spellings[j]; j++) {
+                snprintf(pat, sizeof(pat), k->type == EC_KT_BOOL ? "--%s\n" : "--%s=",
+                         k->spellings[j]);
+                if (k->cmds & cmd)
+                    HAS(h, pat);
+                else
+                    HASNT(h, pat);
+            }
+            if (k->cmds & cmd) {
+                for (int j = 0; j < 3 && k->env[j]; j++)
+                    HAS(h, k->env[j]);
+                /* the stated default */
+                if (k->type != EC_KT_BOOL) {
+                    snprintf(pat, sizeof(pat), "default: %s",
+                             k->def_help ? k->def_help : k->def);
+                    pat[40] = '\0'; /* wrapping may split long ones */
+                    HAS(h, pat);
+                }
+            }
+        }
+        free(h);
+    }
+    char *h = ec_config_help("launch");
+    HAS(h, "default: 36000");
+    HAS(h, "default: -1");
+    HAS(h, "PROGRAM");
+    HAS(h, "env ECOORD_ETCD_PASSWORD");
+    HAS(h, "There is no password");
+    free(h);
+    h = ec_config_help(NULL);
+    ck_assert_ptr_nonnull(h);
+    HAS(h, "launch");
+    HAS(h, "status");
+    HAS(h, "check");
+    free(h);
+    ck_assert_ptr_null(ec_config_help("bogus"));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Secrets and the dump                                                     */
+
+START_TEST(password_never_on_command_line)
+{
+    FAILS(EC_EINVAL, "status", NOENV, "--etcd_password=" SECRET);
+    HAS(err.msg, "ECOORD_ETCD_PASSWORD");
+    HAS(err.msg, "--etcd_password_file");
+    HAS(err.msg, "ps");
+    HASNT(err.msg, SECRET);
+    FAILS(EC_EINVAL, "status", NOENV, "--etcd-password", SECRET);
+    HAS(err.msg, "no password flag");
+    FAILS(EC_EINVAL, "status", NOENV, "--password=x");
+    HAS(err.msg, "no password flag");
+    /* a rejected password from the environment is not echoed either */
+    static char big[5200] = "ECOORD_ETCD_PASSWORD=";
+    while (strlen(big) < 5000)
+        strcat(big, SECRET);
+    FAILS(EC_EINVAL, "status", ENV(big), "--etcd_user=u");
+    HAS(err.msg, "ECOORD_ETCD_PASSWORD");
+    HASNT(err.msg, SECRET);
+}
+END_TEST
+
+START_TEST(dump_hides_password_and_marks_sources)
+{
+    OK("launch", ENV("ECOORD_ETCD_PASSWORD=" SECRET, "PADDLE_ELASTIC_SERVER=e:2379"),
+       "--etcd_user=trainer", "--nnodes", "2:4", "prog", SECRET);
+    ck_assert_str_eq(cfg.etcd_password, SECRET);
+    char *d = ec_config_dump(&cfg);
+    ck_assert_ptr_nonnull(d);
+    /* the program line repeats argv, which is the user's; the config lines
+     * never contain the password */
+    char *prog = strstr(d, "\nprogram:");
+    ck_assert_ptr_nonnull(prog);
+    *prog = '\0';
+    HASNT(d, SECRET);
+    free(d);
+    ck_assert_str_eq(dump_line("etcd_password"),
+                     "etcd_password: (set, hidden) (source: env ECOORD_ETCD_PASSWORD)");
+    ck_assert_str_eq(dump_line("etcd_user"), "etcd_user: trainer (source: flag --etcd_user)");
+    ck_assert_str_eq(dump_line("np"), "np: 2:4 (source: flag --nnodes)");
+    ck_assert_str_eq(dump_line("elastic_server"),
+                     "elastic_server: e:2379 (source: env PADDLE_ELASTIC_SERVER)");
+    ck_assert_str_eq(dump_line("max_restart"), "max_restart: 3 (source: default)");
+    for (int i = 0; i < cfg.nwarnings; i++)
+        HASNT(cfg.warnings[i], SECRET);
+    /* only this subcommand's knobs */
+    ck_assert_str_eq(dump_line("watch"), "");
+    ck_assert_str_eq(dump_line("elastic_level"), "elastic_level: -1 (source: default)");
+
+    char pwf[128];
+    snprintf(pwf, sizeof(pwf), "--etcd_password_file=%s", pw_path);
+    OK("status", NOENV, "--etcd_user=u", pwf);
+    ck_assert_str_eq(cfg.etcd_password, SECRET); /* trailing newline dropped */
+    char want[256];
+    snprintf(want, sizeof(want), "etcd_password: (set, hidden) (source: file %s)", pw_path);
+    ck_assert_str_eq(dump_line("etcd_password"), want);
+    d = ec_config_dump(&cfg);
+    HASNT(d, SECRET);
+    free(d);
+    OK("status", NOENV);
+    ck_assert_str_eq(dump_line("etcd_password"), "etcd_password: (not set) (source: default)");
+}
+END_TEST
+
+START_TEST(auth_and_tls_pairs)
+{
+    char pwf[128], cert[128], key[128], cacert[128];
+    snprintf(pwf, sizeof(pwf), "--etcd_password_file=%s", pw_path);
+    snprintf(cert, sizeof(cert), "--etcd_cert=%s", tmp_path);
+    snprintf(key, sizeof(key), "--etcd_key=%s", tmp_path);
+    snprintf(cacert, sizeof(cacert), "--etcd_cacert=%s", tmp_path);
+
+    FAILS(EC_EINVAL, "status", NOENV, "--etcd_user=u");
+    HAS(err.msg, "no password");
+    FAILS(EC_EINVAL, "status", ENV("ECOORD_ETCD_PASSWORD=pw"));
+    HAS(err.msg, "--etcd_user=NAME");
+    FAILS(EC_EINVAL, "status", ENV("ECOORD_ETCD_PASSWORD=pw"), "--etcd_user=u", pwf);
+    HAS(err.msg, "keep one");
+    FAILS(EC_EIO, "status", NOENV, "--etcd_user=u", "--etcd_password_file=/nonexistent/pw");
+    HAS(err.msg, "/nonexistent/pw");
+    write_file(pw_path, "\n", 0600);
+    FAILS(EC_EINVAL, "status", NOENV, "--etcd_user=u", pwf);
+    HAS(err.msg, "empty");
+    write_file(pw_path, "pw\n", 0644);
+    OK("status", NOENV, "--etcd_user=u", pwf);
+    ck_assert(has_warning("chmod 600"));
+
+    FAILS(EC_EINVAL, "status", NOENV, cert);
+    HAS(err.msg, "--etcd_key");
+    FAILS(EC_EINVAL, "status", NOENV, key);
+    HAS(err.msg, "--etcd_cert");
+    OK("status", NOENV, cert, key, cacert);
+    FAILS(EC_EIO, "status", NOENV, "--etcd_cacert=/nonexistent/ca.pem");
+    HAS(err.msg, "--etcd_cacert=/nonexistent/ca.pem");
+}
+END_TEST
+
+START_TEST(repeated_flag_last_wins_with_warning)
+{
+    OK("launch", NOENV, "--np=2", "--nnodes=3", "prog");
+    ck_assert_int_eq(cfg.np.min, 3);
+    ck_assert_str_eq(cfg.src[EC_K_NP].name, "nnodes");
+    ck_assert(has_warning("given twice"));
+}
+END_TEST
+
+START_TEST(lifecycle)
+{
+    ec_config_t raw = {0};
+    ck_assert_int_eq(ec_config_parse(&raw, "status", 0, NOARGS, test_env, NOENV, &err),
+                     EC_EINVAL);
+    HAS(err.msg, "EC_CONFIG_INITIALIZER");
+    ec_config_release(NULL);
+    /* parse again and again over the same struct: no leak, no stale value */
+    OK("status", NOENV, "--job_id=a", "--elastic_server=x:1,y:2");
+    OK("status", NOENV);
+    ck_assert_str_eq(cfg.job_id, "default");
+    ck_assert_int_eq(cfg.elastic_server.n, 0);
+    ck_assert_str_eq(cfg.hostname, "host-a");
+    /* a failed parse leaves a releasable config */
+    FAILS(EC_EINVAL, "status", NOENV, "--elastic_server=a,,b");
+    ec_config_release(&cfg);
+    ec_config_release(&cfg);
+    ck_assert_int_eq(cfg.size, sizeof(ec_config_t));
+    /* validate on its own, after a change by hand */
+    OK("launch", NOENV, "--gpus=0,1", "prog");
+    ck_assert_int_eq(ec_config_validate(&cfg, test_env, NOENV, &err), 0);
+    cfg.nproc_per_node = 3;
+    ck_assert_int_eq(ec_config_validate(&cfg, test_env, NOENV, &err), EC_EINVAL);
+    HAS(err.msg, "--gpus=0,1");
+    cfg.nproc_per_node = 2;
+    cfg.gpus.v[1] = 0;
+    ck_assert_int_eq(ec_config_validate(&cfg, test_env, NOENV, &err), EC_EINVAL);
+    HAS(err.msg, "twice");
+    cfg.gpus.v[1] = 1;
+    cfg.np.min = 4;
+    cfg.np.max = 2;
+    ck_assert_int_eq(ec_config_validate(&cfg, test_env, NOENV, &err), EC_EINVAL);
+    HAS(err.msg, "MIN (4) is greater than MAX (2)");
+    cfg.np.min = 0;
+    ck_assert_int_eq(ec_config_validate(&cfg, test_env, NOENV, &err), EC_EINVAL);
+    HAS(err.msg, "at least 1");
+    cfg.np.min = 1;
+    ck_assert_int_eq(ec_config_validate(&cfg, test_env, NOENV, &err), 0);
+    /* env function may be NULL: no environment */
+    ck_assert_int_eq(ec_config_parse(&cfg, "status", 0, NOARGS, NULL, NULL, &err), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, table_rows_are_complete_and_consistent);
+    tcase_add_test(tc, every_spelling_in_every_form);
+    tcase_add_test(tc, every_env_alias_applies_when_flag_absent);
+    tcase_add_test(tc, defaults_for_launch);
+    tcase_add_test(tc, no_job_id_warning_when_given);
+    tcase_add_test(tc, flag_beats_env);
+    tcase_add_test(tc, flag_at_default_value_still_beats_env);
+    tcase_add_test(tc, env_applies_only_at_default);
+    tcase_add_test(tc, ecoord_alias_beats_paddle_alias);
+    tcase_add_test(tc, empty_env_is_unset);
+    tcase_add_test(tc, bad_env_value_names_the_variable);
+    tcase_add_test(tc, np_forms);
+    tcase_add_test(tc, np_is_never_nproc_per_node);
+    tcase_add_test(tc, no_prefix_matching_anywhere);
+    tcase_add_test(tc, job_id_validation);
+    tcase_add_test(tc, gpus_parsing_and_counts);
+    tcase_add_test(tc, cuda_visible_devices_checks);
+    tcase_add_test(tc, port_range_parsing);
+    tcase_add_test(tc, bounds_and_types);
+    tcase_add_test(tc, missing_values);
+    tcase_add_test(tc, strings_with_rules);
+    tcase_add_test(tc, node_id_resolution);
+    tcase_add_test(tc, program_args_pass_through);
+    tcase_add_test(tc, subcommand_scoping);
+    tcase_add_test(tc, single_dash_and_unsupported_flags);
+    tcase_add_test(tc, help_flag_stops_parsing);
+    tcase_add_test(tc, help_mentions_every_knob_of_its_subcommand);
+    tcase_add_test(tc, password_never_on_command_line);
+    tcase_add_test(tc, dump_hides_password_and_marks_sources);
+    tcase_add_test(tc, auth_and_tls_pairs);
+    tcase_add_test(tc, repeated_flag_last_wins_with_warning);
+    tcase_add_test(tc, lifecycle);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+EC_CHECK_MAIN(suite)

@@ -1,0 +1,118 @@
+/* ec-test-node: one coordinator in a process of its own, for integration
+ * tests of the coordination core (no training processes).
+ *
+ *   ec-test-node ENDPOINTS JOB NODE NP_MIN NP_MAX NPROC ELASTIC_MS TTL_S [REPLACE_MS]
+ *
+ * Prints one line per event ("EPOCH <n> <world> <reason> <node,...>",
+ * coordinator events as they come).  SIGTERM: leave gracefully (revoke) and
+ * exit 0.  SIGUSR1: bump the incarnation (processes "restarted").  Exits 3
+ * when registration fails (duplicate node id), printing the error. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "node.h"
+
+static volatile sig_atomic_t got_term, got_usr1;
+static void on_sig(int s)
+{
+    if (s == SIGUSR1)
+        got_usr1 = 1;
+    else
+        got_term = 1;
+}
+
+static void on_epoch(const ec_epoch_t *ep, void *arg)
+{
+    (void)arg;
+    printf("EPOCH %llu %d %s ", (unsigned long long)ep->number, ep->world_size,
+           ec_epoch_reason_name(ep->reason));
+    for (int i = 0; i < ep->nmembers; i++)
+        printf("%s%s", i ? "," : "", ep->members[i].node_id);
+    printf("\n");
+    fflush(stdout);
+}
+
+static void on_event(const char *ev, void *arg)
+{
+    (void)arg;
+    printf("EVENT %s\n", ev);
+    fflush(stdout);
+}
+
+static void on_log(ec_log_level_t lvl, const char *msg, void *arg)
+{
+    (void)arg;
+    printf("LOG %s %s\n", ec_log_level_name(lvl), msg);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 9) {
+        fprintf(stderr, "usage: %s ENDPOINTS JOB NODE NP_MIN NP_MAX NPROC ELASTIC_MS TTL_S [REPLACE_MS]\n",
+                argv[0]);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    ec_log_set_sink(on_log, NULL, EC_LOG_INFO);
+    signal(SIGTERM, on_sig);
+    signal(SIGINT, on_sig);
+    signal(SIGUSR1, on_sig);
+    ec_error_t err = {0};
+    ec_etcd_opts_t eo = EC_ETCD_OPTS_INIT;
+    eo.endpoints = argv[1];
+    ec_etcd_t *c = ec_etcd_create(&eo, &err);
+    if (!c) {
+        printf("ERROR %s\n", err.msg);
+        return 3;
+    }
+    int nproc = atoi(argv[6]);
+    uint16_t ports[64];
+    /* Distinct fake ports per node so endpoints never collide in an epoch. */
+    unsigned h = 0;
+    for (const char *p = argv[3]; *p; p++)
+        h = h * 31 + (unsigned char)*p;
+    for (int i = 0; i < nproc && i < 63; i++)
+        ports[i] = (uint16_t)(20000 + (h % 400) * 64 + i);
+    ec_node_opts_t o = EC_NODE_OPTS_INIT;
+    o.etcd = c;
+    o.job_id = argv[2];
+    o.node_id = argv[3];
+    o.host = "127.0.0.1";
+    o.nproc = nproc;
+    o.ports = ports;
+    o.master_port = (uint16_t)(ports[0] + 63);
+    o.np_min = atoi(argv[4]);
+    o.np_max = atoi(argv[5]);
+    o.elastic_timeout_ms = atoll(argv[7]);
+    o.lease_ttl_s = atoi(argv[8]);
+    o.replace_wait_ms = argc > 9 ? atoll(argv[9]) : 0;
+    o.on_epoch = on_epoch;
+    o.on_event = on_event;
+    o.agent_version = "test";
+    ec_node_t *n = ec_node_start(&o, &err);
+    if (!n) {
+        printf("ERROR %s\n", err.msg);
+        ec_etcd_destroy(c);
+        return 3;
+    }
+    printf("STARTED %s lease=%llx\n", argv[3], (unsigned long long)ec_node_lease(n));
+    sigset_t none;
+    sigemptyset(&none);
+    while (!got_term) {
+        if (got_usr1) {
+            got_usr1 = 0;
+            ec_node_bump_incarnation(n, &err);
+        }
+        sigsuspend(&none); /* wait for the next signal; the node runs on its threads */
+    }
+    ec_node_leave(n, &err);
+    ec_node_stop(n);
+    ec_etcd_destroy(c);
+    printf("LEFT\n");
+    return 0;
+}

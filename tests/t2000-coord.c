@@ -1,0 +1,390 @@
+/* The coordination core with a real etcd and coordinators in separate
+ * processes: the first epoch forms at MAX at once and below MAX after
+ * elastic_timeout; a lost lease and a graceful leave each yield a new epoch
+ * without the node; a leader killed with -9 is replaced and numbering goes
+ * on; a leader frozen past its TTL cannot publish when it wakes and steps
+ * down; a standby takes a lost member's M_id and nobody else moves; a
+ * duplicate node id is refused; a restart re-forms the same members; a node
+ * with the wrong N is refused with the reason in its record.  Every test ends
+ * with the epoch-history checker. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "records.h"
+
+static ec_embed_t *etcd;
+static ec_etcd_t *c;
+static char tmp[256];
+static pid_t pids[32];
+static int npids;
+
+static void setup(void)
+{
+    etcd = ec_test_etcd_start(NULL);
+    c = ec_test_client(ec_embed_endpoint(etcd));
+    snprintf(tmp, sizeof(tmp), "/tmp/ec-t2000-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < npids; i++) {
+        kill(pids[i], SIGCONT);
+        kill(pids[i], SIGKILL);
+        ec_test_reap(pids[i], 5000);
+    }
+    npids = 0;
+    ec_etcd_destroy(c);
+    ec_embed_stop(etcd);
+}
+
+static const char *node_bin(void)
+{
+    const char *b = getenv("EC_TEST_NODE");
+    return b && *b ? b : "tests/ec-test-node";
+}
+
+typedef struct {
+    pid_t pid;
+    char log[320];
+} proc_t;
+
+static bool log_has(void *arg)
+{
+    char **a = arg;
+    return ec_test_file_contains(a[0], a[1]);
+}
+
+static bool wait_log(const char *log, const char *needle, long ms)
+{
+    const char *a[2] = {log, needle};
+    return ec_test_wait(log_has, (void *)a, ms);
+}
+
+/* Start a coordinator and wait until it is registered. */
+static proc_t start_node(const char *job, const char *id, int min, int max, int nproc,
+                         int elastic_ms, int ttl, int replace_ms)
+{
+    proc_t p;
+    char smin[16], smax[16], sn[16], se[16], st[16], sr[16];
+    snprintf(smin, sizeof(smin), "%d", min);
+    snprintf(smax, sizeof(smax), "%d", max);
+    snprintf(sn, sizeof(sn), "%d", nproc);
+    snprintf(se, sizeof(se), "%d", elastic_ms);
+    snprintf(st, sizeof(st), "%d", ttl);
+    snprintf(sr, sizeof(sr), "%d", replace_ms);
+    snprintf(p.log, sizeof(p.log), "%s/%s-%s-%d.log", tmp, job, id, npids);
+    char *argv[] = {(char *)node_bin(), (char *)ec_embed_endpoint(etcd), (char *)job, (char *)id,
+                    smin, smax, sn, se, st, sr, NULL};
+    p.pid = ec_test_spawn(argv, p.log);
+    pids[npids++] = p.pid;
+    ck_assert_msg(wait_log(p.log, "STARTED", 10000) || wait_log(p.log, "ERROR", 1),
+                  "node %s did not start (log %s)", id, p.log);
+    return p;
+}
+
+typedef struct {
+    const char *root;
+    uint64_t number;     /* epoch number at least */
+    int world;           /* world size exactly, or -1 */
+    const char *without; /* a node id that must not be a member, or NULL */
+} want_t;
+
+static bool epoch_matches(void *arg)
+{
+    want_t *w = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, w->root);
+    bool ok = ep && ep->number >= w->number && (w->world < 0 || ep->world_size == w->world) &&
+              (!w->without || ec_epoch_find_member(ep, w->without) < 0);
+    ec_epoch_free(ep);
+    return ok;
+}
+
+static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, const char *without,
+                              long ms)
+{
+    want_t w = {root, number, world, without};
+    ck_assert_msg(ec_test_wait(epoch_matches, &w, ms),
+                  "no epoch >= %llu with world %d%s%s within %ld ms", (unsigned long long)number,
+                  world, without ? " without " : "", without ? without : "", ms);
+    return ec_test_epoch(c, root);
+}
+
+static char *leader_of(const char *root)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%sleader", root);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert(found);
+    char *id = strdup((char *)kv.value);
+    ec_kv_free(&kv);
+    return id;
+}
+
+static proc_t *by_id(proc_t *ps, const char **ids, int n, const char *id)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ids[i], id))
+            return &ps[i];
+    return NULL;
+}
+
+START_TEST(first_epoch_at_max_at_once)
+{
+    const char *root = "/jmax/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    start_node("jmax", "n1", 2, 3, 2, 600000, 10, 0);
+    start_node("jmax", "n2", 2, 3, 2, 600000, 10, 0);
+    start_node("jmax", "n3", 2, 3, 2, 600000, 10, 0);
+    /* elastic_timeout is 10 minutes: only reaching MAX can publish this. */
+    ec_epoch_t *ep = wait_epoch(root, 1, 6, NULL, 10000);
+    ck_assert_int_eq(ep->number, 1);
+    ck_assert_int_eq(ep->reason, EC_REASON_START);
+    ck_assert_int_eq(ep->nmembers, 3);
+    ck_assert_str_eq(ep->members[0].node_id, "n1"); /* registration order */
+    ck_assert_str_eq(ep->members[1].node_id, "n2");
+    ck_assert_str_eq(ep->members[2].node_id, "n3");
+    char *l = leader_of(root);
+    ck_assert_str_eq(ep->leader_id, l);
+    free(l);
+    ec_epoch_free(ep);
+    ck_assert_int_eq(ec_test_obs_check(o, 2, 3, 2), 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(below_max_after_elastic_timeout)
+{
+    const char *root = "/jtmo/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    start_node("jtmo", "a", 2, 4, 1, 1500, 10, 0);
+    start_node("jtmo", "b", 2, 4, 1, 1500, 10, 0);
+    int64_t t0 = ec_test_now_ms();
+    ec_epoch_t *ep = wait_epoch(root, 1, 2, NULL, 10000);
+    /* Not before the set has been stable for elastic_timeout. */
+    ck_assert_int_ge(ec_test_now_ms() - t0, 1400);
+    ck_assert_int_eq(ep->reason, EC_REASON_START);
+    ec_epoch_free(ep);
+    ec_test_obs_check(o, 2, 4, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(lease_expiry_reforms_without_node)
+{
+    const char *root = "/jloss/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jloss", ids[i], 1, 3, 2, 600000, 2, 0);
+    ec_epoch_free(wait_epoch(root, 1, 6, NULL, 10000));
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "n2") ? "n2" : "n3";
+    kill(by_id(ps, ids, 3, victim)->pid, SIGKILL);
+    ec_epoch_t *ep = wait_epoch(root, 2, 4, victim, 10000);
+    ck_assert_int_eq(ep->number, 2);
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ec_epoch_free(ep);
+    free(l);
+    ec_test_obs_check(o, 1, 3, 2);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(graceful_leave_reforms_at_once)
+{
+    /* TTL 60 s: only the revoke can explain a new epoch within 10 s. */
+    const char *root = "/jleave/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jleave", ids[i], 1, 3, 1, 600000, 60, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "n2") ? "n2" : "n3";
+    kill(by_id(ps, ids, 3, victim)->pid, SIGTERM);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
+    ck_assert_int_eq(ec_test_reap(by_id(ps, ids, 3, victim)->pid, 5000), 0);
+    ec_epoch_free(ep);
+    free(l);
+    ec_test_obs_check(o, 1, 3, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(leader_kill9_replaced)
+{
+    const char *root = "/jldr/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jldr", ids[i], 1, 3, 1, 600000, 2, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *old = leader_of(root);
+    kill(by_id(ps, ids, 3, old)->pid, SIGKILL);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, old, 10000);
+    ck_assert_int_eq(ep->number, 2); /* numbering goes on from the stored epoch */
+    ck_assert_str_ne(ep->leader_id, old);
+    char *now = leader_of(root);
+    ck_assert_str_eq(ep->leader_id, now);
+    free(now);
+    free(old);
+    ec_epoch_free(ep);
+    ck_assert_int_eq(ec_test_obs_check(o, 1, 3, 1), 2);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(frozen_leader_cannot_publish)
+{
+    const char *root = "/jstop/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jstop", ids[i], 1, 3, 1, 600000, 2, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *old = leader_of(root);
+    proc_t *p = by_id(ps, ids, 3, old);
+    kill(p->pid, SIGSTOP);
+    /* Past its TTL the others re-form without it under a new leader. */
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, old, 10000);
+    ck_assert_str_ne(ep->leader_id, old);
+    ec_epoch_free(ep);
+    kill(p->pid, SIGCONT);
+    /* It wakes as a deposed leader: it steps down, re-registers, and comes
+     * back as a joiner in an epoch written by the new leader. */
+    ck_assert_msg(wait_log(p->log, "-leader", 10000), "the old leader never stepped down");
+    ep = wait_epoch(root, 3, 3, NULL, 15000);
+    ck_assert_str_ne(ep->leader_id, old);
+    ec_epoch_free(ep);
+    free(old);
+    ec_test_obs_check(o, 1, 3, 1); /* every epoch by the then-leader, none by the deposed one */
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(standby_promotion_keeps_ranks)
+{
+    const char *root = "/jspare/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"n1", "n2", "n3", "n4"};
+    proc_t ps[4];
+    for (int i = 0; i < 4; i++)
+        ps[i] = start_node("jspare", ids[i], 1, 3, 2, 600000, 60, 0);
+    ec_epoch_t *ep = wait_epoch(root, 1, 6, NULL, 10000);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "n4"), 0); /* n4 is the standby */
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "n2") ? "n2" : "n1";
+    int vmid = ec_epoch_find_member(ep, victim);
+    ec_epoch_t *before = ep;
+    kill(by_id(ps, ids, 4, victim)->pid, SIGTERM);
+    ep = wait_epoch(root, 2, 6, victim, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_SPARE_PROMOTED);
+    ck_assert_str_eq(ep->members[vmid].node_id, "n4"); /* the standby takes its M_id */
+    for (int m = 0; m < 3; m++)
+        if (m != vmid)
+            ck_assert_str_eq(ep->members[m].node_id, before->members[m].node_id);
+    ec_epoch_free(before);
+    ec_epoch_free(ep);
+    free(l);
+    ec_test_obs_check(o, 1, 3, 2);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(duplicate_node_id_refused)
+{
+    start_node("jdup", "same", 1, 2, 1, 600000, 2, 0);
+    proc_t b = start_node("jdup", "same", 1, 2, 1, 600000, 2, 0);
+    /* The second waits out at most one TTL for the record to expire; it keeps
+     * being refreshed, so it is a live duplicate. */
+    int st = ec_test_reap(b.pid, 10000);
+    ck_assert_int_eq(st, 3);
+    ck_assert(ec_test_file_contains(b.log, "already registered by a live agent"));
+    ck_assert(ec_test_file_contains(b.log, "--node_id"));
+}
+END_TEST
+
+START_TEST(restart_reforms_same_members)
+{
+    const char *root = "/jrst/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    proc_t a = start_node("jrst", "a", 2, 2, 1, 600000, 10, 0);
+    start_node("jrst", "b", 2, 2, 1, 600000, 10, 0);
+    ec_epoch_t *e1 = wait_epoch(root, 1, 2, NULL, 10000);
+    kill(a.pid, SIGUSR1); /* its processes restarted: incarnation + 1 */
+    ec_epoch_t *e2 = wait_epoch(root, 2, 2, NULL, 10000);
+    ck_assert_int_eq(e2->reason, EC_REASON_RESTART);
+    ck_assert_str_eq(e2->members[0].node_id, e1->members[0].node_id);
+    ck_assert_str_eq(e2->members[1].node_id, e1->members[1].node_id);
+    int ma = ec_epoch_find_member(e2, "a");
+    ck_assert_int_eq(e2->members[ma].incarnation, e1->members[ma].incarnation + 1);
+    ec_epoch_free(e1);
+    ec_epoch_free(e2);
+    ec_test_obs_check(o, 2, 2, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+static bool refused(void *arg)
+{
+    (void)arg;
+    ec_kv_t kv;
+    bool found = false;
+    ec_etcd_get(c, "/jref/nodes/wrong", &kv, &found, NULL, NULL);
+    bool ok = false;
+    if (found) {
+        ec_node_rec_t *r = NULL;
+        if (ec_node_rec_decode(kv.value, kv.value_len, NULL, &r, NULL) == 0)
+            ok = r->state == EC_NODE_FAILED && r->reason && strstr(r->reason, "nproc=3") &&
+                 strstr(r->reason, "--nproc_per_node=2");
+        ec_node_rec_free(r);
+    }
+    ec_kv_free(&kv);
+    return ok;
+}
+
+START_TEST(mismatched_nproc_refused_with_reason)
+{
+    const char *root = "/jref/";
+    start_node("jref", "good", 1, 1, 2, 600000, 10, 0);
+    ec_epoch_free(wait_epoch(root, 1, 2, NULL, 10000));
+    start_node("jref", "wrong", 1, 1, 3, 600000, 10, 0);
+    ck_assert_msg(ec_test_wait(refused, NULL, 10000), "the refused node's record says nothing");
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    ck_assert_int_eq(ep->number, 1); /* no epoch for a refused node */
+    ec_epoch_free(ep);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("t2000-coord");
+    TCase *t = tcase_create("coord");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, first_epoch_at_max_at_once);
+    tcase_add_test(t, below_max_after_elastic_timeout);
+    tcase_add_test(t, lease_expiry_reforms_without_node);
+    tcase_add_test(t, graceful_leave_reforms_at_once);
+    tcase_add_test(t, leader_kill9_replaced);
+    tcase_add_test(t, frozen_leader_cannot_publish);
+    tcase_add_test(t, standby_promotion_keeps_ranks);
+    tcase_add_test(t, duplicate_node_id_refused);
+    tcase_add_test(t, restart_reforms_same_members);
+    tcase_add_test(t, mismatched_nproc_refused_with_reason);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+EC_INTEGRATION_MAIN(suite)
