@@ -854,7 +854,7 @@ static void deliver(ec_node_t *n)
     if (raw) {
         ec_epoch_t *ep = NULL;
         if (ec_epoch_decode(raw, len, n->k_epoch, &ep, NULL) == 0) {
-            ec_log(EC_LOG_INFO, "+epoch %" PRIu64 " world=%d reason=%s seen", ep->number,
+            ec_log(EC_LOG_DEBUG, "+epoch %" PRIu64 " world=%d reason=%s seen", ep->number,
                    ep->world_size, ec_epoch_reason_name(ep->reason));
             if (n->o.on_epoch)
                 n->o.on_epoch(ep, n->o.arg);

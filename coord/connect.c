@@ -1,0 +1,42 @@
+#include "connect.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+char *ec_connect_endpoints(const ec_config_t *cfg)
+{
+    size_t len = 1;
+    for (int i = 0; i < cfg->elastic_server.n; i++)
+        len += strlen(cfg->elastic_server.v[i]) + 1;
+    char *eps = calloc(1, len);
+    for (int i = 0; eps && i < cfg->elastic_server.n; i++) {
+        if (i)
+            strcat(eps, ",");
+        strcat(eps, cfg->elastic_server.v[i]);
+    }
+    return eps;
+}
+
+ec_etcd_t *ec_connect(const ec_config_t *cfg, const char *endpoints, int timeout_ms,
+                      ec_error_t *err)
+{
+    char *eps = endpoints ? strdup(endpoints) : ec_connect_endpoints(cfg);
+    if (!eps) {
+        ec_errorf(err, EC_ENOMEM, "out of memory");
+        return NULL;
+    }
+    ec_etcd_opts_t o = EC_ETCD_OPTS_INIT;
+    o.endpoints = eps;
+    o.ca_file = *cfg->etcd_cacert ? cfg->etcd_cacert : NULL;
+    o.cert_file = *cfg->etcd_cert ? cfg->etcd_cert : NULL;
+    o.key_file = *cfg->etcd_key ? cfg->etcd_key : NULL;
+    o.user = *cfg->etcd_user ? cfg->etcd_user : NULL;
+    o.password = cfg->etcd_password;
+    o.dial_timeout_ms = timeout_ms;
+    o.call_timeout_ms = timeout_ms;
+    ec_etcd_t *c = ec_etcd_create(&o, err);
+    if (!c && !endpoints)
+        ec_error_prefix(err, "--elastic_server=%s", eps);
+    free(eps);
+    return c;
+}

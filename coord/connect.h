@@ -1,0 +1,16 @@
+/* From the knob table to an etcd client: the one place that turns
+ * --elastic_server, TLS and auth knobs into ec_etcd_opts_t. */
+#ifndef EC_CONNECT_H
+#define EC_CONNECT_H
+
+#include "etcd.h"
+#include "knobs.h"
+
+/* Connect to cfg's etcd (cfg->elastic_server), or to `endpoints` when not
+ * NULL (the embedded etcd).  The message names --elastic_server on failure. */
+ec_etcd_t *ec_connect(const ec_config_t *cfg, const char *endpoints, int timeout_ms,
+                      ec_error_t *err);
+/* cfg's endpoints joined with commas (malloc'd), for messages and children. */
+char *ec_connect_endpoints(const ec_config_t *cfg);
+
+#endif

@@ -1,0 +1,153 @@
+/* Training-process environment: one function, one table of names. */
+#include "env.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner.h"
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+    int oom;
+} envb_t;
+
+static void add(envb_t *b, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(envb_t *b, const char *name, const char *fmt, ...)
+{
+    char val[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(val, sizeof(val), fmt, ap);
+    va_end(ap);
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < b->n; i++) /* ours replace anything inherited */
+        if (!strncmp(b->v[i], name, nl) && b->v[i][nl] == '=') {
+            free(b->v[i]);
+            b->v[i] = b->v[--b->n];
+            break;
+        }
+    if (b->n + 2 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 128;
+        char **nv = realloc(b->v, nc * sizeof(char *));
+        if (!nv) {
+            b->oom = 1;
+            return;
+        }
+        b->v = nv;
+        b->cap = nc;
+    }
+    char *kv = malloc(nl + strlen(val) + 2);
+    if (!kv) {
+        b->oom = 1;
+        return;
+    }
+    sprintf(kv, "%s=%s", name, val);
+    b->v[b->n++] = kv;
+    b->v[b->n] = NULL;
+}
+
+int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
+                 char *const *base, char ***out, ec_error_t *err)
+{
+    *out = NULL;
+    if (m_id < 0 || m_id >= ep->nmembers || n_id < 0 || n_id >= ep->nproc)
+        return ec_errorf(err, EC_EINVAL, "no local rank %d on member %d of epoch %llu", n_id, m_id,
+                         (unsigned long long)ep->number);
+    envb_t b = {0};
+    for (size_t i = 0; base && base[i]; i++) {
+        if (b.n + 2 > b.cap) {
+            size_t nc = b.cap ? b.cap * 2 : 128;
+            char **nv = realloc(b.v, nc * sizeof(char *));
+            if (!nv)
+                goto oom;
+            b.v = nv;
+            b.cap = nc;
+        }
+        if (!(b.v[b.n] = strdup(base[i])))
+            goto oom;
+        b.v[++b.n] = NULL;
+    }
+    int64_t rank = ec_rank(m_id, ep->nproc, n_id);
+    char *endpoints = NULL;
+    if (ec_epoch_endpoints(ep, ",", &endpoints, err) < 0)
+        goto fail;
+    char cur[EC_ENDPOINT_MAX], rank0[EC_ENDPOINT_MAX];
+    ec_epoch_endpoint(ep, m_id, n_id, cur, sizeof(cur));
+    ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0));
+    const char *maddr;
+    int mport;
+    ec_epoch_master(ep, &maddr, &mport);
+    int W = ep->world_size, N = ep->nproc, M = ep->nmembers;
+
+    /* Paddle (conventions.md) */
+    add(&b, "PADDLE_TRAINER_ID", "%lld", (long long)rank);
+    add(&b, "PADDLE_TRAINERS_NUM", "%d", W);
+    add(&b, "PADDLE_TRAINER_ENDPOINTS", "%s", endpoints);
+    add(&b, "PADDLE_CURRENT_ENDPOINT", "%s", cur);
+    add(&b, "PADDLE_RANK_IN_NODE", "%d", n_id);
+    add(&b, "PADDLE_MASTER", "%s", rank0);
+    add(&b, "PADDLE_GLOBAL_SIZE", "%d", W);
+    add(&b, "PADDLE_LOCAL_SIZE", "%d", N);
+    add(&b, "PADDLE_GLOBAL_RANK", "%lld", (long long)rank);
+    add(&b, "PADDLE_LOCAL_RANK", "%d", n_id);
+    add(&b, "PADDLE_NNODES", "%d", M);
+    add(&b, "PADDLE_JOB_ID", "%s", ctx->job_id);
+    add(&b, "PADDLE_LOG_DIR", "%s", ctx->log_dir);
+    add(&b, "POD_NAME", "%s", ctx->node_id);
+    if (ctx->gpus && n_id < ctx->ngpus)
+        add(&b, "FLAGS_selected_gpus", "%d", ctx->gpus[n_id]);
+    else
+        add(&b, "PADDLE_DISTRI_BACKEND", "gloo");
+    /* torchrun */
+    add(&b, "RANK", "%lld", (long long)rank);
+    add(&b, "LOCAL_RANK", "%d", n_id);
+    add(&b, "WORLD_SIZE", "%d", W);
+    add(&b, "LOCAL_WORLD_SIZE", "%d", N);
+    add(&b, "GROUP_RANK", "%d", m_id);
+    add(&b, "GROUP_WORLD_SIZE", "%d", M);
+    add(&b, "ROLE_RANK", "%lld", (long long)rank);
+    add(&b, "ROLE_WORLD_SIZE", "%d", W);
+    add(&b, "ROLE_NAME", "default");
+    add(&b, "MASTER_ADDR", "%s", maddr);
+    add(&b, "MASTER_PORT", "%d", mport);
+    add(&b, "TORCHELASTIC_RESTART_COUNT", "%d", ctx->restart_count);
+    add(&b, "TORCHELASTIC_MAX_RESTARTS", "%d", ctx->max_restarts);
+    add(&b, "TORCHELASTIC_RUN_ID", "%s", ctx->job_id);
+    /* ecoord: what the worker library needs to follow epochs itself */
+    add(&b, "ECOORD_ELASTIC_SERVER", "%s", ctx->elastic_server ? ctx->elastic_server : "");
+    add(&b, "ECOORD_ETCD_PREFIX", "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
+    add(&b, "ECOORD_JOB_ID", "%s", ctx->job_id);
+    add(&b, "ECOORD_EPOCH", "%llu", (unsigned long long)ep->number);
+    add(&b, "ECOORD_NODE_ID", "%s", ctx->node_id);
+    add(&b, "ECOORD_LEASE", "%llx", ctx->lease);
+    add(&b, "ECOORD_REBUILD", "%s", ctx->rebuild ? ctx->rebuild : "restart");
+    free(endpoints);
+    if (b.oom)
+        goto oom;
+    *out = b.v;
+    return 0;
+oom:
+    ec_errorf(err, EC_ENOMEM, "out of memory building the environment");
+fail:
+    ec_env_free(b.v);
+    return err && err->code ? err->code : EC_ENOMEM;
+}
+
+void ec_env_free(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
+
+const char *ec_env_get(char *const *env, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; env && env[i]; i++)
+        if (!strncmp(env[i], name, nl) && env[i][nl] == '=')
+            return env[i] + nl + 1;
+    return NULL;
+}

@@ -1,0 +1,567 @@
+/* `ecoord launch`: the per-node agent.
+ *
+ * The main thread owns the training processes and runs one poll loop over a
+ * self-pipe (woken by signals and by the coordinator's callbacks) and local
+ * rank 0's output.  The node coordinator (coord/node.c) runs on its own
+ * threads and hands over epochs and job status through `inbox`. */
+#define _GNU_SOURCE
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "connect.h"
+#include "embed.h"
+#include "endpoints.h"
+#include "env.h"
+#include "log.h"
+#include "netaddr.h"
+#include "node.h"
+#include "planner.h"
+#include "procs.h"
+
+#define EC_VERSION "0.1.0"
+
+extern char **environ;
+
+static int wake_fd = -1;
+static volatile sig_atomic_t sig_term, sig_int_count, sig_last;
+
+static void on_signal(int s)
+{
+    int saved = errno;
+    if (s == SIGINT)
+        sig_int_count++;
+    if (s == SIGINT || s == SIGTERM) {
+        sig_term = 1;
+        sig_last = s;
+    }
+    if (wake_fd >= 0) {
+        ssize_t w = write(wake_fd, "s", 1);
+        (void)w;
+    }
+    errno = saved;
+}
+
+/* LAUNCH INFO 2022-07-20 12:10:15,863 message (Paddle's console form). */
+static void console(ec_log_level_t lvl, const char *msg, void *arg)
+{
+    (void)arg;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    char ts[32];
+    strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+    fprintf(stdout, "LAUNCH %s %s,%03d %s\n", ec_log_level_name(lvl), ts, (int)(tv.tv_usec / 1000),
+            msg);
+    fflush(stdout);
+}
+
+typedef struct agent {
+    const ec_config_t *cfg;
+    ec_embed_t *embed;
+    char *endpoints;
+    ec_etcd_t *c;
+    ec_node_t *node;
+    ec_procs_t *procs;
+    char host[256], ifname[64];
+    int nproc;
+    uint16_t *ports;
+    int *resv;
+    bool reserved;
+    int pipefd[2];
+    /* inbox, under lock */
+    pthread_mutex_t lock;
+    ec_epoch_t *new_epoch;
+    ec_job_state_t job_state;
+    char *job_reason;
+    /* main thread */
+    ec_epoch_t *epoch;
+    int m_id;
+    bool *done;
+    bool node_done;
+    int restarts;
+    uint64_t epochs_seen;
+    int64_t start_ms;
+} agent_t;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void wake(agent_t *a)
+{
+    ssize_t w = write(a->pipefd[1], "e", 1);
+    (void)w;
+}
+
+static ec_epoch_t *epoch_copy(const ec_epoch_t *ep)
+{
+    void *buf;
+    size_t len;
+    ec_epoch_t *cp = NULL;
+    if (ec_epoch_encode(ep, &buf, &len, NULL) == 0) {
+        ec_epoch_decode(buf, len, NULL, &cp, NULL);
+        free(buf);
+    }
+    return cp;
+}
+
+static void on_epoch(const ec_epoch_t *ep, void *arg)
+{
+    agent_t *a = arg;
+    ec_epoch_t *cp = epoch_copy(ep);
+    pthread_mutex_lock(&a->lock);
+    ec_epoch_free(a->new_epoch); /* only the newest matters */
+    a->new_epoch = cp;
+    pthread_mutex_unlock(&a->lock);
+    wake(a);
+}
+
+static void on_job(const ec_job_status_t *st, void *arg)
+{
+    agent_t *a = arg;
+    pthread_mutex_lock(&a->lock);
+    a->job_state = st->state;
+    free(a->job_reason);
+    a->job_reason = st->reason && *st->reason ? strdup(st->reason) : NULL;
+    pthread_mutex_unlock(&a->lock);
+    wake(a);
+}
+
+static void on_event(const char *ev, void *arg)
+{
+    (void)ev;
+    (void)arg; /* already logged through ec_log */
+}
+
+static const char *rebuild_name(const ec_config_t *cfg)
+{
+    return cfg->rebuild == EC_REBUILD_INPROCESS ? "inprocess" : "restart";
+}
+
+static void write_endpoints_log(agent_t *a, const ec_epoch_t *ep)
+{
+    char *eps = NULL;
+    if (ec_epoch_endpoints(ep, "\n", &eps, NULL) < 0)
+        return;
+    char path[600], tmp[620];
+    snprintf(path, sizeof(path), "%s/endpoints.log", a->cfg->log_dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+        fprintf(f, "PADDLE_TRAINER_ENDPOINTS:\n%s\n", eps);
+        fclose(f);
+        rename(tmp, path);
+    }
+    free(eps);
+}
+
+static int start_rank(agent_t *a, int r)
+{
+    ec_env_ctx_t ctx = {
+        .job_id = a->cfg->job_id,
+        .node_id = a->cfg->node_id,
+        .log_dir = a->cfg->log_dir,
+        .elastic_server = a->endpoints,
+        .etcd_prefix = a->cfg->etcd_prefix,
+        .rebuild = rebuild_name(a->cfg),
+        .gpus = a->cfg->gpus.n ? a->cfg->gpus.v : NULL,
+        .ngpus = a->cfg->gpus.n,
+        .restart_count = a->restarts,
+        .max_restarts = a->cfg->max_restart,
+        .lease = ec_node_lease(a->node),
+    };
+    char **env = NULL;
+    ec_error_t err = {0};
+    if (ec_env_build(a->epoch, a->m_id, r, &ctx, environ, &env, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "cannot build the environment of local rank %d: %s", r, err.msg);
+        return err.code;
+    }
+    char marker[512];
+    int64_t rank = ec_rank(a->m_id, a->nproc, r);
+    snprintf(marker, sizeof(marker),
+             "======== ecoord epoch %" PRIu64 ": rank %lld of world %d, local rank %d, node %s, "
+             "reason %s, restart %d ========\n",
+             a->epoch->number, (long long)rank, a->epoch->world_size, r, a->cfg->node_id,
+             ec_epoch_reason_name(a->epoch->reason), a->restarts);
+    int rc = ec_procs_start(a->procs, r, env, marker, &err);
+    ec_env_free(env);
+    if (rc < 0)
+        ec_log(EC_LOG_ERROR, "cannot start local rank %d: %s", r, err.msg);
+    return rc;
+}
+
+static void start_all(agent_t *a)
+{
+    if (a->reserved) { /* the ports are the processes' from now on */
+        ec_ports_release(a->resv, a->nproc + 1);
+        a->reserved = false;
+    }
+    for (int r = 0; r < a->nproc; r++) {
+        a->done[r] = false;
+        start_rank(a, r);
+    }
+    a->node_done = false;
+}
+
+static void apply_epoch(agent_t *a, ec_epoch_t *ep)
+{
+    ec_epoch_free(a->epoch);
+    a->epoch = ep;
+    a->epochs_seen++;
+    int m = ec_epoch_find_member(ep, a->cfg->node_id);
+    ec_log(EC_LOG_INFO, "+epoch %" PRIu64 " world=%d reason=%s%s%s nodes=%d leader=%s", ep->number,
+           ep->world_size, ec_epoch_reason_name(ep->reason),
+           ep->reason_detail && *ep->reason_detail ? ": " : "",
+           ep->reason_detail ? ep->reason_detail : "", ep->nmembers, ep->leader_id);
+    if (m < 0) {
+        a->m_id = -1;
+        if (ec_procs_running(a->procs)) {
+            ec_log(EC_LOG_INFO, "this node is not in epoch %" PRIu64 ": stopping its processes",
+                   ep->number);
+            ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        } else {
+            ec_log(EC_LOG_INFO, "this node is a standby in epoch %" PRIu64 ": waiting", ep->number);
+        }
+        return;
+    }
+    bool was_running = ec_procs_running(a->procs) > 0;
+    a->m_id = m;
+    write_endpoints_log(a, ep);
+    ec_log(EC_LOG_INFO, "node %s is M_id %d: ranks %lld-%lld of %d", a->cfg->node_id, m,
+           (long long)ec_rank(m, a->nproc, 0), (long long)ec_rank(m, a->nproc, a->nproc - 1),
+           ep->world_size);
+    if (a->cfg->rebuild == EC_REBUILD_INPROCESS && was_running) {
+        /* The processes follow epochs themselves (worker library). */
+        return;
+    }
+    if (was_running)
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    start_all(a);
+    ec_error_t err = {0};
+    if (ec_node_set_state(a->node, EC_NODE_READY, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot mark this node ready: %s", err.msg);
+}
+
+static void report_failure(agent_t *a, int r, int status)
+{
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    int64_t rank = a->m_id >= 0 ? ec_rank(a->m_id, a->nproc, r) : -1;
+    char what[64];
+    if (sig)
+        snprintf(what, sizeof(what), "signal %d (%s)", sig, strsignal(sig));
+    else
+        snprintf(what, sizeof(what), "exit code %d", code);
+    char cmd[1024] = "";
+    for (int i = 0; i < a->cfg->prog_argc; i++) {
+        strncat(cmd, a->cfg->prog_argv[i], sizeof(cmd) - strlen(cmd) - 2);
+        strncat(cmd, " ", sizeof(cmd) - strlen(cmd) - 1);
+    }
+    ec_log(EC_LOG_ERROR, "Container failed !!!");
+    ec_log(EC_LOG_ERROR, "  rank %lld (local rank %d, node %s, epoch %" PRIu64 ") ended with %s",
+           (long long)rank, r, a->cfg->node_id, a->epoch ? a->epoch->number : 0, what);
+    ec_log(EC_LOG_ERROR, "  command: %s", cmd);
+    ec_log(EC_LOG_ERROR, "  log: %s", ec_procs_log_path(a->procs, r));
+    char **lines = NULL;
+    int n = ec_procs_tail(a->procs, r, 10, &lines);
+    for (int i = 0; i < n; i++)
+        ec_log(EC_LOG_ERROR, "  | %s", lines[i]);
+    if (a->epoch)
+        ec_log(EC_LOG_ERROR, "ABORT!!! Out of all %d trainers, the trainer process with rank=[%lld] "
+                             "was aborted. Please check its log.",
+               a->epoch->world_size, (long long)rank);
+    ec_failure_t f = {
+        .node_id = (char *)a->cfg->node_id,
+        .kind = sig ? EC_FAILURE_SIGNALED : EC_FAILURE_EXITED,
+        .local_rank = r,
+        .global_rank = rank >= 0 ? (int)rank : 0,
+        .exit_code = code >= 0 ? code : 0,
+        .signal = sig,
+        .epoch = a->epoch ? a->epoch->number : 0,
+        .time_ms = wall_ms(),
+        .log_path = (char *)ec_procs_log_path(a->procs, r),
+        .nlines = n,
+        .last_lines = lines,
+    };
+    ec_error_t err = {0};
+    if (ec_node_record_failure(a->node, &f, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot record the failure in etcd: %s", err.msg);
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+/* Returns an exit code when the agent must exit, else -1. */
+static int on_child_exit(agent_t *a, int r, int status)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        a->done[r] = true;
+        int ndone = 0;
+        for (int i = 0; i < a->nproc; i++)
+            ndone += a->done[i];
+        ec_log(EC_LOG_INFO, "local rank %d finished (%d of %d done)", r, ndone, a->nproc);
+        if (ndone == a->nproc && !a->node_done) {
+            a->node_done = true;
+            ec_error_t err = {0};
+            ec_log(EC_LOG_INFO, "+node %s done: all its processes finished; waiting for the "
+                                "others", a->cfg->node_id);
+            if (ec_node_set_state(a->node, EC_NODE_DONE, NULL, &err) < 0)
+                ec_log(EC_LOG_WARN, "cannot mark this node done: %s", err.msg);
+        }
+        return -1;
+    }
+    report_failure(a, r, status);
+    a->restarts++;
+    ec_error_t err = {0};
+    if (a->restarts > a->cfg->max_restart) {
+        bool fixed = a->cfg->np.min == a->cfg->np.max;
+        ec_log(EC_LOG_ERROR, "-node %s: --max_restart=%d exhausted; leaving the job%s",
+               a->cfg->node_id, a->cfg->max_restart,
+               fixed ? " (exit 101: fixed-size job, let the scheduler restart this pod)" : "");
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return fixed ? 101 : 1;
+    }
+    ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
+           a->cfg->max_restart);
+    if (a->cfg->rebuild == EC_REBUILD_INPROCESS) {
+        start_rank(a, r); /* the peers rebuild in place around it */
+    } else {
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    }
+    if (ec_node_bump_incarnation(a->node, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot announce the restart: %s", err.msg);
+    return -1;
+}
+
+static int run(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
+    for (;;) {
+        struct pollfd pf[2] = {{a->pipefd[0], POLLIN, 0}, {ec_procs_out_fd(a->procs), POLLIN, 0}};
+        int n = poll(pf, pf[1].fd >= 0 ? 2 : 1, 200);
+        if (n > 0 && (pf[0].revents & POLLIN)) {
+            char buf[64];
+            while (read(a->pipefd[0], buf, sizeof(buf)) > 0)
+                ;
+        }
+        ec_procs_pump(a->procs);
+        if (sig_term) {
+            int s = sig_last;
+            if (sig_int_count >= 2) {
+                ec_log(EC_LOG_WARN, "second SIGINT: killing the processes now");
+                ec_procs_kill_all(a->procs);
+                return 128 + s;
+            }
+            ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes, leaving the job",
+                   cfg->node_id, strsignal(s));
+            ec_procs_stop_all(a->procs, cfg->grace_period_ms);
+            if (sig_int_count >= 2)
+                return 128 + s;
+            ec_node_leave(a->node, &err);
+            return 128 + s;
+        }
+        int r, st;
+        while (ec_procs_reap(a->procs, &r, &st)) {
+            int rc = on_child_exit(a, r, st);
+            if (rc >= 0)
+                return rc;
+        }
+        pthread_mutex_lock(&a->lock);
+        ec_epoch_t *ep = a->new_epoch;
+        a->new_epoch = NULL;
+        ec_job_state_t js = a->job_state;
+        char *why = a->job_reason ? strdup(a->job_reason) : NULL;
+        pthread_mutex_unlock(&a->lock);
+        if (js == EC_JOB_COMPLETED || js == EC_JOB_FAILED) {
+            ec_epoch_free(ep);
+            ec_procs_stop_all(a->procs, cfg->grace_period_ms);
+            double wall = (double)(mono_ms() - a->start_ms) / 1000.0;
+            if (js == EC_JOB_COMPLETED)
+                ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
+                                    "this node, %.1f s", cfg->job_id, a->epochs_seen, a->restarts, wall);
+            else
+                ec_log(EC_LOG_ERROR, "job %s failed: %s", cfg->job_id, why ? why : "no reason given");
+            free(why);
+            ec_node_leave(a->node, &err);
+            return js == EC_JOB_COMPLETED ? 0 : 1;
+        }
+        free(why);
+        if (ep)
+            apply_epoch(a, ep);
+    }
+}
+
+int ec_cmd_launch(const ec_config_t *cfg)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    ec_log_set_sink(console, NULL, cfg->log_level);
+    agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}};
+    a.start_ms = mono_ms();
+    a.nproc = cfg->nproc_per_node;
+    pthread_mutex_init(&a.lock, NULL);
+    ec_error_t err = {0};
+    int rc = 1;
+
+    for (int i = 0; i < cfg->nwarnings; i++)
+        ec_log(EC_LOG_WARN, "%s", cfg->warnings[i]);
+    char *dump = ec_config_dump(cfg);
+    if (dump) {
+        ec_log(EC_LOG_INFO, "-----------  Configuration  ----------------------");
+        for (char *save = NULL, *l = strtok_r(dump, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            ec_log(EC_LOG_INFO, "%s", l);
+        ec_log(EC_LOG_INFO, "--------------------------------------------------");
+        free(dump);
+    }
+    ec_log(EC_LOG_INFO, "Job: %s, mode collective, replicas %d[%d:%d], elastic %s", cfg->job_id,
+           cfg->np.max, cfg->np.min, cfg->np.max, cfg->np.min != cfg->np.max ? "True" : "False");
+
+    /* etcd: given, or our own on loopback */
+    if (cfg->elastic_server.n == 0) {
+        ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+        if (!(a.embed = ec_embed_start(&eo, &err))) {
+            ec_log(EC_LOG_ERROR, "cannot start the embedded etcd: %s", err.msg);
+            goto out;
+        }
+        a.endpoints = strdup(ec_embed_endpoint(a.embed));
+        ec_log(EC_LOG_INFO, "no --elastic_server: started an embedded etcd at %s (data in %s)",
+               a.endpoints, ec_embed_dir(a.embed));
+    } else {
+        a.endpoints = ec_connect_endpoints(cfg);
+    }
+    if (!(a.c = ec_connect(cfg, a.embed ? a.endpoints : NULL, 5000, &err))) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+
+    /* our address and ports */
+    if (*cfg->host) {
+        snprintf(a.host, sizeof(a.host), "%s", cfg->host);
+        ec_addr_ifname(a.host, a.ifname, sizeof(a.ifname));
+    } else {
+        ec__endpoints_t eps;
+        if (ec__endpoints_parse(a.endpoints, &eps, &err) < 0 ||
+            ec_route_addr(eps.ep[0].host, eps.ep[0].port, a.host, sizeof(a.host), a.ifname,
+                          sizeof(a.ifname), &err) < 0) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+    }
+    ec_log(EC_LOG_INFO, "this node publishes host %s (interface %s)", a.host,
+           a.ifname[0] ? a.ifname : "unknown");
+    a.ports = calloc((size_t)a.nproc + 1, sizeof(uint16_t));
+    a.resv = calloc((size_t)a.nproc + 1, sizeof(int));
+    a.done = calloc((size_t)a.nproc, sizeof(bool));
+    if (!a.ports || !a.resv || !a.done)
+        goto out;
+    if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 1, a.ports, a.resv, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    a.reserved = true;
+    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, cfg->prog_argv, STDOUT_FILENO, &err))) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+
+    if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
+        goto out;
+    wake_fd = a.pipefd[1];
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGCHLD, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    const char **devs = NULL;
+    char (*devbuf)[16] = NULL;
+    if (cfg->gpus.n >= a.nproc) {
+        devs = calloc((size_t)a.nproc, sizeof(char *));
+        devbuf = calloc((size_t)a.nproc, sizeof(*devbuf));
+        for (int i = 0; devs && devbuf && i < a.nproc; i++) {
+            snprintf(devbuf[i], sizeof(devbuf[i]), "%d", cfg->gpus.v[i]);
+            devs[i] = devbuf[i];
+        }
+    }
+    ec_node_opts_t no = EC_NODE_OPTS_INIT;
+    no.etcd = a.c;
+    no.etcd_prefix = cfg->etcd_prefix;
+    no.job_id = cfg->job_id;
+    no.node_id = cfg->node_id;
+    no.host = a.host;
+    no.nproc = a.nproc;
+    no.ports = a.ports;
+    no.master_port = a.ports[a.nproc];
+    no.device_ids = devs;
+    no.ndevices = devs ? a.nproc : 0;
+    no.agent_version = EC_VERSION;
+    no.np_min = cfg->np.min;
+    no.np_max = cfg->np.max;
+    no.elastic_timeout_ms = cfg->elastic_timeout_ms;
+    no.replace_wait_ms = cfg->replace_wait_ms;
+    no.lease_ttl_s = (int)(cfg->lease_ttl_ms / 1000);
+    no.on_epoch = on_epoch;
+    no.on_job = on_job;
+    no.on_event = on_event;
+    no.arg = &a;
+    a.node = ec_node_start(&no, &err);
+    free(devs);
+    free(devbuf);
+    if (!a.node) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    ec_log(EC_LOG_INFO, "Waiting peer start... (np=%d:%d, elastic_timeout=%.1fs)", cfg->np.min,
+           cfg->np.max, (double)cfg->elastic_timeout_ms / 1000.0);
+    rc = run(&a);
+out:
+    if (a.procs)
+        ec_procs_kill_all(a.procs);
+    ec_node_stop(a.node);
+    ec_procs_destroy(a.procs);
+    if (a.reserved)
+        ec_ports_release(a.resv, a.nproc + 1);
+    ec_etcd_destroy(a.c);
+    ec_embed_stop(a.embed);
+    wake_fd = -1;
+    if (a.pipefd[0] >= 0) {
+        close(a.pipefd[0]);
+        close(a.pipefd[1]);
+    }
+    ec_epoch_free(a.epoch);
+    ec_epoch_free(a.new_epoch);
+    free(a.job_reason);
+    free(a.endpoints);
+    free(a.ports);
+    free(a.resv);
+    free(a.done);
+    pthread_mutex_destroy(&a.lock);
+    return rc;
+}

@@ -1,0 +1,382 @@
+/* `ecoord launch` with a real etcd, several agents in separate processes on
+ * loopback and a small test program: the environment every process sees
+ * matches the epoch (Paddle's and torchrun's variables); a killed training
+ * process is restarted in a new epoch and, past --max_restart, its node
+ * leaves while the job goes on; a killed agent takes its processes with it
+ * and the others re-form after its lease; a SIGTERMed agent leaves at once;
+ * a fourth agent joins; the job completes with exit 0 everywhere; logs carry
+ * epoch markers; bad input stops before anything starts. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "records.h"
+
+static ec_embed_t *etcd;
+static ec_etcd_t *c;
+static char tmp[256];
+static pid_t pids[32];
+static int npids;
+
+static void setup(void)
+{
+    etcd = ec_test_etcd_start(NULL);
+    c = ec_test_client(ec_embed_endpoint(etcd));
+    snprintf(tmp, sizeof(tmp), "/tmp/ec-t3000-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < npids; i++) {
+        kill(pids[i], SIGKILL);
+        ec_test_reap(pids[i], 5000);
+    }
+    npids = 0;
+    ec_etcd_destroy(c);
+    ec_embed_stop(etcd);
+}
+
+static const char *ecoord(void)
+{
+    const char *b = getenv("ECOORD");
+    return b && *b ? b : "./ecoord";
+}
+
+static const char *prog(void)
+{
+    const char *b = getenv("EC_TEST_PROG");
+    return b && *b ? b : "tests/ec-test-prog";
+}
+
+typedef struct {
+    pid_t pid;
+    char log[320], logdir[320], id[32];
+} agent_t;
+
+/* Start an agent; extra flags in `flags` (space separated, may be ""). */
+static agent_t start_agent(const char *job, const char *id, const char *np, const char *flags,
+                           const char *run_ms)
+{
+    agent_t a;
+    snprintf(a.id, sizeof(a.id), "%s", id);
+    snprintf(a.logdir, sizeof(a.logdir), "%s/%s-%s", tmp, job, id);
+    snprintf(a.log, sizeof(a.log), "%s/%s-%s.console", tmp, job, id);
+    char dump[300];
+    snprintf(dump, sizeof(dump), "%s/dump-%s", tmp, job);
+    mkdir(dump, 0755);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "exec %s launch --elastic_server=%s --job_id=%s --np=%s --nproc_per_node=2 "
+             "--node_id=%s --log_dir=%s --grace_period=2 %s -- %s %s %s",
+             ecoord(), ec_embed_endpoint(etcd), job, np, id, a.logdir, flags, prog(), dump, run_ms);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    a.pid = ec_test_spawn(argv, a.log);
+    pids[npids++] = a.pid;
+    return a;
+}
+
+typedef struct {
+    const char *path, *needle;
+} fc_t;
+
+static bool file_has(void *arg)
+{
+    fc_t *f = arg;
+    return ec_test_file_contains(f->path, f->needle);
+}
+
+static void wait_file(const char *path, const char *needle, long ms)
+{
+    fc_t f = {path, needle};
+    ck_assert_msg(ec_test_wait(file_has, &f, ms), "%s never showed '%s'", path, needle);
+}
+
+static bool exists(void *arg)
+{
+    return access((const char *)arg, F_OK) == 0;
+}
+
+/* Value of NAME in an env dump, or "" (static buffer). */
+static const char *dump_get(const char *path, const char *name)
+{
+    static char val[4096];
+    val[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return val;
+    char line[4096];
+    size_t nl = strlen(name);
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, name, nl) && line[nl] == '=') {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(val, sizeof(val), "%s", line + nl + 1);
+            break;
+        }
+    fclose(f);
+    return val;
+}
+
+static char *dump_path(const char *job, const char *node, int lr, unsigned long long epoch)
+{
+    static char p[512];
+    snprintf(p, sizeof(p), "%s/dump-%s/env.%s.%d.%llu", tmp, job, node, lr, epoch);
+    return p;
+}
+
+typedef struct {
+    const char *root;
+    uint64_t number;
+    int world;
+} want_t;
+
+static bool epoch_is(void *arg)
+{
+    want_t *w = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, w->root);
+    bool ok = ep && ep->number >= w->number && ep->world_size == w->world;
+    ec_epoch_free(ep);
+    return ok;
+}
+
+static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, long ms)
+{
+    want_t w = {root, number, world};
+    ck_assert_msg(ec_test_wait(epoch_is, &w, ms), "no epoch >= %llu of world %d", (unsigned long long)number, world);
+    return ec_test_epoch(c, root);
+}
+
+static void wait_dump(const char *job, const char *node, int lr, unsigned long long epoch)
+{
+    ck_assert_msg(ec_test_wait(exists, dump_path(job, node, lr, epoch), 10000),
+                  "process %s/%d never started in epoch %llu", node, lr, epoch);
+}
+
+START_TEST(environment_matches_epoch)
+{
+    const char *ids[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++)
+        start_agent("jenv", ids[i], "3", "", "0");
+    ec_epoch_t *ep = wait_epoch("/jenv/", 1, 6, 15000);
+    char *eps = NULL;
+    ck_assert_int_eq(ec_epoch_endpoints(ep, ",", &eps, NULL), 0);
+    const char *maddr;
+    int mport;
+    ec_epoch_master(ep, &maddr, &mport);
+    char mp[16];
+    snprintf(mp, sizeof(mp), "%d", mport);
+    for (int m = 0; m < ep->nmembers; m++) {
+        for (int lr = 0; lr < 2; lr++) {
+            const char *node = ep->members[m].node_id;
+            wait_dump("jenv", node, lr, ep->number);
+            const char *p = dump_path("jenv", node, lr, ep->number);
+            char rank[16], lrs[16], mid[16], cur[64];
+            snprintf(rank, sizeof(rank), "%d", m * 2 + lr);
+            snprintf(lrs, sizeof(lrs), "%d", lr);
+            snprintf(mid, sizeof(mid), "%d", m);
+            ec_epoch_endpoint(ep, m, lr, cur, sizeof(cur));
+            struct { const char *k, *v; } want[] = {
+                {"PADDLE_TRAINER_ID", rank}, {"PADDLE_TRAINERS_NUM", "6"},
+                {"PADDLE_TRAINER_ENDPOINTS", eps}, {"PADDLE_CURRENT_ENDPOINT", cur},
+                {"PADDLE_RANK_IN_NODE", lrs}, {"PADDLE_GLOBAL_SIZE", "6"}, {"PADDLE_LOCAL_SIZE", "2"},
+                {"PADDLE_GLOBAL_RANK", rank}, {"PADDLE_LOCAL_RANK", lrs}, {"PADDLE_NNODES", "3"},
+                {"PADDLE_JOB_ID", "jenv"}, {"POD_NAME", node}, {"PADDLE_DISTRI_BACKEND", "gloo"},
+                {"RANK", rank}, {"LOCAL_RANK", lrs}, {"WORLD_SIZE", "6"}, {"LOCAL_WORLD_SIZE", "2"},
+                {"GROUP_RANK", mid}, {"GROUP_WORLD_SIZE", "3"}, {"ROLE_RANK", rank},
+                {"ROLE_WORLD_SIZE", "6"}, {"ROLE_NAME", "default"}, {"MASTER_ADDR", maddr},
+                {"MASTER_PORT", mp}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+                {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCHELASTIC_RUN_ID", "jenv"},
+                {"ECOORD_JOB_ID", "jenv"}, {"ECOORD_EPOCH", "1"}, {"ECOORD_NODE_ID", node},
+                {"ECOORD_REBUILD", "restart"},
+            };
+            for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+                ck_assert_msg(!strcmp(dump_get(p, want[i].k), want[i].v), "%s of %s/%d: '%s', want '%s'",
+                              want[i].k, node, lr, dump_get(p, want[i].k), want[i].v);
+            char r0[64];
+            ec_epoch_rank0_endpoint(ep, r0, sizeof(r0));
+            ck_assert_str_eq(dump_get(p, "PADDLE_MASTER"), r0);
+            ck_assert_str_ne(dump_get(p, "ECOORD_ELASTIC_SERVER"), "");
+        }
+    }
+    /* logs: a marker per epoch, endpoints.log rewritten per epoch */
+    char path[400];
+    snprintf(path, sizeof(path), "%s/jenv-a/workerlog.1", tmp);
+    ck_assert(ec_test_file_contains(path, "ecoord epoch 1:"));
+    ck_assert(ec_test_file_contains(path, "world 6, local rank 1"));
+    snprintf(path, sizeof(path), "%s/jenv-a/endpoints.log", tmp);
+    ck_assert(ec_test_file_contains(path, "PADDLE_TRAINER_ENDPOINTS:"));
+    char first[64];
+    ec_epoch_endpoint(ep, 0, 0, first, sizeof(first));
+    ck_assert(ec_test_file_contains(path, first));
+    /* local rank 0's output is on the console, in LAUNCH INFO form around it */
+    snprintf(path, sizeof(path), "%s/jenv-a.console", tmp);
+    ck_assert(ec_test_file_contains(path, "test-prog rank="));
+    ck_assert(ec_test_file_contains(path, "LAUNCH INFO"));
+    ck_assert(ec_test_file_contains(path, "+epoch 1 world=6"));
+    free(eps);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+START_TEST(killed_process_restarts_then_node_leaves)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jkill", ids[i], "1:3", "--max_restart=1 --elastic_timeout=60", "0");
+    ec_epoch_t *ep = wait_epoch("/jkill/", 1, 6, 15000);
+    ec_epoch_free(ep);
+    wait_dump("jkill", "b", 1, 1);
+    pid_t victim = (pid_t)atoi(dump_get(dump_path("jkill", "b", 1, 1), "PID"));
+    ck_assert_int_gt(victim, 0);
+    kill(victim, SIGKILL);
+    /* restart: same members, new epoch, b's processes started again */
+    ep = wait_epoch("/jkill/", 2, 6, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_RESTART);
+    ec_epoch_free(ep);
+    wait_dump("jkill", "b", 1, 2);
+    ck_assert_str_eq(dump_get(dump_path("jkill", "b", 1, 2), "TORCHELASTIC_RESTART_COUNT"), "1");
+    wait_file(ag[1].log, "Container failed !!!", 5000);
+    ck_assert(ec_test_file_contains(ag[1].log, "signal 9"));
+    ck_assert(ec_test_file_contains(ag[1].log, "ABORT!!! Out of all 6 trainers"));
+    /* a failure record went to etcd */
+    ec_kv_list_t l;
+    ck_assert_int_eq(ec_etcd_get_prefix(c, "/jkill/failures/", 0, &l, NULL), 0);
+    ck_assert_int_ge(l.n, 1);
+    ec_kv_list_free(&l);
+    /* past --max_restart=1: b leaves (exit 1: elastic job), the job goes on */
+    victim = (pid_t)atoi(dump_get(dump_path("jkill", "b", 1, 2), "PID"));
+    kill(victim, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(ag[1].pid, 15000), 1);
+    ep = wait_epoch("/jkill/", 3, 4, 10000);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "b"), 0);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+static bool pid_gone(void *arg)
+{
+    return kill(*(pid_t *)arg, 0) != 0;
+}
+
+START_TEST(killed_agent_takes_processes_and_lease_expires)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jag", ids[i], "1:3", "--lease_ttl=2 --elastic_timeout=60", "0");
+    ec_epoch_free(wait_epoch("/jag/", 1, 6, 15000));
+    wait_dump("jag", "c", 0, 1);
+    pid_t child = (pid_t)atoi(dump_get(dump_path("jag", "c", 0, 1), "PID"));
+    kill(ag[2].pid, SIGKILL);
+    ck_assert_msg(ec_test_wait(pid_gone, &child, 5000), "a training process outlived its agent");
+    ec_epoch_t *ep = wait_epoch("/jag/", 2, 4, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+START_TEST(sigterm_agent_leaves_at_once_and_joiner_added)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    /* TTL 60 s: only the graceful leave explains a quick re-form. */
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jterm", ids[i], "2:4", "--lease_ttl=60 --elastic_timeout=1", "0");
+    ec_epoch_free(wait_epoch("/jterm/", 1, 6, 15000));
+    kill(ag[2].pid, SIGTERM);
+    ck_assert_int_eq(ec_test_reap(ag[2].pid, 10000), 128 + SIGTERM);
+    ec_epoch_t *ep = wait_epoch("/jterm/", 2, 4, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
+    ec_epoch_free(ep);
+    /* a new agent joins the running job */
+    start_agent("jterm", "d", "2:4", "--lease_ttl=60 --elastic_timeout=1", "0");
+    ep = wait_epoch("/jterm/", 3, 6, 15000);
+    ck_assert_int_eq(ep->reason, EC_REASON_JOIN);
+    ck_assert_int_eq(ec_epoch_find_member(ep, "d"), 2); /* appended */
+    ec_epoch_free(ep);
+    wait_dump("jterm", "d", 1, 3);
+    ck_assert_str_eq(dump_get(dump_path("jterm", "d", 1, 3), "RANK"), "5");
+}
+END_TEST
+
+START_TEST(job_completes_everywhere)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jdone", ids[i], "3", "", "1500");
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ec_test_reap(ag[i].pid, 20000), 0);
+        ck_assert(ec_test_file_contains(ag[i].log, "job jdone completed"));
+    }
+    ec_kv_t kv;
+    bool found;
+    ck_assert_int_eq(ec_etcd_get(c, "/jdone/status", &kv, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ec_job_status_t *st = NULL;
+    ck_assert_int_eq(ec_job_status_decode(kv.value, kv.value_len, NULL, &st, NULL), 0);
+    ck_assert_int_eq(st->state, EC_JOB_COMPLETED);
+    ec_job_status_free(st);
+    ec_kv_free(&kv);
+}
+END_TEST
+
+static void bad(const char *flags, const char *envs, const char *needle)
+{
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof(cmd), "%s exec %s launch --job_id=jbad --log_dir=%s/bad %s -- %s %s 0", envs,
+             ecoord(), tmp, flags, prog(), tmp);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int64_t t0 = ec_test_now_ms();
+    int rc = ec_test_run(argv, out, sizeof(out));
+    ck_assert_msg(rc != 0, "accepted: %s", flags);
+    ck_assert_msg(strstr(out, needle) != NULL, "'%s': message lacks '%s': %s", flags, needle, out);
+    ck_assert_int_lt(ec_test_now_ms() - t0, ec_test_ms(10000));
+    char d[400];
+    snprintf(d, sizeof(d), "%s/bad/workerlog.0", tmp);
+    ck_assert_msg(access(d, F_OK) != 0, "'%s' started a process", flags);
+}
+
+START_TEST(bad_input_stops_before_anything_starts)
+{
+    char ep[64];
+    snprintf(ep, sizeof(ep), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    char flags[256];
+    snprintf(flags, sizeof(flags), "%s --np=4:2", ep);
+    bad(flags, "", "--np");
+    snprintf(flags, sizeof(flags), "%s --np=abc", ep);
+    bad(flags, "", "--np");
+    snprintf(flags, sizeof(flags), "%s --np=2 --job_id=a/b", ep);
+    bad(flags, "", "job_id");
+    snprintf(flags, sizeof(flags), "%s --gpus=0,1 --nproc_per_node=4", ep);
+    bad(flags, "", "--gpus");
+    snprintf(flags, sizeof(flags), "%s --nproc_per_node=4", ep);
+    bad(flags, "CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES");
+    snprintf(flags, sizeof(flags), "%s --nproc=2", ep);
+    bad(flags, "", "--nproc_per_node");
+    bad("--elastic_server=127.0.0.1:1", "", "--elastic_server");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("t3000-launch");
+    TCase *t = tcase_create("launch");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, bad_input_stops_before_anything_starts);
+    tcase_add_test(t, environment_matches_epoch);
+    tcase_add_test(t, job_completes_everywhere);
+    tcase_add_test(t, killed_process_restarts_then_node_leaves);
+    tcase_add_test(t, killed_agent_takes_processes_and_lease_expires);
+    tcase_add_test(t, sigterm_agent_leaves_at_once_and_joiner_added);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+EC_INTEGRATION_MAIN(suite)
