@@ -217,10 +217,6 @@ static int start_rank(agent_t *a, int r)
 
 static void start_all(agent_t *a)
 {
-    if (a->reserved) { /* the ports are the processes' from now on */
-        ec_ports_release(a->resv, a->nproc + 1);
-        a->reserved = false;
-    }
     for (int r = 0; r < a->nproc; r++) {
         a->done[r] = false;
         start_rank(a, r);

@@ -3,6 +3,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -68,6 +71,27 @@ int ec_route_addr(const char *host, int port, char *addr, size_t alen, char *ifn
     return rc;
 }
 
+/* A port is ours while we hold an flock on <dir>/<addr>:<port>: agents on one
+ * host skip each other's ports, the training processes can still bind them
+ * (a bound socket would stop them), and the kernel drops the lock when the
+ * agent dies.  The port must also be free to bind right now. */
+static int lock_port(const char *addr, int port)
+{
+    const char *dir = "/tmp/ecoord-ports";
+    if (mkdir(dir, 01777) == 0)
+        chmod(dir, 01777);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s:%d", dir, addr, port);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, int *fds,
                      ec_error_t *err)
 {
@@ -89,18 +113,25 @@ int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, i
     }
     int got = 0;
     for (int port = lo; port <= hi && got < n; port++) {
+        int lfd = lock_port(addr, port);
+        if (lfd < 0)
+            continue; /* another agent on this host has it */
         int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
+        if (fd < 0) {
+            close(lfd);
             break;
+        }
         if (ss.ss_family == AF_INET)
             s4->sin_port = htons((uint16_t)port);
         else
             s6->sin6_port = htons((uint16_t)port);
-        if (bind(fd, (struct sockaddr *)&ss, sl) == 0) {
+        int free_now = bind(fd, (struct sockaddr *)&ss, sl) == 0;
+        close(fd);
+        if (free_now) {
             ports[got] = (uint16_t)port;
-            fds[got++] = fd;
+            fds[got++] = lfd;
         } else {
-            close(fd);
+            close(lfd);
         }
     }
     if (got < n) {

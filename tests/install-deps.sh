@@ -3,7 +3,8 @@
 # Idempotent: installs nothing when everything is already there.
 set -eu
 PKGS="build-essential autoconf automake libtool pkg-config libgrpc-dev libprotobuf-c-dev
-protobuf-c-compiler check etcd-server etcd-client libgloo-dev openssl iproute2 procps"
+protobuf-c-compiler check etcd-server etcd-client libgloo-dev openssl iproute2 procps
+python3-torch"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

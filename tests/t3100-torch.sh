@@ -1,0 +1,74 @@
+#!/bin/sh
+# A program written for torchrun (init_process_group(init_method="env://"),
+# gloo, CPU) runs unchanged under `ecoord launch`, through a membership
+# change: 2 nodes form world 2, a third joins, and the restarted processes
+# rendezvous again at world 3.  Debian's torch lives under /usr/bin/python3,
+# which may not be the first python3 on PATH.
+set -u
+PY=/usr/bin/python3
+if ! $PY -c 'import torch.distributed' 2>/dev/null; then
+    echo "1..0 # SKIP Debian's python3-torch is not installed (apt-get install python3-torch)"
+    exit 0
+fi
+ETCD=${ETCD:-etcd}
+ECOORD=${ECOORD:-./ecoord}
+SRCDIR=${srcdir:-.}
+T=$(mktemp -d /tmp/ec-t3100-XXXXXX)
+mult=${EC_TEST_TIMEOUT_MULTIPLIER:-1}
+pids=""
+cleanup() {
+    for p in $pids; do kill -9 "$p" 2>/dev/null; done
+    [ -n "${EPID:-}" ] && kill -9 "$EPID" 2>/dev/null
+    wait 2>/dev/null
+    [ -n "${KEEP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+echo "1..3"
+port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+peer=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$ETCD" --name t --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$port" \
+    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --initial-cluster "t=http://127.0.0.1:$peer" \
+    --heartbeat-interval=50 --election-timeout=250 --logger=zap --log-outputs=stderr > "$T/etcd.log" 2>&1 &
+EPID=$!
+# wait_for FILE_GLOB COUNT SECONDS: poll until COUNT files match, with a deadline
+wait_for() {
+    deadline=$(( $(date +%s) + $3 * mult ))
+    while [ "$(ls $1 2>/dev/null | wc -l)" -lt "$2" ]; do
+        [ "$(date +%s)" -gt "$deadline" ] && return 1
+        sleep 0.05
+    done
+    return 0
+}
+wait_for "$T/etcd.log" 1 10
+deadline=$(( $(date +%s) + 15 ))
+until grep -q "serving client traffic" "$T/etcd.log"; do
+    [ "$(date +%s)" -gt "$deadline" ] && { echo "Bail out! etcd did not start"; exit 1; }
+    sleep 0.05
+done
+mkdir -p "$T/out"
+start() {
+    OUT_DIR="$T/out" "$ECOORD" launch --elastic_server="127.0.0.1:$port" --job_id=torch \
+        --np=2:3 --nproc_per_node=1 --node_id="$1" --elastic_timeout=1 --log_dir="$T/log-$1" \
+        --grace_period=3 -- $PY "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/$1.console" 2>&1 &
+    pids="$pids $!"
+}
+start a
+start b
+if wait_for "$T/out/torch.1.*" 2 60 && [ "$(cat $T/out/torch.1.* | awk '{s+=($4==2 && $3==2)} END {print s}')" = 2 ]; then
+    echo "ok 1 - two nodes: init_process_group(env://) and all_reduce see world 2"
+else
+    echo "not ok 1 - epoch 1 allreduce"; cat "$T"/out/* "$T"/a.console 2>/dev/null | tail -20 | sed 's/^/# /'
+fi
+start c
+if wait_for "$T/out/torch.2.*" 3 60 && [ "$(cat $T/out/torch.2.* | awk '{s+=($4==3 && $3==3)} END {print s}')" = 3 ]; then
+    echo "ok 2 - a third node joins: the restarted processes rendezvous again at world 3"
+else
+    echo "not ok 2 - epoch 2 allreduce"; cat "$T"/out/* "$T"/c.console 2>/dev/null | tail -20 | sed 's/^/# /'
+fi
+ranks=$(cat $T/out/torch.2.* | awk '{print $2}' | sort | tr '\n' ' ')
+if [ "$ranks" = "0 1 2 " ]; then
+    echo "ok 3 - ranks in epoch 2 are exactly 0..2"
+else
+    echo "not ok 3 - ranks in epoch 2: $ranks"
+fi
