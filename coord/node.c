@@ -65,6 +65,8 @@ struct ec_node {
     char **left;
     size_t nleft;
     int64_t changed_at_ms;
+    int64_t list_rev;       /* watch events at or below it are in the listing */
+    bool watch_created;
     /* coordinator thread only */
     bool am_leader;
     int64_t my_leader_rev;
@@ -294,7 +296,8 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     switch (ev->type) {
     case EC_WATCH_PUT:
     case EC_WATCH_DELETE:
-        model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
+        if (ev->revision > n->list_rev)
+            model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
         break;
     case EC_WATCH_COMPACTED:
         n->relist = true;
@@ -303,32 +306,62 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
         ec_log(EC_LOG_WARN, "etcd watch broke (%s); resuming", ev->message ? ev->message : "");
         break;
     case EC_WATCH_CREATED:
+        n->watch_created = true;
         break;
     }
     pthread_cond_signal(&n->cond);
     pthread_mutex_unlock(&n->lock);
 }
 
-/* List the whole job and (re)start the watch just after that revision. */
+/* Watch the whole job, then list it.  The watch is opened "from now" first
+ * and the listing read after it exists, so nothing falls between them; the
+ * events the listing already holds are dropped by revision.  (A watch opened
+ * at listing revision + 1 after a write that came in meanwhile is served by
+ * etcd's catch-up loop, every 100 ms: a joiner saw its first epoch late.) */
 static int sync_model(ec_node_t *n, ec_error_t *err)
 {
     ec_watch_stop(n->watch);
     n->watch = NULL;
-    ec_kv_list_t l;
-    int rc = ec_etcd_get_prefix(n->c, ec_keys_root(&n->keys), 0, &l, err);
-    if (rc < 0)
-        return rc;
     pthread_mutex_lock(&n->lock);
-    model_clear(n);
-    for (size_t i = 0; i < l.n; i++)
-        model_apply(n, true, &l.kvs[i], NULL);
-    n->relist = false;
-    n->dirty = true;
+    n->list_rev = INT64_MAX; /* nothing applies until the listing is in */
+    n->watch_created = false;
     pthread_mutex_unlock(&n->lock);
-    int64_t rev = l.revision;
-    ec_kv_list_free(&l);
-    n->watch = ec_watch_start(n->c, ec_keys_root(&n->keys), true, rev + 1, on_watch, n, err);
-    return n->watch ? 0 : err->code;
+    n->watch = ec_watch_start(n->c, ec_keys_root(&n->keys), true, 0, on_watch, n, err);
+    if (!n->watch)
+        return err->code;
+    int64_t deadline = mono_ms() + 10000;
+    pthread_mutex_lock(&n->lock);
+    while (!n->watch_created && !n->stop && mono_ms() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+    }
+    bool created = n->watch_created;
+    pthread_mutex_unlock(&n->lock);
+    if (!created)
+        return ec_errorf(err, EC_ETIMEDOUT, "etcd at %s did not open a watch on %s within 10 s",
+                         ec_etcd_endpoints(n->c), ec_keys_root(&n->keys));
+    /* The listing is read while holding the lock, so no watch event is
+     * applied between it and the model it builds. */
+    ec_kv_list_t l;
+    pthread_mutex_lock(&n->lock);
+    int rc = ec_etcd_get_prefix(n->c, ec_keys_root(&n->keys), 0, &l, err);
+    if (rc == 0) {
+        model_clear(n);
+        for (size_t i = 0; i < l.n; i++)
+            model_apply(n, true, &l.kvs[i], NULL);
+        n->list_rev = l.revision;
+        n->relist = false;
+        n->dirty = true;
+        ec_kv_list_free(&l);
+    }
+    pthread_mutex_unlock(&n->lock);
+    return rc;
 }
 
 /* ---- registration --------------------------------------------------------- */

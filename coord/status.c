@@ -594,9 +594,9 @@ static char *safe_dup(const char *s)
 /* The cells of one row, malloc'd and terminal-safe.  false: out of memory. */
 static bool row_cells(const st_snap_t *s, const st_row_t *r, char *cell[NCOLS])
 {
-    const char *host;
-    const uint16_t *ports;
-    int n;
+    const char *host = NULL;
+    const uint16_t *ports = NULL;
+    int n = 0;
     int64_t a, b;
     bool addr = row_addr(s, r, &host, &ports, &n);
     cell[C_MID] = r->m_id >= 0 ? xasprintf("%d", r->m_id) : strdup("-");
@@ -724,11 +724,13 @@ static int print_table(FILE *f, const st_snap_t *s)
         fprintf(f, "%-*s  ", (int)w[c], col_names[c]);
     fprintf(f, "%s\n", col_names[NCOLS - 1]);
     for (size_t i = 0; i < s->nrows; i++) {
-        for (int c = 0; c < NCOLS - 1; c++)
+        /* No padding after the last non-empty cell. */
+        int last = NCOLS - 1;
+        while (last > 0 && !cells[i][last][0])
+            last--;
+        for (int c = 0; c < last; c++)
             fprintf(f, "%-*s  ", (int)w[c], cells[i][c]);
-        /* No padding after the last column. */
-        fprintf(f, "%s", cells[i][NCOLS - 1]);
-        fputc('\n', f);
+        fprintf(f, "%s\n", cells[i][last]);
     }
 out:
     for (size_t i = 0; i < s->nrows; i++)
@@ -834,9 +836,9 @@ static void json_kbool(FILE *f, bool *first, const char *k, bool v)
 static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
 {
     bool first = true;
-    const char *host;
-    const uint16_t *ports;
-    int n;
+    const char *host = NULL;
+    const uint16_t *ports = NULL;
+    int n = 0;
     int64_t a, b;
     bool addr = row_addr(s, r, &host, &ports, &n);
     fputc('{', f);
@@ -1117,12 +1119,6 @@ static int watch_loop(st_ctx_t *x, int64_t rev)
     pthread_cond_init(&w.cond, &ca);
     pthread_condattr_destroy(&ca);
 
-    struct sigaction sa = {.sa_handler = on_stop_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-
     ec_error_t err = {0};
     int rc = 0;
     ec_watch_t *wt = ec_watch_start(x->c, ec_keys_root(&x->keys), true, rev + 1, watch_cb, &w,
@@ -1185,8 +1181,6 @@ static int watch_loop(st_ctx_t *x, int64_t rev)
     }
 out:
     ec_watch_stop(wt);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     pthread_cond_destroy(&w.cond);
     pthread_mutex_destroy(&w.lock);
     return rc;
@@ -1207,10 +1201,20 @@ int ec_cmd_status(const ec_config_t *cfg, FILE *out, FILE *errout)
         return 2;
     }
     x.prefix_shown = cfg->etcd_prefix[0] ? cfg->etcd_prefix : "'' (none)";
+    /* --watch ends with exit 0 on SIGINT/SIGTERM.  The handlers go in before
+     * anything is printed, so a signal sent after the first block is always
+     * a clean stop; one that comes earlier stops the watch at its start. */
+    struct sigaction sa = {.sa_handler = on_stop_signal}, old_int = {0}, old_term = {0};
+    sigemptyset(&sa.sa_mask);
+    if (cfg->watch) {
+        stop_signal = 0;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+    }
     x.c = ec_connect(cfg, NULL, CONNECT_TIMEOUT_MS, &err);
     if (!x.c) {
         fprintf(errout, "ecoord status: %s\n", err.msg);
-        return 1;
+        goto out;
     }
     ec_etcd_set_call_timeout(x.c, CALL_TIMEOUT_MS);
     if (!(x.etcd = strdup(ec_etcd_endpoints(x.c)))) {
@@ -1227,5 +1231,9 @@ int ec_cmd_status(const ec_config_t *cfg, FILE *out, FILE *errout)
 out:
     free(x.etcd);
     ec_etcd_destroy(x.c);
+    if (cfg->watch) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
     return rc;
 }
