@@ -194,6 +194,14 @@ int ec_key_epoch_state(const ec_keys_t *k, uint64_t n, int rank, char *buf, size
     return build(k, buf, len, "epochs/%020" PRIu64 "/state/%d", n, rank);
 }
 
+int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, char *buf,
+                         size_t len)
+{
+    if (n == 0 || !reporter || !ec_node_id_valid(reporter, strlen(reporter)))
+        return EC_EINVAL;
+    return build(k, buf, len, "epochs/%020" PRIu64 "/suspect/%s", n, reporter);
+}
+
 int ec_key_status(const ec_keys_t *k, char *buf, size_t len)
 {
     return build(k, buf, len, "status");

@@ -82,6 +82,10 @@ int ec_key_epoch_comm(const ec_keys_t *k, uint64_t n, const char *name, char *bu
 int ec_key_epoch_timing(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len);
 /* epochs/<n>/state/<rank>, rank >= 0. */
 int ec_key_epoch_state(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len);
+/* epochs/<n>/suspect/<node_id>: the node (reporter) suspects members of
+ * epoch n are dead; the value lists them.  Leased by the reporter. */
+int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, char *buf,
+                         size_t len);
 int ec_key_status(const ec_keys_t *k, char *buf, size_t len);
 int ec_key_failures_prefix(const ec_keys_t *k, char *buf, size_t len); /* failures/ */
 /* failures/<seq>/<node_id>/<local_rank>, or failures/<seq>/<node_id> when

@@ -334,6 +334,17 @@ static int on_child_exit(agent_t *a, int r, int status)
     report_failure(a, r, status);
     a->restarts++;
     ec_error_t err = {0};
+    /* A process often dies because a peer's node died: find silent peers
+     * now and report them, so the leader can evict them without waiting for
+     * their leases to expire. */
+    if (a->epoch && a->m_id >= 0) {
+        char **dead = NULL;
+        int nd = ec_node_probe_members(a->node, 300, &dead, &err);
+        if (nd > 0 && ec_node_report_suspects(a->node, a->epoch->number, (const char *const *)dead,
+                                              (size_t)nd, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot report silent peers: %s", err.msg);
+        ec_node_free_ids(dead, nd > 0 ? nd : 0);
+    }
     if (a->restarts > a->cfg->max_restart) {
         bool fixed = a->cfg->np.min == a->cfg->np.max;
         ec_log(EC_LOG_ERROR, "-node %s: --max_restart=%d exhausted; leaving the job%s",
@@ -471,12 +482,14 @@ int ec_cmd_launch(const ec_config_t *cfg)
     }
     ec_log(EC_LOG_INFO, "this node publishes host %s (interface %s)", a.host,
            a.ifname[0] ? a.ifname : "unknown");
-    a.ports = calloc((size_t)a.nproc + 1, sizeof(uint16_t));
-    a.resv = calloc((size_t)a.nproc + 1, sizeof(int));
+    /* N ports for the ranks, one for a torch-style master store, one where
+     * the agent answers liveness probes. */
+    a.ports = calloc((size_t)a.nproc + 2, sizeof(uint16_t));
+    a.resv = calloc((size_t)a.nproc + 2, sizeof(int));
     a.done = calloc((size_t)a.nproc, sizeof(bool));
     if (!a.ports || !a.resv || !a.done)
         goto out;
-    if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 1, a.ports, a.resv, &err) < 0) {
+    if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 2, a.ports, a.resv, &err) < 0) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
@@ -515,6 +528,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.nproc = a.nproc;
     no.ports = a.ports;
     no.master_port = a.ports[a.nproc];
+    no.probe_port = a.ports[a.nproc + 1];
     no.device_ids = devs;
     no.ndevices = devs ? a.nproc : 0;
     no.agent_version = EC_VERSION;
@@ -543,7 +557,7 @@ out:
     ec_node_stop(a.node);
     ec_procs_destroy(a.procs);
     if (a.reserved)
-        ec_ports_release(a.resv, a.nproc + 1);
+        ec_ports_release(a.resv, a.nproc + 2);
     ec_etcd_destroy(a.c);
     ec_embed_stop(a.embed);
     wake_fd = -1;

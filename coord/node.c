@@ -20,6 +20,7 @@
 #include "node.h"
 #include "log.h"
 #include "planner.h"
+#include "probe.h"
 
 typedef struct mnode {
     char *id;
@@ -67,6 +68,16 @@ struct ec_node {
     int64_t changed_at_ms;
     int64_t list_rev;       /* watch events at or below it are in the listing */
     bool watch_created;
+    /* suspicion reports for the current epoch (under lock) */
+    struct suspect {
+        uint64_t epoch;
+        char *reporter, *ids;
+    } *sus;
+    size_t nsus;
+    char **probed;          /* suspects already probed in probed_epoch */
+    size_t nprobed;
+    uint64_t probed_epoch;
+    ec_probe_server_t *probe;
     /* coordinator thread only */
     bool am_leader;
     int64_t my_leader_rev;
@@ -240,6 +251,11 @@ static void model_clear(ec_node_t *n)
     n->leader_create_rev = 0;
     n->epoch_mod_rev = 0;
     n->epoch_bad = false;
+    for (size_t i = 0; i < n->nsus; i++) {
+        free(n->sus[i].reporter);
+        free(n->sus[i].ids);
+    }
+    n->nsus = 0;
 }
 
 /* Apply one key's change; lock held. */
@@ -282,8 +298,32 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
             memcpy(n->status_raw, kv->value, kv->value_len);
             n->status_raw_len = kv->value_len;
         }
+    } else if (!strncmp(suffix, "epochs/", 7) && strstr(suffix, "/suspect/")) {
+        uint64_t num = 0;
+        if (ec_key_parse_epoch(&n->keys, kv->key, kv->key_len, &num) != EC_KEY_EPOCH_WORKER)
+            return;
+        const char *rep = strstr(suffix, "/suspect/") + 9;
+        for (size_t i = 0; i < n->nsus; i++)
+            if (n->sus[i].epoch == num && !strcmp(n->sus[i].reporter, rep)) {
+                free(n->sus[i].ids);
+                n->sus[i].ids = put ? strndup((char *)kv->value, kv->value_len) : strdup("");
+                n->dirty = true;
+                return;
+            }
+        if (!put)
+            return;
+        struct suspect *ns = realloc(n->sus, (n->nsus + 1) * sizeof(*ns));
+        if (!ns)
+            return;
+        n->sus = ns;
+        n->sus[n->nsus].epoch = num;
+        n->sus[n->nsus].reporter = strdup(rep);
+        n->sus[n->nsus].ids = strndup((char *)kv->value, kv->value_len);
+        n->nsus++;
+        n->dirty = true;
+        return;
     } else {
-        return; /* epochs/, failures/: not part of the decision model */
+        return; /* other epochs/ keys, failures/: not part of the decision model */
     }
     n->changed_at_ms = wall_ms();
     n->dirty = true;
@@ -376,6 +416,7 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     for (int i = 0; i < n->o.nproc; i++)
         r->ports[i] = n->ports[i];
     r->master_port = n->o.master_port;
+    r->probe_port = n->o.probe_port;
     for (int i = 0; i < n->o.ndevices; i++)
         r->device_ids[i] = strdup(n->devices[i]);
     pthread_mutex_lock(&n->lock);
@@ -860,6 +901,80 @@ static void plan_and_act(ec_node_t *n)
     pub_free(&p);
 }
 
+/* ---- eviction faster than a lease TTL (leader only) ----------------------- */
+
+static bool was_probed(ec_node_t *n, uint64_t epoch, const char *id)
+{
+    if (n->probed_epoch != epoch) {
+        ec_node_free_ids(n->probed, (int)n->nprobed);
+        n->probed = NULL;
+        n->nprobed = 0;
+        n->probed_epoch = epoch;
+    }
+    for (size_t i = 0; i < n->nprobed; i++)
+        if (!strcmp(n->probed[i], id))
+            return true;
+    char **np = realloc(n->probed, (n->nprobed + 1) * sizeof(char *));
+    if (np) {
+        n->probed = np;
+        n->probed[n->nprobed++] = strdup(id);
+    }
+    return false;
+}
+
+/* Members of the current epoch that some member reported and that were not
+ * probed yet in this epoch: probe their agents, evict the silent ones. */
+static void handle_suspicions(ec_node_t *n)
+{
+    enum { MAXS = 64 };
+    ec_probe_target_t t[MAXS];
+    char *ids[MAXS], *hosts[MAXS], *by[MAXS];
+    int64_t leases[MAXS];
+    size_t nt = 0;
+    pthread_mutex_lock(&n->lock);
+    uint64_t cur = n->epoch ? n->epoch->number : 0;
+    for (size_t i = 0; cur && i < n->nsus && nt < MAXS; i++) {
+        if (n->sus[i].epoch != cur || ec_epoch_find_member(n->epoch, n->sus[i].reporter) < 0)
+            continue; /* only members of the current epoch may accuse */
+        char *list = strdup(n->sus[i].ids), *save = NULL;
+        for (char *id = strtok_r(list, ",", &save); id && nt < MAXS; id = strtok_r(NULL, ",", &save)) {
+            bool found;
+            size_t k = mnode_find(n, id, &found);
+            if (!strcmp(id, n->node_id) || ec_epoch_find_member(n->epoch, id) < 0 || !found ||
+                !n->nodes[k].rec || !n->nodes[k].rec->probe_port || was_probed(n, cur, id))
+                continue;
+            ids[nt] = strdup(id);
+            hosts[nt] = strdup(n->nodes[k].rec->host);
+            by[nt] = strdup(n->sus[i].reporter);
+            leases[nt] = n->nodes[k].lease;
+            t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
+                                        .expect_id = ids[nt]};
+            nt++;
+        }
+        free(list);
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (!nt)
+        return;
+    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
+    ec_probe_many(t, nt, to);
+    for (size_t i = 0; i < nt; i++) {
+        if (t[i].ok) {
+            emit(n, "+suspicion of %s by %s rejected: its agent answered in %.1f ms", ids[i], by[i],
+                 (double)t[i].rtt_us / 1000.0);
+        } else {
+            ec_error_t err = {0};
+            int rc = ec_etcd_lease_revoke(n->c, leases[i], &err);
+            emit(n, "-node %s evicted: suspected by %s, no answer to a probe of %s:%u within %d ms%s%s",
+                 ids[i], by[i], t[i].host, t[i].port, to, rc < 0 ? "; revoke failed: " : "",
+                 rc < 0 ? err.msg : "");
+        }
+        free(ids[i]);
+        free(hosts[i]);
+        free(by[i]);
+    }
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
 static void deliver(ec_node_t *n)
@@ -981,6 +1096,8 @@ static void *loop(void *arg)
         if (!n->am_leader && lcr == 0)
             campaign(n);
         if (n->am_leader)
+            handle_suspicions(n);
+        if (n->am_leader)
             plan_and_act(n);
     }
     return NULL;
@@ -1046,6 +1163,12 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     ec_key_epochs_prefix(&n->keys, n->k_epochs, sizeof(n->k_epochs));
     if (do_register(n, 0, err) < 0)
         goto fail;
+    /* After registering: a duplicate node id is reported as such, not as a
+     * busy probe port. */
+    if (o->probe_port) {
+        if (!(n->probe = ec_probe_serve(n->host, o->probe_port, n->node_id, err)))
+            goto fail;
+    }
     if (sync_model(n, err) < 0)
         goto fail;
     if (pthread_create(&n->thread, NULL, loop, n) != 0) {
@@ -1124,6 +1247,83 @@ int ec_node_fail_job(ec_node_t *n, const char *reason, ec_error_t *err)
     return rc;
 }
 
+int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids, size_t nids,
+                            ec_error_t *err)
+{
+    char key[EC_KEY_MAX];
+    if (ec_key_epoch_suspect(&n->keys, epoch, n->node_id, key, sizeof(key)) < 0)
+        return ec_errorf(err, EC_EINVAL, "cannot report suspects of epoch %llu",
+                         (unsigned long long)epoch);
+    size_t len = 1;
+    for (size_t i = 0; i < nids; i++)
+        len += strlen(ids[i]) + 1;
+    char *val = calloc(1, len);
+    if (!val)
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    for (size_t i = 0; i < nids; i++) {
+        if (i)
+            strcat(val, ",");
+        strcat(val, ids[i]);
+    }
+    int rc = ec_etcd_put(n->c, key, val, strlen(val), ec_node_lease(n), NULL, err);
+    if (rc == 0)
+        emit(n, "+suspect %s in epoch %llu (reported by %s)", val, (unsigned long long)epoch,
+             n->node_id);
+    free(val);
+    return rc;
+}
+
+int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t *err)
+{
+    *dead = NULL;
+    pthread_mutex_lock(&n->lock);
+    int nm = n->epoch ? n->epoch->nmembers : 0;
+    ec_probe_target_t *t = calloc((size_t)(nm ? nm : 1), sizeof(*t));
+    char **ids = calloc((size_t)(nm ? nm : 1), sizeof(char *));
+    char **hosts = calloc((size_t)(nm ? nm : 1), sizeof(char *));
+    int nt = 0;
+    for (int m = 0; t && ids && hosts && m < nm; m++) {
+        const char *id = n->epoch->members[m].node_id;
+        bool found;
+        size_t k = mnode_find(n, id, &found);
+        if (!strcmp(id, n->node_id))
+            continue;
+        ids[nt] = strdup(id);
+        hosts[nt] = strdup(n->epoch->members[m].host);
+        /* a member whose record is gone is dead already (port 0 never answers) */
+        t[nt] = (ec_probe_target_t){.host = hosts[nt], .expect_id = ids[nt],
+                                    .port = found && n->nodes[k].rec ? n->nodes[k].rec->probe_port : 0};
+        nt++;
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (!t || !ids || !hosts) {
+        free(t);
+        free(ids);
+        free(hosts);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    ec_probe_many(t, (size_t)nt, timeout_ms);
+    int nd = 0;
+    for (int i = 0; i < nt; i++) {
+        if (!t[i].ok)
+            ids[nd++] = ids[i];
+        else
+            free(ids[i]);
+        free(hosts[i]);
+    }
+    free(t);
+    free(hosts);
+    *dead = ids;
+    return nd;
+}
+
+void ec_node_free_ids(char **ids, int n)
+{
+    for (int i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+}
+
 void ec_node_stop(ec_node_t *n)
 {
     if (!n)
@@ -1136,7 +1336,10 @@ void ec_node_stop(ec_node_t *n)
         pthread_join(n->thread, NULL);
     ec_watch_stop(n->watch);
     ec_keepalive_stop(n->ka);
+    ec_probe_server_stop(n->probe);
     model_clear(n);
+    free(n->sus);
+    ec_node_free_ids(n->probed, (int)n->nprobed);
     free(n->nodes);
     ec_epoch_free(n->epoch);
     free(n->epoch_raw);

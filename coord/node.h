@@ -40,6 +40,8 @@ typedef struct ec_node_opts {
     int nproc;
     const uint16_t *ports;       /* nproc ports */
     uint16_t master_port;
+    uint16_t probe_port;         /* answer liveness probes here (0: none) */
+    int probe_timeout_ms;        /* leader's probe of a suspect; default 250 */
     const char *const *device_ids; /* ndevices (0 or nproc) */
     int ndevices;
     const char *agent_version;
@@ -76,6 +78,19 @@ int ec_node_leave(ec_node_t *n, ec_error_t *err);
 int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err);
 /* Mark the job failed with a reason (any node may; fenced on nothing). */
 int ec_node_fail_job(ec_node_t *n, const char *reason, ec_error_t *err);
+/* Report members of `epoch` that this node believes are dead (a collective
+ * failed, a peer's connection closed).  The leader probes each suspect's
+ * agent directly and evicts one that does not answer within
+ * probe_timeout_ms by revoking its lease: the job re-forms without it long
+ * before its lease would expire, and a wrongly evicted node re-registers
+ * and rejoins. */
+int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids, size_t nids,
+                            ec_error_t *err);
+/* Probe the agents of the current epoch's other members; *dead (malloc'd
+ * array of malloc'd ids, may be empty) gets those that did not answer
+ * within timeout_ms.  Returns the count, or a negative code. */
+int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t *err);
+void ec_node_free_ids(char **ids, int n);
 /* Stop the threads; the lease is not revoked (it expires on its own): that
  * is what a crash looks like to the others.  Accepts NULL. */
 void ec_node_stop(ec_node_t *n);

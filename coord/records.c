@@ -324,6 +324,7 @@ int ec_node_rec_encode(const ec_node_rec_t *r, void **buf, size_t *len, ec_error
     m.state = (Ecoord__NodeState)r->state;
     m.reason = pb_str(r->reason);
     m.registered_at_ms = r->registered_at_ms;
+    m.probe_port = r->probe_port;
     rc = pack(&m.base, &v, buf, len);
     free(ports);
     return rc;
@@ -387,6 +388,11 @@ int ec_node_rec_decode(const void *buf, size_t len, const char *key, ec_node_rec
     r->incarnation = m->incarnation;
     r->state = (ec_node_state_t)m->state;
     r->registered_at_ms = m->registered_at_ms;
+    if (m->probe_port > 65535) {
+        rc = bad(&v, "node '%.64s': probe port %u is outside 0..65535", m->node_id, m->probe_port);
+        goto error;
+    }
+    r->probe_port = (uint16_t)m->probe_port;
     if ((rc = node_validate(r, &v)) < 0)
         goto error;
     protobuf_c_message_free_unpacked(&m->base, NULL);

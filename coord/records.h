@@ -111,6 +111,7 @@ typedef struct ec_node_rec {
     ec_node_state_t state;
     char *reason;           /* why refused/failed; may be NULL */
     int64_t registered_at_ms;
+    uint16_t probe_port;    /* the agent answers a TCP probe here; 0 = none */
 } ec_node_rec_t;
 
 /* A zeroed record with room for nproc ports and ndevices device ids (NULL

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "keys.h"
 #include "records.h"
 
 static ec_embed_t *etcd;
@@ -368,6 +369,77 @@ START_TEST(mismatched_nproc_refused_with_reason)
 }
 END_TEST
 
+static void report_suspect(const char *root_job, uint64_t epoch, const char *reporter,
+                           const char *suspect)
+{
+    ec_keys_t k;
+    char key[EC_KEY_MAX];
+    ck_assert_int_eq(ec_keys_init(&k, NULL, root_job, NULL), 0);
+    ck_assert_int_gt(ec_key_epoch_suspect(&k, epoch, reporter, key, sizeof(key)), 0);
+    ck_assert_int_eq(ec_etcd_put(c, key, suspect, strlen(suspect), 0, NULL, NULL), 0);
+}
+
+START_TEST(silent_member_evicted_before_its_ttl)
+{
+    /* TTL 30 s: only an eviction explains a new epoch within 5 s. */
+    const char *root = "/jev/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jev", ids[i], 1, 3, 1, 600000, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "n3") ? "n3" : "n2";
+    const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(victim, "n2") ? "n2" : "n3");
+    proc_t *v = by_id(ps, ids, 3, victim);
+    kill(v->pid, SIGSTOP); /* alive to the kernel, silent to everyone */
+    int64_t t0 = ec_test_now_ms();
+    report_suspect("jev", 1, reporter, victim);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 5000);
+    int64_t took = ec_test_now_ms() - t0;
+    printf("# eviction of a frozen member: %lld ms from report to new epoch (lease TTL 30 s)\n",
+           (long long)took);
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ec_epoch_free(ep);
+    char *leader_log = by_id(ps, ids, 3, l)->log;
+    ck_assert(wait_log(leader_log, "evicted: suspected by", 2000));
+    /* Wrongly evicted?  It wakes, finds its lease revoked, and rejoins. */
+    kill(v->pid, SIGCONT);
+    ep = wait_epoch(root, 3, 3, NULL, 15000);
+    ck_assert_int_ge(ec_epoch_find_member(ep, victim), 0);
+    ec_epoch_free(ep);
+    free(l);
+    ec_test_obs_check(o, 1, 3, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(false_suspicion_costs_one_probe)
+{
+    const char *root = "/jfs/";
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jfs", ids[i], 1, 3, 1, 600000, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    const char *accused = strcmp(l, "n3") ? "n3" : "n2";
+    const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(accused, "n2") ? "n2" : "n3");
+    report_suspect("jfs", 1, reporter, accused);
+    ck_assert(wait_log(by_id(ps, ids, 3, l)->log, "rejected: its agent answered", 5000));
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    ck_assert_int_eq(ep->number, 1); /* no epoch, no restart: the accused answered */
+    ec_epoch_free(ep);
+    /* a report from a non-member is ignored altogether */
+    report_suspect("jfs", 1, "stranger", accused);
+    ep = ec_test_epoch(c, root);
+    ck_assert_int_eq(ep->number, 1);
+    ec_epoch_free(ep);
+    free(l);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t2000-coord");
@@ -383,6 +455,8 @@ static Suite *suite(void)
     tcase_add_test(t, duplicate_node_id_refused);
     tcase_add_test(t, restart_reforms_same_members);
     tcase_add_test(t, mismatched_nproc_refused_with_reason);
+    tcase_add_test(t, silent_member_evicted_before_its_ttl);
+    tcase_add_test(t, false_suspicion_costs_one_probe);
     suite_add_tcase(s, t);
     return s;
 }

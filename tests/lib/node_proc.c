@@ -86,6 +86,7 @@ int main(int argc, char **argv)
     o.nproc = nproc;
     o.ports = ports;
     o.master_port = (uint16_t)(ports[0] + 63);
+    o.probe_port = (uint16_t)(ports[0] + 62);
     o.np_min = atoi(argv[4]);
     o.np_max = atoi(argv[5]);
     o.elastic_timeout_ms = atoll(argv[7]);

@@ -1,0 +1,35 @@
+/* Direct liveness probes between agents, faster than a lease TTL.
+ *
+ * Every agent answers on its probe port with one line, "ecoord <node_id>\n".
+ * A probe succeeds only when that line arrives within the deadline: a host
+ * that is gone, a process that is gone (connection refused) and a process
+ * that is frozen (SIGSTOP: the kernel still accepts, nobody answers) all
+ * fail it.  Knows nothing of jobs. */
+#ifndef EC_PROBE_H
+#define EC_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct ec_probe_server ec_probe_server_t;
+
+/* Listen on host:port (port 0: none, returns NULL without error). */
+ec_probe_server_t *ec_probe_serve(const char *host, uint16_t port, const char *node_id,
+                                  ec_error_t *err);
+void ec_probe_server_stop(ec_probe_server_t *s); /* accepts NULL */
+
+typedef struct ec_probe_target {
+    const char *host;
+    uint16_t port;
+    const char *expect_id; /* the node id that must answer (NULL: any) */
+    int ok;                /* out: 1 answered, 0 not */
+    int64_t rtt_us;        /* out: time to the answer */
+} ec_probe_target_t;
+
+/* Probe every target at once; returns when all answered or timeout_ms
+ * passed.  Returns the number that answered. */
+int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms);
+
+#endif
