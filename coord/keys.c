@@ -222,6 +222,17 @@ int ec_key_failure(const ec_keys_t *k, uint64_t seq, const char *node_id, int lo
     return build(k, buf, len, "failures/%020" PRIu64 "/%s/%d", seq, node_id, local_rank);
 }
 
+int ec_key_check(const ec_keys_t *k, const char *node_id, char *buf, size_t len)
+{
+    if (!node_id)
+        return build(k, buf, len, "check/report");
+    if (!*node_id)
+        return build(k, buf, len, "check/");
+    if (ec_node_id_check(node_id, NULL) < 0)
+        return EC_EINVAL;
+    return build(k, buf, len, "check/nodes/%s", node_id);
+}
+
 /* If key starts with root + sub, return the rest (and its length), else NULL. */
 static const char *under(const ec_keys_t *k, const char *sub, const char *key, size_t keylen,
                          size_t *restlen)

@@ -13,6 +13,8 @@
  *   epochs/<n>/state/<rank>
  *   status                                job status record
  *   failures/<seq>/<node_id>[/<local_rank>]  failure records
+ *   check/nodes/<node_id>                 `ecoord check`: a node's facts, leased
+ *   check/report                          `ecoord check`: the report, leased
  *
  * <n> and <seq> are zero-padded to 20 digits (UINT64_MAX has 20), so a prefix
  * listing returns them in numeric order.  Because '/' sorts before every
@@ -93,6 +95,11 @@ int ec_key_failures_prefix(const ec_keys_t *k, char *buf, size_t len); /* failur
  * ms, say); the node id keeps two nodes failing in the same ms apart. */
 int ec_key_failure(const ec_keys_t *k, uint64_t seq, const char *node_id, int local_rank,
                    char *buf, size_t len);
+
+/* `ecoord check`'s keys, apart from the training job's: node_id a valid id
+ * gives check/nodes/<node_id> (that node's facts), NULL gives check/report,
+ * and "" gives check/, the prefix holding both (to list and watch). */
+int ec_key_check(const ec_keys_t *k, const char *node_id, char *buf, size_t len);
 
 /* If key[0..keylen) is exactly nodes/<valid node id> under k's root, copy the
  * node id (NUL-terminated) into node_id and return its length.  Returns

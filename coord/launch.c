@@ -27,6 +27,7 @@
 #include "endpoints.h"
 #include "env.h"
 #include "log.h"
+#include "metrics.h"
 #include "netaddr.h"
 #include "node.h"
 #include "planner.h"
@@ -77,6 +78,7 @@ typedef struct agent {
     ec_etcd_t *c;
     ec_node_t *node;
     ec_procs_t *procs;
+    ec_metrics_t *metrics; /* NULL: --metrics_port=0 */
     char host[256], ifname[64];
     int nproc;
     uint16_t *ports;
@@ -154,8 +156,8 @@ static void on_job(const ec_job_status_t *st, void *arg)
 
 static void on_event(const char *ev, void *arg)
 {
-    (void)ev;
-    (void)arg; /* already logged through ec_log */
+    /* already logged through ec_log; leader and lease gauges follow it */
+    ec_metrics_event(((agent_t *)arg)->metrics, ev);
 }
 
 static const char *rebuild_name(const ec_config_t *cfg)
@@ -304,6 +306,7 @@ static void report_failure(agent_t *a, int r, int status)
         .nlines = n,
         .last_lines = lines,
     };
+    ec_metrics_failure(a->metrics, f.kind);
     ec_error_t err = {0};
     if (ec_node_record_failure(a->node, &f, &err) < 0)
         ec_log(EC_LOG_WARN, "cannot record the failure in etcd: %s", err.msg);
@@ -326,6 +329,7 @@ static int on_child_exit(agent_t *a, int r, int status)
             ec_error_t err = {0};
             ec_log(EC_LOG_INFO, "+node %s done: all its processes finished; waiting for the "
                                 "others", a->cfg->node_id);
+            ec_metrics_state(a->metrics, EC_MSTATE_DONE);
             if (ec_node_set_state(a->node, EC_NODE_DONE, NULL, &err) < 0)
                 ec_log(EC_LOG_WARN, "cannot mark this node done: %s", err.msg);
         }
@@ -350,12 +354,14 @@ static int on_child_exit(agent_t *a, int r, int status)
         ec_log(EC_LOG_ERROR, "-node %s: --max_restart=%d exhausted; leaving the job%s",
                a->cfg->node_id, a->cfg->max_restart,
                fixed ? " (exit 101: fixed-size job, let the scheduler restart this pod)" : "");
+        ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
         return fixed ? 101 : 1;
     }
     ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
            a->cfg->max_restart);
+    ec_metrics_restart(a->metrics);
     if (a->cfg->rebuild == EC_REBUILD_INPROCESS) {
         start_rank(a, r); /* the peers rebuild in place around it */
     } else {
@@ -388,6 +394,7 @@ static int run(agent_t *a)
             }
             ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes, leaving the job",
                    cfg->node_id, strsignal(s));
+            ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
             ec_procs_stop_all(a->procs, cfg->grace_period_ms);
             if (sig_int_count >= 2)
                 return 128 + s;
@@ -420,8 +427,11 @@ static int run(agent_t *a)
             return js == EC_JOB_COMPLETED ? 0 : 1;
         }
         free(why);
-        if (ep)
+        if (ep) {
+            int64_t t0 = mono_ms();
             apply_epoch(a, ep);
+            ec_metrics_epoch(a->metrics, a->epoch, a->m_id, mono_ms() - t0);
+        }
     }
 }
 
@@ -465,6 +475,20 @@ int ec_cmd_launch(const ec_config_t *cfg)
     if (!(a.c = ec_connect(cfg, a.embed ? a.endpoints : NULL, 5000, &err))) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
+    }
+    if (cfg->metrics_port > 0) {
+        ec_metrics_opts_t mo = EC_METRICS_OPTS_INIT;
+        mo.port = cfg->metrics_port;
+        mo.job_id = cfg->job_id;
+        mo.node_id = cfg->node_id;
+        mo.version = EC_VERSION;
+        mo.etcd = a.c;
+        if (!(a.metrics = ec_metrics_create(&mo, &err))) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+        ec_log(EC_LOG_INFO, "metrics: serving /metrics, /healthz and /readyz on port %d",
+               cfg->metrics_port);
     }
 
     /* our address and ports */
@@ -556,6 +580,7 @@ out:
         ec_procs_kill_all(a.procs);
     ec_node_stop(a.node);
     ec_procs_destroy(a.procs);
+    ec_metrics_destroy(a.metrics); /* before the etcd client its prober uses */
     if (a.reserved)
         ec_ports_release(a.resv, a.nproc + 2);
     ec_etcd_destroy(a.c);

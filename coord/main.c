@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkrun.h"
 #include "knobs.h"
 #include "launch.h"
 #include "status.h"
@@ -61,6 +62,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < cfg.nwarnings; i++)
             fprintf(stderr, "ecoord status: warning: %s\n", cfg.warnings[i]);
         rc = ec_cmd_status(&cfg, stdout, stderr);
+        break;
+    case EC_CMD_CHECK:
+        rc = ec_cmd_check(&cfg, stdout, stderr);
         break;
     default:
         fprintf(stderr, "ecoord %s: not available in this build yet\n", sub);

@@ -43,6 +43,7 @@ struct ec_node {
     pthread_cond_t cond;
     /* flags, under lock */
     bool stop, dirty, lease_lost, relist, leaving;
+    bool self_bad; /* our record was overwritten with what no agent writes */
     /* our registration, under lock */
     int64_t lease;
     ec_keepalive_t *ka;
@@ -60,6 +61,7 @@ struct ec_node {
     bool epoch_bad;          /* `epoch` holds garbage or was deleted */
     char *leader_id;
     int64_t leader_create_rev;
+    int64_t leader_lease, leader_mod_rev; /* lease 0: not written by an agent */
     uint8_t *status_raw;
     size_t status_raw_len;
     int64_t status_mod_rev;
@@ -178,6 +180,11 @@ static void model_put_node(ec_node_t *n, const char *id, const ec_kv_t *kv)
     n->nodes[i].rec = rec;
     n->nodes[i].create_rev = kv->create_revision;
     n->nodes[i].mod_rev = kv->mod_revision;
+    /* Our own record overwritten with junk, or with any value without a
+     * lease (ours is always leased, and a record without one would outlive
+     * us): the loop writes it again (tests/t7000-faults, garbage). */
+    if (!strcmp(id, n->node_id) && (!rec || kv->lease == 0) && !n->leaving)
+        n->self_bad = true;
     n->nodes[i].lease = kv->lease;
 }
 
@@ -249,6 +256,7 @@ static void model_clear(ec_node_t *n)
     free(n->leader_id);
     n->leader_id = NULL;
     n->leader_create_rev = 0;
+    n->leader_lease = n->leader_mod_rev = 0;
     n->epoch_mod_rev = 0;
     n->epoch_bad = false;
     for (size_t i = 0; i < n->nsus; i++) {
@@ -280,6 +288,8 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
         free(n->leader_id);
         n->leader_id = put ? strndup((char *)kv->value, kv->value_len) : NULL;
         n->leader_create_rev = put ? kv->create_revision : 0;
+        n->leader_lease = put ? kv->lease : 0;
+        n->leader_mod_rev = put ? kv->mod_revision : 0;
     } else if (!strcmp(suffix, "epoch")) {
         if (put) {
             model_put_epoch(n, kv);
@@ -366,7 +376,12 @@ static int sync_model(ec_node_t *n, ec_error_t *err)
     n->list_rev = INT64_MAX; /* nothing applies until the listing is in */
     n->watch_created = false;
     pthread_mutex_unlock(&n->lock);
-    n->watch = ec_watch_start(n->c, ec_keys_root(&n->keys), true, 0, on_watch, n, err);
+    /* No prev_kv: the model already holds every record's last value (a
+     * leaving node's record said so before it vanished), and asking etcd
+     * for old values on every event for every node's watch is what made
+     * its cost grow fastest with the node count (tests/bench/bench_scale). */
+    n->watch = ec_watch_start_ex(n->c, ec_keys_root(&n->keys), true, 0, EC_WATCH_NO_PREV_KV,
+                                 on_watch, n, err);
     if (!n->watch)
         return err->code;
     int64_t deadline = mono_ms() + 10000;
@@ -462,6 +477,7 @@ static int do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
     /* A restarted agent's previous record lives until its lease expires:
      * wait that out (bounded by its TTL), and only then call it a duplicate. */
     int64_t deadline = -1;
+    bool cleared_junk = false;
     for (;;) {
         ec_txn_result_t r;
         if ((rc = ec_etcd_txn(n->c, &absent, 1, &put, 1, &get, 1, &r, err)) < 0)
@@ -471,6 +487,7 @@ static int do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
             break;
         }
         int64_t their_lease = r.n && r.results[0].kvs.n ? r.results[0].kvs.kvs[0].lease : 0;
+        int64_t their_mod = r.n && r.results[0].kvs.n ? r.results[0].kvs.kvs[0].mod_revision : 0;
         char their_host[EC_HOST_MAX + 1] = "?";
         if (r.n && r.results[0].kvs.n) {
             ec_node_rec_t *rec = NULL;
@@ -480,6 +497,20 @@ static int do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
             ec_node_rec_free(rec);
         }
         ec_txn_result_free(&r);
+        if (their_mod != 0 && their_lease == 0 && !cleared_junk) {
+            /* Agents write their records only under a lease: this value was
+             * put by another tool and, never expiring, would block this node
+             * id forever (tests/t7000-faults, garbage).  Delete it, once. */
+            ec_log(EC_LOG_ERROR, "node key %s holds a value without a lease, which no agent "
+                                 "writes (another tool?); deleting it", n->k_node);
+            ec_cmp_t same = {.key = n->k_node, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                             .number = their_mod};
+            ec_op_t del = {.type = EC_OP_DELETE, .key = n->k_node};
+            if ((rc = ec_etcd_txn(n->c, &same, 1, &del, 1, NULL, 0, NULL, err)) < 0)
+                goto fail;
+            cleared_junk = true;
+            continue;
+        }
         if (their_lease != 0 && their_lease == old_lease) {
             /* Our own record under a lease etcd still has: take it over. */
             ec_op_t p2 = put;
@@ -625,6 +656,25 @@ static int write_status(ec_node_t *n, ec_job_state_t state, const char *reason, 
     }
     ec_txn_result_free(&r);
     return rc;
+}
+
+/* A leader key without a lease was not written by an agent (a campaign
+ * always attaches the campaigner's lease) and would never expire: nobody
+ * could lead again.  Delete it, fenced on its mod revision so a leadership
+ * won meanwhile is not touched; everyone then campaigns (tests/t7000-faults,
+ * garbage). */
+static void clear_foreign_leader(ec_node_t *n, int64_t mod_rev)
+{
+    step_down(n, "the leader key was overwritten by another tool");
+    ec_log(EC_LOG_ERROR, "the leader key %s holds a value without a lease, which no agent "
+                         "writes (another tool?); deleting it so that an agent can lead",
+           n->k_leader);
+    ec_cmp_t same = {.key = n->k_leader, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                     .number = mod_rev};
+    ec_op_t del = {.type = EC_OP_DELETE, .key = n->k_leader};
+    ec_error_t err = {0};
+    if (ec_etcd_txn(n->c, &same, 1, &del, 1, NULL, 0, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot delete the foreign leader key: %s", err.msg);
 }
 
 /* ---- planning (leader only) ----------------------------------------------- */
@@ -1090,7 +1140,18 @@ static void *loop(void *arg)
         pthread_mutex_lock(&n->lock);
         int64_t lcr = n->leader_create_rev;
         bool leader_is_me = n->leader_id && !strcmp(n->leader_id, n->node_id);
+        bool self_bad = n->self_bad, foreign_leader = lcr != 0 && n->leader_lease == 0;
+        int64_t leader_mod = n->leader_mod_rev;
+        n->self_bad = false;
         pthread_mutex_unlock(&n->lock);
+        if (self_bad) {
+            ec_log(EC_LOG_ERROR, "our record %s was overwritten with a value no agent writes "
+                                 "(another tool?); writing it again", n->k_node);
+            if (put_self(n, &err) < 0)
+                ec_log(EC_LOG_WARN, "cannot repair our record: %s", err.msg);
+        }
+        if (foreign_leader)
+            clear_foreign_leader(n, leader_mod);
         if (n->am_leader && lcr != 0 && (lcr != n->my_leader_rev || !leader_is_me))
             step_down(n, "another node holds the leader key");
         if (!n->am_leader && lcr == 0)
@@ -1187,11 +1248,17 @@ fail:
 int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err)
 {
     pthread_mutex_lock(&n->lock);
-    n->state = st;
-    free(n->reason);
-    n->reason = dup_or_null(reason);
+    /* Unchanged: no write.  Every write reaches every node's watch, and the
+     * agent sets READY after each epoch. */
+    bool same = n->state == st && ((!reason && !n->reason) ||
+                                   (reason && n->reason && !strcmp(reason, n->reason)));
+    if (!same) {
+        n->state = st;
+        free(n->reason);
+        n->reason = dup_or_null(reason);
+    }
     pthread_mutex_unlock(&n->lock);
-    return put_self(n, err);
+    return same ? 0 : put_self(n, err);
 }
 
 int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)

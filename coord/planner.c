@@ -605,6 +605,12 @@ static int check_input(const ec_plan_input_t *in, ec_error_t *err)
     if (e->number == 0 && e->n_members)
         return ec_errorf(err, EC_EINVAL, "planner input: epoch 0 (none) with %zu members",
                          e->n_members);
+    /* Found by tests/fuzz/fuzz_planner: the next number would wrap to 0 (a
+     * forged or corrupted epoch key), and epoch 0 can never be published. */
+    if (e->number == UINT64_MAX)
+        return ec_errorf(err, EC_EINVAL, "planner input: epoch %" PRIu64 " is the largest "
+                         "number, no epoch can follow it; was the epoch key written by "
+                         "another tool?", e->number);
     if (e->number > 0 && (!e->n_members || !e->members))
         return ec_errorf(err, EC_EINVAL, "planner input: epoch %" PRIu64 " has no members",
                          e->number);

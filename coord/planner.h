@@ -155,7 +155,7 @@ typedef struct ec_plan_decision {
  * caller frees with ec_plan_decision_free().  Returns EC_EINVAL (and fills
  * err) when the input is malformed: NULL pointers, a NULL or duplicate node
  * id, a duplicate member id, number == 0 with members or number > 0 without,
- * 2^32-1 or more nodes or members;
+ * number == UINT64_MAX (no next number), 2^32-1 or more nodes or members;
  * EC_ENOMEM when out of memory.  On error *out is NULL.  A bad configuration
  * is not an error: it is a FAIL decision whose why says what to fix.
  * Runs in O(n log n) in the number of nodes and members. */

@@ -1,10 +1,14 @@
 #!/bin/sh
-# Install what ecoord needs to build and test, from Debian's packages only.
-# Idempotent: installs nothing when everything is already there.
+# Install what ecoord needs, from Debian's packages only.  Idempotent:
+# installs nothing when everything is already there.
+#   tests/install-deps.sh          everything: build, run, and all tests
+#   tests/install-deps.sh build    build and run only (the demo)
 set -eu
-PKGS="build-essential autoconf automake libtool pkg-config libgrpc-dev libprotobuf-c-dev
-protobuf-c-compiler check etcd-server etcd-client libgloo-dev openssl iproute2 procps
-python3-torch"
+BUILD="build-essential autoconf automake libtool pkg-config libgrpc-dev libprotobuf-c-dev
+protobuf-c-compiler etcd-server etcd-client libgloo-dev libmicrohttpd-dev python3"
+TEST="check openssl iproute2 procps python3-torch help2man shellcheck clang libclang-rt-14-dev"
+PKGS=$BUILD
+[ "${1:-all}" = build ] || PKGS="$BUILD $TEST"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -1,6 +1,7 @@
 /* Endpoint lists: what users type (etcdctl, Paddle's --elastic_server) into
  * what gRPC core can dial. */
 #include "endpoints.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -42,6 +43,10 @@ static int parse_one(const char *s, size_t len, ec__endpoint_t *ep, bool *tls, e
         if (!close)
             return ec_errorf(err, EC_EINVAL, "etcd endpoint '%s': missing ']' after IPv6 address; " HOW, p);
         *close = '\0';
+        /* Found by tests/fuzz/fuzz_endpoints: a long bracketed host was cut
+         * short silently, so another host would have been dialed. */
+        if (strlen(p + 1) >= sizeof(ep->host))
+            return ec_errorf(err, EC_EINVAL, "etcd endpoint host '%.40s...' is too long", p + 1);
         snprintf(ep->host, sizeof(ep->host), "%s", p + 1);
         if (close[1] == ':')
             portstr = close + 2;
@@ -159,6 +164,14 @@ int ec__endpoints_target(const ec__endpoints_t *eps, char *target, size_t len,
         char addr[INET_ADDRSTRLEN];
         if (eps->ep[i].ipv4) {
             snprintf(addr, sizeof(addr), "%s", eps->ep[i].host);
+        } else if (eps->ep[i].ipv6) {
+            /* Found by tests/fuzz/fuzz_endpoints: this used to be dropped
+             * without a word (an AF_INET lookup of an IPv6 literal fails). */
+            ec_log(EC_LOG_WARN, "etcd endpoint [%s]:%d is not used: gRPC dials one address "
+                                "family per list and this list has IPv4 addresses or host "
+                                "names; list only IPv6 addresses to use it", eps->ep[i].host,
+                   eps->ep[i].port);
+            continue;
         } else {
             struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
             if (getaddrinfo(eps->ep[i].host, NULL, &hints, &res) != 0 || !res)

@@ -200,6 +200,14 @@ typedef struct ec_watch ec_watch_t;
  * stream is reopened with backoff and resumes from last seen revision + 1. */
 ec_watch_t *ec_watch_start(ec_etcd_t *c, const char *key, bool prefix, int64_t start_revision,
                            ec_watch_cb cb, void *arg, ec_error_t *err);
+/* Flags for ec_watch_start_ex. */
+#define EC_WATCH_NO_PREV_KV 0x1 /* events carry no previous value: etcd reads the
+                                   old value for every event and watcher otherwise,
+                                   which dominates its cost when many nodes watch */
+
+/* ec_watch_start with flags (EC_WATCH_*). */
+ec_watch_t *ec_watch_start_ex(ec_etcd_t *c, const char *key, bool prefix, int64_t start_revision,
+                              unsigned flags, ec_watch_cb cb, void *arg, ec_error_t *err);
 /* Cancel and join.  Accepts NULL.  No callback runs after it returns. */
 void ec_watch_stop(ec_watch_t *w);
 /* Next revision the watch will deliver from (last seen + 1). */

@@ -28,6 +28,7 @@ struct ec_watch {
     pthread_cond_t cond;
     bool stop;
     int64_t next_rev; /* 0 until known: "from now" */
+    unsigned flags;
     ec__stream_t *stream;
 };
 
@@ -167,7 +168,7 @@ static void *w_main(void *arg)
             cr.range_end.len = w->end_len;
         }
         cr.start_revision = floor;
-        cr.prev_kv = true;
+        cr.prev_kv = !(w->flags & EC_WATCH_NO_PREV_KV);
         Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
         req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
         req.create_request = &cr;
@@ -219,6 +220,12 @@ static void *w_main(void *arg)
 ec_watch_t *ec_watch_start(ec_etcd_t *c, const char *key, bool prefix, int64_t start_revision,
                            ec_watch_cb cb, void *arg, ec_error_t *err)
 {
+    return ec_watch_start_ex(c, key, prefix, start_revision, 0, cb, arg, err);
+}
+
+ec_watch_t *ec_watch_start_ex(ec_etcd_t *c, const char *key, bool prefix, int64_t start_revision,
+                              unsigned flags, ec_watch_cb cb, void *arg, ec_error_t *err)
+{
     if (!key || !*key || !cb) {
         ec_errorf(err, EC_EINVAL, "ec_watch_start: a key and a callback are required");
         return NULL;
@@ -251,6 +258,7 @@ ec_watch_t *ec_watch_start(ec_etcd_t *c, const char *key, bool prefix, int64_t s
         }
     }
     w->c = c;
+    w->flags = flags;
     w->cb = cb;
     w->arg = arg;
     w->next_rev = start_revision > 0 ? start_revision : 0;

@@ -68,6 +68,10 @@ START_TEST(every_key_builder)
     KEQ(ec_key_failure(&k, 1700000000123ULL, "n3", 2, b, sizeof b),
         "/ecoord/job1/failures/00000001700000000123/n3/2");
     KEQ(ec_key_failure(&k, 5, "n3", -1, b, sizeof b), "/ecoord/job1/failures/00000000000000000005/n3");
+    KEQ(ec_key_check(&k, "n3", b, sizeof b), "/ecoord/job1/check/nodes/n3");
+    KEQ(ec_key_check(&k, NULL, b, sizeof b), "/ecoord/job1/check/report");
+    KEQ(ec_key_check(&k, "", b, sizeof b), "/ecoord/job1/check/");
+    ck_assert_int_eq(ec_key_check(&k, "a/b", b, sizeof b), EC_EINVAL);
 #undef KEQ
 }
 END_TEST

@@ -1,0 +1,84 @@
+#!/bin/sh
+# Rule checked: `make install` (into a DESTDIR) puts in place what an
+# operator and a program linking the worker library need: an ecoord that
+# runs; libecworker with its header and a pkg-config file that compiles,
+# links and runs a program against the installed copy; the systemd units
+# with the installed paths substituted; the example environment file; man
+# pages made from --help (or the --help text when help2man is missing).
+set -u
+build=${EC_BUILDDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+dest=$(mktemp -d /tmp/ec-t6200-XXXXXX)
+trap 'rm -rf "$dest"' EXIT
+echo "1..6"
+n=0
+fails=0
+result() { # COND-STATUS NAME
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fails=$((fails + 1)); fi
+}
+# The installation directories as the Makefile expands them.
+# shellcheck disable=SC2016 # $($*) is make's syntax
+var() { env -u MAKEFLAGS -u MFLAGS make -s -C "$build" --no-print-directory --eval='print-%: ; @echo $($*)' "print-$1"; }
+
+# A make of our own, not the jobserver of the `make check` that runs us.
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$build" install DESTDIR="$dest" >"$dest.log" 2>&1
+rc=$?
+result $rc "make install DESTDIR=... succeeds"
+[ $rc = 0 ] || sed 's/^/# /' "$dest.log" | tail -n 30
+rm -f "$dest.log"
+
+bindir=$(var bindir); libdir=$(var libdir); includedir=$(var includedir)
+sysconfdir=$(var sysconfdir); mandir=$(var mandir); docdir=$(var docdir)
+unitdir=$(var systemdsystemunitdir)
+
+out=$("$dest$bindir/ecoord" --version 2>&1) && "$dest$bindir/ecoord" launch --help >/dev/null 2>&1
+result $? "the installed ecoord runs ($out)"
+
+# A program built only from what was installed, through pkg-config.
+ok=1
+if [ -f "$dest$libdir/pkgconfig/ecoord-worker.pc" ] && [ -f "$dest$includedir/ecw.h" ]; then
+    flags=$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_LIBDIR=$dest$libdir/pkgconfig \
+        pkg-config --cflags --libs ecoord-worker) || flags=
+    cat >"$dest/prog.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+#include <ecw.h>
+int main(void) { return strcmp(ecw_err_name(ECW_EEPOCHCHANGED), "ECW_EEPOCHCHANGED") != 0; }
+EOF
+    echo "# pkg-config --cflags --libs ecoord-worker: $flags"
+    # shellcheck disable=SC2086
+    if cc -o "$dest/prog" "$dest/prog.c" $flags && LD_LIBRARY_PATH=$dest$libdir "$dest/prog"; then
+        ok=0
+    fi
+else
+    echo "# missing: $libdir/pkgconfig/ecoord-worker.pc or $includedir/ecw.h"
+fi
+result $ok "a program compiles, links and runs against the installed libecworker via pkg-config"
+
+ok=0
+if [ "$unitdir" = no ] || [ -z "$unitdir" ]; then
+    echo "# configured --without-systemdsystemunitdir"
+else
+    for u in ecoord-agent@.service ecoord-etcd.service; do
+        f=$dest$unitdir/$u
+        if [ ! -f "$f" ]; then echo "# $unitdir/$u not installed"; ok=1; continue; fi
+        if grep -n '@[a-zA-Z_]*@' "$f"; then echo "# $u: placeholder left"; ok=1; fi
+    done
+    grep -q "^ExecStart=$bindir/ecoord launch" "$dest$unitdir/ecoord-agent@.service" 2>/dev/null ||
+        { echo "# ecoord-agent@.service does not run $bindir/ecoord"; ok=1; }
+    grep -q "^EnvironmentFile=$sysconfdir/ecoord/%i.env" "$dest$unitdir/ecoord-agent@.service" 2>/dev/null ||
+        { echo "# ecoord-agent@.service does not read $sysconfdir/ecoord/%i.env"; ok=1; }
+fi
+result $ok "systemd units installed with installed paths ($unitdir)"
+
+[ -f "$dest$sysconfdir/ecoord/job.env.example" ]
+result $? "the example environment file is in $sysconfdir/ecoord"
+
+if [ -f "$dest$mandir/man1/ecoord-launch.1" ]; then
+    grep -q 'metrics_port' "$dest$mandir/man1/ecoord-launch.1"
+    result $? "man pages from --help ($mandir/man1/ecoord-launch.1)"
+else
+    grep -q -- '--metrics_port' "$dest$docdir/ecoord-launch.txt" 2>/dev/null
+    result $? "--help text installed in $docdir (no help2man)"
+fi
+[ "$fails" = 0 ]

@@ -1,0 +1,604 @@
+/* The worker library's handle: lifecycle, the rebuild loop, state recovery
+ * and the collectives' common path.  See ecw.h for the contract and
+ * ecw_impl.h for the layout of the files. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "ecw_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "planner.h" /* ec_rank: the one rank formula */
+
+/* The public codes are ecoord's, under the library's own prefix. */
+#define ECW__SAME(name, val, text) \
+    _Static_assert((int)ECW_##name == (int)EC_##name, "ECW_" #name " differs from EC_" #name);
+EC_ERRNO_MAP(ECW__SAME)
+#undef ECW__SAME
+_Static_assert(ECW_ERRMSG_MAX == EC_ERRMSG_MAX, "message sizes differ");
+_Static_assert((int)ECW_LOG_ERROR == (int)EC_LOG_ERROR, "log levels differ");
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+int64_t ecw__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t ecw__wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
+{
+    if (!w->o.log_cb || lvl < w->o.log_level)
+        return;
+    int saved = errno;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    w->o.log_cb(lvl, buf, w->o.log_arg);
+    errno = saved;
+}
+
+/* Copy an internal error out to the caller's struct; returns rc. */
+static int out(ecw_error_t *u, const ec_error_t *e, int rc)
+{
+    if (u && rc < 0) {
+        u->code = rc;
+        snprintf(u->msg, sizeof(u->msg), "%s", e->msg[0] ? e->msg : ec_strerror(rc));
+    }
+    return rc;
+}
+
+const char *ecw_strerror(int code)
+{
+    switch (code) {
+    case 0:
+        return "success";
+#define ECW__TEXT(name, val, text) \
+    case (val):                    \
+        return text;
+        ECW_ERRNO_MAP(ECW__TEXT)
+#undef ECW__TEXT
+    }
+    return "unknown error";
+}
+
+const char *ecw_err_name(int code)
+{
+    switch (code) {
+    case 0:
+        return "ECW_OK";
+#define ECW__NAME(name, val, text) \
+    case (val):                    \
+        return "ECW_" #name;
+        ECW_ERRNO_MAP(ECW__NAME)
+#undef ECW__NAME
+    }
+    return "ECW_UNKNOWN";
+}
+
+const char *ecw_backend_name(ecw_backend_t b)
+{
+    switch (b) {
+    case ECW_BACKEND_AUTO: return "auto";
+    case ECW_BACKEND_GLOO: return "gloo";
+    case ECW_BACKEND_NCCL: return "nccl";
+    }
+    return "unknown";
+}
+
+size_t ecw_dtype_size(ecw_dtype_t dt)
+{
+    switch (dt) {
+    case ECW_F32: return 4;
+    case ECW_F64: return 8;
+    case ECW_I32: return 4;
+    case ECW_I64: return 8;
+    case ECW_F16: return 2;
+    case ECW_BF16: return 2;
+    case ECW_U8: return 1;
+    }
+    return 0;
+}
+
+/* ---- accessors ------------------------------------------------------------------------- */
+
+uint64_t ecw_epoch(const ecw_t *w) { return w ? atomic_load(&w->cur_num) : 0; }
+int ecw_rank(const ecw_t *w) { return w ? atomic_load(&w->rank) : -1; }
+int ecw_world_size(const ecw_t *w) { return w ? atomic_load(&w->world) : 0; }
+int ecw_nnodes(const ecw_t *w) { return w ? atomic_load(&w->nnodes) : 0; }
+int ecw_local_rank(const ecw_t *w) { return w ? w->o.local_rank : -1; }
+const char *ecw_node_id(const ecw_t *w) { return w ? w->o.node_id : NULL; }
+uint64_t ecw_latest_epoch(const ecw_t *w) { return w ? atomic_load(&w->latest_num) : 0; }
+
+ecw_backend_t ecw_backend(const ecw_t *w)
+{
+#ifdef HAVE_NCCL
+    if (w && w->be == &ecw__nccl_backend)
+        return ECW_BACKEND_NCCL;
+#endif
+    return ECW_BACKEND_GLOO;
+}
+
+int ecw_epoch_pending(const ecw_t *w)
+{
+    if (!w)
+        return 0;
+    uint64_t cur = atomic_load(&w->cur_num);
+    return !cur || atomic_load(&w->broken) || atomic_load(&w->latest_num) > cur;
+}
+
+/* ---- the communicator ----------------------------------------------------------------- */
+
+/* Abort and destroy the communicator (training thread only). */
+static void drop_comm(ecw_t *w)
+{
+    pthread_mutex_lock(&w->comm_mu);
+    void *c = w->comm;
+    w->comm = NULL;
+    atomic_store(&w->target_num, 0);
+    atomic_store(&w->cur_num, 0);
+    pthread_mutex_unlock(&w->comm_mu);
+    if (c) {
+        int64_t t0 = ecw__mono_ms();
+        w->be->abort(c);
+        w->be->destroy(c);
+        ecw__log(w, ECW_LOG_DEBUG, "communicator destroyed in %" PRId64 " ms",
+                 ecw__mono_ms() - t0);
+        pthread_mutex_lock(&w->mu);
+        if (!w->latest_abort_us)
+            w->latest_abort_us = ecw__wall_us();
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+/* What rebuild needs of the newest epoch, copied under w->mu. */
+typedef struct snap {
+    uint64_t number;
+    int world, nproc, nmembers, m_id;
+    char host[EC_HOST_MAX + 1];
+    int64_t seen_us, abort_us;
+} snap_t;
+
+/* Wait for an epoch >= floor; false at the deadline. */
+static bool newest(ecw_t *w, uint64_t floor, int64_t deadline, snap_t *s)
+{
+    if (floor > 1 && !ecw__wait_newer(w, floor - 1, deadline))
+        return false;
+    pthread_mutex_lock(&w->mu);
+    bool ok = w->latest != NULL && w->latest->number >= floor;
+    if (ok) {
+        const ec_epoch_t *ep = w->latest;
+        s->number = ep->number;
+        s->world = ep->world_size;
+        s->nproc = ep->nproc;
+        s->nmembers = ep->nmembers;
+        s->m_id = ec_epoch_find_member(ep, w->o.node_id);
+        s->host[0] = '\0';
+        if (s->m_id >= 0)
+            snprintf(s->host, sizeof(s->host), "%s", ep->members[s->m_id].host);
+        s->seen_us = w->latest_seen_us;
+        s->abort_us = w->latest_abort_us;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+/* Build one epoch's communicator.  0, or an error (the comm is dropped). */
+static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error_t *err)
+{
+    ecw__build_t b = {
+        .epoch = s->number,
+        .rank = rank,
+        .world = s->world,
+        .host = w->o.host ? w->o.host : s->host,
+        .device = w->o.device >= 0 ? w->o.device
+                                   : (w->ndevices > 0 ? w->o.local_rank % w->ndevices : 0),
+        .timeout_ms = w->o.timeout_ms,
+        .deadline_ms = deadline,
+    };
+    void *c = NULL;
+    int rc = w->be->create(w, &b, &c, err);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&w->comm_mu);
+    w->comm = c;
+    atomic_store(&w->target_num, s->number);
+    pthread_mutex_unlock(&w->comm_mu);
+    /* The watcher aborts comms older than the newest epoch, and saw the
+     * target only from here on: check what it may have missed. */
+    if (atomic_load(&w->latest_num) > s->number)
+        w->be->abort(c);
+    rc = w->be->connect(c, err);
+    if (rc == 0 && atomic_load(&w->latest_num) > s->number)
+        rc = ec_errorf(err, EC_EABORTED, "epoch %" PRIu64 " was superseded as it connected",
+                       s->number);
+    if (rc < 0)
+        drop_comm(w);
+    return rc;
+}
+
+static int rebuild(ecw_t *w, ec_error_t *err)
+{
+    int64_t t0 = ecw__mono_ms();
+    int64_t deadline = t0 + w->o.rebuild_timeout_ms;
+    uint64_t cur = atomic_load(&w->cur_num);
+    if (cur && !atomic_load(&w->broken) && atomic_load(&w->latest_num) == cur)
+        return 0; /* nothing changed: the communicator is the newest epoch's */
+    uint64_t floor = w->o.start_epoch > 0 ? w->o.start_epoch : 1;
+    if (cur + 1 > floor)
+        floor = cur + 1;
+    if (w->failed_num + 1 > floor)
+        floor = w->failed_num + 1;
+    drop_comm(w);
+    atomic_store(&w->broken, 0);
+    char why[EC_ERRMSG_MAX] = "no epoch was published";
+    for (;;) {
+        if (atomic_load(&w->finalizing))
+            return ec_errorf(err, EC_EABORTED, "ecw_rebuild: the handle is being finalized");
+        snap_t s;
+        if (!newest(w, floor, deadline, &s))
+            return ec_errorf(err, EC_ETIMEDOUT, "no epoch this process could join within %d "
+                             "ms (the last one tried: %s); is the agent running, and with "
+                             "--rebuild=inprocess?", w->o.rebuild_timeout_ms, why);
+        floor = s.number + 1; /* whatever happens, never this epoch again */
+        if (s.m_id < 0) {
+            snprintf(why, sizeof(why), "node %s is a standby in epoch %" PRIu64, w->o.node_id,
+                     s.number);
+            ecw__log(w, ECW_LOG_INFO, "%s: waiting for an epoch that includes it", why);
+            continue;
+        }
+        if (w->o.local_rank >= s.nproc)
+            return ec_errorf(err, EC_EINVAL, "local rank %d, but epoch %" PRIu64 " has %d "
+                             "processes per node", w->o.local_rank, s.number, s.nproc);
+        int rank = (int)ec_rank(s.m_id, s.nproc, w->o.local_rank);
+        int rc = ecw__claim(w, s.number, rank, err);
+        if ((rc == EC_EUNAVAILABLE || rc == EC_ETIMEDOUT) && ecw__mono_ms() < deadline) {
+            /* etcd briefly away: try this epoch again (the wait above
+             * returns at once while it is still the newest) */
+            snprintf(why, sizeof(why), "claiming rank %d of epoch %" PRIu64 ": %s", rank,
+                     s.number, err ? err->msg : ec_strerror(rc));
+            floor = s.number;
+            struct timespec pause = {0, 100 * 1000000L};
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            snprintf(why, sizeof(why), "rank %d of epoch %" PRIu64 " belonged to a process "
+                     "this one replaces", rank, s.number);
+            ecw__log(w, ECW_LOG_INFO, "%s: waiting for the restart epoch", why);
+            continue;
+        }
+        ecw__log(w, ECW_LOG_DEBUG, "claimed rank %d of epoch %" PRIu64 ": connecting", rank,
+                 s.number);
+        pthread_mutex_lock(&w->mu);
+        w->timing = (ecw__timing_t){.epoch = s.number, .rank = rank, .seen_us = s.seen_us,
+                                    .aborted_us = s.abort_us};
+        pthread_mutex_unlock(&w->mu);
+        int64_t tb = ecw__mono_ms();
+        rc = build(w, &s, rank, deadline, err);
+        if (rc == 0) {
+            atomic_store(&w->rank, rank);
+            atomic_store(&w->world, s.world);
+            atomic_store(&w->nnodes, s.nmembers);
+            atomic_store(&w->broken, 0);
+            atomic_store(&w->cur_num, s.number);
+            ecw__timing_mark(w, s.number, ECW__T_READY);
+            int64_t now = ecw__mono_ms();
+            ecw__log(w, ECW_LOG_INFO, "+comm epoch %" PRIu64 " rank=%d world=%d backend=%s "
+                     "ready in %" PRId64 " ms (connect %" PRId64 " ms)", s.number, rank,
+                     s.world, w->be->name, now - t0, now - tb);
+            return 0;
+        }
+        if (atomic_load(&w->latest_num) > s.number) {
+            ecw__log(w, ECW_LOG_INFO, "building epoch %" PRIu64 " stopped: epoch %" PRIu64
+                     " published meanwhile", s.number, atomic_load(&w->latest_num));
+            snprintf(why, sizeof(why), "epoch %" PRIu64 " superseded", s.number);
+            continue;
+        }
+        if (rc == EC_EINVAL || rc == EC_ENOMEM || rc == EC_ENOTFOUND)
+            return rc; /* not something a new epoch fixes */
+        w->failed_num = s.number;
+        snprintf(why, sizeof(why), "building epoch %" PRIu64 " failed: %s", s.number,
+                 err ? err->msg : ec_strerror(rc));
+        ecw__log(w, ECW_LOG_WARN, "%s; waiting for the next epoch", why);
+    }
+}
+
+int ecw_rebuild(ecw_t *w, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (!w)
+        return out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_rebuild: NULL handle"));
+    return out(uerr, &err, rebuild(w, &err));
+}
+
+/* ---- collectives ------------------------------------------------------------------------ */
+
+static int begin(ecw_t *w, const char *what, ec_error_t *err)
+{
+    if (!w)
+        return ec_errorf(err, EC_EINVAL, "%s: NULL handle", what);
+    if (atomic_load(&w->finalizing))
+        return ec_errorf(err, EC_EABORTED, "%s: the handle is being finalized", what);
+    uint64_t cur = atomic_load(&w->cur_num), latest = atomic_load(&w->latest_num);
+    if (!cur || !w->comm)
+        return ec_errorf(err, EC_EINVAL, "%s: no communicator (the last ecw_rebuild failed): "
+                         "call ecw_rebuild", what);
+    if (latest > cur)
+        return ec_errorf(err, EC_EEPOCHCHANGED, "%s: epoch %" PRIu64 " was published; this "
+                         "communicator is epoch %" PRIu64 "'s: call ecw_rebuild, then "
+                         "ecw_sync_state", what, latest, cur);
+    if (atomic_load(&w->broken))
+        return ec_errorf(err, EC_EIO, "%s: the communicator of epoch %" PRIu64 " failed "
+                         "earlier and no new epoch came: call ecw_rebuild", what, cur);
+    return 0;
+}
+
+static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
+{
+    uint64_t cur = atomic_load(&w->cur_num);
+    if (rc == 0) {
+        if (w->first_marked != cur) {
+            w->first_marked = cur;
+            ecw__timing_mark(w, cur, ECW__T_FIRST);
+        }
+        return 0;
+    }
+    if (rc == EC_EINVAL)
+        return rc; /* bad arguments: nothing was sent, the communicator is fine */
+    atomic_store(&w->broken, 1);
+    if (atomic_load(&w->finalizing))
+        return rc;
+    /* A peer died or stalled, or the watcher aborted us: if the coordinator
+     * publishes the epoch that replaces it, the caller has one thing to do. */
+    if (atomic_load(&w->latest_num) > cur ||
+        ecw__wait_newer(w, cur, ecw__mono_ms() + w->o.epoch_wait_ms)) {
+        uint64_t latest = atomic_load(&w->latest_num);
+        ecw__log(w, ECW_LOG_INFO, "%s in epoch %" PRIu64 " ended by epoch %" PRIu64 " (%s)",
+                 what, cur, latest, ec_err_name(rc));
+        char was[EC_ERRMSG_MAX];
+        snprintf(was, sizeof(was), "%s", err ? err->msg : "");
+        return ec_errorf(err, EC_EEPOCHCHANGED, "%s in epoch %" PRIu64 ": epoch %" PRIu64
+                         " was published: call ecw_rebuild, then ecw_sync_state (%.300s)",
+                         what, cur, latest, was);
+    }
+    ec_error_prefix(err, "%s in epoch %" PRIu64 ", and no new epoch within %d ms", what, cur,
+                    w->o.epoch_wait_ms);
+    return rc;
+}
+
+static int allreduce_in(ecw_t *w, void *buf, size_t count, ecw_dtype_t dt, ecw_op_t op,
+                        bool host, ec_error_t *err)
+{
+    int rc = begin(w, "allreduce", err);
+    if (rc < 0)
+        return rc;
+    return end(w, "allreduce", w->be->allreduce(w->comm, buf, count, dt, op, host, err), err);
+}
+
+int ecw_allreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_t op,
+                  ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    return out(uerr, &err, allreduce_in(w, buf, count, dtype, op, false, &err));
+}
+
+int ecw_broadcast(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, int root,
+                  ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    int rc = begin(w, "broadcast", &err);
+    if (rc == 0)
+        rc = end(w, "broadcast", w->be->broadcast(w->comm, buf, count, dtype, root, &err), &err);
+    return out(uerr, &err, rc);
+}
+
+int ecw_allgather(ecw_t *w, const void *sendbuf, void *recvbuf, size_t count, ecw_dtype_t dtype,
+                  ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    int rc = begin(w, "allgather", &err);
+    if (rc == 0)
+        rc = end(w, "allgather",
+                 w->be->allgather(w->comm, sendbuf, recvbuf, count, dtype, &err), &err);
+    return out(uerr, &err, rc);
+}
+
+int ecw_barrier(ecw_t *w, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    int rc = begin(w, "barrier", &err);
+    if (rc == 0)
+        rc = end(w, "barrier", w->be->barrier(w->comm, &err), &err);
+    return out(uerr, &err, rc);
+}
+
+/* ---- state recovery ------------------------------------------------------------------------ */
+
+static int sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
+                      ec_error_t *err)
+{
+    if (!w || !step || (len && !state) || len > (size_t)INT64_MAX)
+        return ec_errorf(err, EC_EINVAL, "ecw_sync_state: NULL handle, step or state");
+    int64_t mine = *step < 0 ? -1 : *step;
+    /* One agreement: greatest step, least step, and the sizes (all as maxima). */
+    int64_t a[4] = {mine, -mine, (int64_t)len, -(int64_t)len};
+    int rc = allreduce_in(w, a, 4, ECW_I64, ECW_MAX, true, err);
+    if (rc < 0)
+        return rc;
+    int64_t max_step = a[0], min_step = -a[1];
+    if (a[2] != -a[3])
+        return ec_errorf(err, EC_EINVAL, "ecw_sync_state: members pass states of different "
+                         "sizes (%" PRId64 " to %" PRId64 " bytes); this one passed %zu: every "
+                         "member must pass the same layout", -a[3], a[2], len);
+    int src = -1;
+    if (max_step >= 0 && min_step == max_step) {
+        src = 0; /* everyone holds that step already: nothing to copy */
+    } else if (max_step >= 0) {
+        int64_t who = mine == max_step ? atomic_load(&w->rank) : INT64_MAX;
+        if ((rc = allreduce_in(w, &who, 1, ECW_I64, ECW_MIN, true, err)) < 0)
+            return rc;
+        src = (int)who;
+        if (len) {
+            if ((rc = begin(w, "state broadcast", err)) < 0)
+                return rc;
+            rc = end(w, "state broadcast",
+                     w->be->broadcast(w->comm, state, len, ECW_U8, src, err), err);
+            if (rc < 0)
+                return rc;
+        }
+        ecw__log(w, ECW_LOG_INFO, "+state step %" PRId64 " from rank %d (this rank had %" PRId64
+                 ")", max_step, src, mine);
+    }
+    *step = max_step;
+    if (src_rank)
+        *src_rank = src;
+    ecw__timing_mark(w, atomic_load(&w->cur_num), ECW__T_SYNCED);
+    return 0;
+}
+
+int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
+                   ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    return out(uerr, &err, sync_state(w, state, len, step, src_rank, &err));
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+static void log_forward(ec_log_level_t lvl, const char *msg, void *arg)
+{
+    ecw_t *w = arg;
+    w->o.log_cb((ecw_log_level_t)lvl, msg, w->o.log_arg);
+}
+
+static int pick_backend(ecw_t *w, ec_error_t *err)
+{
+    ecw_backend_t want = w->o.backend;
+#ifdef HAVE_NCCL
+    if (want != ECW_BACKEND_GLOO) {
+        ec_error_t why = {0};
+        w->ndevices = ecw__nccl_device_count(&why);
+        if (w->ndevices > 0) {
+            w->be = &ecw__nccl_backend;
+            return 0;
+        }
+        if (want == ECW_BACKEND_NCCL)
+            return ec_errorf(err, EC_ENOTFOUND, "backend nccl asked for, but %s", why.msg);
+        ecw__log(w, ECW_LOG_INFO, "backend auto: %s; using gloo", why.msg);
+    }
+#else
+    if (want == ECW_BACKEND_NCCL)
+        return ec_errorf(err, EC_EINVAL, "backend nccl asked for, but this library was built "
+                         "without NCCL (configure found no CUDA/NCCL; see --with-cuda)");
+#endif
+#ifdef HAVE_GLOO
+    w->be = &ecw__gloo_backend;
+    return 0;
+#else
+    return ec_errorf(err, EC_EINVAL, "no backend: this library was built without Gloo "
+                     "(apt-get install libgloo-dev and reconfigure) and %s",
+                     "no GPU is usable for NCCL");
+#endif
+}
+
+static void make_token(ecw_t *w)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        r = (uint64_t)ecw__wall_us() ^ ((uint64_t)getpid() << 32);
+    snprintf(w->token, sizeof(w->token), "%.40s:%d:%016" PRIx64, w->o.node_id, (int)getpid(), r);
+}
+
+int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (!outp)
+        return out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_init: NULL out pointer"));
+    *outp = NULL;
+    ecw_t *w = calloc(1, sizeof(*w));
+    if (!w)
+        return out(uerr, &err, ec_errorf(&err, EC_ENOMEM, "out of memory"));
+    int rc = ecw__opts_resolve(opts, &w->o, &err);
+    if (rc < 0) {
+        free(w);
+        return out(uerr, &err, rc);
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->comm_mu, NULL);
+    make_token(w);
+    if (w->o.log_cb)
+        ec_log_set_sink(log_forward, w, (ec_log_level_t)w->o.log_level);
+    char desc[1024];
+    ecw__opts_describe(&w->o, desc, sizeof(desc));
+    ecw__log(w, ECW_LOG_DEBUG, "ecw options: %s", desc);
+
+    if ((rc = ec_keys_init(&w->keys, w->o.etcd_prefix, w->o.job_id, &err)) < 0)
+        goto fail;
+    if ((rc = pick_backend(w, &err)) < 0)
+        goto fail;
+    ec_etcd_opts_t eo = EC_ETCD_OPTS_INIT;
+    eo.endpoints = w->o.etcd_endpoints;
+    w->etcd = ec_etcd_create(&eo, &err);
+    if (!w->etcd) {
+        rc = err.code ? err.code : EC_EUNAVAILABLE;
+        goto fail;
+    }
+    if ((rc = ecw__follow_start(w, &err)) < 0)
+        goto fail;
+    if ((rc = rebuild(w, &err)) < 0)
+        goto fail;
+    *outp = w;
+    return 0;
+fail:
+    ecw_finalize(w);
+    return out(uerr, &err, rc);
+}
+
+void ecw_finalize(ecw_t *w)
+{
+    if (!w)
+        return;
+    int saved = errno;
+    atomic_store(&w->finalizing, 1);
+    ecw__follow_stop(w); /* no abort from the watcher after this */
+    if (w->be)
+        drop_comm(w);
+    ec_etcd_destroy(w->etcd);
+    if (w->o.log_cb)
+        ec_log_set_sink(NULL, NULL, EC_LOG_INFO);
+    ec_epoch_free(w->latest);
+    ecw__opts_free(&w->o);
+    pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->comm_mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+    errno = saved;
+}

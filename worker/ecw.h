@@ -1,0 +1,252 @@
+/* ecw: the ecoord worker library.
+ *
+ * A training process started by `ecoord launch --rebuild=inprocess` links this
+ * library and never restarts on a membership change.  It follows the job's
+ * epochs in etcd; when a new epoch is published, a background watcher aborts
+ * the current communicator at once, so that a collective blocked on a dead or
+ * silent peer returns ECW_EEPOCHCHANGED instead of hanging.  The training loop
+ * then has one path:
+ *
+ *     rc = ecw_allreduce(w, grad, n, ECW_F32, ECW_AVG, &err);
+ *     if (rc == ECW_EEPOCHCHANGED) {
+ *         ecw_rebuild(w, &err);                           // newest epoch
+ *         ecw_sync_state(w, params, bytes, &step, NULL, &err); // live state from a peer
+ *         continue;                                       // redo the step
+ *     }
+ *
+ * and may ask cheaply before each step whether a rebuild is due
+ * (ecw_epoch_pending(): an atomic read, no I/O).
+ *
+ * Backends: NCCL (device memory; built when configure found CUDA and NCCL)
+ * and Gloo (host memory, TCP).  ECW_BACKEND_AUTO picks NCCL when a GPU is
+ * visible and the NCCL backend was built, else Gloo.
+ *
+ * Errors: every function that can fail returns 0 or a negative ECW_* code
+ * (ECW_ERRNO_MAP; the same values as ecoord's EC_* codes) and, when err is
+ * not NULL, fills it with a message that says what happened and what to do.
+ * The library never prints, exits or aborts the process: it logs through
+ * the callback in the options (nothing is logged without one).
+ *
+ * Threads: one thread at a time calls the collectives, ecw_rebuild and
+ * ecw_sync_state on a handle (the training thread).  ecw_epoch(),
+ * ecw_latest_epoch(), ecw_epoch_pending() and the other accessors may be
+ * called from any thread.  The library runs two threads of its own: the
+ * etcd watch of the job's epoch key, and a service thread that writes the
+ * per-epoch timing records.
+ *
+ * Keys: everything the library writes to etcd lives under the epoch's worker
+ * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease
+ * (ECOORD_LEASE), so nothing outlives a dead node.
+ */
+#ifndef ECW_H
+#define ECW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ---------------------------------------------------------------- */
+
+#define ECW_ERRNO_MAP(X)                                                     \
+    X(EINVAL, -1, "invalid argument")                                        \
+    X(ENOMEM, -2, "out of memory")                                           \
+    X(EUNAVAILABLE, -3, "etcd unavailable")                                  \
+    X(ETIMEDOUT, -4, "deadline exceeded")                                    \
+    X(ENOTFOUND, -5, "not found")                                            \
+    X(ECOMPACTED, -6, "revision compacted")                                  \
+    X(EUNAUTH, -7, "authentication failed")                                  \
+    X(ETOOLARGE, -8, "request too large")                                    \
+    X(ECANCELED, -9, "canceled")                                             \
+    X(EPROTO, -10, "malformed message")                                      \
+    X(EINTERNAL, -11, "internal error")                                      \
+    X(EPERM, -12, "permission denied")                                       \
+    X(ENOTLEADER, -13, "not leader")                                         \
+    X(EFENCED, -14, "fenced: leadership or epoch changed")                   \
+    X(EEPOCHCHANGED, -15, "epoch changed")                                   \
+    X(EABORTED, -16, "communicator aborted")                                 \
+    X(ECORRUPT, -17, "corrupted record")                                     \
+    X(EEXIST, -18, "already exists")                                         \
+    X(EIO, -19, "I/O error")                                                 \
+    X(ESYS, -20, "system call failed")
+
+typedef enum {
+    ECW_OK = 0,
+#define ECW__ENUM(name, val, text) ECW_##name = (val),
+    ECW_ERRNO_MAP(ECW__ENUM)
+#undef ECW__ENUM
+} ecw_errcode_t;
+
+#define ECW_ERRMSG_MAX 512
+
+/* Caller-owned; code is 0 until a failure fills it. */
+typedef struct ecw_error {
+    int code;
+    char msg[ECW_ERRMSG_MAX];
+} ecw_error_t;
+
+/* "epoch changed"; never NULL. */
+const char *ecw_strerror(int code);
+/* "ECW_EEPOCHCHANGED"; never NULL. */
+const char *ecw_err_name(int code);
+
+/* ---- types ------------------------------------------------------------------- */
+
+typedef enum {
+    ECW_BACKEND_AUTO = 0, /* NCCL when a GPU is visible and NCCL was built, else Gloo */
+    ECW_BACKEND_GLOO = 1,
+    ECW_BACKEND_NCCL = 2,
+} ecw_backend_t;
+
+typedef enum {
+    ECW_F32 = 1,
+    ECW_F64,
+    ECW_I32,
+    ECW_I64,
+    ECW_F16,  /* NCCL only */
+    ECW_BF16, /* NCCL only */
+    ECW_U8,   /* raw bytes (opaque state) */
+} ecw_dtype_t;
+
+typedef enum {
+    ECW_SUM = 1,
+    ECW_AVG, /* sum / world size (integers: truncating division) */
+    ECW_MIN,
+    ECW_MAX,
+} ecw_op_t;
+
+typedef enum { ECW_LOG_DEBUG = 0, ECW_LOG_INFO, ECW_LOG_WARN, ECW_LOG_ERROR } ecw_log_level_t;
+
+/* Called from any of the library's threads; must not call back into ecw. */
+typedef void (*ecw_log_cb)(ecw_log_level_t level, const char *msg, void *arg);
+
+/* Options.  Initialise with ECW_OPTIONS_INIT so that fields can be added:
+ * size tells the library which version of the struct the caller was built
+ * with.  With from_env set (the default), every field left at its initial
+ * value is taken from the environment the agent provides (the variable named
+ * beside each field); explicit values always win.  Zero timeouts mean the
+ * default.  Strings are copied by ecw_init.  A Gloo connect may outlast
+ * rebuild_timeout_ms by up to timeout_ms. */
+typedef struct ecw_options {
+    size_t size;                /* sizeof(ecw_options_t) */
+    int from_env;               /* 1: fill unset fields from the environment */
+    ecw_backend_t backend;      /* ECOORD_WORKER_BACKEND=auto|gloo|nccl */
+    const char *etcd_endpoints; /* ECOORD_ELASTIC_SERVER */
+    const char *etcd_prefix;    /* ECOORD_ETCD_PREFIX ("" or NULL: none) */
+    const char *job_id;         /* ECOORD_JOB_ID */
+    const char *node_id;        /* ECOORD_NODE_ID */
+    int local_rank;             /* LOCAL_RANK; -1 = unset */
+    uint64_t start_epoch;       /* ECOORD_EPOCH: never join an older epoch; 0 = any */
+    int64_t lease;              /* ECOORD_LEASE (hex): lease of this node's keys; 0 = none */
+    const char *host;           /* Gloo: address to bind; PADDLE_CURRENT_ENDPOINT's host,
+                                   else this node's host in the epoch */
+    int device;                 /* NCCL: CUDA device; -1: FLAGS_selected_gpus, else
+                                   local rank modulo the visible devices */
+    int timeout_ms;             /* ECOORD_WORKER_TIMEOUT_MS: each connect and collective (30 s) */
+    int rebuild_timeout_ms;     /* ECOORD_WORKER_REBUILD_TIMEOUT_MS: one ecw_rebuild, waiting
+                                   for a membership included (120 s) */
+    int epoch_wait_ms;          /* ECOORD_WORKER_EPOCH_WAIT_MS: after a peer failure, how long
+                                   to wait for the epoch that replaces it (60 s) */
+    ecw_log_cb log_cb;          /* NULL: no logging */
+    void *log_arg;
+    ecw_log_level_t log_level;  /* least severe level passed to log_cb */
+} ecw_options_t;
+
+#define ECW_OPTIONS_INIT                                                               \
+    {                                                                                  \
+        sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
+            NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO                                \
+    }
+
+typedef struct ecw ecw_t;
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+/* Connect to etcd, start following the job's epochs, and build the
+ * communicator of the newest epoch that includes this node (waiting, as a
+ * standby, for one that does, up to rebuild_timeout_ms).  A process that
+ * replaces a dead one of the same rank never joins the epoch its predecessor
+ * was in: it waits for the restart epoch the agent triggers.  opts NULL means
+ * ECW_OPTIONS_INIT (everything from the environment).  Returns 0 and *out;
+ * on error *out is NULL and nothing is left running.  Call ecw_sync_state()
+ * next. */
+int ecw_init(const ecw_options_t *opts, ecw_t **out, ecw_error_t *err);
+
+/* Abort the communicator, stop the threads, close the etcd client, free.
+ * Accepts NULL; preserves errno. */
+void ecw_finalize(ecw_t *w);
+
+/* ---- where this process stands --------------------------------------------------- */
+
+uint64_t ecw_epoch(const ecw_t *w);      /* epoch of the current communicator */
+int ecw_rank(const ecw_t *w);            /* rank in that epoch */
+int ecw_world_size(const ecw_t *w);
+int ecw_local_rank(const ecw_t *w);
+int ecw_nnodes(const ecw_t *w);          /* members of the current epoch */
+const char *ecw_node_id(const ecw_t *w);
+ecw_backend_t ecw_backend(const ecw_t *w);
+const char *ecw_backend_name(ecw_backend_t b); /* "auto", "gloo", "nccl" */
+size_t ecw_dtype_size(ecw_dtype_t dtype);      /* 0 for an unknown dtype */
+
+/* Newest epoch published in etcd (whether or not it includes this node). */
+uint64_t ecw_latest_epoch(const ecw_t *w);
+/* 1 when the current communicator is no longer usable (a newer epoch was
+ * published, or it failed): call ecw_rebuild().  An atomic read, no I/O:
+ * meant for every training step. */
+int ecw_epoch_pending(const ecw_t *w);
+
+/* ---- membership changes ----------------------------------------------------------- */
+
+/* Build the communicator of the newest epoch that includes this node:
+ * destroy the current one (aborting it first), wait for a membership if this
+ * node is a standby, rendezvous with the epoch's members under its keys.  If
+ * yet another epoch is published during the build, the build is aborted and
+ * the newest one is built instead.  After a communicator failed, the same
+ * epoch is never rebuilt: it waits for the next one.  Everything within
+ * rebuild_timeout_ms.  Returns 0; ECW_ETIMEDOUT (no usable epoch or a member
+ * never arrived by the deadline); ECW_EUNAVAILABLE (etcd); the backend's
+ * error.  On error the handle has no communicator; calling ecw_rebuild()
+ * again is allowed. */
+int ecw_rebuild(ecw_t *w, ecw_error_t *err);
+
+/* Agree on the most advanced training state among the members and copy it
+ * into every member's buffer.  *step is this process's step (< 0: it holds
+ * no state, e.g. a joiner or a restarted process); on return it is the
+ * greatest step of any member and state holds the len bytes of the lowest
+ * rank that had that step (*src_rank, may be NULL; -1 when no member held
+ * state, in which case state is left untouched).  When every member already
+ * holds that step nothing is copied and *src_rank is 0.  Every member must pass the
+ * same len (ECW_EINVAL otherwise).  state is host memory for Gloo and device
+ * memory for NCCL.  Collective: every member calls it after each rebuild.
+ * Errors as for the collectives. */
+int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
+                   ecw_error_t *err);
+
+/* ---- collectives on the current communicator -----------------------------------------
+ * Buffers are host memory for Gloo, device memory of this process's GPU for
+ * NCCL.  Each call returns when the operation is complete on this rank.
+ * Returns 0; ECW_EEPOCHCHANGED when a newer epoch was published before or
+ * during the call, or when a peer failed and the epoch that replaces it
+ * arrived within epoch_wait_ms (call ecw_rebuild() then ecw_sync_state(),
+ * and redo the step); ECW_EIO / ECW_ETIMEDOUT when a peer failed or stalled
+ * and no new epoch arrived in time; ECW_EINVAL for bad arguments (the
+ * communicator stays usable), including a dtype the backend does not
+ * support; ECW_EABORTED after ecw_finalize started. */
+int ecw_allreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_t op,
+                  ecw_error_t *err);
+/* In place from rank root to every rank. */
+int ecw_broadcast(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, int root,
+                  ecw_error_t *err);
+/* count elements from every rank into recvbuf (world * count, rank order).
+ * sendbuf NULL: this rank's part is already at recvbuf + rank * count. */
+int ecw_allgather(ecw_t *w, const void *sendbuf, void *recvbuf, size_t count, ecw_dtype_t dtype,
+                  ecw_error_t *err);
+int ecw_barrier(ecw_t *w, ecw_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

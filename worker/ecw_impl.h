@@ -1,0 +1,173 @@
+/* The worker library's insides, shared by its files and by nothing else.
+ *
+ * Files, in reading order:
+ *   options.c        the knob table: options from the agent's environment
+ *   ecw.c            the handle: init/finalize, collectives, rebuild, state sync
+ *   follow.c         the epoch watch, the abort on a new epoch, the service
+ *                    thread that writes per-epoch timings
+ *   store.c          per-epoch keys in etcd: claims, the NCCL id, Gloo's
+ *                    rendezvous store
+ *   backend_gloo.c   Gloo through the C shim (gloo_shim.h)
+ *   backend_nccl.c   NCCL, non-blocking init polled against deadline and abort
+ *
+ * Internal names carry a double underscore (ecw__) and are not exported.
+ */
+#ifndef ECW_IMPL_H
+#define ECW_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ecw.h"
+#include "error.h"
+#include "etcd.h"
+#include "keys.h"
+#include "records.h"
+
+/* ---- backends -------------------------------------------------------------------- */
+
+/* What a backend needs to build one epoch's communicator. */
+typedef struct ecw__build {
+    uint64_t epoch;
+    int rank, world;
+    const char *host;      /* Gloo bind address */
+    int device;            /* NCCL device */
+    int timeout_ms;        /* each collective */
+    int64_t deadline_ms;   /* monotonic: the connect must end by then */
+} ecw__build_t;
+
+typedef struct ecw__backend {
+    const char *name;
+    /* Allocate, no I/O. */
+    int (*create)(ecw_t *w, const ecw__build_t *b, void **comm, ec_error_t *err);
+    /* Rendezvous and connect; returns EC_EABORTED promptly after abort(). */
+    int (*connect)(void *comm, ec_error_t *err);
+    /* From any thread at any time between create and destroy; never blocks on the
+     * network.  Gloo: releases whatever is blocked at once.  NCCL: the thread that
+     * polls (connect or collective) sees it within a poll interval and calls
+     * ncclCommAbort itself, since that frees the communicator. */
+    void (*abort)(void *comm);
+    void (*destroy)(void *comm);
+    /* host: buf is host memory even for a device backend (the library's own small
+     * agreements in ecw_sync_state). */
+    int (*allreduce)(void *comm, void *buf, size_t count, ecw_dtype_t dt, ecw_op_t op, bool host,
+                     ec_error_t *err);
+    int (*broadcast)(void *comm, void *buf, size_t count, ecw_dtype_t dt, int root,
+                     ec_error_t *err);
+    int (*allgather)(void *comm, const void *sendbuf, void *recvbuf, size_t count,
+                     ecw_dtype_t dt, ec_error_t *err);
+    int (*barrier)(void *comm, ec_error_t *err);
+} ecw__backend_t;
+
+#ifdef HAVE_GLOO
+extern const ecw__backend_t ecw__gloo_backend;
+#endif
+#ifdef HAVE_NCCL
+extern const ecw__backend_t ecw__nccl_backend;
+/* Number of visible CUDA devices, 0 when none (why in err). */
+int ecw__nccl_device_count(ec_error_t *err);
+#endif
+
+/* ---- the handle ------------------------------------------------------------------------ */
+
+/* Resolved options: strings owned. */
+typedef struct ecw__opts {
+    ecw_backend_t backend;
+    char *etcd_endpoints, *etcd_prefix, *job_id, *node_id, *host;
+    int local_rank, device;
+    uint64_t start_epoch;
+    int64_t lease;
+    int timeout_ms, rebuild_timeout_ms, epoch_wait_ms;
+    ecw_log_cb log_cb;
+    void *log_arg;
+    ecw_log_level_t log_level;
+} ecw__opts_t;
+
+/* One epoch's timing record (records.h), kept until written. */
+typedef struct ecw__timing {
+    uint64_t epoch;
+    int rank;
+    int64_t seen_us, aborted_us, ready_us, synced_us, first_us;
+    bool dirty;
+} ecw__timing_t;
+
+struct ecw {
+    ecw__opts_t o;
+    const ecw__backend_t *be;
+    ec_etcd_t *etcd;
+    ec_keys_t keys;
+    char token[96]; /* this process, in claims: "<host>:<pid>:<random>" */
+
+    /* Guarded by mu: the newest epoch seen, when it was seen, timings,
+     * the service thread's work; cv signals a new epoch or work. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ec_epoch_t *latest;
+    int64_t latest_seen_us;
+    int64_t latest_abort_us;   /* when the watcher aborted the older communicator */
+    int64_t latest_rev;        /* etcd revision the latest was read at */
+    ecw__timing_t timing;      /* of the epoch being built or current */
+    bool watch_restart;        /* the watch stopped (compaction): relist */
+    bool stopping;
+
+    _Atomic uint64_t latest_num; /* latest->number, readable without mu */
+    _Atomic uint64_t cur_num;    /* epoch of the live communicator, 0 for none */
+    _Atomic uint64_t target_num; /* epoch being built or live, 0 for none */
+    _Atomic int broken;          /* the live communicator failed */
+    _Atomic int finalizing;
+
+    /* comm_mu orders the watcher's abort against the training thread's
+     * create/destroy of comm; collectives run without it. */
+    pthread_mutex_t comm_mu;
+    void *comm;
+    uint64_t failed_num;       /* last epoch whose communicator failed */
+
+    /* The current epoch as the training thread built it; atomics so that the
+     * accessors may be called from any thread. */
+    _Atomic int rank, world, nnodes;
+    uint64_t first_marked;     /* epoch whose first collective was recorded */
+    int ndevices;              /* NCCL: visible devices */
+
+    ec_watch_t *watch;
+    pthread_t svc;
+    bool svc_started;
+};
+
+/* ---- options.c ---- */
+int ecw__opts_resolve(const ecw_options_t *in, ecw__opts_t *out, ec_error_t *err);
+void ecw__opts_free(ecw__opts_t *o);
+/* One line naming every resolved knob, for the start-up log. */
+void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len);
+
+/* ---- follow.c ---- */
+/* Read the epoch key and watch it; start the service thread. */
+int ecw__follow_start(ecw_t *w, ec_error_t *err);
+void ecw__follow_stop(ecw_t *w);
+/* Wait until latest_num > after or the monotonic deadline; true if it is. */
+bool ecw__wait_newer(ecw_t *w, uint64_t after, int64_t deadline_ms);
+/* Record a stage of the current epoch's timing and have it written. */
+enum { ECW__T_READY, ECW__T_SYNCED, ECW__T_FIRST };
+void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage);
+
+/* ---- store.c ---- */
+/* Put value under epochs/<epoch>/comm/<name>, on the node's lease. */
+int ecw__comm_put(ecw_t *w, uint64_t epoch, const char *name, const void *val, size_t len,
+                  ec_error_t *err);
+/* Wait up to timeout_ms for epochs/<epoch>/comm/<name>; EC_ETIMEDOUT if absent.
+ * *val is malloc'd.  abort_flag (may be NULL) makes it return EC_EABORTED. */
+int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t *len,
+                  int timeout_ms, const _Atomic int *abort_flag, ec_error_t *err);
+/* Claim rank in epoch for this process.  1: claimed (now or earlier by this
+ * process); 0: another process claimed it first (this one replaces a dead
+ * predecessor and must wait for a newer epoch); < 0: error. */
+int ecw__claim(ecw_t *w, uint64_t epoch, int rank, ec_error_t *err);
+
+/* ---- ecw.c ---- */
+int64_t ecw__mono_ms(void);
+int64_t ecw__wall_us(void);
+void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,254 @@
+/* Following the job's epochs.
+ *
+ * The watch of the epoch key runs on the etcd client's thread.  Each newer
+ * epoch replaces w->latest, wakes whoever waits for one (ecw_rebuild, a
+ * collective whose peer died) and, when the communicator in use or being
+ * built belongs to an older epoch, aborts it at once: a collective blocked
+ * on a dead or silent peer then returns instead of waiting for its timeout.
+ *
+ * The service thread does the slow work off the training thread: it writes
+ * per-epoch timing records and re-lists the epoch key when etcd compacted
+ * the watch's revision away. */
+#include "ecw_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+/* Caller holds nothing.  Aborts the communicator if it is older than the
+ * newest epoch. */
+static void abort_if_stale(ecw_t *w)
+{
+    uint64_t latest = atomic_load(&w->latest_num);
+    pthread_mutex_lock(&w->comm_mu);
+    uint64_t target = atomic_load(&w->target_num);
+    if (w->comm && target && target < latest) {
+        w->be->abort(w->comm);
+        int64_t now = ecw__wall_us();
+        pthread_mutex_unlock(&w->comm_mu);
+        ecw__log(w, ECW_LOG_INFO, "-comm epoch %" PRIu64 " aborted: epoch %" PRIu64
+                 " published", target, latest);
+        pthread_mutex_lock(&w->mu);
+        if (w->latest && w->latest->number == latest && !w->latest_abort_us)
+            w->latest_abort_us = now; /* goes into the next epoch's record */
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    pthread_mutex_unlock(&w->comm_mu);
+}
+
+/* Take ownership of ep; keep it if it is newer than what we have. */
+static void adopt(ecw_t *w, ec_epoch_t *ep)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->latest && ep->number <= w->latest->number) {
+        pthread_mutex_unlock(&w->mu);
+        ec_epoch_free(ep);
+        return;
+    }
+    ec_epoch_free(w->latest);
+    w->latest = ep;
+    w->latest_seen_us = ecw__wall_us();
+    w->latest_abort_us = 0;
+    atomic_store(&w->latest_num, ep->number);
+    pthread_cond_broadcast(&w->cv);
+    int world = ep->world_size;
+    uint64_t n = ep->number;
+    pthread_mutex_unlock(&w->mu);
+    ecw__log(w, ECW_LOG_INFO, "+epoch %" PRIu64 " world=%d seen", n, world);
+    abort_if_stale(w);
+}
+
+static void on_watch(const ec_watch_event_t *ev, void *arg)
+{
+    ecw_t *w = arg;
+    if (ev->type == EC_WATCH_PUT) {
+        ec_epoch_t *ep = NULL;
+        ec_error_t err = {0};
+        if (ec_epoch_decode(ev->kv->value, ev->kv->value_len, ev->kv->key, &ep, &err) < 0) {
+            ecw__log(w, ECW_LOG_WARN, "ignoring an epoch record: %s", err.msg);
+            return;
+        }
+        adopt(w, ep);
+    } else if (ev->type == EC_WATCH_COMPACTED) {
+        pthread_mutex_lock(&w->mu);
+        w->watch_restart = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+/* Read the epoch key and (re)start the watch right after the read. */
+static int relist(ecw_t *w, ec_error_t *err)
+{
+    char key[EC_KEY_MAX];
+    if (ec_key_epoch(&w->keys, key, sizeof(key)) < 0)
+        return ec_errorf(err, EC_EINVAL, "cannot build the epoch key");
+    ec_kv_t kv;
+    bool found = false;
+    int64_t rev = 0;
+    int rc = ec_etcd_get(w->etcd, key, &kv, &found, &rev, err);
+    if (rc < 0)
+        return ec_error_prefix(err, "reading the job's epoch '%s'", key);
+    if (found) {
+        ec_epoch_t *ep = NULL;
+        rc = ec_epoch_decode(kv.value, kv.value_len, key, &ep, err);
+        ec_kv_free(&kv);
+        if (rc < 0)
+            return rc;
+        adopt(w, ep);
+    }
+    w->watch = ec_watch_start(w->etcd, key, false, rev + 1, on_watch, w, err);
+    if (!w->watch)
+        return ec_error_prefix(err, "watching the job's epoch '%s'", key);
+    return 0;
+}
+
+static void write_timing(ecw_t *w, const ecw__timing_t *t)
+{
+    ec_worker_timing_t rec = {
+        .epoch = t->epoch,
+        .rank = t->rank,
+        .node_id = w->o.node_id,
+        .local_rank = w->o.local_rank,
+        .epoch_seen_at_us = t->seen_us,
+        .comm_aborted_at_us = t->aborted_us,
+        .comm_ready_at_us = t->ready_us,
+        .state_synced_at_us = t->synced_us,
+        .first_collective_at_us = t->first_us,
+    };
+    ec_error_t err = {0};
+    void *buf = NULL;
+    size_t len = 0;
+    char key[EC_KEY_MAX];
+    if (ec_key_epoch_timing(&w->keys, t->epoch, t->rank, key, sizeof(key)) < 0 ||
+        ec_worker_timing_encode(&rec, &buf, &len, &err) < 0 ||
+        ec_etcd_put(w->etcd, key, buf, len, w->o.lease, NULL, &err) < 0)
+        ecw__log(w, ECW_LOG_WARN, "cannot record the timings of epoch %" PRIu64 ": %s",
+                 t->epoch, err.msg[0] ? err.msg : "bad key");
+    free(buf);
+}
+
+static void *service(void *arg)
+{
+    ecw_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->stopping && !w->timing.dirty && !w->watch_restart) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        }
+        if (w->timing.dirty) {
+            ecw__timing_t t = w->timing;
+            w->timing.dirty = false;
+            pthread_mutex_unlock(&w->mu);
+            write_timing(w, &t);
+            pthread_mutex_lock(&w->mu);
+        }
+        if (w->stopping)
+            break;
+        if (w->watch_restart) {
+            w->watch_restart = false;
+            pthread_mutex_unlock(&w->mu);
+            ec_watch_stop(w->watch);
+            w->watch = NULL;
+            ec_error_t err = {0};
+            /* Until it succeeds, epochs are missed: retry each second. */
+            while (relist(w, &err) < 0) {
+                ecw__log(w, ECW_LOG_WARN, "re-listing the epoch after a compaction: %s",
+                         err.msg);
+                pthread_mutex_lock(&w->mu);
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_sec += 1;
+                if (!w->stopping)
+                    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+                bool stop = w->stopping;
+                pthread_mutex_unlock(&w->mu);
+                if (stop)
+                    break;
+            }
+            pthread_mutex_lock(&w->mu);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int ecw__follow_start(ecw_t *w, ec_error_t *err)
+{
+    int rc = relist(w, err);
+    if (rc < 0)
+        return rc;
+    if (pthread_create(&w->svc, NULL, service, w) != 0) {
+        ec_watch_stop(w->watch);
+        w->watch = NULL;
+        return ec_errorf(err, EC_ESYS, "cannot start the worker library's service thread: %s",
+                         strerror(errno));
+    }
+    w->svc_started = true;
+    return 0;
+}
+
+void ecw__follow_stop(ecw_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->stopping = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (w->svc_started)
+        pthread_join(w->svc, NULL);
+    w->svc_started = false;
+    ec_watch_stop(w->watch); /* no callback runs after it returns */
+    w->watch = NULL;
+}
+
+bool ecw__wait_newer(ecw_t *w, uint64_t after, int64_t deadline_ms)
+{
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        if (atomic_load(&w->latest_num) > after) {
+            pthread_mutex_unlock(&w->mu);
+            return true;
+        }
+        int64_t left = deadline_ms - ecw__mono_ms();
+        if (left <= 0 || w->stopping || atomic_load(&w->finalizing))
+            break;
+        if (left > 1000)
+            left = 1000;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += left / 1000;
+        ts.tv_nsec += (left % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return false;
+}
+
+void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage)
+{
+    int64_t now = ecw__wall_us();
+    pthread_mutex_lock(&w->mu);
+    if (w->timing.epoch == epoch) {
+        int64_t *f = stage == ECW__T_READY    ? &w->timing.ready_us
+                     : stage == ECW__T_SYNCED ? &w->timing.synced_us
+                                              : &w->timing.first_us;
+        if (!*f) {
+            *f = now;
+            w->timing.dirty = true;
+            pthread_cond_broadcast(&w->cv);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,113 @@
+/* Per-epoch worker keys: epochs/<n>/comm/<name>, attached to the node's
+ * lease (keys.h builds every path).  The backends rendezvous through them
+ * (Gloo's addresses, NCCL's unique id) and each process claims its rank in
+ * the epoch it builds, so that a process replacing a dead one of the same
+ * rank can tell that the epoch was its predecessor's. */
+#include "ecw_impl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int comm_key(ecw_t *w, uint64_t epoch, const char *name, char *buf, size_t len,
+                    ec_error_t *err)
+{
+    int n = ec_key_epoch_comm(&w->keys, epoch, name, buf, len);
+    if (n < 0)
+        return ec_errorf(err, n, "cannot build the key of '%s' in epoch %" PRIu64
+                         " (a bug in the worker library)", name, epoch);
+    return 0;
+}
+
+int ecw__comm_put(ecw_t *w, uint64_t epoch, const char *name, const void *val, size_t len,
+                  ec_error_t *err)
+{
+    char key[EC_KEY_MAX];
+    int rc = comm_key(w, epoch, name, key, sizeof(key), err);
+    if (rc < 0)
+        return rc;
+    rc = ec_etcd_put(w->etcd, key, val, len, w->o.lease, NULL, err);
+    if (rc < 0)
+        ec_error_prefix(err, "publishing %s for epoch %" PRIu64, name, epoch);
+    return rc;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t *len,
+                  int timeout_ms, const _Atomic int *abort_flag, ec_error_t *err)
+{
+    *val = NULL;
+    *len = 0;
+    char key[EC_KEY_MAX];
+    int rc = comm_key(w, epoch, name, key, sizeof(key), err);
+    if (rc < 0)
+        return rc;
+    int64_t deadline = ecw__mono_ms() + timeout_ms;
+    int pause = 2; /* ms; the key usually appears within a few */
+    for (;;) {
+        if (abort_flag && atomic_load(abort_flag))
+            return ec_errorf(err, EC_EABORTED, "waiting for %s of epoch %" PRIu64 ": aborted",
+                             name, epoch);
+        ec_kv_t kv;
+        bool found = false;
+        rc = ec_etcd_get(w->etcd, key, &kv, &found, NULL, err);
+        /* etcd briefly unreachable (a leader election, a restart): keep
+         * polling until the deadline rather than fail the whole epoch. */
+        if (rc < 0 && rc != EC_EUNAVAILABLE && rc != EC_ETIMEDOUT)
+            return ec_error_prefix(err, "reading %s of epoch %" PRIu64, name, epoch);
+        if (rc == 0 && found) {
+            *val = kv.value; /* NUL-terminated copy: hand it over */
+            *len = kv.value_len;
+            kv.value = NULL;
+            ec_kv_free(&kv);
+            return 0;
+        }
+        int64_t left = deadline - ecw__mono_ms();
+        if (left <= 0 && rc < 0)
+            return ec_error_prefix(err, "reading %s of epoch %" PRIu64, name, epoch);
+        if (left <= 0)
+            return ec_errorf(err, EC_ETIMEDOUT, "%s of epoch %" PRIu64 " did not appear under "
+                             "'%s' within %d ms (the member that writes it has not started "
+                             "or died): wait for the next epoch", name, epoch, key, timeout_ms);
+        nap_ms((int)(left < pause ? left : pause));
+        if (pause < 20)
+            pause *= 2;
+    }
+}
+
+int ecw__claim(ecw_t *w, uint64_t epoch, int rank, ec_error_t *err)
+{
+    char name[32], key[EC_KEY_MAX];
+    snprintf(name, sizeof(name), "claim.%d", rank);
+    int rc = comm_key(w, epoch, name, key, sizeof(key), err);
+    if (rc < 0)
+        return rc;
+    /* Create it if absent; either way read what is there. */
+    ec_cmp_t cmp = {.key = key, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL, .number = 0};
+    ec_op_t put = {.type = EC_OP_PUT, .key = key, .value = w->token,
+                   .value_len = strlen(w->token), .lease = w->o.lease};
+    ec_op_t get = {.type = EC_OP_GET, .key = key};
+    ec_txn_result_t res;
+    memset(&res, 0, sizeof(res));
+    rc = ec_etcd_txn(w->etcd, &cmp, 1, &put, 1, &get, 1, &res, err);
+    if (rc < 0)
+        return ec_error_prefix(err, "claiming rank %d in epoch %" PRIu64, rank, epoch);
+    int mine = 1;
+    if (!res.succeeded) {
+        mine = 0;
+        if (res.n == 1 && res.results[0].kvs.n == 1) {
+            const ec_kv_t *kv = &res.results[0].kvs.kvs[0];
+            mine = kv->value_len == strlen(w->token) &&
+                   !memcmp(kv->value, w->token, kv->value_len);
+        }
+    }
+    ec_txn_result_free(&res);
+    return mine;
+}
