@@ -973,7 +973,11 @@ static bool was_probed(ec_node_t *n, uint64_t epoch, const char *id)
 }
 
 /* Members of the current epoch that some member reported and that were not
- * probed yet in this epoch: probe their agents, evict the silent ones. */
+ * probed yet in this epoch: probe their agents, evict the silent ones.  The
+ * leader does this for every member; any other node only for the leader
+ * itself, so that a dead leader is replaced as fast as a dead member (its
+ * lease revoked, the key goes, the next campaign brings a new fencing token,
+ * and a leader that was only slow can no longer publish). */
 static void handle_suspicions(ec_node_t *n)
 {
     enum { MAXS = 64 };
@@ -991,7 +995,9 @@ static void handle_suspicions(ec_node_t *n)
             bool found;
             size_t k = mnode_find(n, id, &found);
             if (!strcmp(id, n->node_id) || ec_epoch_find_member(n->epoch, id) < 0 || !found ||
-                !n->nodes[k].rec || !n->nodes[k].rec->probe_port || was_probed(n, cur, id))
+                !n->nodes[k].rec || !n->nodes[k].rec->probe_port ||
+                (!n->am_leader && (!n->leader_id || strcmp(id, n->leader_id))) ||
+                was_probed(n, cur, id))
                 continue;
             ids[nt] = strdup(id);
             hosts[nt] = strdup(n->nodes[k].rec->host);
@@ -1156,8 +1162,7 @@ static void *loop(void *arg)
             step_down(n, "another node holds the leader key");
         if (!n->am_leader && lcr == 0)
             campaign(n);
-        if (n->am_leader)
-            handle_suspicions(n);
+        handle_suspicions(n);
         if (n->am_leader)
             plan_and_act(n);
     }

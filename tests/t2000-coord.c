@@ -33,6 +33,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    ec_test_obs_stop_all(); /* before the client goes, even after a failed assertion */
     for (int i = 0; i < npids; i++) {
         kill(pids[i], SIGCONT);
         kill(pids[i], SIGKILL);
@@ -415,6 +416,33 @@ START_TEST(silent_member_evicted_before_its_ttl)
 }
 END_TEST
 
+START_TEST(silent_leader_evicted_by_a_follower)
+{
+    /* TTL 30 s: only an eviction explains a new leader within 5 s. */
+    const char *root = "/jel/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jel", ids[i], 1, 3, 1, 600000, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    const char *reporter = strcmp(l, "n1") ? "n1" : "n2";
+    kill(by_id(ps, ids, 3, l)->pid, SIGSTOP);
+    report_suspect("jel", 1, reporter, l);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, l, 5000);
+    ck_assert_str_ne(ep->leader_id, l);
+    ec_epoch_free(ep);
+    kill(by_id(ps, ids, 3, l)->pid, SIGCONT);
+    ep = wait_epoch(root, 3, 3, NULL, 15000); /* it rejoins as a member */
+    ck_assert_str_ne(ep->leader_id, l);
+    ec_epoch_free(ep);
+    free(l);
+    ec_test_obs_check(o, 1, 3, 1); /* no epoch from the deposed leader */
+    ec_test_obs_stop(o);
+}
+END_TEST
+
 START_TEST(false_suspicion_costs_one_probe)
 {
     const char *root = "/jfs/";
@@ -456,6 +484,7 @@ static Suite *suite(void)
     tcase_add_test(t, restart_reforms_same_members);
     tcase_add_test(t, mismatched_nproc_refused_with_reason);
     tcase_add_test(t, silent_member_evicted_before_its_ttl);
+    tcase_add_test(t, silent_leader_evicted_by_a_follower);
     tcase_add_test(t, false_suspicion_costs_one_probe);
     suite_add_tcase(s, t);
     return s;

@@ -87,6 +87,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    ec_test_obs_stop_all(); /* before the client goes, even after a failed assertion */
     for (int i = 0; i < npids; i++) {
         kill(pids[i], SIGCONT);
         kill(pids[i], SIGKILL);

@@ -6,6 +6,7 @@
 #endif
 
 #include "ecw_impl.h"
+#include "probe.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -356,6 +357,73 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
     return 0;
 }
 
+/* A collective failed and no newer epoch is out yet: find which members'
+ * agents are silent (a direct probe, coord/probe.c) and report them under
+ * epochs/<cur>/suspect/<node>, on the node's lease.  The leader probes them
+ * itself and evicts the silent ones at once, instead of waiting for their
+ * leases to expire.  Best effort: any failure here only means the lease
+ * expiry will find the dead node instead. */
+static void report_suspects(ecw_t *w, uint64_t cur)
+{
+    enum { MAXM = 256 };
+    char *ids[MAXM];
+    int nm = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->latest && w->latest->number == cur)
+        for (int m = 0; m < w->latest->nmembers && nm < MAXM; m++)
+            if (strcmp(w->latest->members[m].node_id, w->o.node_id))
+                ids[nm++] = strdup(w->latest->members[m].node_id);
+    pthread_mutex_unlock(&w->mu);
+    if (!nm)
+        return;
+    char prefix[EC_KEY_MAX];
+    ec_kv_list_t l = {0};
+    ec_probe_target_t t[MAXM];
+    char *hosts[MAXM] = {0};
+    memset(t, 0, sizeof(t));
+    if (ec_key_nodes_prefix(&w->keys, prefix, sizeof(prefix)) < 0 ||
+        ec_etcd_get_prefix(w->etcd, prefix, 0, &l, NULL) < 0)
+        goto out;
+    for (int i = 0; i < nm; i++) {
+        t[i].expect_id = ids[i];
+        t[i].host = "";
+        char key[EC_KEY_MAX];
+        ec_key_node(&w->keys, ids[i], key, sizeof(key));
+        for (size_t k = 0; k < l.n; k++) {
+            ec_node_rec_t *r = NULL;
+            if (strcmp(l.kvs[k].key, key) ||
+                ec_node_rec_decode(l.kvs[k].value, l.kvs[k].value_len, NULL, &r, NULL) < 0)
+                continue;
+            hosts[i] = strdup(r->host);
+            t[i].host = hosts[i];
+            t[i].port = r->probe_port; /* a record that is gone: port 0, never answers */
+            ec_node_rec_free(r);
+        }
+    }
+    ec_probe_many(t, (size_t)nm, 200);
+    size_t nd = 0;
+    char val[4096] = "";
+    for (int i = 0; i < nm; i++)
+        if (!t[i].ok && strlen(val) + strlen(ids[i]) + 2 < sizeof(val)) {
+            if (nd++)
+                strcat(val, ",");
+            strcat(val, ids[i]);
+        }
+    if (nd) {
+        char key[EC_KEY_MAX];
+        if (ec_key_epoch_suspect(&w->keys, cur, w->o.node_id, key, sizeof(key)) > 0 &&
+            ec_etcd_put(w->etcd, key, val, strlen(val), w->o.lease, NULL, NULL) == 0)
+            ecw__log(w, ECW_LOG_WARN, "epoch %" PRIu64 ": no answer from the agents of %s; "
+                     "reported them so the leader can evict them", cur, val);
+    }
+out:
+    ec_kv_list_free(&l);
+    for (int i = 0; i < nm; i++) {
+        free(ids[i]);
+        free(hosts[i]);
+    }
+}
+
 static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
 {
     uint64_t cur = atomic_load(&w->cur_num);
@@ -373,6 +441,8 @@ static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
         return rc;
     /* A peer died or stalled, or the watcher aborted us: if the coordinator
      * publishes the epoch that replaces it, the caller has one thing to do. */
+    if (atomic_load(&w->latest_num) <= cur && rc != EC_EABORTED)
+        report_suspects(w, cur);
     if (atomic_load(&w->latest_num) > cur ||
         ecw__wait_newer(w, cur, ecw__mono_ms() + w->o.epoch_wait_ms)) {
         uint64_t latest = atomic_load(&w->latest_num);

@@ -2,7 +2,9 @@
 # The elastic training demo: 3 simulated nodes x 2 processes of the example
 # trainer (worker/examples/linreg, Gloo on loopback) under
 # `ecoord launch --rebuild=inprocess`, through three membership changes:
-#   1. one node killed with kill -9 (agent and processes: found when its lease expires)
+#   1. one node killed with kill -9 (agent and processes): its peers' collectives fail,
+#      they report it, the leader probes its agent and evicts it long before
+#      its 10 s lease would expire
 #   2. a fourth node added
 #   3. one node stopped with SIGTERM (graceful leave)
 # It prints the epoch timeline with how long each recovery took and the loss
@@ -27,7 +29,7 @@ cleanup() {
     for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
     kill "$EPID" 2>/dev/null || true
     wait 2>/dev/null || true
-    rm -rf "$W"
+    [ -n "${DEMO_KEEP:-}" ] || rm -rf "$W"
 }
 trap cleanup EXIT INT TERM
 now_ms() { date +%s%3N; }
@@ -35,7 +37,7 @@ say() { printf '%s  %s\n' "$(date +%H:%M:%S.%3N)" "$*"; }
 STEPS=${DEMO_STEPS:-600}
 agent() {  # agent NODE
     "$ECOORD" launch --elastic_server="$EP" --job_id=demo --np=2:4 --nproc_per_node=2 \
-        --node_id="$1" --rebuild=inprocess --elastic_timeout=1 --lease_ttl=3 --grace_period=2 \
+        --node_id="$1" --rebuild=inprocess --elastic_timeout=1 --lease_ttl=10 --grace_period=2 \
         --log_dir="$W/log-$1" -- "$LINREG" --steps "$STEPS" --delay-ms 15 > "$W/$1.console" 2>&1 &
     eval "PID_$(echo "$1" | tr - _)=$!"
     PIDS="$PIDS $!"
@@ -97,8 +99,8 @@ change() {  # change LABEL EXPECTED_EPOCH SURVIVORS... ; the action already happ
 }
 
 T0=$(now_ms); kill -9 "$PID_node_b"
-say "kill -9 node-b (agent and its processes die; lease TTL 3 s)"
-change "kill -9 node-b (lease expiry)" 2 node-a node-c
+say "kill -9 node-b (agent and its processes die; lease TTL 10 s)"
+change "kill -9 node-b (peers report, evicted)" 2 node-a node-c
 run_steps 60
 T0=$(now_ms); agent node-d
 say "node-d joins"

@@ -206,9 +206,25 @@ static void obs_cb(const ec_watch_event_t *ev, void *arg)
     pthread_mutex_unlock(&o->lock);
 }
 
+/* Observers still running: a failed assertion skips the test's own
+ * ec_test_obs_stop, and its watch must not outlive the client. */
+static ec_test_obs_t *live_obs[16];
+
+void ec_test_obs_stop_all(void)
+{
+    for (int i = 0; i < 16; i++)
+        if (live_obs[i])
+            ec_test_obs_stop(live_obs[i]);
+}
+
 ec_test_obs_t *ec_test_obs_start(ec_etcd_t *c, const char *root)
 {
     ec_test_obs_t *o = calloc(1, sizeof(*o));
+    for (int i = 0; i < 16; i++)
+        if (!live_obs[i]) {
+            live_obs[i] = o;
+            break;
+        }
     o->c = c;
     snprintf(o->root, sizeof(o->root), "%s", root);
     snprintf(o->leader_key, sizeof(o->leader_key), "%sleader", root);
@@ -292,6 +308,9 @@ void ec_test_obs_stop(ec_test_obs_t *o)
 {
     if (!o)
         return;
+    for (int i = 0; i < 16; i++)
+        if (live_obs[i] == o)
+            live_obs[i] = NULL;
     ec_watch_stop(o->w);
     pthread_mutex_destroy(&o->lock);
     free(o);

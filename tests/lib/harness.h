@@ -45,6 +45,9 @@ ec_test_obs_t *ec_test_obs_start(ec_etcd_t *c, const char *root);
  * Returns the number of epochs checked. */
 int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc);
 void ec_test_obs_stop(ec_test_obs_t *o);
+/* Stop every observer still running (call from teardown, before the client
+ * goes). */
+void ec_test_obs_stop_all(void);
 
 #define EC_INTEGRATION_MAIN(suite_fn)                                  \
     int main(void)                                                     \
