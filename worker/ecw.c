@@ -272,7 +272,8 @@ static int rebuild(ecw_t *w, ec_error_t *err)
             return ec_errorf(err, EC_EINVAL, "local rank %d, but epoch %" PRIu64 " has %d "
                              "processes per node", w->o.local_rank, s.number, s.nproc);
         int rank = (int)ec_rank(s.m_id, s.nproc, w->o.local_rank);
-        int rc = ecw__claim(w, s.number, rank, err);
+        bool takeover = w->o.restart_mode && s.number == w->o.start_epoch;
+        int rc = ecw__claim(w, s.number, rank, takeover, err);
         if ((rc == EC_EUNAVAILABLE || rc == EC_ETIMEDOUT) && ecw__mono_ms() < deadline) {
             /* etcd briefly away: try this epoch again (the wait above
              * returns at once while it is still the newest) */

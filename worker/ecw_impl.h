@@ -80,6 +80,7 @@ typedef struct ecw__opts {
     uint64_t start_epoch;
     int64_t lease;
     int timeout_ms, rebuild_timeout_ms, epoch_wait_ms;
+    bool restart_mode;          /* ECOORD_REBUILD=restart: one process per epoch */
     ecw_log_cb log_cb;
     void *log_arg;
     ecw_log_level_t log_level;
@@ -162,7 +163,7 @@ int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t
 /* Claim rank in epoch for this process.  1: claimed (now or earlier by this
  * process); 0: another process claimed it first (this one replaces a dead
  * predecessor and must wait for a newer epoch); < 0: error. */
-int ecw__claim(ecw_t *w, uint64_t epoch, int rank, ec_error_t *err);
+int ecw__claim(ecw_t *w, uint64_t epoch, int rank, bool takeover, ec_error_t *err);
 
 /* ---- ecw.c ---- */
 int64_t ecw__mono_ms(void);

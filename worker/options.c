@@ -245,6 +245,10 @@ int ecw__opts_resolve(const ecw_options_t *user, ecw__opts_t *out, ec_error_t *e
     out->log_cb = in.log_cb;
     out->log_arg = in.log_arg;
     out->log_level = in.log_level;
+    /* Started by `ecoord launch --rebuild=restart`: this process lives for
+     * exactly its start epoch (the agent replaces it on the next one). */
+    const char *rb = in.from_env ? getenv("ECOORD_REBUILD") : NULL;
+    out->restart_mode = rb && !strcmp(rb, "restart");
     if (out->host && !*out->host) {
         free(out->host);
         out->host = NULL;

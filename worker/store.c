@@ -82,7 +82,7 @@ int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t
     }
 }
 
-int ecw__claim(ecw_t *w, uint64_t epoch, int rank, ec_error_t *err)
+int ecw__claim(ecw_t *w, uint64_t epoch, int rank, bool takeover, ec_error_t *err)
 {
     char name[32], key[EC_KEY_MAX];
     snprintf(name, sizeof(name), "claim.%d", rank);
@@ -109,5 +109,13 @@ int ecw__claim(ecw_t *w, uint64_t epoch, int rank, ec_error_t *err)
         }
     }
     ec_txn_result_free(&res);
+    if (!mine && takeover) {
+        /* The agent started this process for exactly this epoch: whoever
+         * holds the claim is the process it replaced. */
+        rc = ec_etcd_put(w->etcd, key, w->token, strlen(w->token), w->o.lease, NULL, err);
+        if (rc < 0)
+            return ec_error_prefix(err, "taking over rank %d in epoch %" PRIu64, rank, epoch);
+        mine = 1;
+    }
     return mine;
 }

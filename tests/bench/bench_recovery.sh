@@ -1,0 +1,136 @@
+#!/bin/sh
+# Recovery benchmark: K simulated nodes x 2 processes of the example trainer
+# (worker/examples/linreg, Gloo on loopback) through six scenarios, in both
+# rebuild modes, REPS repetitions each; prints p50 and max (ms) per phase
+# and writes a JSON file.  Not a pass/fail test.
+#
+#   tests/bench/bench_recovery.sh [REPS=3] [K=3] [JSON=bench_recovery.json]
+#
+# Scenarios (each on a fresh job; lease TTL 10 s, so a node loss that waited
+# for its lease would show as ~10 s):
+#   leave     SIGTERM a non-leader agent
+#   crash     kill -9 one training process
+#   node      kill -9 a non-leader agent (its processes die with it)
+#   leader    kill -9 the leader's agent
+#   scaleup   one more agent joins a job at --np=K:K+1 (MAX reached: no window)
+#   standby   K+1 agents at --np=1:K, kill -9 a member: the standby takes its place
+# Phases, from the change (t0, just before the kill/start):
+#   detect    the leader observed the change (epoch record observed_at_ms)
+#   decide    the leader decided (decided_at_ms)
+#   publish   the new epoch visible in etcd (polled by this script)
+#   step      every rank of the new epoch logged a training step in it
+set -u
+cd "$(dirname "$0")/../.."
+TOP=$(pwd)
+REPS=${1:-3}; K=${2:-3}; JSON=${3:-bench_recovery.json}
+ECOORD=${ECOORD:-$TOP/ecoord}; LINREG=${ECW_LINREG:-$TOP/worker/examples/linreg}
+[ -x "$ECOORD" ] && [ -x "$LINREG" ] || { echo "build first: make && make bench" >&2; exit 1; }
+W=$(mktemp -d /tmp/ec-bench-recovery-XXXXXX)
+set -- $(sh deploy/local/etcd.sh "$W/etcd")
+EP=$1; EPID=$2
+PIDS=""
+cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
+trap cleanup EXIT INT TERM
+now_ms() { date +%s%3N; }   # wall clock ms: compared with the epoch record's times
+
+start_agent() {  # JOB NODE NP MODE
+    "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="$3" --nproc_per_node=2 --node_id="$2" \
+        --rebuild="$4" --elastic_timeout=1 --lease_ttl=10 --grace_period=2 --log_dir="$W/$1/$2" \
+        -- "$LINREG" --steps 100000 --delay-ms 10 > "$W/$1.$2.console" 2>&1 &
+    echo $!
+}
+status_json() { "$ECOORD" status --elastic_server="$EP" --job_id="$1" --json 2>/dev/null; }
+jfield() { sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" <<EOT
+$1
+EOT
+}
+epoch_of() { status_json "$1" | sed -n 's/.*"epoch":{"number":\([0-9]*\).*/\1/p'; }
+leader_of() { status_json "$1" | sed -n 's/.*"leader":"\([^"]*\)".*/\1/p'; }
+wait_epoch() {  # JOB N: until epoch >= N; prints the time it was seen
+    dl=$(( $(now_ms) + 30000 ))
+    while [ "$(epoch_of "$1" || echo 0)" -lt "$2" ] 2>/dev/null; do
+        [ "$(now_ms)" -gt "$dl" ] && return 1
+        sleep 0.005
+    done
+    now_ms
+}
+wait_steps() {  # JOB EPOCH NODES...: until every rank of NODES logged a step in EPOCH
+    job=$1; e=$2; shift 2; dl=$(( $(now_ms) + 30000 ))
+    for n in "$@"; do for r in 0 1; do
+        until grep -q "^linreg step=[0-9]* epoch=$e " "$W/$job/$n/workerlog.$r" 2>/dev/null; do
+            [ "$(now_ms)" -gt "$dl" ] && return 1; sleep 0.005
+        done
+    done; done
+    now_ms
+}
+record() { printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >> "$W/results"; }  # mode scenario phase ms
+
+run_one() {  # MODE SCENARIO REP
+    mode=$1; sc=$2; job="r-$mode-$sc-$3"; mkdir -p "$W/$job"
+    nodes=""; i=0; np="1:$K"; total=$K
+    [ "$sc" = scaleup ] && np="$K:$((K + 1))"
+    [ "$sc" = standby ] && total=$((K + 1))
+    while [ $i -lt $total ]; do
+        pid=$(start_agent "$job" "n$i" "$np" "$mode"); PIDS="$PIDS $pid"; eval "A_n$i=$pid"; nodes="$nodes n$i"
+        i=$((i + 1))
+        [ "$sc" = standby ] && [ $i -eq $K ] && { wait_epoch "$job" 1 >/dev/null || return 1; }
+    done
+    wait_epoch "$job" 1 >/dev/null || { echo "  $job: no first epoch" >&2; return 1; }
+    members=$(status_json "$job" | grep -o '"node_id":"n[0-9]*","m_id":[0-9][0-9]*' | sed 's/"node_id":"\(n[0-9]*\)".*/\1/' | tr '\n' ' ')
+    wait_steps "$job" 1 $members >/dev/null || { echo "  $job: never trained" >&2; return 1; }
+    sleep 0.3
+    leader=$(leader_of "$job")
+    victim=""
+    for n in $members; do [ "$n" != "$leader" ] && victim=$n; done
+    t0=$(now_ms)
+    case $sc in
+        leave)   eval "kill -TERM \$A_$victim" ;;
+        crash)   pid=$(grep -h "^linreg step=.* node=$victim " "$W/$job/$victim/workerlog.1" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p'); kill -9 "$pid" ;;
+        node)    eval "kill -9 \$A_$victim" ;;
+        leader)  victim=$leader; eval "kill -9 \$A_$victim" ;;
+        scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode"); PIDS="$PIDS $pid"; victim="" ;;
+        standby) eval "kill -9 \$A_$victim" ;;
+    esac
+    t_pub=$(wait_epoch "$job" 2) || { echo "  $job: no new epoch" >&2; return 1; }
+    js=$(status_json "$job")
+    obs=$(jfield "$js" observed_at_ms); dec=$(jfield "$js" decided_at_ms)
+    survivors=$(printf '%s' "$js" | grep -o '"node_id":"n[0-9]*","m_id":[0-9][0-9]*' | sed 's/"node_id":"\(n[0-9]*\)".*/\1/' | tr '\n' ' ')
+    t_step=$(wait_steps "$job" 2 $survivors) || { echo "  $job: no step in epoch 2" >&2; return 1; }
+    record "$mode" "$sc" detect $((obs - t0))
+    record "$mode" "$sc" decide $((dec - t0))
+    record "$mode" "$sc" publish $((t_pub - t0))
+    record "$mode" "$sc" step $((t_step - t0))
+    for n in $nodes n$K; do eval "p=\${A_$n:-}"; [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+    return 0
+}
+
+echo "recovery benchmark: $K nodes x 2 processes of linreg (Gloo, loopback), $REPS repetitions, etcd $EP"
+for mode in ${MODES:-inprocess restart}; do
+    for sc in ${SCENARIOS:-leave crash node leader scaleup standby}; do
+        r=0
+        while [ $r -lt "$REPS" ]; do
+            run_one $mode $sc $r || true
+            r=$((r + 1))
+        done
+    done
+done
+awk -v json="$JSON" '
+function pct(a, n, p,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return a[int((n - 1) * p) + 1] }
+{ key = $1 " " $2 " " $3; n[key]++; v[key, n[key]] = $4; if (!(($1 " " $2) in seen)) { seen[$1 " " $2] = 1; order[++no] = $1 " " $2 } }
+END {
+    printf "%-10s %-8s %16s %16s %16s %16s\n", "mode", "scenario", "detect p50/max", "decide p50/max", "publish p50/max", "step p50/max"
+    printf "[\n" > json
+    for (o = 1; o <= no; o++) {
+        split(order[o], mp, " "); line = sprintf("%-10s %-8s", mp[1], mp[2])
+        printf "  {\"mode\":\"%s\",\"scenario\":\"%s\"", mp[1], mp[2] > json
+        split("detect decide publish step", ph, " ")
+        for (q = 1; q <= 4; q++) { key = order[o] " " ph[q]; m = n[key]
+            for (i = 1; i <= m; i++) a[i] = v[key, i]
+            p50 = pct(a, m, 0.5); mx = pct(a, m, 1.0)
+            line = line sprintf(" %7d/%-8d", p50, mx)
+            printf ",\"%s_p50_ms\":%d,\"%s_max_ms\":%d", ph[q], p50, ph[q], mx > json }
+        printf "}%s\n", (o < no ? "," : "") > json
+        print line }
+    printf "]\n" > json }' "$W/results"
+echo "JSON: $JSON"
