@@ -7,7 +7,8 @@
 #   tests/bench/bench_recovery.sh [REPS=3] [K=3] [JSON=bench_recovery.json]
 #
 # Scenarios (each on a fresh job; lease TTL 10 s, so a node loss that waited
-# for its lease would show as ~10 s):
+# for its lease would show as ~10 s; elastic_timeout 30 s, which none of the
+# scenarios waits on: the first epoch forms at MAX):
 #   leave     SIGTERM a non-leader agent
 #   crash     kill -9 one training process
 #   node      kill -9 a non-leader agent (its processes die with it)
@@ -29,13 +30,14 @@ W=$(mktemp -d /tmp/ec-bench-recovery-XXXXXX)
 set -- $(sh deploy/local/etcd.sh "$W/etcd")
 EP=$1; EPID=$2
 PIDS=""
+JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
 trap cleanup EXIT INT TERM
 now_ms() { date +%s%3N; }   # wall clock ms: compared with the epoch record's times
 
 start_agent() {  # JOB NODE NP MODE
     "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="$3" --nproc_per_node=2 --node_id="$2" \
-        --rebuild="$4" --elastic_timeout=1 --lease_ttl=10 --grace_period=2 --log_dir="$W/$1/$2" \
+        --rebuild="$4" --elastic_timeout=30 --lease_ttl=10 --grace_period=2 --log_dir="$W/$1/$2" \
         -- "$LINREG" --steps 100000 --delay-ms 10 > "$W/$1.$2.console" 2>&1 &
     echo $!
 }
@@ -56,8 +58,8 @@ wait_epoch() {  # JOB N: until epoch >= N; prints the time it was seen
 }
 wait_steps() {  # JOB EPOCH NODES...: until every rank of NODES logged a step in EPOCH
     job=$1; e=$2; shift 2; dl=$(( $(now_ms) + 30000 ))
-    for n in "$@"; do for r in 0 1; do
-        until grep -q "^linreg step=[0-9]* epoch=$e " "$W/$job/$n/workerlog.$r" 2>/dev/null; do
+    for wn in "$@"; do for wr in 0 1; do
+        until grep -q "^linreg step=[0-9]* epoch=$e " "$W/$job/$wn/workerlog.$wr" 2>/dev/null; do
             [ "$(now_ms)" -gt "$dl" ] && return 1; sleep 0.005
         done
     done; done
@@ -65,13 +67,21 @@ wait_steps() {  # JOB EPOCH NODES...: until every rank of NODES logged a step in
 }
 record() { printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >> "$W/results"; }  # mode scenario phase ms
 
-run_one() {  # MODE SCENARIO REP
+run_one() {  # MODE SCENARIO REP (its agents are killed whatever happens)
+    run_scenario "$@"; rc=$?
+    for a in $JOB_AGENTS; do kill -9 "$a" 2>/dev/null; done
+    JOB_AGENTS=""
+    return $rc
+}
+
+run_scenario() {
     mode=$1; sc=$2; job="r-$mode-$sc-$3"; mkdir -p "$W/$job"
     nodes=""; i=0; np="1:$K"; total=$K
     [ "$sc" = scaleup ] && np="$K:$((K + 1))"
     [ "$sc" = standby ] && total=$((K + 1))
     while [ $i -lt $total ]; do
-        pid=$(start_agent "$job" "n$i" "$np" "$mode"); PIDS="$PIDS $pid"; eval "A_n$i=$pid"; nodes="$nodes n$i"
+        pid=$(start_agent "$job" "n$i" "$np" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+        eval "A_n$i=$pid"; nodes="$nodes n$i"
         i=$((i + 1))
         [ "$sc" = standby ] && [ $i -eq $K ] && { wait_epoch "$job" 1 >/dev/null || return 1; }
     done
@@ -79,6 +89,7 @@ run_one() {  # MODE SCENARIO REP
     members=$(status_json "$job" | grep -o '"node_id":"n[0-9]*","m_id":[0-9][0-9]*' | sed 's/"node_id":"\(n[0-9]*\)".*/\1/' | tr '\n' ' ')
     wait_steps "$job" 1 $members >/dev/null || { echo "  $job: never trained" >&2; return 1; }
     sleep 0.3
+    base=$(epoch_of "$job")   # the change must bring the epoch after this one
     leader=$(leader_of "$job")
     victim=""
     for n in $members; do [ "$n" != "$leader" ] && victim=$n; done
@@ -88,29 +99,28 @@ run_one() {  # MODE SCENARIO REP
         crash)   pid=$(grep -h "^linreg step=.* node=$victim " "$W/$job/$victim/workerlog.1" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p'); kill -9 "$pid" ;;
         node)    eval "kill -9 \$A_$victim" ;;
         leader)  victim=$leader; eval "kill -9 \$A_$victim" ;;
-        scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode"); PIDS="$PIDS $pid"; victim="" ;;
+        scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; victim="" ;;
         standby) eval "kill -9 \$A_$victim" ;;
     esac
-    t_pub=$(wait_epoch "$job" 2) || { echo "  $job: no new epoch" >&2; return 1; }
+    t_pub=$(wait_epoch "$job" $((base + 1))) || { echo "  $job: no new epoch" >&2; return 1; }
     js=$(status_json "$job")
     obs=$(jfield "$js" observed_at_ms); dec=$(jfield "$js" decided_at_ms)
     survivors=$(printf '%s' "$js" | grep -o '"node_id":"n[0-9]*","m_id":[0-9][0-9]*' | sed 's/"node_id":"\(n[0-9]*\)".*/\1/' | tr '\n' ' ')
-    t_step=$(wait_steps "$job" 2 $survivors) || { echo "  $job: no step in epoch 2" >&2; return 1; }
+    t_step=$(wait_steps "$job" $((base + 1)) $survivors) || { echo "  $job: no step in epoch $((base + 1))" >&2; return 1; }
     record "$mode" "$sc" detect $((obs - t0))
     record "$mode" "$sc" decide $((dec - t0))
     record "$mode" "$sc" publish $((t_pub - t0))
     record "$mode" "$sc" step $((t_step - t0))
-    for n in $nodes n$K; do eval "p=\${A_$n:-}"; [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
     return 0
 }
 
 echo "recovery benchmark: $K nodes x 2 processes of linreg (Gloo, loopback), $REPS repetitions, etcd $EP"
 for mode in ${MODES:-inprocess restart}; do
     for sc in ${SCENARIOS:-leave crash node leader scaleup standby}; do
-        r=0
-        while [ $r -lt "$REPS" ]; do
-            run_one $mode $sc $r || true
-            r=$((r + 1))
+        rep=0
+        while [ $rep -lt "$REPS" ]; do
+            run_one $mode $sc $rep || true
+            rep=$((rep + 1))
         done
     done
 done
