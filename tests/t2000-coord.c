@@ -46,8 +46,7 @@ static void teardown(void)
 
 static const char *node_bin(void)
 {
-    const char *b = getenv("EC_TEST_NODE");
-    return b && *b ? b : "tests/ec-test-node";
+    return ec_test_bin("EC_TEST_NODE", "tests/ec-test-node");
 }
 
 typedef struct {
@@ -55,17 +54,7 @@ typedef struct {
     char log[320];
 } proc_t;
 
-static bool log_has(void *arg)
-{
-    char **a = arg;
-    return ec_test_file_contains(a[0], a[1]);
-}
-
-static bool wait_log(const char *log, const char *needle, long ms)
-{
-    const char *a[2] = {log, needle};
-    return ec_test_wait(log_has, (void *)a, ms);
-}
+#define wait_log ec_test_wait_file
 
 /* Start a coordinator and wait until it is registered. */
 static proc_t start_node(const char *job, const char *id, int min, int max, int nproc,

@@ -55,23 +55,9 @@ static void teardown(void)
     ec_embed_stop(etcd);
 }
 
-static const char *bin(const char *env, const char *def)
-{
-    const char *b = getenv(env);
-    return b && *b ? b : def;
-}
+#define bin ec_test_bin
 
-static bool log_has(void *arg)
-{
-    char **a = arg;
-    return ec_test_file_contains(a[0], a[1]);
-}
-
-static bool wait_log(const char *log, const char *needle, long ms)
-{
-    const char *a[2] = {log, needle};
-    return ec_test_wait(log_has, (void *)a, ms);
-}
+#define wait_log ec_test_wait_file
 
 /* A coordinator (tests/ec-test-node), registered when this returns. */
 static pid_t start_node(const char *job, const char *id, int min, int max, int nproc, int ttl)

@@ -43,14 +43,12 @@ static void teardown(void)
 
 static const char *ecoord(void)
 {
-    const char *b = getenv("ECOORD");
-    return b && *b ? b : "./ecoord";
+    return ec_test_bin("ECOORD", "./ecoord");
 }
 
 static const char *prog(void)
 {
-    const char *b = getenv("EC_TEST_PROG");
-    return b && *b ? b : "tests/ec-test-prog";
+    return ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog");
 }
 
 typedef struct {
@@ -80,20 +78,9 @@ static agent_t start_agent(const char *job, const char *id, const char *np, cons
     return a;
 }
 
-typedef struct {
-    const char *path, *needle;
-} fc_t;
-
-static bool file_has(void *arg)
-{
-    fc_t *f = arg;
-    return ec_test_file_contains(f->path, f->needle);
-}
-
 static void wait_file(const char *path, const char *needle, long ms)
 {
-    fc_t f = {path, needle};
-    ck_assert_msg(ec_test_wait(file_has, &f, ms), "%s never showed '%s'", path, needle);
+    ck_assert_msg(ec_test_wait_file(path, needle, ms), "%s never showed '%s'", path, needle);
 }
 
 static bool exists(void *arg)

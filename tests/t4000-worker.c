@@ -53,14 +53,12 @@ static void teardown(void)
 
 static const char *ecoord(void)
 {
-    const char *b = getenv("ECOORD");
-    return b && *b ? b : "./ecoord";
+    return ec_test_bin("ECOORD", "./ecoord");
 }
 
 static const char *linreg(void)
 {
-    const char *b = getenv("ECW_LINREG");
-    return b && *b ? b : "worker/examples/linreg";
+    return ec_test_bin("ECW_LINREG", "worker/examples/linreg");
 }
 
 typedef struct {

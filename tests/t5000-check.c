@@ -45,8 +45,7 @@ static void teardown(void)
 
 static const char *ecoord(void)
 {
-    const char *b = getenv("ECOORD");
-    return b && *b ? b : "./ecoord";
+    return ec_test_bin("ECOORD", "./ecoord");
 }
 
 /* The whole content of a file (static buffer per slot). */

@@ -230,20 +230,9 @@ static int64_t lease_of(const char *root, const char *node)
     return l;
 }
 
-typedef struct {
-    const char *path, *needle;
-} fc_t;
-
-static bool file_has(void *arg)
-{
-    fc_t *f = arg;
-    return ec_test_file_contains(f->path, f->needle);
-}
-
 static void wait_log(const char *path, const char *needle, long ms)
 {
-    fc_t f = {path, needle};
-    ck_assert_msg(ec_test_wait(file_has, &f, ms), "%s never showed '%s'", path, needle);
+    ck_assert_msg(ec_test_wait_file(path, needle, ms), "%s never showed '%s'", path, needle);
 }
 
 /* Nothing restarted: the processes are the ones started in epoch `number`,

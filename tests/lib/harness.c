@@ -161,6 +161,28 @@ bool ec_test_file_contains(const char *path, const char *needle)
     return hit;
 }
 
+typedef struct {
+    const char *path, *needle;
+} file_needle_t;
+
+static bool file_has(void *arg)
+{
+    file_needle_t *f = arg;
+    return ec_test_file_contains(f->path, f->needle);
+}
+
+bool ec_test_wait_file(const char *path, const char *needle, long timeout_ms)
+{
+    file_needle_t f = {path, needle};
+    return ec_test_wait(file_has, &f, timeout_ms);
+}
+
+const char *ec_test_bin(const char *env, const char *fallback)
+{
+    const char *b = getenv(env);
+    return b && *b ? b : fallback;
+}
+
 struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root)
 {
     char key[1024];

@@ -34,6 +34,10 @@ pid_t ec_test_spawn(char *const argv[], const char *logpath);
 int ec_test_reap(pid_t pid, long timeout_ms);
 /* Whether the file contains needle (a line-oriented log). */
 bool ec_test_file_contains(const char *path, const char *needle);
+/* Poll until the file contains needle or timeout_ms (scaled) passes. */
+bool ec_test_wait_file(const char *path, const char *needle, long timeout_ms);
+/* A program under test: $env when set (make check sets it), else fallback. */
+const char *ec_test_bin(const char *env, const char *fallback);
 /* The job's current epoch (decoded, validated) or NULL. */
 struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root);
 
