@@ -120,22 +120,10 @@ static void wake(agent_t *a)
     (void)w;
 }
 
-static ec_epoch_t *epoch_copy(const ec_epoch_t *ep)
-{
-    void *buf;
-    size_t len;
-    ec_epoch_t *cp = NULL;
-    if (ec_epoch_encode(ep, &buf, &len, NULL) == 0) {
-        ec_epoch_decode(buf, len, NULL, &cp, NULL);
-        free(buf);
-    }
-    return cp;
-}
-
 static void on_epoch(const ec_epoch_t *ep, void *arg)
 {
     agent_t *a = arg;
-    ec_epoch_t *cp = epoch_copy(ep);
+    ec_epoch_t *cp = ec_epoch_dup(ep);
     pthread_mutex_lock(&a->lock);
     ec_epoch_free(a->new_epoch); /* only the newest matters */
     a->new_epoch = cp;

@@ -10,6 +10,7 @@
 #include "records.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -428,6 +429,37 @@ ec_epoch_t *ec_epoch_new(int nmembers, int nproc)
 error:
     ec_epoch_free(ep);
     return NULL;
+}
+
+ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src)
+{
+    if (!src)
+        return NULL;
+    ec_epoch_t *ep = ec_epoch_new(src->nmembers, src->nproc);
+    if (!ep)
+        return NULL;
+    ep->number = src->number;
+    ep->reason = src->reason;
+    ep->leader_rev = src->leader_rev;
+    ep->observed_at_ms = src->observed_at_ms;
+    ep->decided_at_ms = src->decided_at_ms;
+    ep->planner_us = src->planner_us;
+    ep->published_at_ms = src->published_at_ms;
+    bool ok = (!src->reason_detail || (ep->reason_detail = strdup(src->reason_detail))) &&
+              (!src->leader_id || (ep->leader_id = strdup(src->leader_id)));
+    for (int i = 0; ok && i < src->nmembers; i++) {
+        const ec_member_t *a = &src->members[i];
+        ec_member_t *b = &ep->members[i];
+        b->master_port = a->master_port;
+        b->incarnation = a->incarnation;
+        memcpy(b->ports, a->ports, (size_t)src->nproc * sizeof(uint16_t));
+        ok = (b->node_id = strdup(a->node_id)) && (b->host = strdup(a->host));
+    }
+    if (!ok) {
+        ec_epoch_free(ep);
+        return NULL;
+    }
+    return ep;
 }
 
 void ec_epoch_free(ec_epoch_t *ep)

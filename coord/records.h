@@ -155,6 +155,9 @@ typedef struct ec_epoch {
 /* A zeroed epoch with nmembers members (m_id set to the index), each with
  * room for nproc ports; world_size set.  NULL on bad sizes or no memory. */
 ec_epoch_t *ec_epoch_new(int nmembers, int nproc);
+/* A deep copy of an epoch (no re-validation: src is a decoded epoch); NULL
+ * on no memory. */
+ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src);
 void ec_epoch_free(ec_epoch_t *ep);
 /* Rules: number >= 1; 1 <= nproc <= EC_NPROC_MAX; 1 <= nmembers <=
  * EC_MEMBERS_MAX; world_size == nmembers * nproc; member i has m_id == i, a

@@ -269,6 +269,25 @@ START_TEST(epoch_round_trip)
 }
 END_TEST
 
+START_TEST(epoch_dup_is_deep_and_equal)
+{
+    ec_epoch_t *ep = sample_epoch(5, 8, 1);
+    ec_epoch_t *cp = ec_epoch_dup(ep);
+    ck_assert_ptr_nonnull(cp);
+    assert_epoch_eq(ep, cp);
+    ck_assert_ptr_ne(cp->members, ep->members);
+    ck_assert_ptr_ne(cp->members[0].node_id, ep->members[0].node_id);
+    ck_assert_ptr_ne(cp->members[0].ports, ep->members[0].ports);
+    ec_epoch_free(ep); /* the copy stands alone */
+    void *buf;
+    size_t len;
+    encode_ok_epoch(cp, &buf, &len);
+    free(buf);
+    ec_epoch_free(cp);
+    ck_assert_ptr_null(ec_epoch_dup(NULL));
+}
+END_TEST
+
 START_TEST(status_round_trip)
 {
     ec_job_status_t st = {EC_JOB_FAILED, (char *)"rank 3 exited with 1", 9, 1700000000000LL,
@@ -1251,6 +1270,7 @@ static Suite *suite(void)
     TCase *rt = tcase_create("round_trip");
     tcase_add_test(rt, node_round_trip);
     tcase_add_test(rt, epoch_round_trip);
+    tcase_add_test(rt, epoch_dup_is_deep_and_equal);
     tcase_add_test(rt, status_round_trip);
     tcase_add_test(rt, failure_round_trip);
     tcase_add_test(rt, worker_timing_round_trip);
