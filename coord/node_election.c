@@ -1,0 +1,102 @@
+/* Leadership: campaign for the leader key, step down, and the fence every
+ * leader write carries (the leader key's create revision). */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keys.h"
+#include "log.h"
+#include "node_impl.h"
+
+void ec__node_campaign(ec_node_t *n)
+{
+    int64_t lease = ec_node_lease(n);
+    ec_cmp_t absent = {.key = n->k_leader, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL};
+    ec_op_t put = {.type = EC_OP_PUT, .key = n->k_leader, .value = n->node_id,
+                   .value_len = strlen(n->node_id), .lease = lease};
+    ec_txn_result_t r;
+    ec_error_t err = {0};
+    if (ec_etcd_txn(n->c, &absent, 1, &put, 1, NULL, 0, &r, &err) < 0) {
+        ec_log(EC_LOG_WARN, "ec__node_campaign for leader failed: %s", err.msg);
+        return;
+    }
+    if (r.succeeded) {
+        n->am_leader = true;
+        n->my_leader_rev = r.revision;
+        n->fp_since = ec__node_mono_ms();
+        n->fingerprint = 0;
+        n->missing_since = -1;
+        n->wrote_final = false;
+        ec__node_emit(n, "+leader %s rev=%lld", n->node_id, (long long)r.revision);
+    }
+    ec_txn_result_free(&r);
+}
+
+void ec__node_step_down(ec_node_t *n, const char *why)
+{
+    if (!n->am_leader)
+        return;
+    n->am_leader = false;
+    n->my_leader_rev = 0;
+    ec__node_emit(n, "-leader %s: %s", n->node_id, why);
+}
+
+/* The fence: leadership still ours (leader key created at our revision). */
+ec_cmp_t ec__node_fence_leader(ec_node_t *n)
+{
+    ec_cmp_t c = {.key = n->k_leader, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL,
+                  .number = n->my_leader_rev};
+    return c;
+}
+
+int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason, uint64_t epoch,
+                        bool fenced)
+{
+    ec_job_status_t st = {.state = state, .reason = (char *)reason, .epoch = epoch,
+                          .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id};
+    void *buf;
+    size_t len;
+    ec_error_t err = {0};
+    if (ec_job_status_encode(&st, &buf, &len, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "cannot encode job status: %s", err.msg);
+        return err.code;
+    }
+    ec_cmp_t f = ec__node_fence_leader(n);
+    ec_op_t put = {.type = EC_OP_PUT, .key = n->k_status, .value = buf, .value_len = len};
+    ec_txn_result_t r;
+    int rc = ec_etcd_txn(n->c, &f, fenced ? 1 : 0, &put, 1, NULL, 0, &r, &err);
+    free(buf);
+    if (rc < 0) {
+        ec_log(EC_LOG_WARN, "cannot write job status: %s", err.msg);
+        return rc;
+    }
+    if (!r.succeeded) {
+        ec__node_step_down(n, "the leader key changed (status write fenced)");
+        rc = EC_EFENCED;
+    }
+    ec_txn_result_free(&r);
+    return rc;
+}
+
+/* A leader key without a lease was not written by an agent (a ec__node_campaign
+ * always attaches the campaigner's lease) and would never expire: nobody
+ * could lead again.  Delete it, fenced on its mod revision so a leadership
+ * won meanwhile is not touched; everyone then campaigns (tests/t7000-faults,
+ * garbage). */
+void ec__node_clear_foreign_leader(ec_node_t *n, int64_t mod_rev)
+{
+    ec__node_step_down(n, "the leader key was overwritten by another tool");
+    ec_log(EC_LOG_ERROR, "the leader key %s holds a value without a lease, which no agent "
+                         "writes (another tool?); deleting it so that an agent can lead",
+           n->k_leader);
+    ec_cmp_t same = {.key = n->k_leader, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                     .number = mod_rev};
+    ec_op_t del = {.type = EC_OP_DELETE, .key = n->k_leader};
+    ec_error_t err = {0};
+    if (ec_etcd_txn(n->c, &same, 1, &del, 1, NULL, 0, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot delete the foreign leader key: %s", err.msg);
+}

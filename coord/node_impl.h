@@ -1,0 +1,131 @@
+/* The node coordinator's shared state and the functions its files share
+ * (internal to coord/node*.c; the public API is node.h).
+ *
+ * The coordinator is split by concern, in reading order:
+ *   node_model.c     the job model, fed by one watch of the job's keys;
+ *   node_register.c  registration of this node under its lease;
+ *   node_election.c  campaign, adopt or resign, step down, the fence;
+ *   node_publish.c   (leader) the planner's decisions published as fenced epochs;
+ *   node_evict.c     eviction of silent members faster than a lease TTL;
+ *   node.c           the loop that ties them together, and the public calls.
+ * The decisions each of them takes that do not need etcd are pure functions
+ * in node_policy.c, unit-tested in coord/test/test_node_policy.c.
+ *
+ * Threads: the coordinator thread runs the loop; the watch thread applies
+ * events to the model under `lock` and wakes the loop; the keepalive thread
+ * reports a lost lease the same way.  etcd calls are made from the
+ * coordinator thread (and from the ec_node_* calls) without holding `lock`;
+ * the planner runs under it (it is pure and fast). */
+#ifndef EC_NODE_IMPL_H
+#define EC_NODE_IMPL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd.h"
+#include "keys.h"
+#include "node.h"
+#include "node_policy.h"
+#include "probe.h"
+#include "records.h"
+
+typedef struct mnode {
+    char *id;
+    ec_node_rec_t *rec; /* NULL when the stored value is corrupt */
+    int64_t create_rev, mod_rev, lease;
+} mnode_t;
+
+struct ec_node {
+    ec_node_opts_t o;
+    char *node_id, *host, *job_id, *agent_version;
+    uint16_t *ports;
+    char **devices;
+    ec_keys_t keys;
+    char k_node[EC_KEY_MAX], k_leader[EC_KEY_MAX], k_epoch[EC_KEY_MAX], k_status[EC_KEY_MAX],
+        k_epochs[EC_KEY_MAX];
+    ec_etcd_t *c;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* flags, under lock */
+    bool stop, dirty, lease_lost, relist, leaving;
+    bool self_bad; /* our record was overwritten with what no agent writes */
+    /* our registration, under lock */
+    int64_t lease;
+    ec_keepalive_t *ka;
+    uint64_t incarnation;
+    ec_node_state_t state;
+    char *reason;
+    int64_t registered_at_ms;
+    /* the model, under lock */
+    mnode_t *nodes; /* sorted by id */
+    size_t nnodes, cap;
+    uint8_t *epoch_raw;
+    size_t epoch_raw_len;
+    ec_epoch_t *epoch;       /* newest valid epoch */
+    int64_t epoch_mod_rev;   /* of whatever is stored at `epoch` now */
+    bool epoch_bad;          /* `epoch` holds garbage or was deleted */
+    char *leader_id;
+    int64_t leader_create_rev;
+    int64_t leader_lease, leader_mod_rev; /* lease 0: not written by an agent */
+    uint8_t *status_raw;
+    size_t status_raw_len;
+    int64_t status_mod_rev;
+    char **left;
+    size_t nleft;
+    int64_t changed_at_ms;
+    int64_t list_rev;       /* watch events at or below it are in the listing */
+    bool watch_created;
+    /* suspicion reports for the current epoch (under lock) */
+    struct suspect {
+        uint64_t epoch;
+        char *reporter, *ids;
+    } *sus;
+    size_t nsus;
+    char **probed;          /* suspects already probed in probed_epoch */
+    size_t nprobed;
+    uint64_t probed_epoch;
+    ec_probe_server_t *probe;
+    /* coordinator thread only */
+    bool am_leader;
+    int64_t my_leader_rev;
+    uint64_t delivered_epoch;
+    int64_t delivered_status_rev;
+    uint64_t fingerprint;
+    int64_t fp_since, missing_since, wake_at;
+    char *last_wait;
+    bool wrote_final;
+    ec_watch_t *watch;
+};
+
+/* clocks and the event log (node.c) */
+int64_t ec__node_mono_ms(void);
+int64_t ec__node_wall_ms(void);
+void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* node_model.c */
+size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found);
+void ec__node_model_clear(ec_node_t *n);
+int ec__node_sync_model(ec_node_t *n, ec_error_t *err);
+
+/* node_register.c */
+int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err);
+int ec__node_put_self(ec_node_t *n, ec_error_t *err);
+
+/* node_election.c */
+void ec__node_campaign(ec_node_t *n);
+void ec__node_step_down(ec_node_t *n, const char *why);
+ec_cmp_t ec__node_fence_leader(ec_node_t *n);
+int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason, uint64_t epoch,
+                          bool fenced);
+void ec__node_clear_foreign_leader(ec_node_t *n, int64_t mod_rev);
+
+/* node_publish.c (leader only) */
+void ec__node_plan_and_act(ec_node_t *n);
+
+/* node_evict.c */
+void ec__node_handle_suspicions(ec_node_t *n);
+
+#endif
