@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "keys.h"
@@ -66,7 +67,10 @@ static void deliver(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (raw) {
         ec_epoch_t *ep = NULL;
-        if (ec_epoch_decode(raw, len, n->k_epoch, &ep, NULL) == 0) {
+        if (ec_epoch_decode(raw, len, n->k_epoch, &ep, NULL) == 0 && ep->run < n->run) {
+            ec_log(EC_LOG_DEBUG, "epoch %" PRIu64 " is of run %" PRIu64 ", before ours (%" PRIu64
+                                 "): not ours to follow", ep->number, ep->run, n->run);
+        } else if (ep) {
             ec_log(EC_LOG_DEBUG, "+epoch %" PRIu64 " world=%d reason=%s seen", ep->number,
                    ep->world_size, ec_epoch_reason_name(ep->reason));
             if (n->o.on_epoch)
@@ -79,7 +83,8 @@ static void deliver(ec_node_t *n)
         ec_job_status_t *st = NULL;
         ec_error_t err = {0};
         if (ec_job_status_decode(sraw, slen, n->k_status, &st, &err) == 0) {
-            if (n->o.on_job)
+            /* the end of an earlier run is not the end of ours */
+            if (n->o.on_job && st->run >= n->run)
                 n->o.on_job(st, n->o.arg);
         } else {
             ec_log(EC_LOG_ERROR, "ignoring job status: %s", err.msg);
@@ -89,12 +94,25 @@ static void deliver(ec_node_t *n)
     }
 }
 
+bool ec__node_loop_alive(void *arg)
+{
+    ec_node_t *n = arg;
+    /* The loop beats at least once a second when idle; its etcd calls have
+     * deadlines shorter than this unless etcd itself is failing, when the
+     * lease cannot be refreshed anyway. */
+    int64_t limit = (int64_t)n->o.lease_ttl_s * 1000 * 2 / 3;
+    if (limit < 1000)
+        limit = 1000;
+    return ec__node_mono_ms() - atomic_load(&n->beat_ms) < limit;
+}
+
 static void *loop(void *arg)
 {
     ec_node_t *n = arg;
     ec_error_t err = {0};
     int64_t retry_at = -1;
     for (;;) {
+        atomic_store(&n->beat_ms, ec__node_mono_ms());
         pthread_mutex_lock(&n->lock);
         for (;;) {
             if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving))
@@ -117,6 +135,7 @@ static void *loop(void *arg)
                 ts.tv_nsec -= 1000000000;
             }
             pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+            atomic_store(&n->beat_ms, ec__node_mono_ms());
         }
         bool stop = n->stop, relist = n->relist, lost = n->lease_lost && !n->leaving;
         bool leaving = n->leaving;
@@ -153,24 +172,22 @@ static void *loop(void *arg)
         if (leaving)
             continue;
         pthread_mutex_lock(&n->lock);
-        int64_t lcr = n->leader_create_rev;
-        bool leader_is_me = n->leader_id && !strcmp(n->leader_id, n->node_id);
-        bool self_bad = n->self_bad, foreign_leader = lcr != 0 && n->leader_lease == 0;
-        int64_t leader_mod = n->leader_mod_rev;
-        n->self_bad = false;
+        bool self_bad = n->self_bad, self_pending = n->self_pending;
+        n->self_bad = n->self_pending = false;
         pthread_mutex_unlock(&n->lock);
-        if (self_bad) {
+        if (self_bad)
             ec_log(EC_LOG_ERROR, "our record %s was overwritten with a value no agent writes "
                                  "(another tool?); writing it again", n->k_node);
-            if (ec__node_put_self(n, &err) < 0)
-                ec_log(EC_LOG_WARN, "cannot repair our record: %s", err.msg);
+        if ((self_bad || self_pending) && ec__node_put_self(n, &err) < 0) {
+            /* an incarnation bump or a state change that did not reach etcd
+             * would leave the job waiting for it: keep trying */
+            ec_log(EC_LOG_WARN, "cannot write our record: %s; retrying", err.msg);
+            pthread_mutex_lock(&n->lock);
+            n->self_pending = true;
+            pthread_mutex_unlock(&n->lock);
+            retry_at = ec__node_mono_ms() + 500;
         }
-        if (foreign_leader)
-            ec__node_clear_foreign_leader(n, leader_mod);
-        if (n->am_leader && lcr != 0 && (lcr != n->my_leader_rev || !leader_is_me))
-            ec__node_step_down(n, "another node holds the leader key");
-        if (!n->am_leader && lcr == 0)
-            ec__node_campaign(n);
+        ec__node_elect(n);
         ec__node_handle_suspicions(n);
         if (n->am_leader)
             ec__node_plan_and_act(n);
@@ -183,6 +200,34 @@ static void *loop(void *arg)
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
+}
+
+/* The run this node takes part in: the current one, or the next when the
+ * job's status says the last run ended (a job id launched again). */
+static int find_run(ec_node_t *n, ec_error_t *err)
+{
+    ec_kv_t kv;
+    bool found = false;
+    n->run = 1;
+    int rc = ec_etcd_get(n->c, n->k_status, &kv, &found, NULL, err);
+    if (rc < 0 || !found)
+        return rc;
+    ec_job_status_t *st = NULL;
+    ec_error_t derr = {0};
+    if (ec_job_status_decode(kv.value, kv.value_len, kv.key, &st, &derr) == 0) {
+        bool ended = st->state == EC_JOB_COMPLETED || st->state == EC_JOB_FAILED;
+        n->run = ended ? st->run + 1 : st->run;
+        if (ended)
+            ec__node_emit(n, "+run %llu: job %s %s in run %llu; this launch starts a new run",
+                          (unsigned long long)n->run, n->job_id,
+                          st->state == EC_JOB_COMPLETED ? "completed" : "failed",
+                          (unsigned long long)st->run);
+    } else {
+        ec_log(EC_LOG_ERROR, "ignoring the job status: %s", derr.msg);
+    }
+    ec_job_status_free(st);
+    ec_kv_free(&kv);
+    return 0;
 }
 
 ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
@@ -236,6 +281,8 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     ec_key_epoch(&n->keys, n->k_epoch, sizeof(n->k_epoch));
     ec_key_status(&n->keys, n->k_status, sizeof(n->k_status));
     ec_key_epochs_prefix(&n->keys, n->k_epochs, sizeof(n->k_epochs));
+    if (find_run(n, err) < 0)
+        goto fail;
     if (ec__node_do_register(n, 0, err) < 0)
         goto fail;
     /* After registering: a duplicate node id is reported as such, not as a
@@ -259,6 +306,20 @@ fail:
     return NULL;
 }
 
+/* Write our record; when that fails, the loop writes it again until it
+ * succeeds (the error is still returned, for the log). */
+static int put_self_or_retry(ec_node_t *n, ec_error_t *err)
+{
+    int rc = ec__node_put_self(n, err);
+    if (rc < 0) {
+        pthread_mutex_lock(&n->lock);
+        n->self_pending = true;
+        pthread_cond_signal(&n->cond);
+        pthread_mutex_unlock(&n->lock);
+    }
+    return rc;
+}
+
 int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err)
 {
     pthread_mutex_lock(&n->lock);
@@ -272,7 +333,7 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
         n->reason = dup_or_null(reason);
     }
     pthread_mutex_unlock(&n->lock);
-    return same ? 0 : ec__node_put_self(n, err);
+    return same ? 0 : put_self_or_retry(n, err);
 }
 
 int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)
@@ -280,7 +341,7 @@ int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)
     pthread_mutex_lock(&n->lock);
     n->incarnation++;
     pthread_mutex_unlock(&n->lock);
-    return ec__node_put_self(n, err);
+    return put_self_or_retry(n, err);
 }
 
 int ec_node_leave(ec_node_t *n, ec_error_t *err)
@@ -309,21 +370,6 @@ int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
     char key[EC_KEY_MAX];
     ec_key_failure(&n->keys, (uint64_t)f->time_ms, n->node_id, f->local_rank, key, sizeof(key));
     rc = ec_etcd_put(n->c, key, buf, len, 0, NULL, err);
-    free(buf);
-    return rc;
-}
-
-int ec_node_fail_job(ec_node_t *n, const char *reason, ec_error_t *err)
-{
-    ec_job_status_t st = {.state = EC_JOB_FAILED, .reason = (char *)reason,
-                          .epoch = ec_node_epoch_number(n), .updated_at_ms = ec__node_wall_ms(),
-                          .updated_by = n->node_id};
-    void *buf;
-    size_t len;
-    int rc = ec_job_status_encode(&st, &buf, &len, err);
-    if (rc < 0)
-        return rc;
-    rc = ec_etcd_put(n->c, n->k_status, buf, len, 0, NULL, err);
     free(buf);
     return rc;
 }
@@ -420,6 +466,7 @@ void ec_node_stop(ec_node_t *n)
     ec_probe_server_stop(n->probe);
     ec__node_model_clear(n);
     free(n->sus);
+    free(n->fails);
     ec_node_free_ids(n->probed, (int)n->nprobed);
     free(n->nodes);
     ec_epoch_free(n->epoch);
@@ -462,6 +509,11 @@ uint64_t ec_node_incarnation(ec_node_t *n)
     uint64_t i = n->incarnation;
     pthread_mutex_unlock(&n->lock);
     return i;
+}
+
+uint64_t ec_node_run(ec_node_t *n)
+{
+    return n->run;
 }
 
 uint64_t ec_node_epoch_number(ec_node_t *n)

@@ -65,7 +65,9 @@ typedef struct ec_node_opts {
  * (bounded by its lease's TTL), so only a record that keeps being refreshed
  * is a duplicate. */
 ec_node_t *ec_node_start(const ec_node_opts_t *opts, ec_error_t *err);
-/* Rewrite our own record's state (and reason, may be NULL). */
+/* Rewrite our own record's state (and reason, may be NULL).  If the write
+ * fails the error is returned and the coordinator keeps writing it until it
+ * succeeds (so does ec_node_bump_incarnation). */
 int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err);
 /* Our processes restarted: bump the incarnation so the leader re-forms the
  * job with the same members (reason restart). */
@@ -76,8 +78,6 @@ int ec_node_leave(ec_node_t *n, ec_error_t *err);
 /* Record a failure under failures/ (attached to our lease? no: failures
  * outlive the node, for the post-mortem; the leader prunes them). */
 int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err);
-/* Mark the job failed with a reason (any node may; fenced on nothing). */
-int ec_node_fail_job(ec_node_t *n, const char *reason, ec_error_t *err);
 /* Report members of `epoch` that this node believes are dead (a collective
  * failed, a peer's connection closed).  The leader probes each suspect's
  * agent directly and evicts one that does not answer within
@@ -98,6 +98,10 @@ void ec_node_stop(ec_node_t *n);
 bool ec_node_is_leader(ec_node_t *n);
 int64_t ec_node_lease(ec_node_t *n);
 uint64_t ec_node_incarnation(ec_node_t *n);
+/* The run of the job this node takes part in (>= 1): a launch after the job
+ * completed or failed starts the next run; statuses and epochs of earlier
+ * runs are not delivered to it. */
+uint64_t ec_node_run(ec_node_t *n);
 /* Number of the newest epoch seen (0: none yet). */
 uint64_t ec_node_epoch_number(ec_node_t *n);
 

@@ -54,10 +54,11 @@ ec_cmp_t ec__node_fence_leader(ec_node_t *n)
 }
 
 int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason, uint64_t epoch,
-                        bool fenced)
+                          uint64_t run, bool fenced)
 {
     ec_job_status_t st = {.state = state, .reason = (char *)reason, .epoch = epoch,
-                          .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id};
+                          .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id,
+                          .run = run};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -99,4 +100,70 @@ void ec__node_clear_foreign_leader(ec_node_t *n, int64_t mod_rev)
     ec_error_t err = {0};
     if (ec_etcd_txn(n->c, &same, 1, &del, 1, NULL, 0, NULL, &err) < 0)
         ec_log(EC_LOG_WARN, "cannot delete the foreign leader key: %s", err.msg);
+}
+
+/* Delete the leader key if it still has create revision rev (an old
+ * registration's leadership of ours): the others need not wait for that
+ * lease to expire. */
+static void resign(ec_node_t *n, int64_t rev)
+{
+    ec_cmp_t same = {.key = n->k_leader, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL,
+                     .number = rev};
+    ec_op_t del = {.type = EC_OP_DELETE, .key = n->k_leader};
+    ec_error_t err = {0};
+    if (ec_etcd_txn(n->c, &same, 1, &del, 1, NULL, 0, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot delete our old leader key: %s", err.msg);
+    else
+        ec__node_emit(n, "-leader %s resigned: the leader key named us on an old lease", n->node_id);
+}
+
+void ec__node_elect(ec_node_t *n)
+{
+    /* At most a step-down and a campaign per pass; the next change of the
+     * leader key wakes the loop again. */
+    for (int pass = 0; pass < 2; pass++) {
+        pthread_mutex_lock(&n->lock);
+        ec_elect_view_t v = {
+            .am_leader = n->am_leader,
+            .my_leader_rev = n->my_leader_rev,
+            .my_lease = n->lease,
+            .key_present = n->leader_create_rev != 0,
+            .key_names_me = n->leader_id && !strcmp(n->leader_id, n->node_id),
+            .key_create_rev = n->leader_create_rev,
+            .key_lease = n->leader_lease,
+            .key_deleted_rev = n->leader_deleted_rev,
+        };
+        int64_t mod = n->leader_mod_rev;
+        pthread_mutex_unlock(&n->lock);
+        switch (ec_elect_decide(&v)) {
+        case EC_ELECT_NONE:
+            return;
+        case EC_ELECT_CAMPAIGN:
+            ec__node_campaign(n);
+            return;
+        case EC_ELECT_ADOPT:
+            /* Our campaign was applied but its reply was lost (or a read
+             * after a rejected publish failed): the key is ours, on our live
+             * lease; leave it and the job would stay leaderless. */
+            n->am_leader = true;
+            n->my_leader_rev = v.key_create_rev;
+            n->fp_since = ec__node_mono_ms();
+            n->fingerprint = 0;
+            n->missing_since = -1;
+            n->wrote_final = false;
+            ec__node_emit(n, "+leader %s rev=%lld adopted: the leader key names us on our lease",
+                          n->node_id, (long long)v.key_create_rev);
+            return;
+        case EC_ELECT_RESIGN:
+            resign(n, v.key_create_rev);
+            return;
+        case EC_ELECT_STEP_DOWN:
+            ec__node_step_down(n, v.key_present ? "another node holds the leader key"
+                                                : "the leader key is gone");
+            continue;
+        case EC_ELECT_CLEAR_FOREIGN:
+            ec__node_clear_foreign_leader(n, mod);
+            return;
+        }
+    }
 }

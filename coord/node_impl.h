@@ -70,9 +70,14 @@ struct ec_node {
     char *leader_id;
     int64_t leader_create_rev;
     int64_t leader_lease, leader_mod_rev; /* lease 0: not written by an agent */
+    int64_t leader_deleted_rev; /* revision of the leader key's last deletion seen */
     uint8_t *status_raw;
     size_t status_raw_len;
     int64_t status_mod_rev;
+    ec_job_state_t status_state; /* decoded from status_raw; 0: none or corrupt */
+    uint64_t status_run;
+    char **fails;           /* failures/ keys, sorted (oldest first) */
+    size_t nfails, fails_cap;
     char **left;
     size_t nleft;
     int64_t changed_at_ms;
@@ -97,6 +102,13 @@ struct ec_node {
     int64_t fp_since, missing_since, wake_at;
     char *last_wait;
     bool wrote_final;
+    /* the run of the job this node takes part in (set before registering) */
+    uint64_t run;
+    /* our record must be written again (a put failed: retried by the loop) */
+    bool self_pending;
+    /* the loop's heartbeat (monotonic ms): the keepalive refreshes the lease
+     * only while the loop beats, so a wedged coordinator loses its lease */
+    _Atomic int64_t beat_ms;
     ec_watch_t *watch;
 };
 
@@ -104,6 +116,10 @@ struct ec_node {
 int64_t ec__node_mono_ms(void);
 int64_t ec__node_wall_ms(void);
 void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Whether the loop beat recently enough for its lease to be refreshed
+ * (the keepalive's gate; arg is the node). */
+bool ec__node_loop_alive(void *arg);
 
 /* node_model.c */
 size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found);
@@ -119,8 +135,11 @@ void ec__node_campaign(ec_node_t *n);
 void ec__node_step_down(ec_node_t *n, const char *why);
 ec_cmp_t ec__node_fence_leader(ec_node_t *n);
 int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason, uint64_t epoch,
-                          bool fenced);
+                          uint64_t run, bool fenced);
 void ec__node_clear_foreign_leader(ec_node_t *n, int64_t mod_rev);
+/* Act on the leader key as the model shows it: campaign, adopt, resign,
+ * step down or clear a foreign key (ec_elect_decide). */
+void ec__node_elect(ec_node_t *n);
 
 /* node_publish.c (leader only) */
 void ec__node_plan_and_act(ec_node_t *n);

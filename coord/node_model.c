@@ -155,6 +155,50 @@ void ec__node_model_clear(ec_node_t *n)
         free(n->sus[i].ids);
     }
     n->nsus = 0;
+    for (size_t i = 0; i < n->nfails; i++)
+        free(n->fails[i]);
+    n->nfails = 0;
+}
+
+/* Failure records, in key order (their sequence is the failure time, zero
+ * padded): the leader keeps the newest ones and prunes the rest. */
+static void model_failure(ec_node_t *n, bool put, const char *key, size_t len)
+{
+    size_t lo = 0, hi = n->nfails;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strncmp(n->fails[mid], key, len);
+        if (c == 0 && n->fails[mid][len] != '\0')
+            c = 1;
+        if (c == 0) {
+            if (!put) {
+                free(n->fails[mid]);
+                memmove(&n->fails[mid], &n->fails[mid + 1], (n->nfails - mid - 1) * sizeof(char *));
+                n->nfails--;
+            }
+            return;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!put)
+        return;
+    if (n->nfails == n->fails_cap) {
+        size_t nc = n->fails_cap ? n->fails_cap * 2 : 16;
+        char **nf = realloc(n->fails, nc * sizeof(char *));
+        if (!nf)
+            return;
+        n->fails = nf;
+        n->fails_cap = nc;
+    }
+    char *k = strndup(key, len);
+    if (!k)
+        return;
+    memmove(&n->fails[lo + 1], &n->fails[lo], (n->nfails - lo) * sizeof(char *));
+    n->fails[lo] = k;
+    n->nfails++;
 }
 
 /* Apply one key's change; lock held. */
@@ -181,6 +225,8 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
         n->leader_create_rev = put ? kv->create_revision : 0;
         n->leader_lease = put ? kv->lease : 0;
         n->leader_mod_rev = put ? kv->mod_revision : 0;
+        if (!put)
+            n->leader_deleted_rev = kv->mod_revision;
     } else if (!strcmp(suffix, "epoch")) {
         if (put) {
             model_put_epoch(n, kv);
@@ -199,6 +245,15 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
             memcpy(n->status_raw, kv->value, kv->value_len);
             n->status_raw_len = kv->value_len;
         }
+        /* What the planning needs of it: whether a run ended, and which. */
+        n->status_state = 0;
+        n->status_run = 0;
+        ec_job_status_t *st = NULL;
+        if (put && ec_job_status_decode(kv->value, kv->value_len, kv->key, &st, NULL) == 0) {
+            n->status_state = st->state;
+            n->status_run = st->run;
+        }
+        ec_job_status_free(st);
     } else if (!strncmp(suffix, "epochs/", 7) && strstr(suffix, "/suspect/")) {
         uint64_t num = 0;
         if (ec_key_parse_epoch(&n->keys, kv->key, kv->key_len, &num) != EC_KEY_EPOCH_WORKER)
@@ -223,8 +278,11 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
         n->nsus++;
         n->dirty = true;
         return;
+    } else if (!strncmp(suffix, "failures/", 9)) {
+        model_failure(n, put, kv->key, kv->key_len);
+        return; /* not part of the decision model: only counted, for pruning */
     } else {
-        return; /* other epochs/ keys, failures/: not part of the decision model */
+        return; /* other epochs/ keys: not part of the decision model */
     }
     n->changed_at_ms = ec__node_wall_ms();
     n->dirty = true;

@@ -1,2 +1,47 @@
 /* Pure decisions of the node coordinator (see node_policy.h). */
 #include "node_policy.h"
+
+ec_reg_action_t ec_reg_decide(const ec_reg_view_t *v)
+{
+    if (!v->present)
+        return EC_REG_CREATE;
+    if (v->lease == 0)
+        /* Agents write their records only under a lease: this value was put
+         * by another tool and, never expiring, would block this id forever.
+         * Once; a second one is someone insisting, and is waited out. */
+        return v->junk_cleared ? EC_REG_WAIT : EC_REG_CLEAR_JUNK;
+    if (v->my_old_lease != 0 && v->lease == v->my_old_lease)
+        return EC_REG_TAKE_OWN;
+    if (v->has_probe_port && v->probe == EC_REG_PROBE_NONE)
+        return EC_REG_PROBE;
+    if (v->has_probe_port && v->probe == EC_REG_PROBE_SILENT)
+        return EC_REG_TAKE_DEAD;
+    return v->deadline_passed ? EC_REG_DUPLICATE : EC_REG_WAIT;
+}
+
+ec_elect_action_t ec_elect_decide(const ec_elect_view_t *v)
+{
+    if (v->key_present && v->key_lease == 0)
+        return EC_ELECT_CLEAR_FOREIGN;
+    if (v->am_leader) {
+        /* An absent key counts only once its deletion is newer than our
+         * campaign: right after winning, the model may not show the key yet. */
+        if (!v->key_present)
+            return v->key_deleted_rev > v->my_leader_rev ? EC_ELECT_STEP_DOWN : EC_ELECT_NONE;
+        if (!v->key_names_me || v->key_create_rev != v->my_leader_rev)
+            return EC_ELECT_STEP_DOWN;
+        return EC_ELECT_NONE;
+    }
+    if (!v->key_present)
+        return EC_ELECT_CAMPAIGN;
+    if (v->key_names_me)
+        return v->key_lease == v->my_lease ? EC_ELECT_ADOPT : EC_ELECT_RESIGN;
+    return EC_ELECT_NONE;
+}
+
+bool ec_evict_leader_quorum(size_t n_members, size_t n_reporters)
+{
+    if (n_members < 2)
+        return false;
+    return 2 * n_reporters > n_members - 1;
+}

@@ -1,10 +1,83 @@
 /* The node coordinator's decisions that need no etcd: pure functions of what
- * the coordinator knows, unit-tested in coord/test/test_node_policy.c. */
+ * the coordinator knows (no I/O, no clock reads), unit-tested in
+ * coord/test/test_node_policy.c.  The files around them (node_register.c,
+ * node_election.c, node_evict.c) do the etcd I/O each decision asks for. */
 #ifndef EC_NODE_POLICY_H
 #define EC_NODE_POLICY_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- registration --------------------------------------------------------- */
+
+typedef enum {
+    EC_REG_CREATE = 1,   /* the key is absent: grant a lease and create it */
+    EC_REG_TAKE_OWN,     /* our own record under a lease etcd still has: take it over */
+    EC_REG_CLEAR_JUNK,   /* a value without a lease (no agent writes one): delete it, once */
+    EC_REG_PROBE,        /* an agent's record: ask that agent whether it is alive */
+    EC_REG_TAKE_DEAD,    /* its agent did not answer: delete the record, revoke its lease */
+    EC_REG_WAIT,         /* wait for the record to expire (no lease of ours meanwhile) */
+    EC_REG_DUPLICATE,    /* a live agent keeps it: refuse this node id */
+} ec_reg_action_t;
+
+typedef enum {
+    EC_REG_PROBE_NONE = 0, /* not probed yet */
+    EC_REG_PROBE_ANSWERED, /* an agent with this node id answered */
+    EC_REG_PROBE_SILENT,   /* nothing answered within the probe deadline */
+} ec_reg_probe_t;
+
+/* What registration knows about nodes/<node_id>. */
+typedef struct ec_reg_view {
+    bool present;          /* the key exists */
+    int64_t lease;         /* its lease (0: none) */
+    int64_t my_old_lease;  /* the lease of our previous registration (0: none) */
+    bool junk_cleared;     /* we already deleted one unleased value */
+    bool has_probe_port;   /* the record decodes and names a probe port */
+    ec_reg_probe_t probe;  /* outcome of probing that port, for this record */
+    bool deadline_passed;  /* waited a whole TTL of the record's lease */
+} ec_reg_view_t;
+
+/* What to do next about our node key.  A restarted agent (same node id, the
+ * old process dead: a Kubernetes container restart) gets its record back at
+ * once because the old agent no longer answers its probe; an agent that
+ * answers is a live duplicate and is waited out for one TTL before this
+ * node id is refused. */
+ec_reg_action_t ec_reg_decide(const ec_reg_view_t *v);
+
+/* ---- election ------------------------------------------------------------- */
+
+typedef enum {
+    EC_ELECT_NONE = 0,
+    EC_ELECT_CAMPAIGN,       /* no leader key: try to create it */
+    EC_ELECT_ADOPT,          /* the key names us on our lease: we lead (a lost campaign reply) */
+    EC_ELECT_RESIGN,         /* the key names us on an old lease of ours: delete it (fenced) */
+    EC_ELECT_STEP_DOWN,      /* we believed we led, the key says otherwise */
+    EC_ELECT_CLEAR_FOREIGN,  /* the key has no lease (no agent wrote it): delete it (fenced) */
+} ec_elect_action_t;
+
+typedef struct ec_elect_view {
+    bool am_leader;           /* what the coordinator believes */
+    int64_t my_leader_rev;    /* our fencing token while am_leader */
+    int64_t my_lease;         /* our current lease */
+    bool key_present;         /* the leader key exists */
+    bool key_names_me;        /* its value is our node id */
+    int64_t key_create_rev;
+    int64_t key_lease;        /* 0: written without a lease */
+    int64_t key_deleted_rev;  /* revision of the key's last deletion seen (0: none) */
+} ec_elect_view_t;
+
+/* One decision about the leader key, from the model.  Called again after the
+ * action is taken, until it answers NONE (a step-down is followed by a
+ * campaign only once the key is gone). */
+ec_elect_action_t ec_elect_decide(const ec_elect_view_t *v);
+
+/* ---- eviction ------------------------------------------------------------- */
+
+/* Whether the members that reported the leader silent are enough for a
+ * follower to evict it: a strict majority of the epoch's members other than
+ * the leader.  One partitioned follower can then never depose a leader that
+ * the rest of the job still reaches. */
+bool ec_evict_leader_quorum(size_t n_members, size_t n_reporters);
 
 #endif

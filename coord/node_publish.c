@@ -20,6 +20,7 @@ typedef struct pub {
     int64_t expect_mod;
     char *log;
     bool first;
+    uint64_t run;
     /* refused nodes to mark: key, value, lease, expected mod revision */
     size_t nref;
     struct {
@@ -42,7 +43,7 @@ static void pub_free(pub_t *p)
 
 /* Build the epoch record for decision d; lock held. */
 static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan_nodes,
-                       int64_t planner_us, pub_t *p, ec_error_t *err)
+                       int64_t planner_us, uint64_t run, bool new_run, pub_t *p, ec_error_t *err)
 {
     ec_epoch_t *ep = ec_epoch_new((int)d->n_members, n->o.nproc);
     if (!ep)
@@ -66,11 +67,13 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
         m->incarnation = r->incarnation;
     }
     ep->published_at_ms = ec__node_wall_ms();
+    ep->run = run;
     int rc = ec_epoch_encode(ep, &p->buf, &p->len, err);
     ec_epoch_free(ep);
     p->number = d->epoch;
     p->expect_mod = n->epoch_mod_rev;
-    p->first = n->epoch == NULL;
+    p->first = n->epoch == NULL || new_run; /* a run starts: status running */
+    p->run = run;
     return rc;
 }
 
@@ -98,8 +101,36 @@ static void plan_refusals(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **p
     }
 }
 
+/* Failure records outlive their nodes for the post-mortem, but not forever:
+ * the leader keeps the newest EC_FAILURES_KEEP and deletes the older ones
+ * with one fenced range delete. */
+#define EC_FAILURES_KEEP 64
+
+static void prune_failures(ec_node_t *n)
+{
+    char first_kept[EC_KEY_MAX], prefix[EC_KEY_MAX];
+    pthread_mutex_lock(&n->lock);
+    bool over = n->nfails > EC_FAILURES_KEEP;
+    if (over)
+        snprintf(first_kept, sizeof(first_kept), "%s", n->fails[n->nfails - EC_FAILURES_KEEP]);
+    size_t excess = over ? n->nfails - EC_FAILURES_KEEP : 0;
+    pthread_mutex_unlock(&n->lock);
+    if (!over)
+        return;
+    ec_key_failures_prefix(&n->keys, prefix, sizeof(prefix));
+    ec_cmp_t f = ec__node_fence_leader(n);
+    ec_op_t del = {.type = EC_OP_DELETE, .key = prefix, .range_end = first_kept};
+    ec_error_t err = {0};
+    if (ec_etcd_txn(n->c, &f, 1, &del, 1, NULL, 0, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot prune old failure records: %s", err.msg);
+    else
+        ec_log(EC_LOG_INFO, "pruned %zu failure records (the newest %d are kept)", excess,
+               EC_FAILURES_KEEP);
+}
+
 void ec__node_plan_and_act(ec_node_t *n)
 {
+    prune_failures(n);
     pub_t p = {0};
     ec_error_t err = {0};
     ec_plan_decision_t *d = NULL;
@@ -110,12 +141,21 @@ void ec__node_plan_and_act(ec_node_t *n)
     uint64_t cur_epoch = 0;
 
     pthread_mutex_lock(&n->lock);
+    /* Runs: a job whose status is final (completed or failed) and newer than
+     * its epoch's run is being launched again; its next epoch is the first
+     * of run status_run + 1, formed only from agents of that run (agents of
+     * the ended run are on their way out). */
+    bool final = n->status_state == EC_JOB_COMPLETED || n->status_state == EC_JOB_FAILED;
+    uint64_t epoch_run = n->epoch ? n->epoch->run : 0;
+    bool new_run = final && n->status_run >= epoch_run;
+    uint64_t run = new_run ? n->status_run + 1
+                           : (epoch_run ? epoch_run : (n->status_run ? n->status_run : 1));
     mnode_t **pn = calloc(n->nnodes ? n->nnodes : 1, sizeof(*pn));
     ec_plan_node_t *nodes = calloc(n->nnodes ? n->nnodes : 1, sizeof(*nodes));
     ec_plan_member_t *mem = NULL;
     size_t nn = 0;
     for (size_t i = 0; pn && nodes && i < n->nnodes; i++) {
-        if (!n->nodes[i].rec)
+        if (!n->nodes[i].rec || n->nodes[i].rec->run != run)
             continue;
         pn[nn] = &n->nodes[i];
         nodes[nn].node_id = n->nodes[i].id;
@@ -154,6 +194,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.since_member_missing_ms = n->missing_since < 0 ? -1 : now - n->missing_since;
     in.left_ids = (const char *const *)n->left;
     in.n_left = n->nleft;
+    in.new_run = new_run && n->epoch;
     repair = n->epoch_bad && n->epoch_raw;
     int64_t t0 = ec__node_mono_ms();
     struct timespec a, b;
@@ -166,14 +207,14 @@ void ec__node_plan_and_act(ec_node_t *n)
         action = d->action;
         wait_ms = d->wait_ms;
         why = d->why ? strdup(d->why) : NULL;
-        complete = action == EC_PLAN_WAIT && why && !strncmp(why, "complete", 8);
+        complete = d->complete;
         if (d->n_departed > 0 && n->missing_since < 0)
             n->missing_since = now;
         else if (d->n_departed == 0)
             n->missing_since = -1;
         plan_refusals(n, d, pn, &p);
         if (action == EC_PLAN_PUBLISH) {
-            if (build_epoch(n, d, pn, planner_us, &p, &err) < 0) {
+            if (build_epoch(n, d, pn, planner_us, run, new_run, &p, &err) < 0) {
                 ec_log(EC_LOG_ERROR, "cannot build epoch %" PRIu64 ": %s", d->epoch, err.msg);
                 action = EC_PLAN_WAIT;
             }
@@ -227,7 +268,8 @@ void ec__node_plan_and_act(ec_node_t *n)
             }
             if (p.first) {
                 ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p.number,
-                                      .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id};
+                                      .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id,
+                                      .run = p.run};
                 if (ec_job_status_encode(&st, &stbuf, &stlen, NULL) == 0)
                     ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_status, .value = stbuf,
                                             .value_len = stlen};
@@ -246,6 +288,8 @@ void ec__node_plan_and_act(ec_node_t *n)
                     ec__node_emit(n, "%s (txn %lld ms)", p.log ? p.log : "+epoch",
                          (long long)(ec__node_wall_ms() - t_send));
                     pthread_mutex_lock(&n->lock);
+                    if (p.first)
+                        n->wrote_final = false; /* a new run: its end is written again */
                     for (size_t i = 0; i < n->nleft; i++)
                         free(n->left[i]);
                     n->nleft = 0;
@@ -277,7 +321,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         }
         if ((complete || action == EC_PLAN_FAIL) && !n->wrote_final) {
             if (ec__node_write_status(n, complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
-                             complete ? NULL : why, cur_epoch, true) == 0)
+                                      complete ? NULL : why, cur_epoch, run, true) == 0)
                 n->wrote_final = true;
         }
     }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "keys.h"
@@ -29,6 +30,7 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     r->state = n->state;
     r->reason = n->reason ? strdup(n->reason) : NULL;
     r->registered_at_ms = n->registered_at_ms;
+    r->run = n->run;
     pthread_mutex_unlock(&n->lock);
     r->agent_version = n->agent_version ? strdup(n->agent_version) : NULL;
     int rc = ec_node_rec_encode(r, buf, len, err);
@@ -48,7 +50,81 @@ static void on_lease_lost(int64_t lease, const char *why, void *arg)
     (void)why;
 }
 
-int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
+/* What we know of the record at our node key, read with one get. */
+typedef struct existing {
+    bool present;
+    int64_t lease, mod;
+    char host[EC_HOST_MAX + 1];
+    uint16_t probe_port;
+    uint64_t incarnation;
+} existing_t;
+
+static int read_existing(ec_node_t *n, existing_t *e, ec_error_t *err)
+{
+    memset(e, 0, sizeof(*e));
+    snprintf(e->host, sizeof(e->host), "?");
+    ec_kv_t kv;
+    bool found = false;
+    int rc = ec_etcd_get(n->c, n->k_node, &kv, &found, NULL, err);
+    if (rc < 0 || !found)
+        return rc;
+    e->present = true;
+    e->lease = kv.lease;
+    e->mod = kv.mod_revision;
+    ec_node_rec_t *rec = NULL;
+    if (ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0) {
+        snprintf(e->host, sizeof(e->host), "%s", rec->host);
+        e->probe_port = rec->probe_port;
+        e->incarnation = rec->incarnation;
+    }
+    ec_node_rec_free(rec);
+    ec_kv_free(&kv);
+    return 0;
+}
+
+/* Delete the record we looked at (only if unchanged since) and, when it was
+ * leased, revoke that lease so everything the old agent held goes with it
+ * (its leader key too).  True if it was ours to delete. */
+static bool take_away(ec_node_t *n, const existing_t *e, ec_error_t *err)
+{
+    ec_cmp_t same = {.key = n->k_node, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                     .number = e->mod};
+    ec_op_t del = {.type = EC_OP_DELETE, .key = n->k_node};
+    ec_txn_result_t r;
+    if (ec_etcd_txn(n->c, &same, 1, &del, 1, NULL, 0, &r, err) < 0)
+        return false;
+    bool ok = r.succeeded;
+    ec_txn_result_free(&r);
+    if (ok && e->lease)
+        ec_etcd_lease_revoke(n->c, e->lease, NULL);
+    return ok;
+}
+
+/* Wait up to ms or until stopped; false if stopped.  The loop's heartbeat is
+ * kept while registration waits. */
+static bool reg_pause(ec_node_t *n, int64_t ms)
+{
+    atomic_store(&n->beat_ms, ec__node_mono_ms());
+    pthread_mutex_lock(&n->lock);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    if (!n->stop)
+        pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+    bool stopping = n->stop;
+    pthread_mutex_unlock(&n->lock);
+    return !stopping;
+}
+
+/* Create our record under a fresh lease, if the key is still absent (or, for
+ * take_own, whatever is there).  1: done (*lease set), 0: someone else
+ * created it meanwhile, < 0: error. */
+static int create_record(ec_node_t *n, bool take_own, int64_t *lease_out, ec_error_t *err)
 {
     int64_t lease;
     int rc = ec_etcd_lease_grant(n->c, n->o.lease_ttl_s, &lease, NULL, err);
@@ -62,106 +138,124 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
     if ((rc = encode_self(n, &buf, &len, err)) < 0)
         goto fail;
     ec_cmp_t absent = {.key = n->k_node, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL};
-    ec_op_t put = {.type = EC_OP_PUT, .key = n->k_node, .value = buf, .value_len = len, .lease = lease};
-    ec_op_t get = {.type = EC_OP_GET, .key = n->k_node};
-    /* A restarted agent's previous record lives until its lease expires:
-     * wait that out (bounded by its TTL), and only then call it a duplicate. */
-    int64_t deadline = -1;
-    bool cleared_junk = false;
+    ec_op_t put = {.type = EC_OP_PUT, .key = n->k_node, .value = buf, .value_len = len,
+                   .lease = lease};
+    ec_txn_result_t r;
+    if ((rc = ec_etcd_txn(n->c, &absent, take_own ? 0 : 1, &put, 1, NULL, 0, &r, err)) < 0)
+        goto fail;
+    bool ok = r.succeeded;
+    ec_txn_result_free(&r);
+    free(buf);
+    if (!ok) {
+        ec_etcd_lease_revoke(n->c, lease, NULL);
+        return 0;
+    }
+    *lease_out = lease;
+    return 1;
+fail:
+    free(buf);
+    ec_etcd_lease_revoke(n->c, lease, NULL);
+    return rc;
+}
+
+/* Register at nodes/<node_id>.  No lease of ours exists while we wait for an
+ * old record to go (a lease granted first and not kept alive expired during
+ * that wait: "requested lease not found" when a restarted agent's TTL was
+ * shorter than its old record's remainder). */
+int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
+{
+    ec_reg_view_t v = {.my_old_lease = old_lease};
+    int64_t deadline = -1, lease = 0, probed_mod = 0;
+    int rc;
     for (;;) {
-        ec_txn_result_t r;
-        if ((rc = ec_etcd_txn(n->c, &absent, 1, &put, 1, &get, 1, &r, err)) < 0)
-            goto fail;
-        if (r.succeeded) {
-            ec_txn_result_free(&r);
-            break;
+        existing_t e;
+        if ((rc = read_existing(n, &e, err)) < 0)
+            return rc;
+        v.present = e.present;
+        v.lease = e.lease;
+        v.has_probe_port = e.probe_port != 0;
+        if (e.mod != probed_mod)
+            v.probe = EC_REG_PROBE_NONE; /* a new record: probe it afresh */
+        v.deadline_passed = deadline >= 0 && ec__node_mono_ms() > deadline;
+        switch (ec_reg_decide(&v)) {
+        case EC_REG_CREATE:
+        case EC_REG_TAKE_OWN: {
+            bool own = v.present;
+            if ((rc = create_record(n, own, &lease, err)) < 0)
+                return rc;
+            if (rc == 0)
+                continue; /* another agent created it between our get and txn */
+            if (own)
+                ec_etcd_lease_revoke(n->c, old_lease, NULL);
+            goto registered;
         }
-        int64_t their_lease = r.n && r.results[0].kvs.n ? r.results[0].kvs.kvs[0].lease : 0;
-        int64_t their_mod = r.n && r.results[0].kvs.n ? r.results[0].kvs.kvs[0].mod_revision : 0;
-        char their_host[EC_HOST_MAX + 1] = "?";
-        if (r.n && r.results[0].kvs.n) {
-            ec_node_rec_t *rec = NULL;
-            if (ec_node_rec_decode(r.results[0].kvs.kvs[0].value, r.results[0].kvs.kvs[0].value_len,
-                                   NULL, &rec, NULL) == 0)
-                snprintf(their_host, sizeof(their_host), "%s", rec->host);
-            ec_node_rec_free(rec);
-        }
-        ec_txn_result_free(&r);
-        if (their_mod != 0 && their_lease == 0 && !cleared_junk) {
-            /* Agents write their records only under a lease: this value was
-             * put by another tool and, never expiring, would block this node
-             * id forever (tests/t7000-faults, garbage).  Delete it, once. */
+        case EC_REG_CLEAR_JUNK:
             ec_log(EC_LOG_ERROR, "node key %s holds a value without a lease, which no agent "
                                  "writes (another tool?); deleting it", n->k_node);
-            ec_cmp_t same = {.key = n->k_node, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
-                             .number = their_mod};
-            ec_op_t del = {.type = EC_OP_DELETE, .key = n->k_node};
-            if ((rc = ec_etcd_txn(n->c, &same, 1, &del, 1, NULL, 0, NULL, err)) < 0)
-                goto fail;
-            cleared_junk = true;
+            take_away(n, &e, NULL);
+            v.junk_cleared = true;
+            continue;
+        case EC_REG_PROBE: {
+            ec_probe_target_t t = {.host = e.host, .port = e.probe_port, .expect_id = n->node_id};
+            int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
+            ec_probe_many(&t, 1, to);
+            v.probe = t.ok ? EC_REG_PROBE_ANSWERED : EC_REG_PROBE_SILENT;
+            probed_mod = e.mod;
+            if (t.ok)
+                ec_log(EC_LOG_INFO, "node id %s is registered by an agent on host %s that "
+                                    "answers its probe", n->node_id, e.host);
             continue;
         }
-        if (their_lease != 0 && their_lease == old_lease) {
-            /* Our own record under a lease etcd still has: take it over. */
-            ec_op_t p2 = put;
-            if ((rc = ec_etcd_txn(n->c, NULL, 0, &p2, 1, NULL, 0, NULL, err)) < 0)
-                goto fail;
-            ec_etcd_lease_revoke(n->c, old_lease, NULL);
-            break;
-        }
-        if (deadline < 0) {
-            int64_t ttl = -1;
-            if (their_lease)
-                ec_etcd_lease_ttl(n->c, their_lease, &ttl, NULL, NULL);
-            deadline = ec__node_mono_ms() + (ttl > 0 ? ttl : 1) * 1000 + 1500;
-            ec_log(EC_LOG_INFO, "node id %s is still registered (host %s); waiting up to %lld s "
-                                "for that record to expire", n->node_id, their_host,
-                   (long long)(ttl > 0 ? ttl + 1 : 2));
-        }
-        if (ec__node_mono_ms() > deadline) {
-            rc = ec_errorf(err, EC_EEXIST,
-                           "node id '%s' is already registered by a live agent on host %s (its "
-                           "lease keeps being refreshed); give every node a unique --node_id "
-                           "(default: $POD_NAME, else the host name)",
-                           n->node_id, their_host);
-            goto fail;
-        }
-        pthread_mutex_lock(&n->lock);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 100 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        bool stopping = n->stop;
-        if (!stopping)
-            pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-        stopping = n->stop;
-        pthread_mutex_unlock(&n->lock);
-        if (stopping) {
-            rc = ec_errorf(err, EC_ECANCELED, "stopped while registering");
-            goto fail;
+        case EC_REG_TAKE_DEAD:
+            /* A new agent for the same node: its processes, ports and
+             * perhaps host are new, so the job must re-form around it (the
+             * planner sees a new incarnation: reason restart). */
+            pthread_mutex_lock(&n->lock);
+            if (n->incarnation <= e.incarnation)
+                n->incarnation = e.incarnation + 1;
+            pthread_mutex_unlock(&n->lock);
+            if (take_away(n, &e, NULL))
+                ec__node_emit(n, "+node %s took over its record: the agent that held it (host "
+                                 "%s) no longer answers at %s:%u", n->node_id, e.host, e.host,
+                              e.probe_port);
+            v.probe = EC_REG_PROBE_NONE;
+            continue;
+        case EC_REG_WAIT:
+            if (deadline < 0) {
+                int64_t ttl = -1;
+                if (e.lease)
+                    ec_etcd_lease_ttl(n->c, e.lease, &ttl, NULL, NULL);
+                deadline = ec__node_mono_ms() + (ttl > 0 ? ttl : 1) * 1000 + 1500;
+                ec_log(EC_LOG_INFO, "node id %s is still registered (host %s); waiting up to "
+                                    "%lld s for that record to expire", n->node_id, e.host,
+                       (long long)(ttl > 0 ? ttl + 1 : 2));
+            }
+            if (!reg_pause(n, 100))
+                return ec_errorf(err, EC_ECANCELED, "stopped while registering");
+            continue;
+        case EC_REG_DUPLICATE:
+            return ec_errorf(err, EC_EEXIST,
+                             "node id '%s' is already registered by a live agent on host %s (its "
+                             "lease keeps being refreshed and it answers probes); give every "
+                             "node a unique --node_id (default: $POD_NAME, else the host name)",
+                             n->node_id, e.host);
         }
     }
-    free(buf);
+registered:;
     ec_keepalive_t *ka = ec_keepalive_start(n->c, lease, n->o.lease_ttl_s, on_lease_lost, n, err);
     if (!ka) {
         ec_etcd_lease_revoke(n->c, lease, NULL);
-        return err->code;
+        return err ? err->code : EC_ESYS;
     }
+    ec_keepalive_set_gate(ka, ec__node_loop_alive, n);
     pthread_mutex_lock(&n->lock);
     n->lease = lease;
     n->ka = ka;
     n->lease_lost = false;
     pthread_mutex_unlock(&n->lock);
-    ec__node_emit(n, "+node %s registered host=%s nproc=%d lease=%llx", n->node_id, n->host, n->o.nproc,
-         (unsigned long long)lease);
+    ec__node_emit(n, "+node %s registered host=%s nproc=%d lease=%llx run=%llu", n->node_id,
+                  n->host, n->o.nproc, (unsigned long long)lease, (unsigned long long)n->run);
     return 0;
-fail:
-    free(buf);
-    ec_etcd_lease_revoke(n->c, lease, NULL);
-    return rc;
 }
 
 int ec__node_put_self(ec_node_t *n, ec_error_t *err)

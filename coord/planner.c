@@ -737,7 +737,7 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         return rc;
 
     plan_t p = {.in = in, .cfg = &in->config, .mem = in->epoch.members,
-                .n_mem = in->epoch.n_members};
+                .n_mem = in->new_run ? 0 : in->epoch.n_members};
     sbuf_t why = {0}, log = {0};
     ec_plan_decision_t *d = calloc(1, sizeof(*d));
     if (!d) {
@@ -776,6 +776,7 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         sb_printf(&why, "complete: all %zu members of epoch %" PRIu64 " are done", p.n_mem,
                   in->epoch.number);
         set_wait(d, EC_PLAN_WAIT, 0);
+        d->complete = true;
     } else if (p.n_departed) {
         rc = plan_departed(&p, d, &why);
     } else {

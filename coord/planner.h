@@ -44,6 +44,7 @@
 #define EC_PLANNER_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -119,6 +120,11 @@ typedef struct ec_plan_input {
      * (their departure is a "leave", not a "lost"); may be NULL if n_left == 0 */
     const char *const *left_ids;
     size_t n_left;
+    /* The run that published `epoch` has ended (the job completed or failed)
+     * and this is a new launch of the same job: plan the first epoch of a new
+     * run by the first-epoch rules, numbered after epoch.number (epoch numbers
+     * keep increasing across runs); the old epoch's members are ignored. */
+    bool new_run;
 } ec_plan_input_t;
 
 #define EC_PLAN_INPUT_INIT \
@@ -147,6 +153,7 @@ typedef struct ec_plan_decision {
     size_t n_refused;
     char *why; /* human text: "waiting for 2 more nodes: have 1, need np_min=3",
                   "steady", "n3 missing"; for PUBLISH it is the epoch's detail */
+    bool complete; /* WAIT because every member is done: the job completed */
     char *log; /* one event line: "+epoch 7 world=12 nodes=6 reason=lost: n3 missing",
                   "+wait: ...", "+wait-until 1500ms: ...", "+fail: ..." */
 } ec_plan_decision_t;

@@ -326,6 +326,7 @@ int ec_node_rec_encode(const ec_node_rec_t *r, void **buf, size_t *len, ec_error
     m.reason = pb_str(r->reason);
     m.registered_at_ms = r->registered_at_ms;
     m.probe_port = r->probe_port;
+    m.run = r->run;
     rc = pack(&m.base, &v, buf, len);
     free(ports);
     return rc;
@@ -394,6 +395,7 @@ int ec_node_rec_decode(const void *buf, size_t len, const char *key, ec_node_rec
         goto error;
     }
     r->probe_port = (uint16_t)m->probe_port;
+    r->run = m->run ? m->run : 1;
     if ((rc = node_validate(r, &v)) < 0)
         goto error;
     protobuf_c_message_free_unpacked(&m->base, NULL);
@@ -445,6 +447,7 @@ ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src)
     ep->decided_at_ms = src->decided_at_ms;
     ep->planner_us = src->planner_us;
     ep->published_at_ms = src->published_at_ms;
+    ep->run = src->run;
     bool ok = (!src->reason_detail || (ep->reason_detail = strdup(src->reason_detail))) &&
               (!src->leader_id || (ep->leader_id = strdup(src->leader_id)));
     for (int i = 0; ok && i < src->nmembers; i++) {
@@ -651,6 +654,7 @@ int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *e
     m.decided_at_ms = ep->decided_at_ms;
     m.planner_us = ep->planner_us;
     m.published_at_ms = ep->published_at_ms;
+    m.run = ep->run;
     rc = pack(&m.base, &v, buf, len);
 out:
     free(mem);
@@ -732,6 +736,7 @@ int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **o
     ep->decided_at_ms = m->decided_at_ms;
     ep->planner_us = m->planner_us;
     ep->published_at_ms = m->published_at_ms;
+    ep->run = m->run ? m->run : 1;
     if (!(ep->reason_detail = dup_str(m->reason_detail)) ||
         !(ep->leader_id = dup_str(m->leader_id))) {
         rc = enomem(&v);
@@ -896,6 +901,7 @@ int ec_job_status_encode(const ec_job_status_t *st, void **buf, size_t *len, ec_
     m.epoch = st->epoch;
     m.updated_at_ms = st->updated_at_ms;
     m.updated_by = pb_str(st->updated_by);
+    m.run = st->run;
     return pack(&m.base, &v, buf, len);
 }
 
@@ -918,6 +924,7 @@ int ec_job_status_decode(const void *buf, size_t len, const char *key, ec_job_st
     st->state = (ec_job_state_t)m->state;
     st->epoch = m->epoch;
     st->updated_at_ms = m->updated_at_ms;
+    st->run = m->run ? m->run : 1;
     if ((rc = status_validate(st, &v)) < 0)
         goto error;
     protobuf_c_message_free_unpacked(&m->base, NULL);

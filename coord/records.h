@@ -112,6 +112,7 @@ typedef struct ec_node_rec {
     char *reason;           /* why refused/failed; may be NULL */
     int64_t registered_at_ms;
     uint16_t probe_port;    /* the agent answers a TCP probe here; 0 = none */
+    uint64_t run;           /* the run this agent takes part in (>= 1 once decoded) */
 } ec_node_rec_t;
 
 /* A zeroed record with room for nproc ports and ndevices device ids (NULL
@@ -150,6 +151,7 @@ typedef struct ec_epoch {
     int64_t decided_at_ms;
     int64_t planner_us;
     int64_t published_at_ms;
+    uint64_t run;           /* run of the job that published it (>= 1 once decoded) */
 } ec_epoch_t;
 
 /* A zeroed epoch with nmembers members (m_id set to the index), each with
@@ -201,6 +203,7 @@ typedef struct ec_job_status {
     uint64_t epoch;         /* epoch current when written; 0 before the first */
     int64_t updated_at_ms;
     char *updated_by;       /* writer's node id, or NULL */
+    uint64_t run;           /* the run it is about (>= 1 once decoded; 0 encodes as 1) */
 } ec_job_status_t;
 
 void ec_job_status_free(ec_job_status_t *st);

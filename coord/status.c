@@ -30,7 +30,7 @@
  *   state           "running" | "completed" | "failed" (from the status key),
  *                   "running" without a status key but with an epoch,
  *                   "forming" with neither, "unknown" if the status is corrupt
- *   status          null | {state, reason, epoch, updated_at_ms, updated_by}
+ *   status          null | {state, reason, epoch, run, updated_at_ms, updated_by}
  *   status_error    null | string: why the status record was not readable
  *   leader          null | string: the leader key's value (the leader's node id)
  *   epoch           null | {number, world_size, nproc, nmembers, reason,
@@ -651,7 +651,8 @@ static void print_header(FILE *f, const st_snap_t *s, const char *job_id, const 
             free(safe);
         }
         safe = safe_dup(s->status->updated_by[0] ? s->status->updated_by : "-");
-        fprintf(f, "  (set by %s at %s%s%s)", safe ? safe : "?", t, ago[0] ? ", " : "", ago);
+        fprintf(f, "  (run %llu; set by %s at %s%s%s)", (unsigned long long)s->status->run,
+                safe ? safe : "?", t, ago[0] ? ", " : "", ago);
         free(safe);
     } else if (s->status_error) {
         safe = safe_dup(s->status_error);
@@ -938,6 +939,7 @@ static int render_json(FILE *f, const st_snap_t *s, const char *job_id, const ch
         json_kstr(f, &f2, "state", ec_job_state_name(s->status->state));
         json_kstr(f, &f2, "reason", s->status->reason);
         json_kuint(f, &f2, "epoch", s->status->epoch);
+        json_kuint(f, &f2, "run", s->status->run);
         json_kint(f, &f2, "updated_at_ms", s->status->updated_at_ms);
         json_kstr(f, &f2, "updated_by", s->status->updated_by);
         fputc('}', f);

@@ -118,6 +118,32 @@ static char *leader_of(const char *root)
     return id;
 }
 
+static char *leader_of_or_null(const char *root)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%sleader", root);
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
+        return NULL;
+    char *id = strndup((char *)kv.value, kv.value_len);
+    ec_kv_free(&kv);
+    return id;
+}
+
+typedef struct {
+    const char *root, *id;
+} leads_t;
+
+static bool leads(void *arg)
+{
+    leads_t *l = arg;
+    char *id = leader_of_or_null(l->root);
+    bool yes = id && !strcmp(id, l->id);
+    free(id);
+    return yes;
+}
+
 static proc_t *by_id(proc_t *ps, const char **ids, int n, const char *id)
 {
     for (int i = 0; i < n; i++)
@@ -307,6 +333,158 @@ START_TEST(duplicate_node_id_refused)
 }
 END_TEST
 
+/* What a StatefulSet pod restart does: the agent is killed and starts again
+ * at once with the same node id, while its old record (long TTL) is still
+ * there.  The old agent does not answer a probe, so the new one takes its
+ * record over at once; it never waits out the old lease, and its own lease
+ * never expires while it waits.  The old leader key (on the old lease) goes
+ * with it, so the job re-forms under a new leadership. */
+START_TEST(restarted_node_id_takes_over_its_record)
+{
+    const char *root = "/jsame/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    proc_t a = start_node("jsame", "a", 1, 2, 1, 0, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 1, NULL, 10000));
+    kill(a.pid, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(a.pid, 5000), 128 + SIGKILL);
+    /* a TTL shorter than the old record's remainder, as reported */
+    proc_t b = start_node("jsame", "a", 1, 2, 1, 0, 3, 0);
+    ck_assert_msg(wait_log(b.log, "STARTED", 10000),
+                  "the restarted node did not register within 10 s (old TTL 30 s); log %s",
+                  b.log);
+    ck_assert(!ec_test_file_contains(b.log, "ERROR"));
+    /* it leads again and publishes an epoch with itself, well before 30 s */
+    ec_epoch_t *ep = wait_epoch(root, 2, 1, NULL, 10000);
+    ck_assert_int_eq(ec_epoch_find_member(ep, "a"), 0);
+    ec_epoch_free(ep);
+    /* its new lease stays alive: still registered after more than its TTL */
+    ck_assert(!wait_log(b.log, "registering again", 4500));
+    ec_test_obs_check(o, 1, 2, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+static int64_t lease_in_log(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    long long lease = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "STARTED %*s lease=%llx", &lease) == 1)
+            break;
+    fclose(f);
+    return (int64_t)lease;
+}
+
+/* A leader key that names this node on this node's lease, while the node
+ * does not believe it leads (a campaign applied whose reply was lost, a
+ * failed read after a rejected publish): the node adopts the leadership
+ * instead of leaving the job leaderless for good.  Produced here by doing
+ * the node's own campaign for it while it is stopped. */
+START_TEST(leader_key_naming_me_is_adopted)
+{
+    const char *root = "/jadopt/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    char key[128];
+    snprintf(key, sizeof(key), "%sleader", root);
+    /* someone else (a live lease) leads, so the node does not campaign */
+    int64_t other;
+    ck_assert_int_eq(ec_etcd_lease_grant(c, 30, &other, NULL, NULL), 0);
+    ck_assert_int_eq(ec_etcd_put(c, key, "ghost", 5, other, NULL, NULL), 0);
+    proc_t a = start_node("jadopt", "a", 1, 1, 1, 0, 5, 0);
+    int64_t mine = lease_in_log(a.log);
+    ck_assert(mine != 0);
+    kill(a.pid, SIGSTOP);
+    /* the other leader goes; a's campaign (create if absent, on a's lease)
+     * is applied, and a never hears the answer */
+    ec_etcd_lease_revoke(c, other, NULL);
+    ec_cmp_t absent = {.key = key, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL};
+    ec_op_t put = {.type = EC_OP_PUT, .key = key, .value = "a", .value_len = 1, .lease = mine};
+    ec_txn_result_t r;
+    ck_assert_int_eq(ec_etcd_txn(c, &absent, 1, &put, 1, NULL, 0, &r, NULL), 0);
+    ck_assert(r.succeeded);
+    ec_txn_result_free(&r);
+    kill(a.pid, SIGCONT);
+    ec_epoch_t *ep = wait_epoch(root, 1, 1, NULL, 10000);
+    ck_assert_str_eq(ep->leader_id, "a");
+    ec_epoch_free(ep);
+    ck_assert(wait_log(a.log, "+leader a", 1000));
+    ec_test_obs_check(o, 1, 1, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+/* A leader whose coordinator loop is wedged (a callback blocked on a full
+ * pipe, say) while its process and keepalive thread live on must not keep
+ * the leadership: its lease stops being refreshed, another node leads, and
+ * the wedged one comes back as a member once it is unwedged. */
+START_TEST(wedged_leader_loses_its_lease)
+{
+    const char *root = "/jwedge/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    char wedge[320];
+    snprintf(wedge, sizeof(wedge), "%s/wedge", tmp);
+    FILE *f = fopen(wedge, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    setenv("EC_TEST_WEDGE_FILE", wedge, 1);
+    proc_t a = start_node("jwedge", "a", 2, 2, 1, 0, 3, 0);
+    unsetenv("EC_TEST_WEDGE_FILE");
+    ck_assert(wait_log(a.log, "+leader a", 10000));
+    start_node("jwedge", "b", 2, 2, 1, 0, 3, 0);
+    ec_epoch_free(wait_epoch(root, 1, 2, NULL, 10000));
+    ck_assert_msg(wait_log(a.log, "WEDGED", 10000), "the leader's callback did not block");
+    /* b takes over once a's lease is no longer refreshed */
+    leads_t lb = {root, "b"};
+    bool b_leads = ec_test_wait(leads, &lb, 20000);
+    ck_assert_msg(b_leads, "node b never led while a's loop was wedged");
+    unlink(wedge);
+    ck_assert(wait_log(a.log, "UNWEDGED", 5000));
+    /* a re-registers as a member under b's leadership */
+    ck_assert(wait_log(a.log, "-leader a", 10000));
+    ck_assert(wait_log(a.log, "registering again", 10000));
+    ck_assert(ec_test_holds(leads, &lb, 2000));
+    ec_epoch_t *ep = wait_epoch(root, 1, 2, NULL, 5000);
+    ck_assert_int_ge(ec_epoch_find_member(ep, "a"), 0);
+    ec_epoch_free(ep);
+    ec_test_obs_check(o, 1, 2, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+/* Failure records outlive their nodes for the post-mortem but do not
+ * accumulate forever: the leader keeps the newest 64. */
+START_TEST(old_failure_records_are_pruned)
+{
+    const char *root = "/jprune/";
+    char key[128];
+    for (int i = 1; i <= 70; i++) {
+        snprintf(key, sizeof(key), "%sfailures/%020d/n%d", root, i, i);
+        ck_assert_int_eq(ec_etcd_put(c, key, "x", 1, 0, NULL, NULL), 0);
+    }
+    start_node("jprune", "a", 1, 1, 1, 0, 5, 0);
+    ec_epoch_free(wait_epoch(root, 1, 1, NULL, 10000));
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "%sfailures/", root);
+    bool pruned = false;
+    for (int tries = 0; tries < 100 && !pruned; tries++) {
+        ec_kv_list_t l;
+        ck_assert_int_eq(ec_etcd_get_prefix(c, prefix, 0, &l, NULL), 0);
+        pruned = l.n == 64;
+        if (pruned) {
+            /* the newest are the ones kept */
+            ck_assert(strstr(l.kvs[0].key, "/00000000000000000007/") != NULL);
+            ck_assert(strstr(l.kvs[63].key, "/00000000000000000070/") != NULL);
+        }
+        ec_kv_list_free(&l);
+        if (!pruned)
+            wait_log("/dev/null", "never", 50); /* polling interval */
+    }
+    ck_assert_msg(pruned, "failure records were not pruned to the newest 64");
+}
+END_TEST
+
 START_TEST(restart_reforms_same_members)
 {
     const char *root = "/jrst/";
@@ -416,9 +594,17 @@ START_TEST(silent_leader_evicted_by_a_follower)
         ps[i] = start_node("jel", ids[i], 1, 3, 1, 600000, 30, 0);
     ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
     char *l = leader_of(root);
-    const char *reporter = strcmp(l, "n1") ? "n1" : "n2";
     kill(by_id(ps, ids, 3, l)->pid, SIGSTOP);
-    report_suspect("jel", 1, reporter, l);
+    /* One follower alone is not enough (it may be the one cut off): a
+     * strict majority of the other members must report the leader. */
+    const char *others[2];
+    for (int i = 0, k = 0; i < 3; i++)
+        if (strcmp(ids[i], l))
+            others[k++] = ids[i];
+    report_suspect("jel", 1, others[0], l);
+    leads_t still = {root, l};
+    ck_assert_msg(ec_test_holds(leads, &still, 1500), "one follower's report deposed the leader");
+    report_suspect("jel", 1, others[1], l);
     ec_epoch_t *ep = wait_epoch(root, 2, 2, l, 5000);
     ck_assert_str_ne(ep->leader_id, l);
     ec_epoch_free(ep);
@@ -470,6 +656,10 @@ static Suite *suite(void)
     tcase_add_test(t, frozen_leader_cannot_publish);
     tcase_add_test(t, standby_promotion_keeps_ranks);
     tcase_add_test(t, duplicate_node_id_refused);
+    tcase_add_test(t, restarted_node_id_takes_over_its_record);
+    tcase_add_test(t, leader_key_naming_me_is_adopted);
+    tcase_add_test(t, wedged_leader_loses_its_lease);
+    tcase_add_test(t, old_failure_records_are_pruned);
     tcase_add_test(t, restart_reforms_same_members);
     tcase_add_test(t, mismatched_nproc_refused_with_reason);
     tcase_add_test(t, silent_member_evicted_before_its_ttl);

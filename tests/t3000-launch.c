@@ -314,6 +314,49 @@ START_TEST(job_completes_everywhere)
 }
 END_TEST
 
+static ec_job_status_t *job_status(const char *job)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "/%s/status", job);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ec_job_status_t *st = NULL;
+    ck_assert_int_eq(ec_job_status_decode(kv.value, kv.value_len, NULL, &st, NULL), 0);
+    ec_kv_free(&kv);
+    return st;
+}
+
+/* A job id can run again: a launch after the job completed starts a new run
+ * (a run generation in the status) that really runs the program, with epoch
+ * numbers that keep increasing across runs; the first run's completion is
+ * not mistaken for the second's. */
+START_TEST(completed_job_id_runs_again)
+{
+    agent_t a = start_agent("jrerun", "a", "1", "", "300");
+    ck_assert_int_eq(ec_test_reap(a.pid, 20000), 0);
+    ec_job_status_t *st = job_status("jrerun");
+    ck_assert_int_eq(st->state, EC_JOB_COMPLETED);
+    ck_assert_uint_eq(st->run, 1);
+    uint64_t last = st->epoch;
+    ck_assert_uint_ge(last, 1);
+    ec_job_status_free(st);
+
+    agent_t b = start_agent("jrerun", "a", "1", "", "300");
+    ck_assert_int_eq(ec_test_reap(b.pid, 20000), 0);
+    ck_assert_msg(access(dump_path("jrerun", "a", 0, last + 1), F_OK) == 0,
+                  "the second run never ran the program in epoch %llu (log %s)",
+                  (unsigned long long)last + 1, b.log);
+    ck_assert(ec_test_file_contains(b.log, "job jrerun completed"));
+    st = job_status("jrerun");
+    ck_assert_int_eq(st->state, EC_JOB_COMPLETED);
+    ck_assert_uint_eq(st->run, 2);
+    ck_assert_uint_gt(st->epoch, last);
+    ec_job_status_free(st);
+}
+END_TEST
+
 static void bad(const char *flags, const char *envs, const char *needle)
 {
     char cmd[2048], out[8192];
@@ -359,6 +402,7 @@ static Suite *suite(void)
     tcase_add_test(t, bad_input_stops_before_anything_starts);
     tcase_add_test(t, environment_matches_epoch);
     tcase_add_test(t, job_completes_everywhere);
+    tcase_add_test(t, completed_job_id_runs_again);
     tcase_add_test(t, killed_process_restarts_then_node_leaves);
     tcase_add_test(t, killed_agent_takes_processes_and_lease_expires);
     tcase_add_test(t, sigterm_agent_leaves_at_once_and_joiner_added);

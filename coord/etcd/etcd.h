@@ -161,6 +161,11 @@ typedef void (*ec_lease_lost_cb)(int64_t lease, const char *why, void *arg);
  * stream, reopened with backoff when it breaks.  lost_cb may be NULL. */
 ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s,
                                    ec_lease_lost_cb lost_cb, void *arg, ec_error_t *err);
+/* Refresh only while gate(arg) returns true (checked before each refresh;
+ * NULL: always).  A program whose own loop is wedged then loses its lease
+ * like a dead one, instead of keeping it from a healthy keepalive thread. */
+typedef bool (*ec_keepalive_gate_cb)(void *arg);
+void ec_keepalive_set_gate(ec_keepalive_t *ka, ec_keepalive_gate_cb gate, void *arg);
 /* Stop refreshing (the lease stays until it expires or is revoked).
  * Joins the thread.  Accepts NULL. */
 void ec_keepalive_stop(ec_keepalive_t *ka);

@@ -74,6 +74,8 @@ struct ec_keepalive {
     int64_t id, ttl_ms;
     ec_lease_lost_cb cb;
     void *arg;
+    ec_keepalive_gate_cb gate; /* under lock */
+    void *gate_arg;
     pthread_t thread;
     pthread_mutex_t lock; /* guards stop, the stream's call */
     pthread_cond_t cond;
@@ -119,6 +121,15 @@ static bool ka_wait(ec_keepalive_t *ka, int64_t ms)
     return s;
 }
 
+static bool ka_gate_open(ec_keepalive_t *ka)
+{
+    pthread_mutex_lock(&ka->lock);
+    ec_keepalive_gate_cb gate = ka->gate;
+    void *arg = ka->gate_arg;
+    pthread_mutex_unlock(&ka->lock);
+    return !gate || gate(arg);
+}
+
 static void *ka_main(void *arg)
 {
     ec_keepalive_t *ka = arg;
@@ -149,9 +160,13 @@ static void *ka_main(void *arg)
                     break;
                 }
                 if (now >= next_send && !s.send_busy) {
-                    if (ec__stream_send(&s, &req.base) < 0)
-                        break;
-                    next_send = now + ka->ttl_ms / 3;
+                    if (!ka_gate_open(ka)) {
+                        next_send = now + 100; /* ask again soon; the TTL runs on */
+                    } else {
+                        if (ec__stream_send(&s, &req.base) < 0)
+                            break;
+                        next_send = now + ka->ttl_ms / 3;
+                    }
                 }
                 int64_t dl = next_send < last_ok + ka->ttl_ms ? next_send : last_ok + ka->ttl_ms;
                 ec__ev_t ev = ec__stream_next(&s, dl);
@@ -233,6 +248,14 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
         return NULL;
     }
     return ka;
+}
+
+void ec_keepalive_set_gate(ec_keepalive_t *ka, ec_keepalive_gate_cb gate, void *arg)
+{
+    pthread_mutex_lock(&ka->lock);
+    ka->gate = gate;
+    ka->gate_arg = arg;
+    pthread_mutex_unlock(&ka->lock);
 }
 
 void ec_keepalive_stop(ec_keepalive_t *ka)

@@ -6,11 +6,17 @@
  * Prints one line per event ("EPOCH <n> <world> <reason> <node,...>",
  * coordinator events as they come).  SIGTERM: leave gracefully (revoke) and
  * exit 0.  SIGUSR1: bump the incarnation (processes "restarted").  Exits 3
- * when registration fails (duplicate node id), printing the error. */
+ * when registration fails (duplicate node id), printing the error.
+ *
+ * EC_TEST_WEDGE_FILE=PATH: while PATH exists, every epoch callback blocks
+ * (polling the file, at most 120 s): the coordinator's loop is wedged while
+ * its process and keepalive thread stay alive, for tests of what a wedged
+ * leader must give up. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -25,9 +31,25 @@ static void on_sig(int s)
         got_term = 1;
 }
 
+static void wedge_while_file_exists(void)
+{
+    const char *path = getenv("EC_TEST_WEDGE_FILE");
+    if (!path || access(path, F_OK) != 0)
+        return;
+    printf("WEDGED\n");
+    fflush(stdout);
+    for (int i = 0; i < 120 * 100 && access(path, F_OK) == 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    printf("UNWEDGED\n");
+    fflush(stdout);
+}
+
 static void on_epoch(const ec_epoch_t *ep, void *arg)
 {
     (void)arg;
+    wedge_while_file_exists();
     printf("EPOCH %llu %d %s ", (unsigned long long)ep->number, ep->world_size,
            ec_epoch_reason_name(ep->reason));
     for (int i = 0; i < ep->nmembers; i++)

@@ -1,0 +1,106 @@
+/* Rules checked: the node coordinator's pure decisions (coord/node_policy.c).
+ * Registration never holds a lease of its own while it waits, takes a record
+ * back at once from an agent that no longer answers its probe (a restarted
+ * container), and refuses a node id only once a live agent kept it a whole
+ * TTL; election adopts a leader key that names us on our lease, resigns one
+ * on an old lease of ours, never steps down on a key the model has not seen
+ * yet; a follower needs a strict majority of the other members to evict the
+ * leader. */
+#include "ec_check.h"
+#include "node_policy.h"
+
+START_TEST(registration_decisions)
+{
+    ec_reg_view_t v = {0};
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_CREATE);
+    /* our own record, on a lease etcd still has (re-registration) */
+    v = (ec_reg_view_t){.present = true, .lease = 7, .my_old_lease = 7};
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_TAKE_OWN);
+    /* junk: cleared once, then waited out */
+    v = (ec_reg_view_t){.present = true, .lease = 0};
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_CLEAR_JUNK);
+    v.junk_cleared = true;
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_WAIT);
+    /* another agent's record: probe it first */
+    v = (ec_reg_view_t){.present = true, .lease = 9, .my_old_lease = 0, .has_probe_port = true};
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_PROBE);
+    v.probe = EC_REG_PROBE_SILENT; /* a restarted container: the old agent is gone */
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_TAKE_DEAD);
+    v.probe = EC_REG_PROBE_ANSWERED; /* a live duplicate: one TTL, then refused */
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_WAIT);
+    v.deadline_passed = true;
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_DUPLICATE);
+    /* no probe port (an older agent): wait for expiry, then refuse */
+    v = (ec_reg_view_t){.present = true, .lease = 9};
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_WAIT);
+    v.deadline_passed = true;
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_DUPLICATE);
+    /* an old lease of ours that is not this record's lease is not ours */
+    v = (ec_reg_view_t){.present = true, .lease = 9, .my_old_lease = 8, .has_probe_port = true};
+    ck_assert_int_eq(ec_reg_decide(&v), EC_REG_PROBE);
+}
+END_TEST
+
+START_TEST(election_decisions)
+{
+    ec_elect_view_t v = {.my_lease = 5};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_CAMPAIGN);
+    /* someone else leads */
+    v = (ec_elect_view_t){.my_lease = 5, .key_present = true, .key_create_rev = 10, .key_lease = 6};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_NONE);
+    /* the key names us on our lease but we do not know it: adopt */
+    v.key_names_me = true;
+    v.key_lease = 5;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_ADOPT);
+    /* ... on an old lease of ours: resign */
+    v.key_lease = 4;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_RESIGN);
+    /* a foreign (unleased) key is cleared whoever we are */
+    v.key_lease = 0;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_CLEAR_FOREIGN);
+    v.am_leader = true;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_CLEAR_FOREIGN);
+    /* we lead and the key agrees */
+    v = (ec_elect_view_t){.am_leader = true, .my_leader_rev = 10, .my_lease = 5,
+                          .key_present = true, .key_names_me = true, .key_create_rev = 10,
+                          .key_lease = 5};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_NONE);
+    /* another leadership, or ours recreated: step down */
+    v.key_create_rev = 12;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_STEP_DOWN);
+    v.key_create_rev = 10;
+    v.key_names_me = false;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_STEP_DOWN);
+    /* the key absent: only a deletion newer than our campaign counts */
+    v = (ec_elect_view_t){.am_leader = true, .my_leader_rev = 10, .my_lease = 5,
+                          .key_deleted_rev = 8};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_NONE);
+    v.key_deleted_rev = 11;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_STEP_DOWN);
+}
+END_TEST
+
+START_TEST(leader_eviction_needs_a_majority_of_the_others)
+{
+    ck_assert(!ec_evict_leader_quorum(1, 0));
+    ck_assert(ec_evict_leader_quorum(2, 1));  /* the one other member */
+    ck_assert(!ec_evict_leader_quorum(3, 1)); /* one of two: a partitioned follower */
+    ck_assert(ec_evict_leader_quorum(3, 2));
+    ck_assert(!ec_evict_leader_quorum(5, 2));
+    ck_assert(ec_evict_leader_quorum(5, 3));
+    ck_assert(!ec_evict_leader_quorum(4, 0));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("node_policy");
+    TCase *tc = tcase_create("node_policy");
+    tcase_add_test(tc, registration_decisions);
+    tcase_add_test(tc, election_decisions);
+    tcase_add_test(tc, leader_eviction_needs_a_majority_of_the_others);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+EC_CHECK_MAIN(suite)
