@@ -291,7 +291,7 @@ END_TEST
 START_TEST(status_round_trip)
 {
     ec_job_status_t st = {EC_JOB_FAILED, (char *)"rank 3 exited with 1", 9, 1700000000000LL,
-                          (char *)"n0"};
+                          (char *)"n0", 1};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -306,7 +306,7 @@ START_TEST(status_round_trip)
     ec_job_status_free(d);
     free(buf);
 
-    ec_job_status_t run = {EC_JOB_RUNNING, NULL, 0, 0, NULL};
+    ec_job_status_t run = {EC_JOB_RUNNING, NULL, 0, 0, NULL, 1};
     ck_assert_int_eq(ec_job_status_encode(&run, &buf, &len, &err), 0);
     ck_assert_int_eq(ec_job_status_decode(buf, len, NULL, &d, &err), 0);
     ck_assert_int_eq(d->state, EC_JOB_RUNNING);
@@ -535,14 +535,14 @@ START_TEST(other_records_refuse_invalid)
     void *buf;
     size_t len;
     ec_error_t err = {0};
-    ec_job_status_t st = {EC_JOB_FAILED, (char *)"", 1, 1, NULL};
+    ec_job_status_t st = {EC_JOB_FAILED, (char *)"", 1, 1, NULL, 1};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "no reason"));
     st.state = EC_JOB_UNKNOWN;
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
-    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, -1, NULL};
+    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, -1, NULL, 1};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
-    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, 1, (char *)"a b"};
+    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, 1, (char *)"a b", 1};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
 
     ec_failure_t f = {(char *)"n1", EC_FAILURE_EXITED, 0, 0, 256, 0, 1, 1, NULL, 0, NULL};
@@ -966,7 +966,7 @@ START_TEST(records_do_not_decode_as_each_other)
 {
     ec_epoch_t *ep = sample_epoch(3, 2, 0);
     ec_node_rec_t *nr = sample_node();
-    ec_job_status_t st = {EC_JOB_RUNNING, NULL, 3, 1700000000000LL, (char *)"n0"};
+    ec_job_status_t st = {EC_JOB_RUNNING, NULL, 3, 1700000000000LL, (char *)"n0", 1};
     char *lines[] = {(char *)"boom"};
     ec_failure_t fl = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
                        (char *)"log/workerlog.1", 1, lines};
