@@ -152,12 +152,20 @@ typedef struct ecw_options {
     ecw_log_cb log_cb;          /* NULL: no logging */
     void *log_arg;
     ecw_log_level_t log_level;  /* least severe level passed to log_cb */
+    /* etcd's TLS and authentication, as `ecoord launch` passes its own on
+     * ("" or NULL: none).  The password is read from a file, never from the
+     * environment: the agent writes it to a file only its user can read. */
+    const char *etcd_cacert;        /* ECOORD_ETCD_CACERT: CA of etcd's certificate */
+    const char *etcd_cert;          /* ECOORD_ETCD_CERT: client certificate */
+    const char *etcd_key;           /* ECOORD_ETCD_KEY: its key */
+    const char *etcd_user;          /* ECOORD_ETCD_USER */
+    const char *etcd_password_file; /* ECOORD_ETCD_PASSWORD_FILE: the user's password */
 } ecw_options_t;
 
 #define ECW_OPTIONS_INIT                                                               \
     {                                                                                  \
         sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
-            NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO                                \
+            NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL  \
     }
 
 typedef struct ecw ecw_t;

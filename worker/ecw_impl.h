@@ -76,6 +76,7 @@ int ecw__nccl_device_count(ec_error_t *err);
 typedef struct ecw__opts {
     ecw_backend_t backend;
     char *etcd_endpoints, *etcd_prefix, *job_id, *node_id, *host;
+    char *etcd_cacert, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file; /* "": none */
     int local_rank, device;
     uint64_t start_epoch;
     int64_t lease;
@@ -117,6 +118,7 @@ struct ecw {
     _Atomic uint64_t cur_num;    /* epoch of the live communicator, 0 for none */
     _Atomic uint64_t target_num; /* epoch being built or live, 0 for none */
     _Atomic int broken;          /* the live communicator failed */
+    _Atomic int64_t lease;       /* the node's lease now (store.c follows the agent's) */
     _Atomic int finalizing;
 
     /* comm_mu orders the watcher's abort against the training thread's
@@ -153,6 +155,16 @@ enum { ECW__T_READY, ECW__T_SYNCED, ECW__T_FIRST };
 void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage);
 
 /* ---- store.c ---- */
+/* The lease the library's keys go on now. */
+int64_t ecw__lease(ecw_t *w);
+/* Re-read the node's record and take the lease it is attached to.  dead:
+ * a lease etcd said is gone (0: none); if the record still names it, or
+ * there is no record, EC_EUNAVAILABLE (the agent has not registered again
+ * yet: retry).  0 when no lease is used at all. */
+int ecw__lease_follow(ecw_t *w, int64_t dead, ec_error_t *err);
+/* Put key on the node's lease, following the agent's new lease once if
+ * etcd says the one used is gone. */
+int ecw__put(ecw_t *w, const char *key, const void *val, size_t len, ec_error_t *err);
 /* Put value under epochs/<epoch>/comm/<name>, on the node's lease. */
 int ecw__comm_put(ecw_t *w, uint64_t epoch, const char *name, const void *val, size_t len,
                   ec_error_t *err);
