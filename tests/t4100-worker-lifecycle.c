@@ -9,9 +9,10 @@
  *  - etcd with authentication: the training processes follow epochs with the
  *    agent's user and password, and the password is never in a training
  *    process's environment;
- *  - a node lost while its peers build the epoch's communicator: the failed
- *    build reports the silent peer, as a failed collective does, and the job
- *    re-forms well before the node's lease TTL. */
+ *  - a node lost while its peers build the epoch's communicator: the build
+ *    reports the silent peer, as a failed collective does, when it fails and
+ *    already while it waits for the peer, and the job re-forms well before
+ *    the node's lease TTL. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -260,8 +261,9 @@ static void etcdctl(const char *ep, const char *args)
     ck_assert_msg(rc == 0, "'%s' failed (%d): %s", cmd, rc, out);
 }
 
-/* Whether /proc/<pid>/environ holds needle. */
-static bool environ_has(pid_t pid, const char *needle)
+/* Whether /proc/<pid>/environ holds needle; with val, the value of the
+ * variable needle names ("NAME=") goes there. */
+static bool environ_get(pid_t pid, const char *needle, char *val, size_t vlen)
 {
     char path[64], buf[65536];
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
@@ -273,7 +275,17 @@ static bool environ_has(pid_t pid, const char *needle)
         if (!buf[i])
             buf[i] = '\n';
     buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
+    const char *p = strstr(buf, needle);
+    if (p && val) {
+        p += strlen(needle);
+        snprintf(val, vlen, "%.*s", (int)strcspn(p, "\n"), p);
+    }
+    return p != NULL;
+}
+
+static bool environ_has(pid_t pid, const char *needle)
+{
+    return environ_get(pid, needle, NULL, 0);
 }
 
 START_TEST(inprocess_workers_authenticate_without_the_password_in_their_environment)
@@ -295,6 +307,7 @@ START_TEST(inprocess_workers_authenticate_without_the_password_in_their_environm
     ag[0] = start_agent("jauth", "a", "2", "--etcd_user=root --lease_ttl=2");
     ag[1] = start_agent("jauth", "b", "2", "--etcd_user=root --lease_ttl=2");
     unsetenv("ECOORD_ETCD_PASSWORD");
+    char pwf[2][512];
     ec_epoch_t *e = wait_epoch("/jauth/", 1, 2, 20000);
     uint64_t n = e->number;
     ec_epoch_free(e);
@@ -305,18 +318,35 @@ START_TEST(inprocess_workers_authenticate_without_the_password_in_their_environm
                       "%s's training process %d", ag[i].id, f.pid);
         ck_assert_msg(!environ_has(f.pid, "ECOORD_ETCD_PASSWORD="), "ECOORD_ETCD_PASSWORD is "
                       "in the environment of %s's training process %d", ag[i].id, f.pid);
+        /* the file it reads instead: only this user can open it */
+        ck_assert(environ_get(f.pid, "ECOORD_ETCD_PASSWORD_FILE=", pwf[i], sizeof(pwf[i])));
+        struct stat st;
+        ck_assert_msg(stat(pwf[i], &st) == 0, "%s", pwf[i]);
+        ck_assert_msg((st.st_mode & 0777) == 0600, "%s has mode %o", pwf[i], st.st_mode & 0777);
+        char dir[sizeof(pwf[i])];
+        snprintf(dir, sizeof(dir), "%s", pwf[i]);
+        *strrchr(dir, '/') = '\0';
+        ck_assert_int_eq(stat(dir, &st), 0);
+        ck_assert_msg((st.st_mode & 0777) == 0700, "%s has mode %o", dir, st.st_mode & 0777);
+    }
+    /* An agent that ends removes it. */
+    for (int i = 0; i < 2; i++) {
+        kill(ag[i].pid, SIGTERM);
+        ck_assert_int_eq(ec_test_reap(ag[i].pid, 15000), 128 + SIGTERM);
+        ck_assert_msg(access(pwf[i], F_OK) != 0, "%s left behind", pwf[i]);
     }
 }
 END_TEST
 
 /* ---- 3. a node lost during the build ------------------------------------------------------ */
 
-START_TEST(node_lost_during_build_is_reported_before_its_ttl)
+/* Leases last 10 s; a build waits timeout_ms (NULL: the default, 30 s) for
+ * a silent peer. */
+static void node_lost_during_build(const char *job, const char *root, const char *timeout_ms)
 {
     plain_etcd();
-    /* Builds wait 2 s for a silent peer; leases last 10 s. */
-    setenv("ECOORD_WORKER_TIMEOUT_MS", "2000", 1);
-    const char *job = "jbuild", *root = "/jbuild/";
+    if (timeout_ms)
+        setenv("ECOORD_WORKER_TIMEOUT_MS", timeout_ms, 1);
     const char *ids[] = {"a", "b", "c"};
     agent_t ag[3];
     for (int i = 0; i < 3; i++)
@@ -357,7 +387,7 @@ START_TEST(node_lost_during_build_is_reported_before_its_ttl)
     ck_assert_int_ge(ec_epoch_find_member(ep, keep->id), 0);
     ec_epoch_free(ep);
     printf("# node lost during the build: re-formed %" PRId64 " ms after it died (lease TTL "
-           "10 s, build timeout 2 s)\n", took);
+           "10 s, build timeout %s ms)\n", took, timeout_ms ? timeout_ms : "30000");
     char path[400];
     snprintf(path, sizeof(path), "%s/workerlog.0", keep->logdir);
     ck_assert_msg(ec_test_file_contains(path, "reported them so the leader can evict them"),
@@ -365,6 +395,19 @@ START_TEST(node_lost_during_build_is_reported_before_its_ttl)
     ck_assert_msg(took < 7000, "re-formed %" PRId64 " ms after the node died: its lease TTL "
                   "(10 s) found it, not the failed build", took);
     train(keep, e + 1, 5, 20000);
+}
+
+/* The build gives up on the silent peer (2 s) and reports it. */
+START_TEST(node_lost_during_build_is_reported_before_its_ttl)
+{
+    node_lost_during_build("jbuild", "/jbuild/", "2000");
+}
+END_TEST
+
+/* The build still waits (30 s) but looks for silent agents after 1 s. */
+START_TEST(node_lost_during_long_build_is_reported_before_its_ttl)
+{
+    node_lost_during_build("jbuild2", "/jbuild2/", NULL);
 }
 END_TEST
 
@@ -394,6 +437,7 @@ static Suite *suite(void)
     ADD(t, rebuild_in_place_after_etcd_outage_past_ttl);
     ADD(t, inprocess_workers_authenticate_without_the_password_in_their_environment);
     ADD(t, node_lost_during_build_is_reported_before_its_ttl);
+    ADD(t, node_lost_during_long_build_is_reported_before_its_ttl);
     suite_add_tcase(s, t);
     return s;
 }

@@ -221,6 +221,7 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
     int rc = w->be->create(w, &b, &c, err);
     if (rc < 0)
         return rc;
+    w->probe_at_ms = ecw__mono_ms() + ECW__PROBE_AFTER_MS;
     pthread_mutex_lock(&w->comm_mu);
     w->comm = c;
     atomic_store(&w->target_num, s->number);
@@ -230,6 +231,7 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
     if (atomic_load(&w->latest_num) > s->number)
         w->be->abort(c);
     rc = w->be->connect(c, err);
+    w->probe_at_ms = 0;
     if (rc == 0 && atomic_load(&w->latest_num) > s->number)
         rc = ec_errorf(err, EC_EABORTED, "epoch %" PRIu64 " was superseded as it connected",
                        s->number);
@@ -434,6 +436,15 @@ out:
         free(ids[i]);
         free(hosts[i]);
     }
+}
+
+void ecw__build_tick(ecw_t *w, uint64_t epoch)
+{
+    if (!w->probe_at_ms || ecw__mono_ms() < w->probe_at_ms)
+        return;
+    if (atomic_load(&w->latest_num) == epoch && !atomic_load(&w->finalizing))
+        report_suspects(w, epoch);
+    w->probe_at_ms = ecw__mono_ms() + ECW__PROBE_EVERY_MS;
 }
 
 static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)

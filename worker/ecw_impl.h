@@ -126,6 +126,8 @@ struct ecw {
     pthread_mutex_t comm_mu;
     void *comm;
     uint64_t failed_num;       /* last epoch whose communicator failed */
+    int64_t probe_at_ms;       /* training thread: while a build waits for a peer, when to
+                                  next look for silent agents (monotonic; 0: no build) */
 
     /* The current epoch as the training thread built it; atomics so that the
      * accessors may be called from any thread. */
@@ -178,6 +180,12 @@ int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t
 int ecw__claim(ecw_t *w, uint64_t epoch, int rank, bool takeover, ec_error_t *err);
 
 /* ---- ecw.c ---- */
+/* Called by waits inside a build (the rendezvous): once the build has waited
+ * ECW__PROBE_AFTER_MS, and every ECW__PROBE_EVERY_MS after, probe the
+ * members' agents and report the silent ones, as a failed collective does. */
+#define ECW__PROBE_AFTER_MS 1000
+#define ECW__PROBE_EVERY_MS 2000
+void ecw__build_tick(ecw_t *w, uint64_t epoch);
 int64_t ecw__mono_ms(void);
 int64_t ecw__wall_us(void);
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)

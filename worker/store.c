@@ -122,6 +122,8 @@ int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t
             ec_kv_free(&kv);
             return 0;
         }
+        /* A peer that is slow to come may be dead: its agent tells. */
+        ecw__build_tick(w, epoch);
         int64_t left = deadline - ecw__mono_ms();
         if (left <= 0 && rc < 0)
             return ec_error_prefix(err, "reading %s of epoch %" PRIu64, name, epoch);
