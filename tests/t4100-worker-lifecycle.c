@@ -8,7 +8,9 @@
  *    failing `lease not found` and being restarted;
  *  - etcd with authentication: the training processes follow epochs with the
  *    agent's user and password, and the password is never in a training
- *    process's environment;
+ *    process's environment (they read it from a 0600 file the agent writes
+ *    and removes); etcd over TLS with client certificates: they use the
+ *    agent's CA, certificate and key;
  *  - a node lost while its peers build the epoch's communicator: the build
  *    reports the silent peer, as a failed collective does, when it fails and
  *    already while it waits for the peer, and the job re-forms well before
@@ -338,6 +340,70 @@ START_TEST(inprocess_workers_authenticate_without_the_password_in_their_environm
 }
 END_TEST
 
+/* A CA, a server certificate for 127.0.0.1 and a client one, made in dir. */
+static bool make_certs(const char *dir)
+{
+    const char *o = getenv("OPENSSL");
+    o = o && *o ? o : "/usr/bin/openssl";
+    if (access(o, X_OK) != 0)
+        return false;
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && %s req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=t4100-ca "
+             "-keyout ca.key -out ca.pem && "
+             "%s req -newkey rsa:2048 -nodes -subj /CN=etcd -keyout server.key -out server.csr && "
+             "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth,"
+             "clientAuth\\n' > ext && "
+             "%s x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+             "-extfile ext -out server.pem && "
+             "%s req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr && "
+             "printf 'extendedKeyUsage=clientAuth\\n' > cext && "
+             "%s x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+             "-extfile cext -out client.pem",
+             dir, o, o, o, o, o);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int rc = ec_test_run(argv, out, sizeof(out));
+    ck_assert_msg(rc == 0, "making certificates failed (%d): %s", rc, out);
+    return true;
+}
+
+START_TEST(inprocess_workers_use_the_agents_tls)
+{
+    char f[5][400];
+    const char *names[] = {"server.pem", "server.key", "ca.pem", "client.pem", "client.key"};
+    if (!make_certs(tmp)) {
+        printf("# SKIP inprocess_workers_use_the_agents_tls: no openssl\n");
+        return;
+    }
+    for (int i = 0; i < 5; i++)
+        snprintf(f[i], sizeof(f[i]), "%s/%s", tmp, names[i]);
+    ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+    eo.cert_file = f[0];
+    eo.key_file = f[1];
+    eo.ca_file = f[2]; /* and client certificates required */
+    etcd = ec_test_etcd_start(&eo);
+    ec_etcd_opts_t o = EC_ETCD_OPTS_INIT;
+    o.endpoints = ec_embed_endpoint(etcd);
+    o.ca_file = f[2];
+    o.cert_file = f[3];
+    o.key_file = f[4];
+    ec_error_t err = {0};
+    c = ec_etcd_create(&o, &err);
+    ck_assert_msg(c != NULL, "%s", err.msg);
+    char flags[1600];
+    snprintf(flags, sizeof(flags), "--etcd_cacert=%s --etcd_cert=%s --etcd_key=%s --lease_ttl=2",
+             f[2], f[3], f[4]);
+    agent_t ag[2];
+    ag[0] = start_agent("jtls", "a", "2", flags);
+    ag[1] = start_agent("jtls", "b", "2", flags);
+    ec_epoch_t *e = wait_epoch("/jtls/", 1, 2, 20000);
+    uint64_t n = e->number;
+    ec_epoch_free(e);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(train(&ag[i], n, 10, 20000).world, 2);
+}
+END_TEST
+
 /* ---- 3. a node lost during the build ------------------------------------------------------ */
 
 /* Leases last 10 s; a build waits timeout_ms (NULL: the default, 30 s) for
@@ -436,6 +502,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     ADD(t, rebuild_in_place_after_etcd_outage_past_ttl);
     ADD(t, inprocess_workers_authenticate_without_the_password_in_their_environment);
+    ADD(t, inprocess_workers_use_the_agents_tls);
     ADD(t, node_lost_during_build_is_reported_before_its_ttl);
     ADD(t, node_lost_during_long_build_is_reported_before_its_ttl);
     suite_add_tcase(s, t);
