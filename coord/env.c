@@ -33,9 +33,12 @@ static bool is_secret(const char *kv)
 
 static pthread_mutex_t pw_mu = PTHREAD_MUTEX_INITIALIZER;
 static char pw_dir[PATH_MAX], pw_path[PATH_MAX + 32];
+static pid_t pw_owner; /* a forked child that exit()s must not remove it */
 
 static void pw_remove(void)
 {
+    if (getpid() != pw_owner)
+        return;
     if (pw_path[0])
         unlink(pw_path);
     if (pw_dir[0])
@@ -66,13 +69,18 @@ static const char *pw_file(const char *password, ec_error_t *err)
         goto fail;
     }
     snprintf(pw_path, sizeof(pw_path), "%s/etcd-password", pw_dir);
+    pw_owner = getpid();
     int fd = open(pw_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     size_t len = strlen(password);
-    if (fd < 0 || write(fd, password, len) != (ssize_t)len || close(fd) != 0) {
+    bool ok = fd >= 0 && write(fd, password, len) == (ssize_t)len;
+    int saved = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) {
         ec_errorf(err, EC_ESYS, "cannot write the etcd password file %s for the training "
-                  "processes: %s", pw_path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+                  "processes: %s", pw_path, strerror(saved));
         pw_remove();
         pw_path[0] = pw_dir[0] = '\0';
         goto fail;
@@ -217,9 +225,10 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
                                   {"ECOORD_ETCD_CERT", cfg->etcd_cert},
                                   {"ECOORD_ETCD_KEY", cfg->etcd_key}};
         for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-            char p[PATH_MAX];
-            abs_path(files[i][1] ? files[i][1] : "", p, sizeof(p));
-            add(&b, files[i][0], "%s", files[i][1] && *files[i][1] ? p : "");
+            char p[PATH_MAX] = "";
+            if (files[i][1] && *files[i][1])
+                abs_path(files[i][1], p, sizeof(p));
+            add(&b, files[i][0], "%s", p);
         }
         add(&b, "ECOORD_ETCD_USER", "%s", cfg->etcd_user ? cfg->etcd_user : "");
         const char *pwf = "";
