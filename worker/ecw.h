@@ -35,8 +35,18 @@
  * per-epoch timing records.
  *
  * Keys: everything the library writes to etcd lives under the epoch's worker
- * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease
- * (ECOORD_LEASE), so nothing outlives a dead node.
+ * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease,
+ * so nothing outlives a dead node.  That is the lease the node's record is
+ * on now: ECOORD_LEASE at start, then whichever lease the agent registered
+ * again with after losing its own (an etcd outage longer than the TTL).
+ *
+ * etcd: the agent's TLS files and user come in the environment; the password
+ * only in a file (ECOORD_ETCD_PASSWORD_FILE), never in the environment.
+ * Reconnecting after a long etcd outage needs
+ * GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=200 in the environment of the
+ * process before its first gRPC call: `ecoord launch` sets it; a program
+ * that uses the library on its own sets it first thing in main(), before
+ * any thread (the library never calls setenv()).
  */
 #ifndef ECW_H
 #define ECW_H

@@ -6,7 +6,7 @@
  *   follow.c         the epoch watch, the abort on a new epoch, the service
  *                    thread that writes per-epoch timings
  *   store.c          per-epoch keys in etcd: claims, the NCCL id, Gloo's
- *                    rendezvous store
+ *                    rendezvous store; the node's lease, followed
  *   backend_gloo.c   Gloo through the C shim (gloo_shim.h)
  *   backend_nccl.c   NCCL, non-blocking init polled against deadline and abort
  *
