@@ -52,6 +52,7 @@ static void teardown(void)
     ec_embed_stop(etcd);
     etcd = NULL;
     unsetenv("ECOORD_WORKER_TIMEOUT_MS");
+    unsetenv("ECOORD_WORKER_SUSPECT_AFTER_MS");
     unsetenv("ECOORD_ETCD_PASSWORD");
 }
 
@@ -463,14 +464,17 @@ static void node_lost_during_build(const char *job, const char *root, const char
     train(keep, e + 1, 5, 20000);
 }
 
-/* The build gives up on the silent peer (2 s) and reports it. */
+/* The build gives up on the silent peer (2 s) and reports it (no probe
+ * while it waits, so only the failed build can). */
 START_TEST(node_lost_during_build_is_reported_before_its_ttl)
 {
+    setenv("ECOORD_WORKER_SUSPECT_AFTER_MS", "60000", 1);
     node_lost_during_build("jbuild", "/jbuild/", "2000");
 }
 END_TEST
 
-/* The build still waits (30 s) but looks for silent agents after 1 s. */
+/* The build still waits (30 s) but looks for silent agents after 1 s (the
+ * default of ECOORD_WORKER_SUSPECT_AFTER_MS). */
 START_TEST(node_lost_during_long_build_is_reported_before_its_ttl)
 {
     node_lost_during_build("jbuild2", "/jbuild2/", NULL);

@@ -221,7 +221,7 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
     int rc = w->be->create(w, &b, &c, err);
     if (rc < 0)
         return rc;
-    w->probe_at_ms = ecw__mono_ms() + ECW__PROBE_AFTER_MS;
+    w->probe_at_ms = ecw__mono_ms() + w->o.suspect_after_ms;
     pthread_mutex_lock(&w->comm_mu);
     w->comm = c;
     atomic_store(&w->target_num, s->number);

@@ -170,12 +170,16 @@ typedef struct ecw_options {
     const char *etcd_key;           /* ECOORD_ETCD_KEY: its key */
     const char *etcd_user;          /* ECOORD_ETCD_USER */
     const char *etcd_password_file; /* ECOORD_ETCD_PASSWORD_FILE: the user's password */
+    int suspect_after_ms;       /* ECOORD_WORKER_SUSPECT_AFTER_MS: a build that has waited this
+                                   long for a peer probes the members' agents and reports the
+                                   silent ones, then every 2 s (1000; 0 = unset) */
 } ecw_options_t;
 
 #define ECW_OPTIONS_INIT                                                               \
     {                                                                                  \
         sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
-            NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL  \
+            NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL, \
+            0                                                                          \
     }
 
 typedef struct ecw ecw_t;

@@ -80,7 +80,7 @@ typedef struct ecw__opts {
     int local_rank, device;
     uint64_t start_epoch;
     int64_t lease;
-    int timeout_ms, rebuild_timeout_ms, epoch_wait_ms;
+    int timeout_ms, rebuild_timeout_ms, epoch_wait_ms, suspect_after_ms;
     bool restart_mode;          /* ECOORD_REBUILD=restart: one process per epoch */
     ecw_log_cb log_cb;
     void *log_arg;
@@ -181,9 +181,8 @@ int ecw__claim(ecw_t *w, uint64_t epoch, int rank, bool takeover, ec_error_t *er
 
 /* ---- ecw.c ---- */
 /* Called by waits inside a build (the rendezvous): once the build has waited
- * ECW__PROBE_AFTER_MS, and every ECW__PROBE_EVERY_MS after, probe the
+ * o.suspect_after_ms, and every ECW__PROBE_EVERY_MS after, probe the
  * members' agents and report the silent ones, as a failed collective does. */
-#define ECW__PROBE_AFTER_MS 1000
 #define ECW__PROBE_EVERY_MS 2000
 void ecw__build_tick(ecw_t *w, uint64_t epoch);
 int64_t ecw__mono_ms(void);

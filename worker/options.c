@@ -75,6 +75,9 @@ static const knob_t knobs[] = {
     {"etcd_password_file", {"ECOORD_ETCD_PASSWORD_FILE"}, K_STR, IN(etcd_password_file),
      OUT(etcd_password_file), 0, 0, 0, "",
      "file holding the etcd user's password (ecoord launch writes one, mode 0600)"},
+    {"suspect_after_ms", {"ECOORD_WORKER_SUSPECT_AFTER_MS"}, K_INT, IN(suspect_after_ms),
+     OUT(suspect_after_ms), 0, 1, 86400000, "1000",
+     "a build waiting this long for a peer reports the members whose agents do not answer"},
 };
 
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
