@@ -1,7 +1,15 @@
 #include "connect.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+static _Atomic(const ec_config_t *) connected;
+
+const ec_config_t *ec_connect_config(void)
+{
+    return atomic_load(&connected);
+}
 
 char *ec_connect_endpoints(const ec_config_t *cfg)
 {
@@ -37,6 +45,8 @@ ec_etcd_t *ec_connect(const ec_config_t *cfg, const char *endpoints, int timeout
     ec_etcd_t *c = ec_etcd_create(&o, err);
     if (!c && !endpoints)
         ec_error_prefix(err, "--elastic_server=%s", eps);
+    if (c)
+        atomic_store(&connected, cfg);
     free(eps);
     return c;
 }

@@ -10,6 +10,10 @@
  * NULL (the embedded etcd).  The message names --elastic_server on failure. */
 ec_etcd_t *ec_connect(const ec_config_t *cfg, const char *endpoints, int timeout_ms,
                       ec_error_t *err);
+/* The configuration of this process's last successful ec_connect (the
+ * agent's own connection), or NULL.  ec_env_build hands its TLS files and
+ * user to the training processes when its caller names no configuration. */
+const ec_config_t *ec_connect_config(void);
 /* cfg's endpoints joined with commas (malloc'd), for messages and children. */
 char *ec_connect_endpoints(const ec_config_t *cfg);
 

@@ -1,12 +1,104 @@
 /* Training-process environment: one function, one table of names. */
 #include "env.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "connect.h"
+#include "knobs.h"
 #include "planner.h"
+
+/* Never passed on to a training process. */
+static const char *const secret_vars[] = {"ECOORD_ETCD_PASSWORD", NULL};
+
+static bool is_secret(const char *kv)
+{
+    for (int i = 0; secret_vars[i]; i++) {
+        size_t nl = strlen(secret_vars[i]);
+        if (!strncmp(kv, secret_vars[i], nl) && kv[nl] == '=')
+            return true;
+    }
+    return false;
+}
+
+/* ---- the password file the agent writes for its workers --------------------------- */
+
+static pthread_mutex_t pw_mu = PTHREAD_MUTEX_INITIALIZER;
+static char pw_dir[PATH_MAX], pw_path[PATH_MAX + 32];
+static pid_t pw_owner; /* a forked child that exit()s must not remove it */
+
+static void pw_remove(void)
+{
+    if (getpid() != pw_owner)
+        return;
+    if (pw_path[0])
+        unlink(pw_path);
+    if (pw_dir[0])
+        rmdir(pw_dir);
+}
+
+/* The file holding password, written once per agent process: 0600 in a
+ * fresh 0700 directory, removed at exit.  (A SIGKILLed agent leaves it, in
+ * a directory only its user can enter.) */
+static const char *pw_file(const char *password, ec_error_t *err)
+{
+    pthread_mutex_lock(&pw_mu);
+    if (pw_path[0]) {
+        pthread_mutex_unlock(&pw_mu);
+        return pw_path;
+    }
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    if (!base || !*base || access(base, W_OK) != 0)
+        base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    snprintf(pw_dir, sizeof(pw_dir), "%s/ecoord-secret-XXXXXX", base);
+    if (!mkdtemp(pw_dir)) {
+        ec_errorf(err, EC_ESYS, "cannot create a private directory under %s for the etcd "
+                  "password of the training processes: %s (set TMPDIR to a writable "
+                  "directory)", base, strerror(errno));
+        pw_dir[0] = '\0';
+        goto fail;
+    }
+    snprintf(pw_path, sizeof(pw_path), "%s/etcd-password", pw_dir);
+    pw_owner = getpid();
+    int fd = open(pw_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    size_t len = strlen(password);
+    bool ok = fd >= 0 && write(fd, password, len) == (ssize_t)len;
+    int saved = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) {
+        ec_errorf(err, EC_ESYS, "cannot write the etcd password file %s for the training "
+                  "processes: %s", pw_path, strerror(saved));
+        pw_remove();
+        pw_path[0] = pw_dir[0] = '\0';
+        goto fail;
+    }
+    atexit(pw_remove);
+    pthread_mutex_unlock(&pw_mu);
+    return pw_path;
+fail:
+    pthread_mutex_unlock(&pw_mu);
+    return NULL;
+}
+
+/* path made absolute (the training process may change directory). */
+static void abs_path(const char *path, char *out, size_t len)
+{
+    char buf[PATH_MAX];
+    snprintf(out, len, "%s", realpath(path, buf) ? buf : path);
+}
 
 typedef struct {
     char **v;
@@ -58,6 +150,8 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
                          (unsigned long long)ep->number);
     envb_t b = {0};
     for (size_t i = 0; base && base[i]; i++) {
+        if (is_secret(base[i]))
+            continue;
         if (b.n + 2 > b.cap) {
             size_t nc = b.cap ? b.cap * 2 : 128;
             char **nv = realloc(b.v, nc * sizeof(char *));
@@ -124,6 +218,32 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "ECOORD_NODE_ID", "%s", ctx->node_id);
     add(&b, "ECOORD_LEASE", "%llx", ctx->lease);
     add(&b, "ECOORD_REBUILD", "%s", ctx->rebuild ? ctx->rebuild : "restart");
+    /* etcd's TLS and authentication, as the agent connects */
+    const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();
+    if (cfg) {
+        const char *files[][2] = {{"ECOORD_ETCD_CACERT", cfg->etcd_cacert},
+                                  {"ECOORD_ETCD_CERT", cfg->etcd_cert},
+                                  {"ECOORD_ETCD_KEY", cfg->etcd_key}};
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+            char p[PATH_MAX] = "";
+            if (files[i][1] && *files[i][1])
+                abs_path(files[i][1], p, sizeof(p));
+            add(&b, files[i][0], "%s", p);
+        }
+        add(&b, "ECOORD_ETCD_USER", "%s", cfg->etcd_user ? cfg->etcd_user : "");
+        const char *pwf = "";
+        char p[PATH_MAX];
+        if (cfg->etcd_user && *cfg->etcd_user && cfg->etcd_password && *cfg->etcd_password) {
+            if (cfg->etcd_password_file && *cfg->etcd_password_file) {
+                abs_path(cfg->etcd_password_file, p, sizeof(p));
+                pwf = p;
+            } else if (!(pwf = pw_file(cfg->etcd_password, err))) {
+                free(endpoints);
+                goto fail;
+            }
+        }
+        add(&b, "ECOORD_ETCD_PASSWORD_FILE", "%s", pwf);
+    }
     free(endpoints);
     if (b.oom)
         goto oom;

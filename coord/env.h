@@ -7,6 +7,8 @@
 #include "error.h"
 #include "records.h"
 
+struct ec_config;
+
 typedef struct ec_env_ctx {
     const char *job_id;
     const char *node_id;
@@ -19,13 +21,23 @@ typedef struct ec_env_ctx {
     int restart_count;
     int max_restarts;
     long long lease;             /* the node's lease, for keys workers write */
+    /* The agent's configuration (NULL: none): the workers connect to etcd
+     * with its TLS files and user.  The password itself never enters a
+     * training process's environment: ECOORD_ETCD_PASSWORD is removed and
+     * ECOORD_ETCD_PASSWORD_FILE names a file only this user can read (the
+     * agent's --etcd_password_file, else one the agent writes once, 0600 in
+     * a private 0700 directory, removed when the agent exits).  Until
+     * launch.c names it, the configuration of the agent's own connection
+     * (ec_connect_config) is used. */
+    const struct ec_config *etcd;
 } ec_env_ctx_t;
 
 /* Build the environment of local rank n_id on member m_id of ep: base
  * (NULL-terminated, e.g. environ) with every variable we set replaced.
  * *out is a malloc'd NULL-terminated array of malloc'd "K=V" strings; free
- * it with ec_env_free.  Returns 0, EC_EINVAL (m_id/n_id out of range) or
- * EC_ENOMEM. */
+ * it with ec_env_free.  Returns 0, EC_EINVAL (m_id/n_id out of range),
+ * EC_ESYS (the password file could not be written) or EC_ENOMEM.
+ * Pure but for that file: see ctx->etcd. */
 int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
                  char *const *base, char ***out, ec_error_t *err);
 void ec_env_free(char **env);

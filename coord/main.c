@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "checkrun.h"
+#include "etcd.h"
 #include "knobs.h"
 #include "launch.h"
 #include "status.h"
@@ -22,6 +23,9 @@ static int usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Before any thread (etcd.h: EC_ETCD_POLL_ENV); the training processes
+     * inherit it, for the worker library's own etcd client. */
+    setenv(EC_ETCD_POLL_ENV, EC_ETCD_POLL_MS, 0);
     if (argc < 2)
         return usage(stderr);
     const char *sub = argv[1];

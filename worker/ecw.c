@@ -221,6 +221,7 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
     int rc = w->be->create(w, &b, &c, err);
     if (rc < 0)
         return rc;
+    w->probe_at_ms = ecw__mono_ms() + w->o.suspect_after_ms;
     pthread_mutex_lock(&w->comm_mu);
     w->comm = c;
     atomic_store(&w->target_num, s->number);
@@ -230,6 +231,7 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
     if (atomic_load(&w->latest_num) > s->number)
         w->be->abort(c);
     rc = w->be->connect(c, err);
+    w->probe_at_ms = 0;
     if (rc == 0 && atomic_load(&w->latest_num) > s->number)
         rc = ec_errorf(err, EC_EABORTED, "epoch %" PRIu64 " was superseded as it connected",
                        s->number);
@@ -237,6 +239,8 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
         drop_comm(w);
     return rc;
 }
+
+static void report_suspects(ecw_t *w, uint64_t cur);
 
 static int rebuild(ecw_t *w, ec_error_t *err)
 {
@@ -252,6 +256,10 @@ static int rebuild(ecw_t *w, ec_error_t *err)
         floor = w->failed_num + 1;
     drop_comm(w);
     atomic_store(&w->broken, 0);
+    /* The agent may have a new lease since the last epoch (etcd was away
+     * longer than its TTL): the keys of this one go on that.  Best effort:
+     * a put on a lease that is gone follows it too (store.c). */
+    ecw__lease_follow(w, 0, NULL);
     char why[EC_ERRMSG_MAX] = "no epoch was published";
     for (;;) {
         if (atomic_load(&w->finalizing))
@@ -321,6 +329,11 @@ static int rebuild(ecw_t *w, ec_error_t *err)
         }
         if (rc == EC_EINVAL || rc == EC_ENOMEM || rc == EC_ENOTFOUND)
             return rc; /* not something a new epoch fixes */
+        /* A peer that never joined or broke off the build: if its agent is
+         * silent too, say so now, exactly as after a failed collective,
+         * rather than leave it to its lease's expiry. */
+        if (rc != EC_EABORTED && !atomic_load(&w->finalizing))
+            report_suspects(w, s.number);
         w->failed_num = s.number;
         snprintf(why, sizeof(why), "building epoch %" PRIu64 " failed: %s", s.number,
                  err ? err->msg : ec_strerror(rc));
@@ -413,7 +426,7 @@ static void report_suspects(ecw_t *w, uint64_t cur)
     if (nd) {
         char key[EC_KEY_MAX];
         if (ec_key_epoch_suspect(&w->keys, cur, w->o.node_id, key, sizeof(key)) > 0 &&
-            ec_etcd_put(w->etcd, key, val, strlen(val), w->o.lease, NULL, NULL) == 0)
+            ecw__put(w, key, val, strlen(val), NULL) == 0)
             ecw__log(w, ECW_LOG_WARN, "epoch %" PRIu64 ": no answer from the agents of %s; "
                      "reported them so the leader can evict them", cur, val);
     }
@@ -423,6 +436,15 @@ out:
         free(ids[i]);
         free(hosts[i]);
     }
+}
+
+void ecw__build_tick(ecw_t *w, uint64_t epoch)
+{
+    if (!w->probe_at_ms || ecw__mono_ms() < w->probe_at_ms)
+        return;
+    if (atomic_load(&w->latest_num) == epoch && !atomic_load(&w->finalizing))
+        report_suspects(w, epoch);
+    w->probe_at_ms = ecw__mono_ms() + ECW__PROBE_EVERY_MS;
 }
 
 static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
@@ -595,6 +617,33 @@ static int pick_backend(ecw_t *w, ec_error_t *err)
 #endif
 }
 
+/* The password in o.etcd_password_file (one trailing newline dropped),
+ * malloc'd; "" when no file is named.  NULL with err on failure. */
+static char *read_password(const ecw__opts_t *o, ec_error_t *err)
+{
+    if (!*o->etcd_password_file)
+        return strdup("");
+    FILE *f = fopen(o->etcd_password_file, "re");
+    if (!f) {
+        ec_errorf(err, EC_EINVAL, "cannot read the etcd password file %s: %s (ecoord launch "
+                  "names it in ECOORD_ETCD_PASSWORD_FILE; was it removed?)",
+                  o->etcd_password_file, strerror(errno));
+        return NULL;
+    }
+    char *buf = calloc(1, 4097);
+    size_t n = buf ? fread(buf, 1, 4096, f) : 0;
+    fclose(f);
+    if (!buf) {
+        ec_errorf(err, EC_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (n && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    if (n && buf[n - 1] == '\r')
+        buf[--n] = '\0';
+    return buf;
+}
+
 static void make_token(ecw_t *w)
 {
     uint64_t r = 0;
@@ -625,6 +674,7 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->comm_mu, NULL);
     make_token(w);
+    atomic_store(&w->lease, w->o.lease);
     if (w->o.log_cb)
         ec_log_set_sink(log_forward, w, (ec_log_level_t)w->o.log_level);
     char desc[1024];
@@ -637,7 +687,21 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
         goto fail;
     ec_etcd_opts_t eo = EC_ETCD_OPTS_INIT;
     eo.endpoints = w->o.etcd_endpoints;
+    eo.ca_file = *w->o.etcd_cacert ? w->o.etcd_cacert : NULL;
+    eo.cert_file = *w->o.etcd_cert ? w->o.etcd_cert : NULL;
+    eo.key_file = *w->o.etcd_key ? w->o.etcd_key : NULL;
+    eo.user = *w->o.etcd_user ? w->o.etcd_user : NULL;
+    char *password = eo.user ? read_password(&w->o, &err) : NULL;
+    if (eo.user && !password) {
+        rc = err.code ? err.code : EC_EINVAL;
+        goto fail;
+    }
+    eo.password = password;
     w->etcd = ec_etcd_create(&eo, &err);
+    if (password) {
+        memset(password, 0, strlen(password));
+        free(password);
+    }
     if (!w->etcd) {
         rc = err.code ? err.code : EC_EUNAVAILABLE;
         goto fail;

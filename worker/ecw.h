@@ -35,8 +35,18 @@
  * per-epoch timing records.
  *
  * Keys: everything the library writes to etcd lives under the epoch's worker
- * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease
- * (ECOORD_LEASE), so nothing outlives a dead node.
+ * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease,
+ * so nothing outlives a dead node.  That is the lease the node's record is
+ * on now: ECOORD_LEASE at start, then whichever lease the agent registered
+ * again with after losing its own (an etcd outage longer than the TTL).
+ *
+ * etcd: the agent's TLS files and user come in the environment; the password
+ * only in a file (ECOORD_ETCD_PASSWORD_FILE), never in the environment.
+ * Reconnecting after a long etcd outage needs
+ * GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=200 in the environment of the
+ * process before its first gRPC call: `ecoord launch` sets it; a program
+ * that uses the library on its own sets it first thing in main(), before
+ * any thread (the library never calls setenv()).
  */
 #ifndef ECW_H
 #define ECW_H
@@ -152,12 +162,24 @@ typedef struct ecw_options {
     ecw_log_cb log_cb;          /* NULL: no logging */
     void *log_arg;
     ecw_log_level_t log_level;  /* least severe level passed to log_cb */
+    /* etcd's TLS and authentication, as `ecoord launch` passes its own on
+     * ("" or NULL: none).  The password is read from a file, never from the
+     * environment: the agent writes it to a file only its user can read. */
+    const char *etcd_cacert;        /* ECOORD_ETCD_CACERT: CA of etcd's certificate */
+    const char *etcd_cert;          /* ECOORD_ETCD_CERT: client certificate */
+    const char *etcd_key;           /* ECOORD_ETCD_KEY: its key */
+    const char *etcd_user;          /* ECOORD_ETCD_USER */
+    const char *etcd_password_file; /* ECOORD_ETCD_PASSWORD_FILE: the user's password */
+    int suspect_after_ms;       /* ECOORD_WORKER_SUSPECT_AFTER_MS: a build that has waited this
+                                   long for a peer probes the members' agents and reports the
+                                   silent ones, then every 2 s (1000; 0 = unset) */
 } ecw_options_t;
 
 #define ECW_OPTIONS_INIT                                                               \
     {                                                                                  \
         sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
-            NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO                                \
+            NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL, \
+            0                                                                          \
     }
 
 typedef struct ecw ecw_t;

@@ -6,7 +6,7 @@
  *   follow.c         the epoch watch, the abort on a new epoch, the service
  *                    thread that writes per-epoch timings
  *   store.c          per-epoch keys in etcd: claims, the NCCL id, Gloo's
- *                    rendezvous store
+ *                    rendezvous store; the node's lease, followed
  *   backend_gloo.c   Gloo through the C shim (gloo_shim.h)
  *   backend_nccl.c   NCCL, non-blocking init polled against deadline and abort
  *
@@ -76,10 +76,11 @@ int ecw__nccl_device_count(ec_error_t *err);
 typedef struct ecw__opts {
     ecw_backend_t backend;
     char *etcd_endpoints, *etcd_prefix, *job_id, *node_id, *host;
+    char *etcd_cacert, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file; /* "": none */
     int local_rank, device;
     uint64_t start_epoch;
     int64_t lease;
-    int timeout_ms, rebuild_timeout_ms, epoch_wait_ms;
+    int timeout_ms, rebuild_timeout_ms, epoch_wait_ms, suspect_after_ms;
     bool restart_mode;          /* ECOORD_REBUILD=restart: one process per epoch */
     ecw_log_cb log_cb;
     void *log_arg;
@@ -117,6 +118,7 @@ struct ecw {
     _Atomic uint64_t cur_num;    /* epoch of the live communicator, 0 for none */
     _Atomic uint64_t target_num; /* epoch being built or live, 0 for none */
     _Atomic int broken;          /* the live communicator failed */
+    _Atomic int64_t lease;       /* the node's lease now (store.c follows the agent's) */
     _Atomic int finalizing;
 
     /* comm_mu orders the watcher's abort against the training thread's
@@ -124,6 +126,8 @@ struct ecw {
     pthread_mutex_t comm_mu;
     void *comm;
     uint64_t failed_num;       /* last epoch whose communicator failed */
+    int64_t probe_at_ms;       /* training thread: while a build waits for a peer, when to
+                                  next look for silent agents (monotonic; 0: no build) */
 
     /* The current epoch as the training thread built it; atomics so that the
      * accessors may be called from any thread. */
@@ -153,6 +157,16 @@ enum { ECW__T_READY, ECW__T_SYNCED, ECW__T_FIRST };
 void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage);
 
 /* ---- store.c ---- */
+/* The lease the library's keys go on now. */
+int64_t ecw__lease(ecw_t *w);
+/* Re-read the node's record and take the lease it is attached to.  dead:
+ * a lease etcd said is gone (0: none); if the record still names it, or
+ * there is no record, EC_EUNAVAILABLE (the agent has not registered again
+ * yet: retry).  0 when no lease is used at all. */
+int ecw__lease_follow(ecw_t *w, int64_t dead, ec_error_t *err);
+/* Put key on the node's lease, following the agent's new lease once if
+ * etcd says the one used is gone. */
+int ecw__put(ecw_t *w, const char *key, const void *val, size_t len, ec_error_t *err);
 /* Put value under epochs/<epoch>/comm/<name>, on the node's lease. */
 int ecw__comm_put(ecw_t *w, uint64_t epoch, const char *name, const void *val, size_t len,
                   ec_error_t *err);
@@ -166,6 +180,11 @@ int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t
 int ecw__claim(ecw_t *w, uint64_t epoch, int rank, bool takeover, ec_error_t *err);
 
 /* ---- ecw.c ---- */
+/* Called by waits inside a build (the rendezvous): once the build has waited
+ * o.suspect_after_ms, and every ECW__PROBE_EVERY_MS after, probe the
+ * members' agents and report the silent ones, as a failed collective does. */
+#define ECW__PROBE_EVERY_MS 2000
+void ecw__build_tick(ecw_t *w, uint64_t epoch);
 int64_t ecw__mono_ms(void);
 int64_t ecw__wall_us(void);
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)

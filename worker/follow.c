@@ -127,7 +127,7 @@ static void write_timing(ecw_t *w, const ecw__timing_t *t)
     char key[EC_KEY_MAX];
     if (ec_key_epoch_timing(&w->keys, t->epoch, t->rank, key, sizeof(key)) < 0 ||
         ec_worker_timing_encode(&rec, &buf, &len, &err) < 0 ||
-        ec_etcd_put(w->etcd, key, buf, len, w->o.lease, NULL, &err) < 0)
+        ecw__put(w, key, buf, len, &err) < 0)
         ecw__log(w, ECW_LOG_WARN, "cannot record the timings of epoch %" PRIu64 ": %s",
                  t->epoch, err.msg[0] ? err.msg : "bad key");
     free(buf);

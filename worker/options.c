@@ -64,6 +64,20 @@ static const knob_t knobs[] = {
     {"epoch_wait_ms", {"ECOORD_WORKER_EPOCH_WAIT_MS"}, K_INT, IN(epoch_wait_ms),
      OUT(epoch_wait_ms), 0, 0, 86400000, "60000",
      "after a peer failure, how long to wait for the epoch that replaces it"},
+    {"etcd_cacert", {"ECOORD_ETCD_CACERT"}, K_STR, IN(etcd_cacert), OUT(etcd_cacert), 0, 0, 0, "",
+     "CA certificate of etcd's (TLS; set by ecoord launch from --etcd_cacert)"},
+    {"etcd_cert", {"ECOORD_ETCD_CERT"}, K_STR, IN(etcd_cert), OUT(etcd_cert), 0, 0, 0, "",
+     "client certificate for etcd (TLS)"},
+    {"etcd_key", {"ECOORD_ETCD_KEY"}, K_STR, IN(etcd_key), OUT(etcd_key), 0, 0, 0, "",
+     "key of the client certificate"},
+    {"etcd_user", {"ECOORD_ETCD_USER"}, K_STR, IN(etcd_user), OUT(etcd_user), 0, 0, 0, "",
+     "etcd user (authentication)"},
+    {"etcd_password_file", {"ECOORD_ETCD_PASSWORD_FILE"}, K_STR, IN(etcd_password_file),
+     OUT(etcd_password_file), 0, 0, 0, "",
+     "file holding the etcd user's password (ecoord launch writes one, mode 0600)"},
+    {"suspect_after_ms", {"ECOORD_WORKER_SUSPECT_AFTER_MS"}, K_INT, IN(suspect_after_ms),
+     OUT(suspect_after_ms), 0, 1, 86400000, "1000",
+     "a build waiting this long for a peer reports the members whose agents do not answer"},
 };
 
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
@@ -275,6 +289,11 @@ void ecw__opts_free(ecw__opts_t *o)
     free(o->job_id);
     free(o->node_id);
     free(o->host);
+    free(o->etcd_cacert);
+    free(o->etcd_cert);
+    free(o->etcd_key);
+    free(o->etcd_user);
+    free(o->etcd_password_file);
     memset(o, 0, sizeof(*o));
     errno = saved;
 }

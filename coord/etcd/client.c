@@ -389,19 +389,12 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
     }
 
     pthread_mutex_lock(&grpc_refs_lock);
-    /* Found by tests/t7000-faults (etcd killed for longer than a lease TTL):
-     * gRPC drives a reconnecting channel's sockets only while some call waits
-     * on it, or from its backup poller, every 5 s by default.  Our calls fail
-     * fast while etcd is away, so each reconnect attempt's handshake outlived
-     * the 2 s connect timeout below unpolled, and the client never reconnected
-     * after etcd came back.  Poll every 200 ms.  gRPC reads this variable in
-     * the first grpc_init(); it is removed again at once so that the training
-     * processes do not inherit it, and a value the user set is kept. */
-    const char *poll_var = "GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS";
-    bool set_poll = grpc_refs == 0 && !getenv(poll_var) && setenv(poll_var, "200", 0) == 0;
+    /* Reconnecting after a long outage needs gRPC's backup poller every
+     * 200 ms (EC_ETCD_POLL_ENV in etcd.h says why).  gRPC reads it from the
+     * environment in the first grpc_init(); the program sets it in main(),
+     * before any thread: setenv() here could race with a getenv() of some
+     * other thread of a training process. */
     grpc_init();
-    if (set_poll)
-        unsetenv(poll_var);
     grpc_refs++;
     pthread_mutex_unlock(&grpc_refs_lock);
 

@@ -36,6 +36,22 @@ typedef struct ec_etcd_opts {
 
 #define EC_ETCD_OPTS_INIT {.size = sizeof(ec_etcd_opts_t)}
 
+/* Reconnecting after etcd was away.  Found by tests/t7000-faults (etcd
+ * killed for longer than a lease TTL): gRPC drives a reconnecting channel's
+ * sockets only while some call waits on it, or from its backup poller, every
+ * 5 s by default.  Our calls fail fast while etcd is away, so each reconnect
+ * attempt's handshake outlived the 2 s connect timeout unpolled, and the
+ * client never reconnected after etcd came back.  Polling every 200 ms fixes
+ * it, and gRPC has no channel argument for it: only this variable, read in
+ * the process's first grpc_init().  The library never sets it (setenv is not
+ * thread-safe against other threads' getenv); a program using this client
+ * sets it at the top of main(), before it starts any thread, keeping a value
+ * the user set:
+ *     setenv(EC_ETCD_POLL_ENV, EC_ETCD_POLL_MS, 0);
+ * `ecoord` does, and its training processes inherit it from the agent. */
+#define EC_ETCD_POLL_ENV "GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS"
+#define EC_ETCD_POLL_MS "200"
+
 /* Connect: parses the endpoints, opens the channel, authenticates when a
  * user is given, and checks that etcd answers (Maintenance.Status) within
  * dial_timeout_ms.  Returns NULL with err filled on failure. */

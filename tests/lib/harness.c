@@ -10,6 +10,8 @@
 
 void ec_test_require_etcd(void)
 {
+    /* First thing in main, before any thread (etcd.h: EC_ETCD_POLL_ENV). */
+    setenv(EC_ETCD_POLL_ENV, EC_ETCD_POLL_MS, 0);
     if (!ec_embed_find_etcd(NULL)) {
         printf("1..0 # SKIP no etcd binary (apt-get install etcd-server)\n");
         exit(0);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "etcd.h"
 #include "log.h"
 #include "node.h"
 
@@ -74,6 +75,7 @@ static void on_log(ec_log_level_t lvl, const char *msg, void *arg)
 
 int main(int argc, char **argv)
 {
+    setenv(EC_ETCD_POLL_ENV, EC_ETCD_POLL_MS, 0); /* before any thread: etcd.h */
     if (argc < 9) {
         fprintf(stderr, "usage: %s ENDPOINTS JOB NODE NP_MIN NP_MAX NPROC ELASTIC_MS TTL_S [REPLACE_MS]\n",
                 argv[0]);
