@@ -184,6 +184,7 @@ static int start_rank(agent_t *a, int r)
         .restart_count = a->restarts,
         .max_restarts = a->cfg->max_restart,
         .lease = ec_node_lease(a->node),
+        .etcd = a->cfg,
     };
     char **env = NULL;
     ec_error_t err = {0};
