@@ -155,7 +155,9 @@ void ec__node_plan_and_act(ec_node_t *n)
     ec_plan_member_t *mem = NULL;
     size_t nn = 0;
     for (size_t i = 0; pn && nodes && i < n->nnodes; i++) {
-        if (!n->nodes[i].rec || n->nodes[i].rec->run != run)
+        /* A record without a lease was not written by an agent (ours are
+         * all leased) and would never expire: never a member. */
+        if (!n->nodes[i].rec || n->nodes[i].rec->run != run || n->nodes[i].lease == 0)
             continue;
         pn[nn] = &n->nodes[i];
         nodes[nn].node_id = n->nodes[i].id;

@@ -255,6 +255,7 @@ typedef struct st_row {
     char *error;              /* corrupt: the decoder's message */
     int m_id;                 /* -1: not a member */
     int64_t create_rev;       /* registration order */
+    bool foreign;             /* a record without a lease: no agent wrote it */
     bool standby;
 } st_row_t;
 
@@ -377,6 +378,7 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
             if (!r)
                 goto nomem;
             r->create_rev = kv->create_revision;
+            r->foreign = kv->lease == 0;
             r->node = parsed ? strdup(id) : strdup(kv->key + strlen(k_nodes));
             if (!r->node)
                 goto nomem;
@@ -460,7 +462,7 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
      * first one, which is not standing by. */
     for (size_t i = 0; i < s->nrows; i++) {
         st_row_t *r = &s->rows[i];
-        if (!r->rec || r->m_id >= 0 || !s->epoch)
+        if (!r->rec || r->m_id >= 0 || !s->epoch || r->foreign)
             continue;
         ec_plan_config_t pc = {.np_min = 1, .np_max = 1, .nproc = s->epoch->nproc};
         ec_plan_node_t pn = {.node_id = r->rec->node_id, .nproc = (uint32_t)r->rec->nproc,
@@ -618,6 +620,9 @@ static bool row_cells(const st_snap_t *s, const st_row_t *r, char *cell[NCOLS])
     cell[C_STANDBY] = strdup(r->standby ? "yes" : "no");
     if (r->error)
         cell[C_NOTE] = safe_dup(r->error);
+    else if (r->foreign)
+        cell[C_NOTE] = strdup("foreign: a record without a lease (no agent writes one; another "
+                              "tool?); never admitted: delete the key");
     else if (!r->rec)
         cell[C_NOTE] = strdup("record gone: lease expired or the node left after this epoch");
     else if (r->rec->reason[0])
@@ -880,6 +885,7 @@ static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
     json_kstr(f, &first, "state", row_state(r));
     json_kbool(f, &first, "in_epoch", r->m_id >= 0);
     json_kbool(f, &first, "standby", r->standby);
+    json_kbool(f, &first, "foreign", r->foreign);
     json_key(f, &first, "incarnation");
     if (r->rec)
         fprintf(f, "%" PRIu64, r->rec->incarnation);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 #include "records.h"
 
@@ -399,13 +400,13 @@ static Suite *suite(void)
     Suite *s = suite_create("t3000-launch");
     TCase *t = tcase_create("launch");
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, bad_input_stops_before_anything_starts);
-    tcase_add_test(t, environment_matches_epoch);
-    tcase_add_test(t, job_completes_everywhere);
-    tcase_add_test(t, completed_job_id_runs_again);
-    tcase_add_test(t, killed_process_restarts_then_node_leaves);
-    tcase_add_test(t, killed_agent_takes_processes_and_lease_expires);
-    tcase_add_test(t, sigterm_agent_leaves_at_once_and_joiner_added);
+    ec_tcase_add(t, bad_input_stops_before_anything_starts);
+    ec_tcase_add(t, environment_matches_epoch);
+    ec_tcase_add(t, job_completes_everywhere);
+    ec_tcase_add(t, completed_job_id_runs_again);
+    ec_tcase_add(t, killed_process_restarts_then_node_leaves);
+    ec_tcase_add(t, killed_agent_takes_processes_and_lease_expires);
+    ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
     suite_add_tcase(s, t);
     return s;
 }
