@@ -321,8 +321,14 @@ static bool pipe_shows(int fd, const char *needle, long ms)
         if (n <= 0)
             return false;
         buf[n] = '\0';
-        if (memmem(buf, (size_t)n, needle, strlen(needle)))
+        char *hit = memmem(buf, (size_t)n, needle, strlen(needle));
+        if (hit) {
+            char *b = hit, *e = strchr(hit, '\n');
+            while (b > buf && b[-1] != '\n')
+                b--;
+            printf("# %.*s\n", (int)(e ? e - b : (long)strlen(b)), b);
             return true;
+        }
         size_t keep = (size_t)n < sizeof(win) / 2 ? (size_t)n : sizeof(win) / 2;
         if (wl + keep > sizeof(win)) {
             memmove(win, win + wl - sizeof(win) / 2, sizeof(win) / 2);
@@ -371,6 +377,14 @@ START_TEST(full_console_pipe_does_not_block_coordination)
     snprintf(log, sizeof(log), "%s/logs-%s/workerlog.0", tmp, ag[lead].id);
     ck_assert_msg(ec_test_wait_file(log, "rank0 output line 100000", 10000),
                   "the worker log lacks rank 0's output");
+    /* a SIGTERMed agent whose stdout nobody reads still exits, taking its
+     * processes along */
+    ep = ec_test_epoch(c, "/jpipe/");
+    pid_t lead_prog = read_pid(dump_path(ag[lead].id, 0, (int)ep->number));
+    ec_epoch_free(ep);
+    kill(ag[lead].pid, SIGTERM);
+    ck_assert_int_eq(ec_test_reap(ag[lead].pid, 15000), 128 + SIGTERM);
+    assert_gone(lead_prog, "the leader's training process, after the agent's SIGTERM");
     close(ag[0].rd);
     close(ag[1].rd);
 }
