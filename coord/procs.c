@@ -58,47 +58,82 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* The children of this process, from /proc/<pid>/stat (ppid, field 4;
- * start time, field 22).  Works without CONFIG_PROC_CHILDREN and sees the
- * children of every thread.  Returns the count, -1 when /proc is unreadable. */
+/* State and start time of one process, from /proc/<pid>/stat (fields 3,
+ * 4 and 22; the command name before them may hold spaces and ')'). */
+static bool read_stat(pid_t pid, char *state, int *ppid, unsigned long long *start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0)
+        return false;
+    buf[len] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && sscanf(rp + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                                "%*d %*d %*d %llu", state, ppid, start) == 3;
+}
+
+static bool add_kid(kid_t **out, int *n, int *cap, pid_t pid)
+{
+    char state;
+    int ppid;
+    unsigned long long start;
+    if (!read_stat(pid, &state, &ppid, &start) || ppid != getpid())
+        return true; /* gone, or reaped and reused already: not ours */
+    for (int i = 0; i < *n; i++)
+        if ((*out)[i].pid == pid)
+            return true;
+    if (*n == *cap) {
+        int c = *cap ? *cap * 2 : 16;
+        kid_t *k = realloc(*out, (size_t)c * sizeof(kid_t));
+        if (!k)
+            return false;
+        *out = k;
+        *cap = c;
+    }
+    (*out)[(*n)++] = (kid_t){pid, start, state};
+    return true;
+}
+
+/* The children of this process (of every thread): from
+ * /proc/self/task/<tid>/children, or where the kernel lacks those
+ * (CONFIG_PROC_CHILDREN) by scanning every /proc/<pid>/stat for our pid as
+ * parent.  Returns the count. */
 static int list_kids(kid_t **out)
 {
     *out = NULL;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return -1;
-    pid_t self = getpid();
     int n = 0, cap = 0;
+    bool have_children_files = false;
+    DIR *d = opendir("/proc/self/task");
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while (d && (e = readdir(d))) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        char path[64], buf[1024];
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        char path[96];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
             continue;
-        ssize_t len = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (len <= 0)
-            continue;
-        buf[len] = '\0';
-        char *rp = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
-        char state;
-        int ppid;
-        unsigned long long start;
-        if (!rp || sscanf(rp + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-                                  "%*d %*d %*d %llu", &state, &ppid, &start) != 3 || ppid != self)
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            kid_t *k = realloc(*out, (size_t)cap * sizeof(kid_t));
-            if (!k)
+        have_children_files = true;
+        int pid;
+        while (fscanf(f, "%d", &pid) == 1)
+            if (!add_kid(out, &n, &cap, (pid_t)pid))
                 break;
-            *out = k;
-        }
-        (*out)[n++] = (kid_t){(pid_t)atoi(e->d_name), start, state};
+        fclose(f);
     }
+    if (d)
+        closedir(d);
+    if (have_children_files)
+        return n;
+    if (!(d = opendir("/proc")))
+        return 0;
+    while ((e = readdir(d)))
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && !add_kid(out, &n, &cap, (pid_t)atoi(e->d_name)))
+            break;
     closedir(d);
     return n;
 }
@@ -145,8 +180,7 @@ ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_o
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         ec_log(EC_LOG_WARN, "cannot become a child subreaper (%s): processes started by the "
                             "training processes may outlive them", strerror(errno));
-    int n = list_kids(&p->others);
-    p->nothers = n > 0 ? n : 0;
+    p->nothers = list_kids(&p->others);
     return p;
 }
 
