@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,8 +193,15 @@ static void child(ec_procs_t *p, pid_t parent, int out, int errw, char *const *e
     struct sigaction dfl;
     memset(&dfl, 0, sizeof(dfl));
     dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++)
-        sigaction(s, &dfl, NULL); /* EINVAL for SIGKILL, SIGSTOP, libc's own */
+    for (int s = 1; s < NSIG; s++) {
+        if (s == SIGKILL || s == SIGSTOP || sigaction(s, &dfl, NULL) == 0)
+            continue;
+        /* libc refuses its own (glibc: 32 and 33), which may still come
+         * ignored from whoever started us: the kernel takes a zeroed
+         * struct (SIG_DFL, no flags, empty mask) in any layout. */
+        uint64_t ksa[4] = {0};
+        syscall(SYS_rt_sigaction, s, ksa, NULL, sizeof(uint64_t));
+    }
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan keeps training under a stale rank */
     int e = 0;

@@ -7,6 +7,8 @@
  *   truncated with an ellipsis) and restarted, the agent does not crash;
  * - a program that cannot be executed is an error the agent itself logs,
  *   with the reason, not a mysterious exit code 127;
+ * - the program starts with default signal dispositions and an empty mask,
+ *   whatever the agent inherited (nohup) or set up for itself;
  * - a console (stdout) nobody reads does not freeze the agent: with the
  *   leader's stdout a full pipe, a dead peer is still replaced by a new
  *   epoch within seconds, the console later says how many lines it dropped,
@@ -33,6 +35,7 @@ static char tmp[256];
 static pid_t pids[16];
 static int npids;
 static pid_t strays[16]; /* processes the agents were meant to stop */
+static bool agent_ignores_hup; /* start agents as `nohup` would */
 static int nstrays;
 
 static void setup(void)
@@ -50,6 +53,7 @@ static void teardown(void)
         ec_test_reap(pids[i], 5000);
     }
     npids = 0;
+    agent_ignores_hup = false;
     for (int i = 0; i < nstrays; i++) /* only left when a test failed */
         if (strays[i] > 0)
             kill(strays[i], SIGKILL);
@@ -79,6 +83,8 @@ static pid_t spawn_agent(char *const *argv, int out_fd, const char *errpath)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);
+        if (agent_ignores_hup)
+            signal(SIGHUP, SIG_IGN);
         int e = open(errpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(out_fd, 1);
         if (e >= 0)
@@ -254,6 +260,32 @@ START_TEST(exec_failure_logged_by_agent)
 }
 END_TEST
 
+START_TEST(rank_starts_with_default_signals)
+{
+    /* Under nohup (SIGHUP ignored) the agent's own dispositions must not
+     * leak into the program: nothing ignored, nothing blocked. */
+    agent_ignores_hup = true;
+    char es[128], ld[320], console[320], err[320], sigs[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(sigs, sizeof(sigs), "%s/sigs", tmp);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jsig", "--np=1", "--nproc_per_node=1",
+                    "--node_id=a", ld, "--", "/bin/sh", "-c",
+                    "grep -E '^Sig(Ign|Blk)' /proc/self/status > $0.tmp && mv $0.tmp $0", sigs,
+                    NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    ck_assert_int_eq(ec_test_reap(agent, 20000), 0);
+    ck_assert_msg(ec_test_file_contains(sigs, "SigIgn:\t0000000000000000"),
+                  "the program inherited ignored signals");
+    ck_assert_msg(ec_test_file_contains(sigs, "SigBlk:\t0000000000000000"),
+                  "the program inherited blocked signals");
+}
+END_TEST
+
 /* The agent behind the read end of a pipe nobody reads. */
 typedef struct {
     pid_t pid;
@@ -398,6 +430,7 @@ static Suite *suite(void)
     tcase_add_test(t, descendants_stopped_on_restart_and_agent_exit);
     tcase_add_test(t, long_command_line_failure_reported_and_restarted);
     tcase_add_test(t, exec_failure_logged_by_agent);
+    tcase_add_test(t, rank_starts_with_default_signals);
     tcase_add_test(t, full_console_pipe_does_not_block_coordination);
     suite_add_tcase(s, t);
     return s;
