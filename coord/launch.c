@@ -56,6 +56,14 @@ static void on_signal(int s)
     errno = saved;
 }
 
+/* The console (stdout) behind a bounded queue: the coordinator's threads
+ * log through it and rank 0's output is copied to it, and none of them may
+ * block when nobody reads stdout (a stopped pager, Ctrl-S, a stuck log
+ * shipper): what does not fit is dropped and counted. */
+#define CONSOLE_QUEUE_BYTES (1u << 20)
+#define CONSOLE_FLUSH_MS 2000
+static ec_outq_t *console_q;
+
 /* LAUNCH INFO 2022-07-20 12:10:15,863 message (Paddle's console form). */
 static void console(ec_log_level_t lvl, const char *msg, void *arg)
 {
@@ -66,9 +74,21 @@ static void console(ec_log_level_t lvl, const char *msg, void *arg)
     localtime_r(&tv.tv_sec, &tm);
     char ts[32];
     strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
-    fprintf(stdout, "LAUNCH %s %s,%03d %s\n", ec_log_level_name(lvl), ts, (int)(tv.tv_usec / 1000),
-            msg);
-    fflush(stdout);
+    char line[1200];
+    int n = snprintf(line, sizeof(line), "LAUNCH %s %s,%03d %s\n", ec_log_level_name(lvl), ts,
+                     (int)(tv.tv_usec / 1000), msg);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(line)) {
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    if (console_q) {
+        ec_outq_write(console_q, line, (size_t)n);
+    } else {
+        fputs(line, stdout);
+        fflush(stdout);
+    }
 }
 
 typedef struct agent {
@@ -170,6 +190,40 @@ static void write_endpoints_log(agent_t *a, const ec_epoch_t *ep)
     free(eps);
 }
 
+static int64_t failure_rank(const agent_t *a, int r)
+{
+    return a->m_id >= 0 ? ec_rank(a->m_id, a->nproc, r) : -1;
+}
+
+static void record_failure(agent_t *a, ec_failure_t *f)
+{
+    ec_metrics_failure(a->metrics, f->kind);
+    ec_error_t err = {0};
+    if (ec_node_record_failure(a->node, f, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot record the failure in etcd: %s", err.msg);
+}
+
+/* A rank that could not even be started is recorded like one that exited
+ * 127 (a shell's "command not found"), with the reason as its log. */
+static void record_start_failure(agent_t *a, int r, const char *why)
+{
+    int64_t rank = failure_rank(a, r);
+    char *lines[] = {(char *)why};
+    ec_failure_t f = {
+        .node_id = (char *)a->cfg->node_id,
+        .kind = EC_FAILURE_EXITED,
+        .local_rank = r,
+        .global_rank = rank >= 0 ? (int)rank : 0,
+        .exit_code = 127,
+        .epoch = a->epoch ? a->epoch->number : 0,
+        .time_ms = wall_ms(),
+        .log_path = (char *)ec_procs_log_path(a->procs, r),
+        .nlines = 1,
+        .last_lines = lines,
+    };
+    record_failure(a, &f);
+}
+
 static int start_rank(agent_t *a, int r)
 {
     ec_env_ctx_t ctx = {
@@ -201,21 +255,30 @@ static int start_rank(agent_t *a, int r)
              ec_epoch_reason_name(a->epoch->reason), a->restarts);
     int rc = ec_procs_start(a->procs, r, env, marker, &err);
     ec_env_free(env);
-    if (rc < 0)
+    if (rc < 0) {
         ec_log(EC_LOG_ERROR, "cannot start local rank %d: %s", r, err.msg);
+        record_start_failure(a, r, err.msg);
+    }
     return rc;
 }
 
-static void start_all(agent_t *a)
+/* Start every local rank: the first that could not be started, or -1. */
+static int start_all(agent_t *a)
 {
+    int failed = -1;
     for (int r = 0; r < a->nproc; r++) {
         a->done[r] = false;
-        start_rank(a, r);
+        if (start_rank(a, r) < 0 && failed < 0)
+            failed = r;
     }
     a->node_done = false;
+    return failed;
 }
 
-static void apply_epoch(agent_t *a, ec_epoch_t *ep)
+static int after_failure(agent_t *a, int r, bool start_failed);
+
+/* Returns an exit code when the agent must exit, else -1. */
+static int apply_epoch(agent_t *a, ec_epoch_t *ep)
 {
     ec_epoch_free(a->epoch);
     a->epoch = ep;
@@ -227,14 +290,14 @@ static void apply_epoch(agent_t *a, ec_epoch_t *ep)
            ep->reason_detail ? ep->reason_detail : "", ep->nmembers, ep->leader_id);
     if (m < 0) {
         a->m_id = -1;
-        if (ec_procs_running(a->procs)) {
+        if (ec_procs_running(a->procs))
             ec_log(EC_LOG_INFO, "this node is not in epoch %" PRIu64 ": stopping its processes",
                    ep->number);
-            ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
-        } else {
+        else
             ec_log(EC_LOG_INFO, "this node is a standby in epoch %" PRIu64 ": waiting", ep->number);
-        }
-        return;
+        /* and whatever finished ranks left running */
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        return -1;
     }
     bool was_running = ec_procs_running(a->procs) > 0;
     a->m_id = m;
@@ -244,35 +307,62 @@ static void apply_epoch(agent_t *a, ec_epoch_t *ep)
            ep->world_size);
     if (a->cfg->rebuild == EC_REBUILD_INPROCESS && was_running) {
         /* The processes follow epochs themselves (worker library). */
-        return;
+        return -1;
     }
-    if (was_running)
-        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
-    start_all(a);
+    /* every process of the last epoch, and what finished ranks left running */
+    ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    int failed = start_all(a);
     ec_error_t err = {0};
     if (ec_node_set_state(a->node, EC_NODE_READY, NULL, &err) < 0)
         ec_log(EC_LOG_WARN, "cannot mark this node ready: %s", err.msg);
+    return failed >= 0 ? after_failure(a, failed, true) : -1;
+}
+
+/* The command line for messages: whole when short, else cut at about max
+ * bytes with an ellipsis and how much was left out.  malloc'd. */
+static char *command_line(const ec_config_t *cfg, size_t max)
+{
+    size_t total = 0;
+    for (int i = 0; i < cfg->prog_argc; i++)
+        total += strlen(cfg->prog_argv[i]) + 1;
+    char *s = malloc(max + 64);
+    if (!s)
+        return NULL;
+    size_t len = 0;
+    s[0] = '\0';
+    for (int i = 0; i < cfg->prog_argc && len < total; i++) {
+        size_t n = strlen(cfg->prog_argv[i]);
+        size_t room = max - len;
+        if (n + 1 > room) {
+            memcpy(s + len, cfg->prog_argv[i], room);
+            len += room;
+            snprintf(s + len, 64, "... (%zu more bytes)", total - len - 1);
+            return s;
+        }
+        memcpy(s + len, cfg->prog_argv[i], n);
+        len += n;
+        s[len++] = i + 1 < cfg->prog_argc ? ' ' : '\0';
+    }
+    s[len] = '\0';
+    return s;
 }
 
 static void report_failure(agent_t *a, int r, int status)
 {
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    int64_t rank = a->m_id >= 0 ? ec_rank(a->m_id, a->nproc, r) : -1;
+    int64_t rank = failure_rank(a, r);
     char what[64];
     if (sig)
         snprintf(what, sizeof(what), "signal %d (%s)", sig, strsignal(sig));
     else
         snprintf(what, sizeof(what), "exit code %d", code);
-    char cmd[1024] = "";
-    for (int i = 0; i < a->cfg->prog_argc; i++) {
-        strncat(cmd, a->cfg->prog_argv[i], sizeof(cmd) - strlen(cmd) - 2);
-        strncat(cmd, " ", sizeof(cmd) - strlen(cmd) - 1);
-    }
+    char *cmd = command_line(a->cfg, 400); /* one console line (ec_log: 1 KB) */
     ec_log(EC_LOG_ERROR, "Container failed !!!");
     ec_log(EC_LOG_ERROR, "  rank %lld (local rank %d, node %s, epoch %" PRIu64 ") ended with %s",
            (long long)rank, r, a->cfg->node_id, a->epoch ? a->epoch->number : 0, what);
-    ec_log(EC_LOG_ERROR, "  command: %s", cmd);
+    ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->cfg->prog_argv[0]);
+    free(cmd);
     ec_log(EC_LOG_ERROR, "  log: %s", ec_procs_log_path(a->procs, r));
     char **lines = NULL;
     int n = ec_procs_tail(a->procs, r, 10, &lines);
@@ -295,10 +385,7 @@ static void report_failure(agent_t *a, int r, int status)
         .nlines = n,
         .last_lines = lines,
     };
-    ec_metrics_failure(a->metrics, f.kind);
-    ec_error_t err = {0};
-    if (ec_node_record_failure(a->node, &f, &err) < 0)
-        ec_log(EC_LOG_WARN, "cannot record the failure in etcd: %s", err.msg);
+    record_failure(a, &f);
     for (int i = 0; i < n; i++)
         free(lines[i]);
     free(lines);
@@ -325,12 +412,20 @@ static int on_child_exit(agent_t *a, int r, int status)
         return -1;
     }
     report_failure(a, r, status);
-    a->restarts++;
+    return after_failure(a, r, false);
+}
+
+/* After local rank r failed (reported): restart within --max_restart, or
+ * leave the job.  start_failed: r could not even be started, which says
+ * nothing about the peers.  Returns an exit code when the agent must exit,
+ * else -1. */
+static int after_failure(agent_t *a, int r, bool start_failed)
+{
     ec_error_t err = {0};
     /* A process often dies because a peer's node died: find silent peers
      * now and report them, so the leader can evict them without waiting for
      * their leases to expire. */
-    if (a->epoch && a->m_id >= 0) {
+    if (!start_failed && a->epoch && a->m_id >= 0) {
         char **dead = NULL;
         int nd = ec_node_probe_members(a->node, 300, &dead, &err);
         if (nd > 0 && ec_node_report_suspects(a->node, a->epoch->number, (const char *const *)dead,
@@ -338,6 +433,8 @@ static int on_child_exit(agent_t *a, int r, int status)
             ec_log(EC_LOG_WARN, "cannot report silent peers: %s", err.msg);
         ec_node_free_ids(dead, nd > 0 ? nd : 0);
     }
+again:
+    a->restarts++;
     if (a->restarts > a->cfg->max_restart) {
         bool fixed = a->cfg->np.min == a->cfg->np.max;
         ec_log(EC_LOG_ERROR, "-node %s: --max_restart=%d exhausted; leaving the job%s",
@@ -352,7 +449,8 @@ static int on_child_exit(agent_t *a, int r, int status)
            a->cfg->max_restart);
     ec_metrics_restart(a->metrics);
     if (a->cfg->rebuild == EC_REBUILD_INPROCESS) {
-        start_rank(a, r); /* the peers rebuild in place around it */
+        if (start_rank(a, r) < 0) /* the peers rebuild in place around it */
+            goto again;
     } else {
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
     }
@@ -418,8 +516,10 @@ static int run(agent_t *a)
         free(why);
         if (ep) {
             int64_t t0 = mono_ms();
-            apply_epoch(a, ep);
+            int rc = apply_epoch(a, ep);
             ec_metrics_epoch(a->metrics, a->epoch, a->m_id, mono_ms() - t0);
+            if (rc >= 0)
+                return rc;
         }
     }
 }
@@ -427,7 +527,15 @@ static int run(agent_t *a)
 int ec_cmd_launch(const ec_config_t *cfg)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    fflush(stdout); /* from here on, stdout is the queue's alone */
+    char note[700];
+    snprintf(note, sizeof(note), "local rank 0's output is complete in %s/workerlog.0",
+             cfg->log_dir);
+    console_q = ec_outq_create(STDOUT_FILENO, CONSOLE_QUEUE_BYTES, note);
     ec_log_set_sink(console, NULL, cfg->log_level);
+    if (!console_q)
+        ec_log(EC_LOG_WARN, "cannot start the console writer (%s): a stalled stdout will stall "
+                            "this agent", strerror(errno));
     agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}};
     a.start_ms = mono_ms();
     a.nproc = cfg->nproc_per_node;
@@ -507,7 +615,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
         goto out;
     }
     a.reserved = true;
-    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, cfg->prog_argv, STDOUT_FILENO, &err))) {
+    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, cfg->prog_argv, console_q, &err))) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
@@ -587,5 +695,15 @@ out:
     free(a.resv);
     free(a.done);
     pthread_mutex_destroy(&a.lock);
+    if (console_q) {
+        uint64_t dropped = ec_outq_dropped(console_q);
+        if (dropped)
+            ec_log(EC_LOG_INFO, "the console dropped %" PRIu64 " lines in all (stdout was not "
+                                "read fast enough)", dropped);
+        ec_outq_flush(console_q, CONSOLE_FLUSH_MS);
+        ec_log_set_sink(NULL, NULL, cfg->log_level);
+        ec_outq_destroy(console_q);
+        console_q = NULL;
+    }
     return rc;
 }

@@ -2,30 +2,48 @@
 #define _GNU_SOURCE
 #include "procs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "log.h"
 
 typedef struct rank {
     pid_t pid;
     char log[600];
 } rank_t;
 
+/* A child of ours as /proc shows it: pid and start time (in clock ticks
+ * since boot) tell a process apart from a later one with the same pid. */
+typedef struct kid {
+    pid_t pid;
+    unsigned long long start;
+    char state;
+} kid_t;
+
 struct ec_procs {
     int nproc;
     char *const *argv;
-    int console_fd;
+    ec_outq_t *console;
     int out_fd;  /* read end of rank 0's pipe */
     int log0_fd; /* rank 0's log, for the pump */
     rank_t *r;
+    kid_t *others; /* children we had before any rank: not ours to stop */
+    int nothers;
+    pid_t termed[256]; /* orphans already sent SIGTERM in this stop */
+    int ntermed;
 };
 
 static int64_t mono_ms(void)
@@ -35,7 +53,109 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, int console_fd,
+static void pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* State and start time of one process, from /proc/<pid>/stat (fields 3,
+ * 4 and 22; the command name before them may hold spaces and ')'). */
+static bool read_stat(pid_t pid, char *state, int *ppid, unsigned long long *start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0)
+        return false;
+    buf[len] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && sscanf(rp + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                                "%*d %*d %*d %llu", state, ppid, start) == 3;
+}
+
+static bool add_kid(kid_t **out, int *n, int *cap, pid_t pid)
+{
+    char state;
+    int ppid;
+    unsigned long long start;
+    if (!read_stat(pid, &state, &ppid, &start) || ppid != getpid())
+        return true; /* gone, or reaped and reused already: not ours */
+    for (int i = 0; i < *n; i++)
+        if ((*out)[i].pid == pid)
+            return true;
+    if (*n == *cap) {
+        int c = *cap ? *cap * 2 : 16;
+        kid_t *k = realloc(*out, (size_t)c * sizeof(kid_t));
+        if (!k)
+            return false;
+        *out = k;
+        *cap = c;
+    }
+    (*out)[(*n)++] = (kid_t){pid, start, state};
+    return true;
+}
+
+/* The children of this process (of every thread): from
+ * /proc/self/task/<tid>/children, or where the kernel lacks those
+ * (CONFIG_PROC_CHILDREN) by scanning every /proc/<pid>/stat for our pid as
+ * parent.  Returns the count. */
+static int list_kids(kid_t **out)
+{
+    *out = NULL;
+    int n = 0, cap = 0;
+    bool have_children_files = false;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[96];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        have_children_files = true;
+        int pid;
+        while (fscanf(f, "%d", &pid) == 1)
+            if (!add_kid(out, &n, &cap, (pid_t)pid))
+                break;
+        fclose(f);
+    }
+    if (d)
+        closedir(d);
+    if (have_children_files)
+        return n;
+    if (!(d = opendir("/proc")))
+        return 0;
+    while ((e = readdir(d)))
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && !add_kid(out, &n, &cap, (pid_t)atoi(e->d_name)))
+            break;
+    closedir(d);
+    return n;
+}
+
+static int rank_of(const ec_procs_t *p, pid_t pid)
+{
+    for (int i = 0; i < p->nproc; i++)
+        if (p->r[i].pid == pid)
+            return i;
+    return -1;
+}
+
+static bool is_other(const ec_procs_t *p, pid_t pid, unsigned long long start, bool check_start)
+{
+    for (int i = 0; i < p->nothers; i++)
+        if (p->others[i].pid == pid && (!check_start || p->others[i].start == start))
+            return true;
+    return false;
+}
+
+ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_outq_t *console,
                          ec_error_t *err)
 {
     if (mkdir(log_dir, 0755) < 0 && errno != EEXIST) {
@@ -50,12 +170,74 @@ ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, int 
     }
     p->nproc = nproc;
     p->argv = argv;
-    p->console_fd = console_fd;
+    p->console = console;
     p->out_fd = -1;
     p->log0_fd = -1;
     for (int i = 0; i < nproc; i++)
         snprintf(p->r[i].log, sizeof(p->r[i].log), "%s/workerlog.%d", log_dir, i);
+    /* Orphaned descendants of the ranks (a daemon, a setsid() helper, what
+     * a dead rank leaves behind) become our children, to be stopped with
+     * the ranks and reaped, instead of running on under init. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        ec_log(EC_LOG_WARN, "cannot become a child subreaper (%s): processes started by the "
+                            "training processes may outlive them", strerror(errno));
+    p->nothers = list_kids(&p->others);
     return p;
+}
+
+/* The child, between fork and exec: only async-signal-safe calls. */
+static void child(ec_procs_t *p, pid_t parent, int out, int errw, char *const *envp)
+{
+    /* The agent's handlers mean nothing here; a signal that arrives before
+     * exec must act as it will on the program. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++) {
+        if (s == SIGKILL || s == SIGSTOP || sigaction(s, &dfl, NULL) == 0)
+            continue;
+        /* libc refuses its own (glibc: 32 and 33), which may still come
+         * ignored from whoever started us: the kernel takes a zeroed
+         * struct (SIG_DFL, no flags, empty mask) in any layout. */
+        uint64_t ksa[4] = {0};
+        syscall(SYS_rt_sigaction, s, ksa, NULL, sizeof(uint64_t));
+    }
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan keeps training under a stale rank */
+    int e = 0;
+    if (getppid() != parent) {
+        e = ESRCH;
+    } else {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        dup2(out, 1);
+        dup2(out, 2);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        if (nul > 2)
+            close(nul);
+        execvpe(p->argv[0], p->argv, envp);
+        e = errno;
+    }
+    ssize_t w = write(errw, &e, sizeof(e));
+    (void)w;
+    _exit(127);
+}
+
+/* Reap pid, waiting at most ms. */
+static bool reap_within(pid_t pid, int *status, long ms)
+{
+    int64_t deadline = mono_ms() + ms;
+    for (;;) {
+        pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            return w == pid;
+        if (mono_ms() >= deadline)
+            return false;
+        pause_ms(1);
+    }
 }
 
 int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, ec_error_t *err)
@@ -67,43 +249,72 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
         ssize_t w = write(fd, marker, strlen(marker));
         (void)w;
     }
-    int pipefd[2] = {-1, -1};
-    if (r == 0 && p->console_fd >= 0) {
-        if (pipe2(pipefd, O_CLOEXEC) < 0) {
-            close(fd);
-            return ec_errorf(err, EC_ESYS, "pipe: %s", strerror(errno));
+    int pipefd[2] = {-1, -1}, errp[2] = {-1, -1};
+    if ((r == 0 && p->console && pipe2(pipefd, O_CLOEXEC) < 0) || pipe2(errp, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(fd);
+        if (pipefd[0] >= 0) {
+            close(pipefd[0]);
+            close(pipefd[1]);
         }
+        return ec_errorf(err, EC_ESYS, "pipe: %s", strerror(e));
     }
+    /* No signal handler of ours may run in the child before it resets them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t parent = getpid();
     pid_t pid = fork();
+    if (pid == 0)
+        child(p, parent, pipefd[1] >= 0 ? pipefd[1] : fd, errp[1], envp);
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(errp[1]);
+    if (pipefd[1] >= 0)
+        close(pipefd[1]);
     if (pid < 0) {
         close(fd);
-        return ec_errorf(err, EC_ESYS, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan keeps training under a stale rank */
-        if (getppid() != parent)
-            _exit(127);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        int out = pipefd[1] >= 0 ? pipefd[1] : fd;
-        dup2(out, 1);
-        dup2(out, 2);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0)
-            dup2(nul, 0);
-        execvpe(p->argv[0], p->argv, envp);
-        dprintf(2, "ecoord: cannot run '%s': %s (check the training program path)\n", p->argv[0],
-                strerror(errno));
-        _exit(127);
+        close(errp[0]);
+        if (pipefd[0] >= 0)
+            close(pipefd[0]);
+        return ec_errorf(err, EC_ESYS, "fork: %s", strerror(fork_errno));
     }
     setpgid(pid, pid);
+    /* EOF: exec succeeded (the pipe is close-on-exec); an errno: it failed.
+     * A program on a hung filesystem may take long to exec: past the
+     * deadline it counts as started, and a failure shows as its exit. */
+    int child_errno = 0;
+    struct pollfd pf = {errp[0], POLLIN, 0};
+    int64_t deadline = mono_ms() + 10000;
+    for (;;) {
+        int n = poll(&pf, 1, (int)(deadline - mono_ms() > 0 ? deadline - mono_ms() : 0));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n > 0) {
+            ssize_t got;
+            do
+                got = read(errp[0], &child_errno, sizeof(child_errno));
+            while (got < 0 && errno == EINTR);
+            if (got != (ssize_t)sizeof(child_errno))
+                child_errno = 0;
+        }
+        break;
+    }
+    close(errp[0]);
+    if (child_errno) {
+        if (!reap_within(pid, NULL, EC_PROCS_KILL_WAIT_MS)) {
+            kill(pid, SIGKILL); /* left to ec_procs_reap as an orphan */
+        }
+        close(fd);
+        if (pipefd[0] >= 0)
+            close(pipefd[0]);
+        return ec_errorf(err, EC_ESYS,
+                         "cannot run '%s': %s (check the program after '--': that it exists on "
+                         "this node, is in PATH or given with its path, and is executable)",
+                         p->argv[0], strerror(child_errno));
+    }
     p->r[r].pid = pid;
-    if (pipefd[1] >= 0) {
-        close(pipefd[1]);
+    if (pipefd[0] >= 0) {
         if (p->out_fd >= 0)
             close(p->out_fd);
         if (p->log0_fd >= 0)
@@ -119,18 +330,20 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
 
 void ec_procs_pump(ec_procs_t *p)
 {
-    if (p->out_fd < 0)
+    if (p->out_fd < 0 || !p->console)
         return;
     char buf[8192];
-    for (;;) {
+    /* at most 1 MiB a call: a chatty rank must not hold the main loop */
+    for (size_t total = 0; total < (1u << 20);) {
         ssize_t n = read(p->out_fd, buf, sizeof(buf));
         if (n > 0) {
-            ssize_t w = write(p->log0_fd, buf, (size_t)n);
-            w = write(p->console_fd, buf, (size_t)n);
+            ssize_t w = write(p->log0_fd, buf, (size_t)n); /* the log gets everything */
             (void)w;
+            ec_outq_write(p->console, buf, (size_t)n); /* the console what it can take */
+            total += (size_t)n;
             continue;
         }
-        if (n == 0) { /* writer gone: rank 0 exited */
+        if (n == 0) { /* writer gone: rank 0 and what it started exited */
             close(p->out_fd);
             close(p->log0_fd);
             p->out_fd = p->log0_fd = -1;
@@ -144,16 +357,36 @@ int ec_procs_out_fd(const ec_procs_t *p)
     return p->out_fd;
 }
 
+static void rank_reaped(ec_procs_t *p, int i)
+{
+    p->r[i].pid = 0;
+    if (i == 0)
+        ec_procs_pump(p);
+}
+
 int ec_procs_reap(ec_procs_t *p, int *r, int *status)
 {
+    /* Look at exited children without reaping (WNOWAIT): a rank's exit is
+     * the caller's; an orphan's is reaped here; another's (the embedded
+     * etcd's) is left to its owner, and hides the ones behind it, which the
+     * per-rank waits below and the next stop still find. */
+    for (int guard = 0; guard < 256; guard++) {
+        siginfo_t si;
+        si.si_pid = 0;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+            break;
+        if (rank_of(p, si.si_pid) >= 0)
+            break;
+        if (is_other(p, si.si_pid, 0, false))
+            break;
+        waitpid(si.si_pid, NULL, WNOHANG);
+    }
     for (int i = 0; i < p->nproc; i++) {
         if (p->r[i].pid <= 0)
             continue;
         int st;
         if (waitpid(p->r[i].pid, &st, WNOHANG) == p->r[i].pid) {
-            p->r[i].pid = 0;
-            if (i == 0)
-                ec_procs_pump(p);
+            rank_reaped(p, i);
             *r = i;
             *status = st;
             return 1;
@@ -175,38 +408,111 @@ pid_t ec_procs_pid(const ec_procs_t *p, int r)
     return r >= 0 && r < p->nproc ? p->r[r].pid : 0;
 }
 
-static void signal_all(ec_procs_t *p, int sig)
+/* Each running rank's whole process group.  Only while the rank is not
+ * reaped: its pid, and so its group id, cannot be reused until then. */
+static void signal_ranks(ec_procs_t *p, int sig)
 {
     for (int i = 0; i < p->nproc; i++)
         if (p->r[i].pid > 0)
-            kill(-p->r[i].pid, sig); /* the whole group: the program's own children too */
+            kill(-p->r[i].pid, sig);
+}
+
+static bool termed(ec_procs_t *p, pid_t pid)
+{
+    for (int i = 0; i < p->ntermed; i++)
+        if (p->termed[i] == pid)
+            return true;
+    if (p->ntermed < (int)(sizeof(p->termed) / sizeof(p->termed[0])))
+        p->termed[p->ntermed++] = pid;
+    return false;
+}
+
+/* Orphaned descendants: every child that is neither a rank nor someone
+ * else's.  Reap the exited ones, send sig (0: none; SIGTERM once each) to
+ * the others, and return how many are left.  Race-free: a child's pid stays
+ * ours until we reap it.  A descendant whose parent is still alive is not a
+ * child yet; it becomes one when that parent dies, so callers repeat this
+ * until nothing is left, one generation at a time. */
+static int sweep(ec_procs_t *p, int sig)
+{
+    kid_t *k;
+    int n = list_kids(&k), left = 0;
+    for (int i = 0; i < n; i++) {
+        if (rank_of(p, k[i].pid) >= 0 || is_other(p, k[i].pid, k[i].start, true))
+            continue;
+        if (waitpid(k[i].pid, NULL, WNOHANG) == k[i].pid)
+            continue;
+        if (sig == SIGKILL || (sig && !termed(p, k[i].pid)))
+            kill(k[i].pid, sig);
+        left++;
+    }
+    free(k);
+    return left;
 }
 
 void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms)
 {
-    if (!ec_procs_running(p))
+    p->ntermed = 0;
+    signal_ranks(p, SIGTERM);
+    int left = sweep(p, SIGTERM);
+    if (!ec_procs_running(p) && !left)
         return;
-    signal_all(p, SIGTERM);
     int64_t deadline = mono_ms() + grace_ms;
-    while (ec_procs_running(p) && mono_ms() < deadline) {
+    while (mono_ms() < deadline) {
         int r, st;
-        if (!ec_procs_reap(p, &r, &st)) {
-            ec_procs_pump(p);
-            struct timespec ts = {0, 2 * 1000 * 1000}; /* reaping poll interval */
-            nanosleep(&ts, NULL);
-        }
+        while (ec_procs_reap(p, &r, &st))
+            ;
+        ec_procs_pump(p);
+        left = sweep(p, SIGTERM);
+        if (!ec_procs_running(p) && !left)
+            return;
+        pause_ms(5); /* reaping poll interval */
     }
     ec_procs_kill_all(p);
 }
 
+/* One line per process that outlived SIGKILL: what it is and its state. */
+static void report_stuck(ec_procs_t *p)
+{
+    kid_t *k;
+    int n = list_kids(&k);
+    for (int i = 0; i < n; i++) {
+        if (is_other(p, k[i].pid, k[i].start, true))
+            continue;
+        int r = rank_of(p, k[i].pid);
+        char what[64];
+        if (r >= 0)
+            snprintf(what, sizeof(what), "local rank %d", r);
+        else
+            snprintf(what, sizeof(what), "a process started by a rank");
+        ec_log(EC_LOG_ERROR, "%s (pid %d, state %c%s) did not exit within %d ms of SIGKILL: left "
+                             "behind (reaped if it ever exits); check `cat /proc/%d/stack`",
+               what, (int)k[i].pid, k[i].state,
+               k[i].state == 'D' ? ": uninterruptible sleep, e.g. stuck I/O or a hung device" : "",
+               EC_PROCS_KILL_WAIT_MS, (int)k[i].pid);
+    }
+    free(k);
+}
+
 void ec_procs_kill_all(ec_procs_t *p)
 {
-    signal_all(p, SIGKILL);
-    for (int i = 0; i < p->nproc; i++)
-        if (p->r[i].pid > 0) {
-            waitpid(p->r[i].pid, NULL, 0);
-            p->r[i].pid = 0;
+    int64_t deadline = mono_ms() + EC_PROCS_KILL_WAIT_MS;
+    for (;;) {
+        signal_ranks(p, SIGKILL);
+        for (int i = 0; i < p->nproc; i++)
+            if (p->r[i].pid > 0 && waitpid(p->r[i].pid, NULL, WNOHANG) == p->r[i].pid)
+                rank_reaped(p, i);
+        int left = sweep(p, SIGKILL);
+        if (!ec_procs_running(p) && !left)
+            break;
+        if (mono_ms() >= deadline) {
+            report_stuck(p);
+            for (int i = 0; i < p->nproc; i++)
+                p->r[i].pid = 0; /* from now on orphans like any other */
+            break;
         }
+        pause_ms(2);
+    }
     ec_procs_pump(p);
 }
 
@@ -219,6 +525,7 @@ void ec_procs_destroy(ec_procs_t *p)
         close(p->out_fd);
     if (p->log0_fd >= 0)
         close(p->log0_fd);
+    free(p->others);
     free(p->r);
     free(p);
 }

@@ -1,6 +1,14 @@
-/* The local training processes of one node: start with an environment and
- * logs, stop by process group with a grace period, reap, tail their logs.
- * Used from one thread (the agent's main loop). */
+/* The local training processes of one node and everything they start:
+ * start with an environment and logs, stop every descendant with a grace
+ * period, reap, tail their logs.  Used from one thread (the agent's main
+ * loop).
+ *
+ * Process tree: the creating process becomes a child subreaper
+ * (PR_SET_CHILD_SUBREAPER), so every descendant of a rank whose parent
+ * dies, including one that setsid()s away, becomes its child.  Any child it
+ * did not already have when ec_procs_new was called, other than the ranks,
+ * is therefore taken for such an orphan: it is stopped with the ranks and
+ * reaped.  Fork nothing else from the host process after ec_procs_new. */
 #ifndef EC_PROCS_H
 #define EC_PROCS_H
 
@@ -9,26 +17,38 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "outq.h"
 
 typedef struct ec_procs ec_procs_t;
 
+/* How long a SIGKILLed process may take to be reaped before it is given up
+ * (logged and left behind): one stuck in uninterruptible I/O (state D). */
+#define EC_PROCS_KILL_WAIT_MS 5000
+
 /* nproc local ranks running argv (NULL-terminated, borrowed); logs under
  * log_dir/workerlog.<local_rank> (appended).  Local rank 0's output is also
- * copied to console_fd when >= 0. */
-ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, int console_fd,
+ * queued to console (borrowed, may be NULL), which never blocks. */
+ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_outq_t *console,
                          ec_error_t *err);
 void ec_procs_destroy(ec_procs_t *p); /* stops anything running first */
 
 /* Start local rank r with envp; marker (may be NULL) is written to its log
- * first.  The child dies with the agent (PR_SET_PDEATHSIG) and leads its own
- * process group. */
+ * first.  The child starts with default signal dispositions and an empty
+ * mask, leads its own process group and dies with the agent
+ * (PR_SET_PDEATHSIG: direct children only).  When the program cannot be
+ * executed, -1 with the reason in err ("cannot run 'x': No such file or
+ * directory ...") and nothing left running. */
 int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, ec_error_t *err);
-/* SIGTERM every running group, SIGKILL what is left after grace_ms, reap. */
+/* SIGTERM every rank's process group and every orphaned descendant, SIGKILL
+ * what is left after grace_ms, reap.  Exit statuses are discarded.  Cheap
+ * when nothing runs. */
 void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms);
-/* SIGKILL every running group now and reap. */
+/* SIGKILL every rank's group and every orphaned descendant now and reap,
+ * waiting at most EC_PROCS_KILL_WAIT_MS; what could not be reaped is
+ * logged. */
 void ec_procs_kill_all(ec_procs_t *p);
 /* Reap one exited rank without blocking: 1 with *r and *status (wait(2)
- * status) filled, 0 if none exited. */
+ * status) filled, 0 if none exited.  Reaps exited orphans on the way. */
 int ec_procs_reap(ec_procs_t *p, int *r, int *status);
 int ec_procs_running(const ec_procs_t *p);
 pid_t ec_procs_pid(const ec_procs_t *p, int r); /* 0 if not running */

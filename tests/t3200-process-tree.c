@@ -1,0 +1,439 @@
+/* The agent owns its process trees and never lets output stall it:
+ *
+ * - every descendant of a rank (its own process group, and processes that
+ *   setsid() away from it) is gone after the rank fails and its node
+ *   restarts, and after the agent is SIGTERMed;
+ * - a failing rank with a very long command line is reported (command
+ *   truncated with an ellipsis) and restarted, the agent does not crash;
+ * - a program that cannot be executed is an error the agent itself logs,
+ *   with the reason, not a mysterious exit code 127;
+ * - the program starts with default signal dispositions and an empty mask,
+ *   whatever the agent inherited (nohup) or set up for itself;
+ * - a console (stdout) nobody reads does not freeze the agent: with the
+ *   leader's stdout a full pipe, a dead peer is still replaced by a new
+ *   epoch within seconds, the console later says how many lines it dropped,
+ *   and the worker log still has everything. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "records.h"
+
+static ec_embed_t *etcd;
+static ec_etcd_t *c;
+static char tmp[256];
+static pid_t pids[16];
+static int npids;
+static pid_t strays[16]; /* processes the agents were meant to stop */
+static bool agent_ignores_hup; /* start agents as `nohup` would */
+static int nstrays;
+
+static void setup(void)
+{
+    etcd = ec_test_etcd_start(NULL);
+    c = ec_test_client(ec_embed_endpoint(etcd));
+    snprintf(tmp, sizeof(tmp), "/tmp/ec-t3200-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < npids; i++) {
+        kill(pids[i], SIGKILL);
+        ec_test_reap(pids[i], 5000);
+    }
+    npids = 0;
+    agent_ignores_hup = false;
+    for (int i = 0; i < nstrays; i++) /* only left when a test failed */
+        if (strays[i] > 0)
+            kill(strays[i], SIGKILL);
+    nstrays = 0;
+    ec_etcd_destroy(c);
+    ec_embed_stop(etcd);
+}
+
+static const char *ecoord(void)
+{
+    return ec_test_bin("ECOORD", "./ecoord");
+}
+
+static const char *prog(void)
+{
+    return ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog");
+}
+
+/* `ecoord launch FLAGS... -- PROG...` with stdout to out_fd (a file or a
+ * pipe) and stderr to errpath. */
+static pid_t spawn_agent(char *const *argv, int out_fd, const char *errpath)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        if (agent_ignores_hup)
+            signal(SIGHUP, SIG_IGN);
+        int e = open(errpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(out_fd, 1);
+        if (e >= 0)
+            dup2(e, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    pids[npids++] = pid;
+    return pid;
+}
+
+static int open_log(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    return fd;
+}
+
+static bool exists(void *arg)
+{
+    return access((const char *)arg, F_OK) == 0;
+}
+
+static pid_t read_pid(const char *path)
+{
+    ck_assert_msg(ec_test_wait(exists, (void *)path, 15000), "%s never appeared", path);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    int v = 0; /* a bare pid, or ec-test-prog's PID=<pid> line */
+    ck_assert_int_eq(fscanf(f, "PID=%d", &v) == 1 || fscanf(f, "%d", &v) == 1, 1);
+    fclose(f);
+    ck_assert_int_gt(v, 1);
+    strays[nstrays++] = v;
+    return (pid_t)v;
+}
+
+static bool pid_gone(void *arg)
+{
+    return kill(*(pid_t *)arg, 0) < 0 && errno == ESRCH;
+}
+
+static void assert_gone(pid_t pid, const char *what)
+{
+    ck_assert_msg(ec_test_wait(pid_gone, &pid, 5000), "%s (pid %d) is still there", what, (int)pid);
+    for (int i = 0; i < nstrays; i++)
+        if (strays[i] == pid)
+            strays[i] = 0;
+}
+
+/* Whether one line of the file contains both a and b. */
+static bool line_has(const char *path, const char *a, const char *b)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, a) && strstr(line, b);
+    fclose(f);
+    return found;
+}
+
+static const char *dump_path(const char *node, int lr, int epoch)
+{
+    static char p[512];
+    snprintf(p, sizeof(p), "%s/dump/env.%s.%d.%d", tmp, node, lr, epoch);
+    return p;
+}
+
+START_TEST(descendants_stopped_on_restart_and_agent_exit)
+{
+    /* Each run starts a grandchild in its process group and one in a
+     * session of its own, each writing its pid; the run of epoch 1 fails
+     * (exit 3) leaving both behind, the run of epoch 2 waits. */
+    const char *script =
+        "d=$1; e=$ECOORD_EPOCH\n"
+        "sh -c 'echo $$ > $0.tmp; mv $0.tmp $0; exec sleep 300' $d/gc.$e &\n"
+        "setsid sh -c 'echo $$ > $0.tmp; mv $0.tmp $0; exec sleep 300' $d/sd.$e &\n"
+        "i=0; while { [ ! -e $d/gc.$e ] || [ ! -e $d/sd.$e ]; } && [ $i -lt 1000 ]; do\n"
+        "  sleep 0.01; i=$((i+1)); done\n"
+        "[ \"$e\" = 1 ] && exit 3\n"
+        "wait\n";
+    char es[128], ld[320], console[320], err[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jtree", "--np=1", "--nproc_per_node=1",
+                    "--node_id=a", ld, "--grace_period=2", "--max_restart=3", "--", "/bin/sh", "-c",
+                    (char *)script, "sh", tmp, NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    char p[400];
+    snprintf(p, sizeof(p), "%s/gc.1", tmp);
+    pid_t gc1 = read_pid(p);
+    snprintf(p, sizeof(p), "%s/sd.1", tmp);
+    pid_t sd1 = read_pid(p);
+    /* the restart epoch: its processes run, epoch 1's are gone */
+    snprintf(p, sizeof(p), "%s/gc.2", tmp);
+    pid_t gc2 = read_pid(p);
+    snprintf(p, sizeof(p), "%s/sd.2", tmp);
+    pid_t sd2 = read_pid(p);
+    assert_gone(gc1, "a grandchild of the failed epoch-1 run");
+    assert_gone(sd1, "a setsid() grandchild of the failed epoch-1 run");
+    ck_assert_int_eq(kill(gc2, 0), 0);
+    ck_assert_int_eq(kill(sd2, 0), 0);
+    /* the agent leaves on SIGTERM: nothing of epoch 2 stays */
+    kill(agent, SIGTERM);
+    ck_assert_int_eq(ec_test_reap(agent, 15000), 128 + SIGTERM);
+    assert_gone(gc2, "a grandchild of the epoch-2 run, after the agent's SIGTERM");
+    assert_gone(sd2, "a setsid() grandchild of the epoch-2 run, after the agent's SIGTERM");
+}
+END_TEST
+
+START_TEST(long_command_line_failure_reported_and_restarted)
+{
+    char es[128], ld[320], console[320], err[320], dump[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    mkdir(dump, 0755);
+    /* ec-test-prog DUMP 1 3 ARG...: runs 1 ms, exits 3; 50 arguments of
+     * 100 bytes make a 5 KB command line */
+    enum { NARG = 50 };
+    static char args[NARG][101];
+    char *argv[32 + NARG] = {(char *)ecoord(), "launch", es, "--job_id=jlong", "--np=1",
+                             "--nproc_per_node=1", "--node_id=a", ld, "--grace_period=2",
+                             "--max_restart=1", "--", (char *)prog(), dump, "1", "3"};
+    int n = 15;
+    for (int i = 0; i < NARG; i++) {
+        memset(args[i], 'a' + i % 26, 100);
+        args[i][100] = '\0';
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    /* fails in epoch 1, restarted in epoch 2, fails again: --max_restart=1
+     * exhausted, a fixed-size job exits 101 */
+    ck_assert_int_eq(ec_test_reap(agent, 30000), 101);
+    ck_assert(exists((void *)dump_path("a", 0, 2)));
+    ck_assert(ec_test_file_contains(console, "Container failed !!!"));
+    ck_assert(ec_test_file_contains(console, "restarting this node's processes (1 of --max_restart=1)"));
+    ck_assert(line_has(console, "command: ", prog()));
+    ck_assert(line_has(console, "command: ", "..."));
+    ck_assert(line_has(console, "command: ", "aaaaaaaaaa"));
+}
+END_TEST
+
+START_TEST(exec_failure_logged_by_agent)
+{
+    char es[128], ld[320], console[320], err[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jexec", "--np=1", "--nproc_per_node=1",
+                    "--node_id=a", ld, "--max_restart=0", "--", "/nonexistent/ec-train", "x", NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    ck_assert_int_eq(ec_test_reap(agent, 20000), 101);
+    ck_assert_msg(line_has(console, "LAUNCH ERROR", "cannot start local rank 0: cannot run "
+                                           "'/nonexistent/ec-train': No such file or directory"),
+                  "the agent did not report the exec failure as its own error");
+    ck_assert_msg(!ec_test_file_contains(console, "exit code 127"),
+                  "an exec failure was reported as a process exiting 127");
+}
+END_TEST
+
+START_TEST(rank_starts_with_default_signals)
+{
+    /* Under nohup (SIGHUP ignored) the agent's own dispositions must not
+     * leak into the program: nothing ignored, nothing blocked. */
+    agent_ignores_hup = true;
+    char es[128], ld[320], console[320], err[320], sigs[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(sigs, sizeof(sigs), "%s/sigs", tmp);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jsig", "--np=1", "--nproc_per_node=1",
+                    "--node_id=a", ld, "--", "/bin/sh", "-c",
+                    "grep -E '^Sig(Ign|Blk)' /proc/self/status > $0.tmp && mv $0.tmp $0", sigs,
+                    NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    ck_assert_int_eq(ec_test_reap(agent, 20000), 0);
+    ck_assert_msg(ec_test_file_contains(sigs, "SigIgn:\t0000000000000000"),
+                  "the program inherited ignored signals");
+    ck_assert_msg(ec_test_file_contains(sigs, "SigBlk:\t0000000000000000"),
+                  "the program inherited blocked signals");
+}
+END_TEST
+
+/* The agent behind the read end of a pipe nobody reads. */
+typedef struct {
+    pid_t pid;
+    int rd;
+    char id[8], err[320];
+} piped_t;
+
+static piped_t start_piped(const char *id, const char *script)
+{
+    piped_t a;
+    snprintf(a.id, sizeof(a.id), "%s", id);
+    snprintf(a.err, sizeof(a.err), "%s/%s.stderr", tmp, id);
+    char es[128], ld[320], nid[32], dump[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs-%s", tmp, id);
+    snprintf(nid, sizeof(nid), "--node_id=%s", id);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    mkdir(dump, 0755);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jpipe", "--np=1:2",
+                    "--nproc_per_node=1", nid, ld, "--grace_period=2", "--lease_ttl=2",
+                    "--elastic_timeout=1", "--", "/bin/sh", "-c", (char *)script,
+                    (char *)prog(), dump, "0", NULL};
+    int pf[2];
+    ck_assert_int_eq(pipe2(pf, O_CLOEXEC), 0);
+    a.pid = spawn_agent(argv, pf[1], a.err);
+    close(pf[1]);
+    a.rd = pf[0];
+    return a;
+}
+
+static bool pipe_full(void *arg)
+{
+    int fd = *(int *)arg, avail = 0;
+    int cap = fcntl(fd, F_GETPIPE_SZ);
+    return ioctl(fd, FIONREAD, &avail) == 0 && cap > 0 && avail >= cap - 4096;
+}
+
+typedef struct {
+    const char *root;
+    uint64_t number;
+    int world;
+} want_t;
+
+static bool epoch_is(void *arg)
+{
+    want_t *w = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, w->root);
+    bool ok = ep && ep->number >= w->number && ep->world_size == w->world;
+    ec_epoch_free(ep);
+    return ok;
+}
+
+/* Read the pipe until needle shows up or the deadline passes. */
+static bool pipe_shows(int fd, const char *needle, long ms)
+{
+    static char buf[1 << 16];
+    static char win[1 << 12]; /* tail of what was read, for needles across reads */
+    size_t wl = 0;
+    int64_t deadline = ec_test_now_ms() + ec_test_ms(ms);
+    while (ec_test_now_ms() < deadline) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 50) <= 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+            return false;
+        buf[n] = '\0';
+        char *hit = memmem(buf, (size_t)n, needle, strlen(needle));
+        if (hit) {
+            char *b = hit, *e = strchr(hit, '\n');
+            while (b > buf && b[-1] != '\n')
+                b--;
+            printf("# %.*s\n", (int)(e ? e - b : (long)strlen(b)), b);
+            return true;
+        }
+        size_t keep = (size_t)n < sizeof(win) / 2 ? (size_t)n : sizeof(win) / 2;
+        if (wl + keep > sizeof(win)) {
+            memmove(win, win + wl - sizeof(win) / 2, sizeof(win) / 2);
+            wl = sizeof(win) / 2;
+        }
+        memcpy(win + wl, buf + n - keep, keep);
+        wl += keep;
+        if (memmem(win, wl, needle, strlen(needle)))
+            return true;
+    }
+    return false;
+}
+
+START_TEST(full_console_pipe_does_not_block_coordination)
+{
+    /* rank 0 of each node: the test program, plus 100000 lines (2.9 MB) of
+     * output, far more than a pipe and the console queue hold */
+    const char *script = "\"$0\" \"$@\" &\n"
+                         "seq 1 100000 | sed 's/^/rank0 output line /'\n"
+                         "wait\n";
+    piped_t ag[2] = {start_piped("a", script), start_piped("b", script)};
+    want_t w1 = {"/jpipe/", 1, 2};
+    ck_assert_msg(ec_test_wait(epoch_is, &w1, 20000), "no epoch 1 of world 2");
+    ec_epoch_t *ep = ec_test_epoch(c, "/jpipe/");
+    int lead = !strcmp(ep->leader_id, "a") ? 0 : 1, other = 1 - lead;
+    ck_assert_str_eq(ep->leader_id, ag[lead].id);
+    uint64_t first = ep->number;
+    ec_epoch_free(ep);
+    ck_assert_msg(ec_test_wait(pipe_full, &ag[lead].rd, 15000), "the leader's stdout never filled");
+    /* the other node dies whole: agent and processes */
+    pid_t prog_pid = read_pid(dump_path(ag[other].id, 0, (int)first));
+    int64_t t_kill = ec_test_now_ms();
+    kill(ag[other].pid, SIGKILL);
+    ec_test_reap(ag[other].pid, 5000);
+    kill(prog_pid, SIGKILL);
+    /* TTL 2 s: the leader must re-form without anyone reading its stdout */
+    want_t w2 = {"/jpipe/", first + 1, 1};
+    ck_assert_msg(ec_test_wait(epoch_is, &w2, 10000),
+                  "the leader published no new epoch while its stdout was full");
+    printf("# new epoch %lld ms after the peer was killed (lease TTL 2 s)\n",
+           (long long)(ec_test_now_ms() - t_kill));
+    /* reading again: the console says what it dropped */
+    ck_assert_msg(pipe_shows(ag[lead].rd, "lines of output dropped", 15000),
+                  "the console never said it dropped lines");
+    char log[400];
+    snprintf(log, sizeof(log), "%s/logs-%s/workerlog.0", tmp, ag[lead].id);
+    ck_assert_msg(ec_test_wait_file(log, "rank0 output line 100000", 10000),
+                  "the worker log lacks rank 0's output");
+    /* a SIGTERMed agent whose stdout nobody reads still exits, taking its
+     * processes along */
+    ep = ec_test_epoch(c, "/jpipe/");
+    pid_t lead_prog = read_pid(dump_path(ag[lead].id, 0, (int)ep->number));
+    ec_epoch_free(ep);
+    kill(ag[lead].pid, SIGTERM);
+    ck_assert_int_eq(ec_test_reap(ag[lead].pid, 15000), 128 + SIGTERM);
+    assert_gone(lead_prog, "the leader's training process, after the agent's SIGTERM");
+    close(ag[0].rd);
+    close(ag[1].rd);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("t3200-process-tree");
+    TCase *t = tcase_create("process-tree");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, descendants_stopped_on_restart_and_agent_exit);
+    tcase_add_test(t, long_command_line_failure_reported_and_restarted);
+    tcase_add_test(t, exec_failure_logged_by_agent);
+    tcase_add_test(t, rank_starts_with_default_signals);
+    tcase_add_test(t, full_console_pipe_does_not_block_coordination);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+EC_INTEGRATION_MAIN(suite)
