@@ -5,8 +5,8 @@
  * Three agents (`ecoord launch`) on loopback, --nnodes=2:4: a and b form
  * epoch 1; c joins, and the leader L waits out --elastic_timeout before
  * admitting it.  L is frozen (SIGSTOP) in the middle of that wait, its leader
- * key is deleted (as a lease expiry or a follower's eviction would), the
- * other node F takes the key and publishes the join itself.  Woken (SIGCONT),
+ * key is deleted (as a lease expiry or a follower's eviction would), another
+ * agent F (b or c) takes the key and publishes the join itself.  Woken (SIGCONT),
  * L's timer has run out and it still believes it leads: it plans and sends
  * its own join epoch.  The fence refuses it: L logs "-leader L: the leader
  * key changed (epoch write fenced)", F's epoch stays, and the epoch-history
@@ -134,6 +134,26 @@ static bool key_exists(void *arg)
     return found;
 }
 
+/* Register node `id` by hand with nproc=1 (the job runs 2): the leader
+ * refuses it in its record.  Not an agent, so it never campaigns. */
+static void register_wrong_nproc(const char *id)
+{
+    ec_error_t err = {0};
+    int64_t lease;
+    ck_assert_int_eq(ec_etcd_lease_grant(c, 600, &lease, NULL, &err), 0);
+    uint16_t port = 1;
+    ec_node_rec_t rec = {.node_id = (char *)id, .host = "127.0.0.1", .nproc = 1, .ports = &port,
+                         .master_port = 2, .incarnation = 1, .state = EC_NODE_JOINING,
+                         .registered_at_ms = 1};
+    void *buf;
+    size_t len;
+    ck_assert_int_eq(ec_node_rec_encode(&rec, &buf, &len, &err), 0);
+    char key[128];
+    snprintf(key, sizeof(key), ROOT "nodes/%s", id);
+    ck_assert_msg(ec_etcd_put(c, key, buf, len, lease, NULL, &err) == 0, "%s", err.msg);
+    free(buf);
+}
+
 /* The node's record says the leader refused it: the leader's coordinator
  * thread has planned with every node registered before it. */
 static bool refused(void *arg)
@@ -203,7 +223,6 @@ START_TEST(deposed_leader_write_is_fenced)
     ck_assert_int_eq(ep1->nmembers, 2);
     char lid[16], fid[16];
     snprintf(lid, sizeof(lid), "%s", ep1->leader_id);
-    snprintf(fid, sizeof(fid), "%s", strcmp(lid, "a") ? "a" : "b");
     int64_t old_rev = ep1->leader_rev;
     agent_t *L = agent(lid);
     want_leader_t still = {lid, NULL, 0};
@@ -214,7 +233,7 @@ START_TEST(deposed_leader_write_is_fenced)
      * planned with c in view, and its join timer runs. */
     start_agent("c", 2);
     ck_assert_msg(ec_test_wait(key_exists, ROOT "nodes/c", 20000), "c never registered");
-    start_agent("d", 1);
+    register_wrong_nproc("d");
     ck_assert_msg(ec_test_wait(refused, ROOT "nodes/d", 20000), "the leader never refused d");
     ck_assert_int_eq(kill(L->pid, SIGSTOP), 0);
     int64_t frozen_at = ec_test_now_ms();
@@ -224,7 +243,7 @@ START_TEST(deposed_leader_write_is_fenced)
     ec_epoch_free(ep);
 
     /* Depose it: backlog first, then its key goes (only if still its). */
-    write_backlog(20000);
+    write_backlog(100000);
     ec_cmp_t same = {.key = ROOT "leader", .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL,
                      .number = old_rev};
     ec_op_t del = {.type = EC_OP_DELETE, .key = ROOT "leader"};
@@ -234,9 +253,16 @@ START_TEST(deposed_leader_write_is_fenced)
     ck_assert_msg(r.succeeded, "the leader key changed while %s was frozen", lid);
     ec_txn_result_free(&r);
 
-    /* F leads and publishes the join itself. */
-    want_leader_t nl = {fid, NULL, 0};
-    ck_assert_msg(ec_test_wait(leader_is, &nl, 20000), "%s never took the leader key", fid);
+    /* Another agent (b or c: whoever campaigns first) leads and publishes
+     * the join itself. */
+    want_leader_t nl = {NULL, lid, 0};
+    ck_assert_msg(ec_test_wait(leader_is, &nl, 20000), "nobody took the leader key from %s", lid);
+    ec_kv_t lk;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, ROOT "leader", &lk, &found, NULL, &err), 0);
+    ck_assert(found);
+    snprintf(fid, sizeof(fid), "%s", (const char *)lk.value);
+    ec_kv_free(&lk);
     want_epoch_t w2 = {2, fid};
     ck_assert_msg(ec_test_wait(epoch_reached, &w2, 20000 + secs(3) * 1000),
                   "%s never published epoch 2", fid);
@@ -248,6 +274,7 @@ START_TEST(deposed_leader_write_is_fenced)
 
     /* Woken, L tries its own epoch 2 and is fenced. */
     ck_assert_int_eq(kill(L->pid, SIGCONT), 0);
+    int64_t woken_at = ec_test_now_ms();
     char want[128];
     snprintf(want, sizeof(want), "-leader %s: the leader key changed (epoch write fenced)", lid);
     bool fenced = ec_test_wait_file(L->log, want, 20000);
@@ -260,9 +287,14 @@ START_TEST(deposed_leader_write_is_fenced)
                            "watch caught up first); see its console log"
                          : "");
     }
+    long fenced_ms = (long)(ec_test_now_ms() - woken_at);
+    /* and then it follows F's epoch as a member */
+    ck_assert_msg(ec_test_wait_file(L->log, "+epoch 2 world=6", 20000),
+                  "%s never followed epoch 2", lid);
+    long caught_ms = (long)(ec_test_now_ms() - woken_at);
     printf("# %s frozen %ld ms, deposed at leader revision %lld; %s leads (revision %lld); "
-           "%s's epoch write was fenced\n",
-           lid, frozen_ms, (long long)old_rev, fid, (long long)nl.rev, lid);
+           "woken, %s's epoch write was fenced after %ld ms, it followed epoch 2 after %ld ms\n",
+           lid, frozen_ms, (long long)old_rev, fid, (long long)nl.rev, lid, fenced_ms, caught_ms);
 
     /* Nothing of L's landed: epoch 2 is still F's, no epoch 3. */
     ep = ec_test_epoch(c, ROOT);
