@@ -150,6 +150,20 @@ int ec_history_check(const ec_epoch_t *const *epochs, size_t n, const ec_leader_
                              "%lld, which no observed leadership had",
                              i, num, leader, (long long)ep->leader_rev);
         }
+        /* 5, when: the leadership lasted over the write */
+        int64_t mod = opts.mod_revs ? opts.mod_revs[i] : 0;
+        if (mod > 0 && mod < obs[j].create_rev)
+            return ec_errorf(err, EC_ECORRUPT,
+                             "history[%zu] epoch %llu: written at revision %lld, before %s's "
+                             "leadership (leader revision %lld) began",
+                             i, num, (long long)mod, leader, (long long)obs[j].create_rev);
+        if (mod > 0 && obs[j].end_rev > 0 && mod >= obs[j].end_rev)
+            return ec_errorf(err, EC_ECORRUPT,
+                             "history[%zu] epoch %llu: written at revision %lld by %s under "
+                             "leader revision %lld, but that leadership ended at revision %lld "
+                             "(leader key deleted or replaced): a deposed leader wrote it",
+                             i, num, (long long)mod, leader, (long long)ep->leader_rev,
+                             (long long)obs[j].end_rev);
         /* 6 */
         if (prev && ep->leader_rev < prev->leader_rev)
             return ec_errorf(err, EC_ECORRUPT,

@@ -12,7 +12,13 @@
  *   4. opts.min_nodes <= M <= opts.max_nodes;
  *   5. (leader_id, leader_rev) matches one observed leadership: the epoch
  *      was written by the node that held the leader key with that create
- *      revision;
+ *      revision; and, when the epochs' mod revisions are given
+ *      (opts.mod_revs), it was written while that leadership lasted:
+ *      create_rev <= mod revision < end_rev, the revision at which the
+ *      leader key was deleted (lease expired or revoked, key deleted) or
+ *      created again by someone else.  A deposed leader whose fenced write
+ *      was wrongly let through fails here even before its successor
+ *      publishes anything;
  *   6. leader revisions never go down: a later epoch cannot have been
  *      written under an older leadership (etcd create revisions only grow,
  *      so a lower one means a deposed leader wrote after its successor).
@@ -27,11 +33,16 @@
 #include "error.h"
 #include "records.h"
 
-/* One observed leadership: node_id held the leader key, created at
- * create_rev.  Strings are borrowed. */
+/* One observed leadership: node_id held the leader key from create_rev
+ * (the key's create revision: the fencing token) until end_rev, the revision
+ * of the event that ended it (the key's DELETE: lease expiry, revoke or
+ * delete; or the next leadership's create if no delete was seen); 0 while it
+ * was still held when the observation ended.  Strings are borrowed.  An
+ * initializer {id, rev} leaves end_rev 0 (open), as before it existed. */
 typedef struct ec_leader_obs {
     const char *node_id;
     int64_t create_rev;
+    int64_t end_rev;
 } ec_leader_obs_t;
 
 typedef struct ec_history_opts {
@@ -41,9 +52,13 @@ typedef struct ec_history_opts {
     int nproc;         /* expected N; 0 = whatever the first epoch says */
     int consecutive;   /* nonzero: numbers must go up by exactly 1 (an
                           unpruned history); zero: gaps allowed */
+    const int64_t *mod_revs; /* mod_revs[i]: etcd mod revision at which epochs[i]
+                                was written (of epochs/<n>); NULL, or an entry
+                                <= 0: not known, rule 5's time window unchecked.
+                                Borrowed; n entries. */
 } ec_history_opts_t;
 
-#define EC_HISTORY_OPTS_INIT {sizeof(ec_history_opts_t), 1, INT_MAX, 0, 0}
+#define EC_HISTORY_OPTS_INIT {sizeof(ec_history_opts_t), 1, INT_MAX, 0, 0, NULL}
 
 /* What was checked, for the test to print and assert on. */
 typedef struct ec_history_stats {

@@ -145,10 +145,15 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .type = EC_KT_INT, .cmds = L, .min = -1, .max = 1,
         .def = "-1", .def_help = "-1, as in Paddle",
         .metavar = "-1|0|1", .example = "1", .group = "job",
-        .help = "what a failure does: -1 fault tolerance off (the job fails; "
-                "--max_restart restarts it whole); 0 the failed node exits and its peers "
-                "hold until it returns; 1 the job goes on: the nodes left (and any that "
-                "join) rebuild inside the job.",
+        /* Accepted so that Paddle command lines keep working, but ecoord has
+         * one failure behaviour, not three: saying otherwise in --help would
+         * promise what the planner does not do (issue #11). */
+        .help = "accepted for compatibility with Paddle's launcher and ignored (a "
+                "warning says so): ecoord always handles a failure the same way. A lost "
+                "node is replaced by a waiting one or dropped, within --nnodes=MIN:MAX "
+                "(MIN = MAX: the job waits for a replacement); a failed process is "
+                "restarted in a new epoch, up to --max_restart times, then its node "
+                "leaves.",
         .offset = OFF(elastic_level)},
     [EC_K_MAX_RESTART] = {
         .id = EC_K_MAX_RESTART, .name = "max_restart",
@@ -1206,6 +1211,16 @@ static int resolve(ec_config_t *cfg, ec_error_t *err)
         cfg->node_id = s;
         cfg->src[EC_K_NODE_ID].name = "host name";
     }
+    if ((cfg->cmd & knobs[EC_K_ELASTIC_LEVEL].cmds) &&
+        cfg->src[EC_K_ELASTIC_LEVEL].kind != EC_SRC_DEFAULT)
+        warnf(cfg, "%s%s=%d has no effect in ecoord (accepted for Paddle compatibility): a "
+                   "lost node is always replaced or dropped within --nnodes=MIN:MAX (MIN = "
+                   "MAX waits for a replacement) and a failed process restarted up to "
+                   "--max_restart times",
+              cfg->src[EC_K_ELASTIC_LEVEL].kind == EC_SRC_FLAG ? "--" : "",
+              cfg->src[EC_K_ELASTIC_LEVEL].name ? cfg->src[EC_K_ELASTIC_LEVEL].name
+                                                : "elastic_level",
+              cfg->elastic_level);
     if (cfg->src[EC_K_JOB_ID].kind == EC_SRC_DEFAULT)
         warnf(cfg, "no --job_id: using '%s'; two jobs on one etcd with the same id join each "
                    "other; pass --job_id=NAME",

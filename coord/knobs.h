@@ -176,7 +176,7 @@ typedef struct ec_config {
     /* job */
     char *job_id;                /* [A-Za-z0-9._-]{1,128}, not "." or ".." */
     ec_range_t np;               /* nodes: min..max; min == max: fixed size */
-    int elastic_level;           /* -1 off, 0 failed node exits/peers hold, 1 restart in job */
+    int elastic_level;           /* Paddle's -1|0|1: accepted, ignored (warning) */
     int max_restart;
     int64_t elastic_timeout_ms;
     int64_t replace_wait_ms;

@@ -29,7 +29,22 @@ typedef struct ec_probe_target {
 } ec_probe_target_t;
 
 /* Probe every target at once; returns when all answered or timeout_ms
- * passed.  Returns the number that answered. */
+ * passed.  Returns the number that answered.  = ec_probe_begin +
+ * ec_probe_collect(now + timeout_ms). */
 int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms);
+
+/* The same in two steps.  ec_probe_begin sets every t[i].ok = 0 and starts
+ * connecting to each target (t stays borrowed until ec_probe_collect); NULL
+ * when out of memory.  ec_probe_collect waits for answers until deadline_us
+ * (ec_probe_now_us() clock) and then reads every socket once more without
+ * waiting, so that answers that arrived while the caller was stopped or
+ * starved past the deadline still count; a target is silent only if nothing
+ * is there even then.  It fills t[i].ok and rtt_us, frees the batch (NULL:
+ * returns 0) and returns the number that answered. */
+typedef struct ec_probe_batch ec_probe_batch_t;
+ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n);
+int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us);
+/* The monotonic clock deadlines are measured on, in microseconds. */
+int64_t ec_probe_now_us(void);
 
 #endif

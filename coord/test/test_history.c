@@ -2,7 +2,9 @@
  * invariant of history.h and names the first violation of each rule: numbers
  * strictly increasing, ranks exactly 0..W-1 with no node twice, constant N,
  * MIN <= nodes <= MAX, each epoch written by the observed holder of the
- * leader key at its fencing revision, fencing revisions never going down. */
+ * leader key at its fencing revision and while that holder still held it
+ * (its etcd mod revision inside the leadership), fencing revisions never going
+ * down. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +45,7 @@ static ec_epoch_t *mk_epoch(uint64_t number, int nproc, const char *const *ids, 
  *   6: restart            (n2, 31) */
 #define NGOOD 6
 static ec_epoch_t *good[NGOOD];
-static const ec_leader_obs_t obs[] = {{"n0", 10}, {"n2", 31}, {"n7", 55}};
+static const ec_leader_obs_t obs[] = {{"n0", 10, 0}, {"n2", 31, 0}, {"n7", 55, 0}};
 #define NOBS (sizeof(obs) / sizeof(obs[0]))
 
 static void setup(void)
@@ -280,6 +282,84 @@ START_TEST(older_opts_struct)
 }
 END_TEST
 
+/* ---- the epoch's write revision inside its leadership ------------------- */
+
+/* Leader A's key created at 5 and deleted at 9 (lease expired while A was
+ * frozen), B's created at 10.  A wakes and its epoch write, if the fence
+ * failed to stop it, lands at 11: after A was deposed but before B publishes
+ * anything, so no ordering rule (6) can see it, only the write revision. */
+static const ec_leader_obs_t ab_obs[] = {{"A", 5, 9}, {"B", 10, 0}};
+
+/* Check a two-epoch history: epoch 1 by A at revision 6, epoch 2 by
+ * (leader2, rev2) at mod revision mod2. */
+static int check_ab(const char *leader2, int64_t rev2, int64_t mod2, int with_mods,
+                    ec_error_t *err)
+{
+    const char *ids[] = {"A", "B"};
+    ec_epoch_t *eps[2] = {mk_epoch(1, 1, ids, 2, "A", 5), mk_epoch(2, 1, ids, 2, leader2, rev2)};
+    int64_t mods[2] = {6, mod2};
+    ec_history_opts_t o = EC_HISTORY_OPTS_INIT;
+    o.consecutive = 1;
+    if (with_mods)
+        o.mod_revs = mods;
+    int rc = ec_history_check((const ec_epoch_t *const *)eps, 2, ab_obs, 2, &o, NULL, err);
+    ec_epoch_free(eps[0]);
+    ec_epoch_free(eps[1]);
+    return rc;
+}
+
+START_TEST(deposed_leader_write_is_reported)
+{
+    ec_error_t err = {0};
+    ck_assert_int_eq(check_ab("A", 5, 11, 1, &err), EC_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, "history[1] epoch 2: written at revision 11 by A under leader "
+                                  "revision 5, but that leadership ended at revision 9"),
+                  "%s", err.msg);
+    ck_assert_ptr_nonnull(strstr(err.msg, "a deposed leader wrote it"));
+    /* the very revision of the delete is already too late */
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(check_ab("A", 5, 9, 1, &err), EC_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "ended at revision 9"));
+    /* written before the leadership existed */
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(check_ab("B", 10, 8, 1, &err), EC_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, "written at revision 8, before B's leadership (leader "
+                                  "revision 10) began"), "%s", err.msg);
+}
+END_TEST
+
+START_TEST(writes_inside_a_leadership_pass)
+{
+    ec_error_t err = {0};
+    ck_assert_msg(check_ab("A", 5, 5, 1, &err) == 0, "%s", err.msg);  /* at its creation */
+    ck_assert_msg(check_ab("A", 5, 8, 1, &err) == 0, "%s", err.msg);  /* just before the end */
+    ck_assert_msg(check_ab("B", 10, 11, 1, &err) == 0, "%s", err.msg); /* the successor */
+    ck_assert_msg(check_ab("B", 10, 1000, 1, &err) == 0, "%s", err.msg); /* still held */
+    ck_assert_msg(check_ab("A", 5, 0, 1, &err) == 0, "%s", err.msg);  /* revision unknown */
+    /* without the write revisions only the leadership itself is matched */
+    ck_assert_msg(check_ab("A", 5, 11, 0, &err) == 0, "%s", err.msg);
+}
+END_TEST
+
+/* The good history above, with write revisions: n0's leadership (10) ended
+ * at 30, n2's (31) is still held. */
+START_TEST(good_history_with_write_revisions)
+{
+    static const ec_leader_obs_t o2[] = {{"n0", 10, 30}, {"n2", 31, 0}};
+    int64_t mods[NGOOD] = {11, 14, 20, 33, 40, 41};
+    ec_history_opts_t o = opts_1_3();
+    o.mod_revs = mods;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_history_check(hist(), NGOOD, o2, 2, &o, NULL, &err) == 0, "%s", err.msg);
+    mods[2] = 30; /* n0's third epoch landing as its key went */
+    ck_assert_int_eq(ec_history_check(hist(), NGOOD, o2, 2, &o, NULL, &err), EC_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "history[2] epoch 3"));
+    /* a caller built before mod_revs existed is not checked on them */
+    o.size = offsetof(ec_history_opts_t, mod_revs);
+    ck_assert_int_eq(ec_history_check(hist(), NGOOD, o2, 2, &o, NULL, NULL), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("history");
@@ -298,6 +378,9 @@ static Suite *suite(void)
     tcase_add_test(tc, fencing_revision_never_goes_down);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, older_opts_struct);
+    tcase_add_test(tc, deposed_leader_write_is_reported);
+    tcase_add_test(tc, writes_inside_a_leadership_pass);
+    tcase_add_test(tc, good_history_with_write_revisions);
     suite_add_tcase(s, tc);
     return s;
 }

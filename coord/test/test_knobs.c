@@ -847,6 +847,36 @@ START_TEST(help_flag_stops_parsing)
 }
 END_TEST
 
+/* --elastic_level is Paddle's, kept so Paddle command lines work; ecoord
+ * has one failure behaviour, so --help must not describe three, and setting
+ * it says that it does nothing and what ecoord does instead. */
+START_TEST(elastic_level_is_accepted_but_says_it_has_no_effect)
+{
+    char *h = ec_config_help("launch");
+    char *at = strstr(h, "--elastic_level=");
+    ck_assert_ptr_nonnull(at);
+    char *next = strstr(at + 1, "\n  --");
+    if (next)
+        *next = '\0'; /* this knob's entry only */
+    HAS(at, "ignored");
+    HASNT(at, "fault tolerance off");
+    HASNT(at, "hold until it returns");
+    HASNT(at, "rebuild inside the job");
+    free(h);
+    OK("launch", NOENV, "--elastic_level=1", "prog");
+    ck_assert_int_eq(cfg.elastic_level, 1);
+    ck_assert_msg(has_warning("--elastic_level=1 has no effect"), "no warning for "
+                  "--elastic_level=1 (%d warnings)", cfg.nwarnings);
+    ck_assert(has_warning("--nnodes=MIN:MAX"));
+    ck_assert(has_warning("--max_restart"));
+    OK("launch", ENV("ECOORD_ELASTIC_LEVEL=0"), "prog");
+    ck_assert(has_warning("ECOORD_ELASTIC_LEVEL=0 has no effect"));
+    OK("launch", NOENV, "prog");
+    ck_assert(!has_warning("elastic_level"));
+    FAILS(EC_EINVAL, "launch", NOENV, "--elastic_level=2", "prog"); /* still Paddle's values */
+}
+END_TEST
+
 START_TEST(help_mentions_every_knob_of_its_subcommand)
 {
     const char *subs[] = {"launch", "status", "check"};
@@ -1081,6 +1111,7 @@ static Suite *suite(void)
     tcase_add_test(tc, single_dash_and_unsupported_flags);
     tcase_add_test(tc, help_flag_stops_parsing);
     tcase_add_test(tc, help_mentions_every_knob_of_its_subcommand);
+    tcase_add_test(tc, elastic_level_is_accepted_but_says_it_has_no_effect);
     tcase_add_test(tc, password_never_on_command_line);
     tcase_add_test(tc, dump_hides_password_and_marks_sources);
     tcase_add_test(tc, auth_and_tls_pairs);

@@ -213,16 +213,34 @@ struct ec_test_obs {
     int64_t sentinel_rev;
 };
 
+/* The open leadership (end_rev 0) ends at rev; lock held. */
+static void obs_end(ec_test_obs_t *o, int64_t rev)
+{
+    if (o->nobs > 0 && o->obs[o->nobs - 1].end_rev == 0)
+        o->obs[o->nobs - 1].end_rev = rev;
+}
+
 static void obs_cb(const ec_watch_event_t *ev, void *arg)
 {
     ec_test_obs_t *o = arg;
+    if (ev->type == EC_WATCH_DELETE) {
+        /* The leader key went (lease expired or revoked, deleted): from this
+         * revision on its holder is deposed and may write nothing. */
+        pthread_mutex_lock(&o->lock);
+        if (!strcmp(ev->kv->key, o->leader_key))
+            obs_end(o, ev->revision);
+        pthread_mutex_unlock(&o->lock);
+        return;
+    }
     if (ev->type != EC_WATCH_PUT)
         return;
     pthread_mutex_lock(&o->lock);
     if (!strcmp(ev->kv->key, o->leader_key) && o->nobs < 256 && ev->kv->version == 1) {
+        obs_end(o, ev->revision); /* a create always follows a delete; in case */
         snprintf(o->ids[o->nobs], sizeof(o->ids[0]), "%s", (char *)ev->kv->value);
         o->obs[o->nobs].node_id = o->ids[o->nobs];
         o->obs[o->nobs].create_rev = ev->kv->create_revision;
+        o->obs[o->nobs].end_rev = 0;
         o->nobs++;
     } else if (!strcmp(ev->kv->key, o->sentinel)) {
         o->sentinel_rev = ev->revision;
@@ -299,6 +317,7 @@ int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc)
     ec_kv_list_t l;
     ck_assert_int_eq(ec_etcd_get_prefix(o->c, prefix, 0, &l, &err), 0);
     ec_epoch_t **eps = calloc(l.n + 1, sizeof(*eps));
+    int64_t *mods = calloc(l.n + 1, sizeof(*mods));
     size_t n = 0;
     for (size_t i = 0; i < l.n; i++) {
         const char *rest = l.kvs[i].key + strlen(prefix);
@@ -306,6 +325,7 @@ int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc)
             continue; /* per-epoch worker keys */
         ck_assert_msg(ec_epoch_decode(l.kvs[i].value, l.kvs[i].value_len, l.kvs[i].key, &eps[n],
                                       &err) == 0, "history: %s", err.msg);
+        mods[n] = l.kvs[i].mod_revision; /* epochs/<n> is written in the epoch's txn */
         n++;
     }
     ec_history_opts_t ho = EC_HISTORY_OPTS_INIT;
@@ -313,6 +333,7 @@ int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc)
     ho.max_nodes = max_nodes;
     ho.nproc = nproc;
     ho.consecutive = 1;
+    ho.mod_revs = mods;
     ec_history_stats_t st = {0};
     pthread_mutex_lock(&o->lock);
     int rc = ec_history_check((const ec_epoch_t *const *)eps, n, o->obs, (size_t)o->nobs, &ho, &st, &err);
@@ -324,6 +345,7 @@ int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc)
     for (size_t i = 0; i < n; i++)
         ec_epoch_free(eps[i]);
     free(eps);
+    free(mods);
     ec_kv_list_free(&l);
     return st.epochs;
 }

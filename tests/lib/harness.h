@@ -41,8 +41,11 @@ const char *ec_test_bin(const char *env, const char *fallback);
 /* The job's current epoch (decoded, validated) or NULL. */
 struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root);
 
-/* Records every leadership (leader key PUT) of a job from now on, and at
- * the end checks the job's epoch history with ec_history_check. */
+/* Records every leadership of a job from now on (leader key created: its
+ * holder and create revision; leader key deleted: the revision it ended at),
+ * and at the end checks the job's epoch history with ec_history_check, each
+ * epoch with the mod revision of its epochs/<n> key, so that an epoch written
+ * by a deposed leader after its key went is caught. */
 typedef struct ec_test_obs ec_test_obs_t;
 ec_test_obs_t *ec_test_obs_start(ec_etcd_t *c, const char *root);
 /* Sync (sentinel write), read epochs/, check; fails the test on a violation.

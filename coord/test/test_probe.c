@@ -1,0 +1,131 @@
+/* The rule under test: a probe counts an answer that is in the socket when
+ * it looks, even when it looks after its deadline.  A prober that was stopped
+ * or starved past its deadline (a SIGSTOPped agent, an overloaded host) must
+ * not declare a target silent whose answer has been waiting for it all
+ * along; only a target with nothing to read, then, is silent.  And the
+ * ordinary round trip: an agent's probe server answers with its node id, a
+ * wrong id or a closed port does not count.
+ */
+#include "probe.h"
+
+#include <arpa/inet.h>
+#include <ec_check.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A listening socket on a free loopback port; *port gets the port. */
+static int listen_any(uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 8), 0);
+    socklen_t sl = sizeof(a);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Accept the prober's connection within a deadline. */
+static int accept_within(int lfd, long ms)
+{
+    struct pollfd pf = {lfd, POLLIN, 0};
+    ck_assert_msg(poll(&pf, 1, (int)ec_test_ms(ms)) == 1, "the prober never connected");
+    int c = accept(lfd, NULL, NULL);
+    ck_assert_int_ge(c, 0);
+    return c;
+}
+
+START_TEST(answer_queued_before_a_late_look_counts)
+{
+    uint16_t port;
+    int lfd = listen_any(&port);
+    ec_probe_target_t t = {.host = "127.0.0.1", .port = port, .expect_id = "n1"};
+    ec_probe_batch_t *b = ec_probe_begin(&t, 1);
+    ck_assert_ptr_nonnull(b);
+    /* The target answers at once; the prober is "descheduled" and looks only
+     * after its deadline: the answer is in its socket (loopback: send() has
+     * queued it at the receiver when it returns). */
+    int c = accept_within(lfd, 5000);
+    const char line[] = "ecoord n1\n";
+    ck_assert_int_eq(send(c, line, sizeof(line) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(line) - 1);
+    int got = ec_probe_collect(b, ec_probe_now_us() - 1000000); /* a second too late */
+    ck_assert_msg(got == 1 && t.ok == 1, "an answer waiting in the socket was not counted "
+                                         "(answered %d, ok %d)", got, t.ok);
+    ck_assert_int_ge(t.rtt_us, 0);
+    close(c);
+    close(lfd);
+}
+END_TEST
+
+START_TEST(nothing_to_read_after_the_deadline_is_silent)
+{
+    uint16_t port;
+    int lfd = listen_any(&port);
+    ec_probe_target_t t[2] = {{.host = "127.0.0.1", .port = port, .expect_id = "n1"},
+                              {.host = "127.0.0.1", .port = port, .expect_id = "n2"}};
+    ec_probe_batch_t *b = ec_probe_begin(t, 2);
+    ck_assert_ptr_nonnull(b);
+    /* Both connected (the kernel accepts for a frozen process too); one
+     * answers with the wrong id, the other says nothing. */
+    int c1 = accept_within(lfd, 5000), c2 = accept_within(lfd, 5000);
+    const char line[] = "ecoord n9\n";
+    ck_assert_int_eq(send(c1, line, sizeof(line) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(line) - 1);
+    ck_assert_int_eq(send(c2, line, sizeof(line) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(line) - 1);
+    int64_t t0 = ec_probe_now_us();
+    ck_assert_int_eq(ec_probe_collect(b, t0 - 1), 0);
+    ck_assert_int_eq(t[0].ok, 0);
+    ck_assert_int_eq(t[1].ok, 0);
+    /* and a silent target with a live deadline: waited for, not answered */
+    ec_probe_target_t s = {.host = "127.0.0.1", .port = port, .expect_id = "n1"};
+    t0 = ec_probe_now_us();
+    ck_assert_int_eq(ec_probe_many(&s, 1, 100), 0);
+    ck_assert_int_ge(ec_probe_now_us() - t0, 100000);
+    ck_assert_int_eq(s.ok, 0);
+    close(c1);
+    close(c2);
+    close(lfd);
+}
+END_TEST
+
+START_TEST(probe_server_round_trip)
+{
+    uint16_t port;
+    int lfd = listen_any(&port);
+    close(lfd); /* a free port for the server (loopback, this test only) */
+    ec_error_t err = {0};
+    ec_probe_server_t *s = ec_probe_serve("127.0.0.1", port, "n1", &err);
+    ck_assert_msg(s != NULL, "%s", err.msg);
+    ec_probe_target_t t[3] = {{.host = "127.0.0.1", .port = port, .expect_id = "n1"},
+                              {.host = "127.0.0.1", .port = port, .expect_id = "n2"},
+                              {.host = "127.0.0.1", .port = port}};
+    ck_assert_int_eq(ec_probe_many(t, 3, (int)ec_test_ms(5000)), 2);
+    ck_assert_int_eq(t[0].ok, 1);
+    ck_assert_int_eq(t[1].ok, 0); /* another node answered */
+    ck_assert_int_eq(t[2].ok, 1); /* any node */
+    ec_probe_server_stop(s);
+    /* closed now: refused, not waited for */
+    ec_probe_target_t gone = {.host = "127.0.0.1", .port = port, .expect_id = "n1"};
+    int64_t t0 = ec_probe_now_us();
+    ck_assert_int_eq(ec_probe_many(&gone, 1, (int)ec_test_ms(5000)), 0);
+    ck_assert_int_lt(ec_probe_now_us() - t0, ec_test_ms(5000) * 1000);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("probe");
+    TCase *tc = tcase_create("probe");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, answer_queued_before_a_late_look_counts);
+    tcase_add_test(tc, nothing_to_read_after_the_deadline_is_silent);
+    tcase_add_test(tc, probe_server_round_trip);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+EC_CHECK_MAIN(suite)
