@@ -94,8 +94,7 @@ static void teardown(void)
         ec_test_reap(pids[i], 5000);
     }
     npids = 0;
-    ec_test_obs_stop(obs);
-    obs = NULL;
+    obs = NULL; /* stopped by ec_test_obs_stop_all above: never twice */
     ec_etcd_destroy(c);
     c = NULL;
     ec_embed_stop(etcd);
