@@ -700,9 +700,6 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
     }
 out:;
     /* ---- what is left ---- */
-    int epochs = ec_test_obs_check(obs, 1, 8, 1);
-    ec_test_obs_stop(obs);
-    obs = NULL;
 
     /* Every agent is gone by now (SIGKILLed ones too): wait for all
      * their descendants, then name what is left. */
@@ -747,6 +744,12 @@ out:;
         if (rss0[i] >= 0 && rssmax[i] > 2 * rss0[i] + 65536)
             broke(-1, "%s's RSS grew from %ld to %ld KiB", core_ids[i], rss0[i], rssmax[i]);
     }
+
+    /* Last: the checker stops the test on a violation, and the findings
+     * above are printed by then. */
+    int epochs = ec_test_obs_check(obs, 1, 8, 1);
+    ec_test_obs_stop(obs);
+    obs = NULL;
 
     char sum[512];
     size_t used = 0;
