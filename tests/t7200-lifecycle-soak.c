@@ -26,7 +26,12 @@
  * between events, default 1200), SOAK_EVENTS (kinds to run, comma-separated,
  * default all: join,leave,kill9,restart_same_id,etcd_restart,sigstop) and
  * SOAK_GRANDCHILD=0 (no child of the training program) narrow a failure
- * down; CI runs everything.  Long runs: tests/bench/soak.sh. */
+ * down; CI runs those six kinds.  Two more kinds are opt-in (name them in
+ * SOAK_EVENTS): with either, the agents reach etcd through the fault proxy
+ * (tests/lib/etcd_proxy.h), and proxy_pause silences etcd for every agent
+ * for 0.3-1.5 s, proxy_drop makes the next request of any agent an
+ * ambiguous commit (applied on etcd, an error to the agent).  Long runs:
+ * tests/bench/soak.sh. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <dirent.h>
@@ -42,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "etcd_proxy.h"
 #include "harness.h"
 #include "records.h"
 
@@ -49,9 +55,14 @@
 #define MAX_ALIVE 7   /* the job takes 1..8 nodes: never more agents than that */
 #define CORE_TTL 4
 
-typedef enum { EV_JOIN, EV_LEAVE, EV_KILL9, EV_RESTART, EV_ETCD, EV_STOP, EV_N } ev_t;
+typedef enum {
+    EV_JOIN, EV_LEAVE, EV_KILL9, EV_RESTART, EV_ETCD, EV_STOP,
+    EV_PXPAUSE, EV_PXDROP, /* opt-in: agents reach etcd through tests/lib/etcd_proxy.h */
+    EV_N
+} ev_t;
+#define EV_CLASSIC EV_PXPAUSE /* the kinds run by default */
 static const char *const ev_name[EV_N] = {"join", "leave", "kill9", "restart_same_id",
-                                          "etcd_restart", "sigstop"};
+                                          "etcd_restart", "sigstop", "proxy_pause", "proxy_drop"};
 static int ev_done[EV_N], ev_failed[EV_N]; /* per kind: events done, events that broke a rule */
 /* Every event done, so a rule broken twice by one event counts it once. */
 #define MAX_EVENTS 4096
@@ -81,6 +92,10 @@ typedef struct {
 static ec_embed_t *etcd;
 static ec_etcd_t *c;
 static ec_test_obs_t *obs;
+static ec_proxy_t *px; /* between the agents and etcd, with proxy_* events only */
+static char agent_endpoint[64];
+static int last_px = -1;      /* the last proxy event (an instance), for messages */
+static int64_t last_px_ms;
 static char tmp[256], job[64], root[80], dump[320];
 static agent_t *ag;
 static int nag;
@@ -277,7 +292,7 @@ static agent_t *start_agent(const char *id, int ttl, int born, bool core)
              "--nproc_per_node=1 --node_id=%s --log_dir=%s/%s-g%d --grace_period=2 "
              "--lease_ttl=%d --elastic_timeout=0.5 -- /bin/sh -c "
              "'%s exec \"$0\" \"$@\"' %s %s 0",
-             job, env_or("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job, id, tmp, id, nag,
+             job, env_or("ECOORD", "./ecoord"), agent_endpoint, job, id, tmp, id, nag,
              ttl, grandchild ? "sleep 3600 </dev/null >/dev/null 2>&1 &" : "",
              env_or("EC_TEST_PROG", "tests/ec-test-prog"), dump);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
@@ -341,10 +356,16 @@ static void service(void)
         if (st >= 0) {
             a->gone = true;
             if (a->ended_by < 0)
+            {
+                char px_note[96] = "";
+                if (last_px >= 0)
+                    snprintf(px_note, sizeof(px_note), "; the last proxy event, %s, was %lld ms before",
+                             ev_name[inst_kind[last_px]], (long long)(now - last_px_ms));
                 broke(a->was_stopped ? a->stop_inst : a->born,
-                      "agent %s (started by %s%s) exited by itself with status %d (log %s)", a->id,
+                      "agent %s (started by %s%s) exited by itself with status %d (log %s%s)", a->id,
                       ev_name[inst_kind[a->born]], a->was_stopped ? ", later SIGSTOPped" : "", st,
-                      a->log);
+                      a->log, px_note);
+            }
             continue;
         }
         if (a->stopped && now >= a->cont_at) {
@@ -476,6 +497,8 @@ static void teardown(void)
         ec_test_reap(ag[i].pid, 5000);
     }
     kill_tagged(); /* whatever a broken run left behind */
+    ec_proxy_stop(px);
+    px = NULL;
     free(ag);
     ag = NULL;
     ec_etcd_destroy(c);
@@ -498,14 +521,21 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
     int non = 0;
     for (int k = 0; k < EV_N; k++) {
         size_t l = strlen(ev_name[k]);
-        on[k] = !*only;
+        on[k] = !*only && k < EV_CLASSIC;
         for (const char *q = strstr(only, ev_name[k]); q && !on[k]; q = strstr(q + 1, ev_name[k]))
             on[k] = (q == only || q[-1] == ',') && (q[l] == '\0' || q[l] == ',');
         non += on[k];
     }
     if (!non || !on[EV_JOIN])
         ck_abort_msg("SOAK_EVENTS='%s' must name join and any of leave, kill9, restart_same_id, "
-                     "etcd_restart, sigstop, comma-separated", only);
+                     "etcd_restart, sigstop, proxy_pause, proxy_drop, comma-separated", only);
+    snprintf(agent_endpoint, sizeof(agent_endpoint), "%s", ec_embed_endpoint(etcd));
+    if (on[EV_PXPAUSE] || on[EV_PXDROP]) {
+        px = ec_proxy_start(ec_embed_endpoint(etcd));
+        ck_assert_msg(px != NULL, "cannot start the etcd proxy");
+        snprintf(agent_endpoint, sizeof(agent_endpoint), "%s", ec_proxy_endpoint(px));
+    }
+    int64_t px_resume = 0; /* when a proxy pause ends; 0: none */
     grandchild = atoi(env_or("SOAK_GRANDCHILD", "1")) != 0;
     if (secs < 1 || period < 50) {
         ck_abort_msg("SOAK_SECONDS must be >= 1 and SOAK_PERIOD_MS >= 50 (got %d, %ld)", secs, period);
@@ -530,7 +560,7 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
         rss0[i] = rssmax[i] = rss_kib(core_pid[i]);
     }
 
-    /* The first EV_N events are every kind once, in a seeded order. */
+    /* The first events are every enabled kind once, in a seeded order. */
     ev_t order[EV_N];
     for (int i = 0; i < EV_N; i++)
         order[i] = (ev_t)i;
@@ -541,7 +571,7 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
         order[j] = t;
     }
     /* join 25, leave 15, kill9 15, restart 15, etcd 10, sigstop 20 (%) */
-    int weight[EV_N] = {25, 15, 15, 15, 10, 20}, wsum = 0;
+    int weight[EV_N] = {25, 15, 15, 15, 10, 20, 10, 10}, wsum = 0;
     for (int k = 0; k < EV_N; k++)
         wsum += weight[k] *= on[k];
     int norder = 0;
@@ -555,6 +585,10 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
     while (ec_test_now_ms() < end && nag < MAX_AGENTS - 2 && ninst < MAX_EVENTS - 2 * MAX_AGENTS) {
         service();
         int64_t now = ec_test_now_ms();
+        if (px_resume && now >= px_resume) {
+            ec_proxy_set(px, EC_PROXY_PASS, 0);
+            px_resume = 0;
+        }
         if (now >= next_sample) {
             for (int i = 0; i < 2; i++) {
                 long f = fd_count(core_pid[i]), r = rss_kib(core_pid[i]);
@@ -643,10 +677,28 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
             v->stop_inst = inst;
             v->cont_at = now + 300 + rand() % (v->ttl * 1000 + 1500); /* sometimes past its TTL */
             break;
+        case EV_PXPAUSE:
+            /* etcd silent to every agent for less than the shortest TTL (2 s) */
+            ec_proxy_set(px, EC_PROXY_PAUSE, 0);
+            last_px = inst;
+            last_px_ms = now;
+            px_resume = now + 300 + rand() % 1200;
+            break;
+        case EV_PXDROP:
+            /* the next request of any agent is applied and answered with an error:
+             * an ambiguous commit (a registration, a keepalive, a publish...) */
+            if (!px_resume) {
+                ec_proxy_set(px, EC_PROXY_DROP_NEXT, 0);
+                last_px = inst;
+                last_px_ms = now;
+            }
+            break;
         case EV_N:
             break;
         }
     }
+    if (px)
+        ec_proxy_set(px, EC_PROXY_PASS, 0);
 
     /* ---- the end: churners leave, the cores settle and complete ---- */
     for (int i = 0; i < nag; i++)
@@ -745,6 +797,14 @@ out:;
             broke(-1, "%s's RSS grew from %ld to %ld KiB", core_ids[i], rss0[i], rssmax[i]);
     }
 
+    if (px) {
+        ec_proxy_stats_t ps;
+        ec_proxy_stats(px, &ps);
+        printf("# soak: proxy forwarded %llu connections, %llu requests; %llu connections cut "
+               "after their request was forwarded (ambiguous), %llu B of answers dropped\n",
+               (unsigned long long)ps.accepted, (unsigned long long)ps.requests,
+               (unsigned long long)ps.cuts, (unsigned long long)ps.dropped_down);
+    }
     /* Last: the checker stops the test on a violation, and the findings
      * above are printed by then. */
     int epochs = ec_test_obs_check(obs, 1, 8, 1);
