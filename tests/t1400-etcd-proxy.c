@@ -228,7 +228,8 @@ START_TEST(cut_refuse_then_restore_reconnects)
     ck_assert_int_eq(ec_proxy_set_conn(px, ids[0], EC_PROXY_CUT, 0), 0);
     ck_assert_int_lt(ec_proxy_set_conn(px, ids[0], EC_PROXY_PASS, 0), 0); /* gone */
     put_t q = {"/px/again", "z"};
-    ck_assert_msg(ec_test_wait(put_via, &q, 15000), "the client never reconnected after a one-connection cut");
+    ck_assert_msg(ec_test_wait(put_via, &q, 15000),
+                  "the client never reconnected after a one-connection cut");
     ck_assert(ec_proxy_wait_accepted(px, st.accepted + 1, ec_test_ms(5000)));
 }
 END_TEST

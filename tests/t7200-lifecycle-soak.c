@@ -355,8 +355,7 @@ static void service(void)
         int st = ec_test_reap(a->pid, 0);
         if (st >= 0) {
             a->gone = true;
-            if (a->ended_by < 0)
-            {
+            if (a->ended_by < 0) {
                 char px_note[96] = "";
                 if (last_px >= 0)
                     snprintf(px_note, sizeof(px_note), "; the last proxy event, %s, was %lld ms before",
@@ -747,7 +746,8 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
                 core[i]->gone = true;
             core[i]->ended_by = EV_N; /* done */
             if (st != 0)
-                broke(-1, "completion: %s exited with %d, not 0 (log %s)", core_ids[i], st, core[i]->log);
+                broke(-1, "completion: %s exited with %d, not 0 (log %s)", core_ids[i], st,
+                      core[i]->log);
         }
     }
 out:;
