@@ -256,6 +256,25 @@ static long median_get_ms(int reps)
     return t[reps / 2];
 }
 
+/* A client whose very first call loses its connection mid-call (an etcd
+ * leader change, a load balancer reset) connects anyway: the first contact
+ * is retried within the dial deadline. */
+START_TEST(first_contact_survives_a_dropped_answer)
+{
+    ec_proxy_stats_t before, after;
+    ec_proxy_stats(px, &before);
+    ec_proxy_set(px, EC_PROXY_DROP_NEXT, 0);
+    ec_etcd_opts_t o = EC_ETCD_OPTS_INIT;
+    o.endpoints = ec_proxy_endpoint(px);
+    ec_error_t err = {0};
+    ec_etcd_t *cl = ec_etcd_create(&o, &err);
+    ec_proxy_stats(px, &after);
+    ck_assert_msg(cl != NULL, "first contact failed: %s", err.msg);
+    ck_assert_uint_gt(after.cuts, before.cuts); /* the first answer really was lost */
+    ec_etcd_destroy(cl);
+}
+END_TEST
+
 START_TEST(delay_adds_latency)
 {
     ec_error_t err = {0};
@@ -283,6 +302,7 @@ static Suite *suite(void)
     tcase_add_test(t, drop_next_cuts_one_request_only);
     tcase_add_test(t, pause_times_out_then_resumes);
     tcase_add_test(t, cut_refuse_then_restore_reconnects);
+    tcase_add_test(t, first_contact_survives_a_dropped_answer);
     tcase_add_test(t, delay_adds_latency);
     suite_add_tcase(s, t);
     return s;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ec_select.h"
+#include "etcd_proxy.h"
 #include "harness.h"
 #include "keys.h"
 #include "records.h"
@@ -57,9 +58,10 @@ typedef struct {
 
 #define wait_log ec_test_wait_file
 
-/* Start a coordinator and wait until it is registered. */
-static proc_t start_node(const char *job, const char *id, int min, int max, int nproc,
-                         int elastic_ms, int ttl, int replace_ms)
+/* Start a coordinator reaching etcd at endpoint and wait until it is
+ * registered. */
+static proc_t start_node_at(const char *endpoint, const char *job, const char *id, int min,
+                            int max, int nproc, int elastic_ms, int ttl, int replace_ms)
 {
     proc_t p;
     char smin[16], smax[16], sn[16], se[16], st[16], sr[16];
@@ -70,13 +72,20 @@ static proc_t start_node(const char *job, const char *id, int min, int max, int 
     snprintf(st, sizeof(st), "%d", ttl);
     snprintf(sr, sizeof(sr), "%d", replace_ms);
     snprintf(p.log, sizeof(p.log), "%s/%s-%s-%d.log", tmp, job, id, npids);
-    char *argv[] = {(char *)node_bin(), (char *)ec_embed_endpoint(etcd), (char *)job, (char *)id,
+    char *argv[] = {(char *)node_bin(), (char *)endpoint, (char *)job, (char *)id,
                     smin, smax, sn, se, st, sr, NULL};
     p.pid = ec_test_spawn(argv, p.log);
     pids[npids++] = p.pid;
     ck_assert_msg(wait_log(p.log, "STARTED", 10000) || wait_log(p.log, "ERROR", 1),
                   "node %s did not start (log %s)", id, p.log);
     return p;
+}
+
+static proc_t start_node(const char *job, const char *id, int min, int max, int nproc,
+                         int elastic_ms, int ttl, int replace_ms)
+{
+    return start_node_at(ec_embed_endpoint(etcd), job, id, min, max, nproc, elastic_ms, ttl,
+                         replace_ms);
 }
 
 typedef struct {
@@ -416,6 +425,40 @@ START_TEST(leader_key_naming_me_is_adopted)
 }
 END_TEST
 
+/* The same, produced for real: the node's campaign reaches etcd and is
+ * applied, and the connection is cut before the answer comes back (the
+ * fault-injecting proxy); the node adopts the leadership it cannot know it
+ * won. */
+START_TEST(ambiguous_campaign_is_adopted)
+{
+    const char *root = "/jambig/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    ec_proxy_t *px = ec_proxy_start(ec_embed_endpoint(etcd));
+    ck_assert_ptr_nonnull(px);
+    char key[128];
+    snprintf(key, sizeof(key), "%sleader", root);
+    int64_t other;
+    ck_assert_int_eq(ec_etcd_lease_grant(c, 30, &other, NULL, NULL), 0);
+    ck_assert_int_eq(ec_etcd_put(c, key, "ghost", 5, other, NULL, NULL), 0);
+    proc_t a = start_node_at(ec_proxy_endpoint(px), "jambig", "a", 1, 1, 1, 0, 5, 0);
+    ck_assert(wait_log(a.log, "STARTED", 1000));
+    /* the node's next request is its campaign, once the ghost is gone */
+    ec_proxy_set(px, EC_PROXY_DROP_NEXT, 0);
+    ec_etcd_lease_revoke(c, other, NULL);
+    ck_assert_msg(wait_log(a.log, "campaign for leader failed", 10000),
+                  "the campaign's answer was not lost (log %s)", a.log);
+    ec_epoch_t *ep = wait_epoch(root, 1, 1, NULL, 10000);
+    ck_assert_str_eq(ep->leader_id, "a");
+    ec_epoch_free(ep);
+    ck_assert(wait_log(a.log, "adopted", 1000));
+    ec_test_obs_check(o, 1, 1, 1);
+    ec_test_obs_stop(o);
+    kill(a.pid, SIGKILL);
+    ec_test_reap(a.pid, 5000);
+    ec_proxy_stop(px);
+}
+END_TEST
+
 /* A leader whose coordinator loop is wedged (a callback blocked on a full
  * pipe, say) while its process and keepalive thread live on must not keep
  * the leadership: its lease stops being refreshed, another node leads, and
@@ -686,6 +729,7 @@ static Suite *suite(void)
     ec_tcase_add(t, duplicate_node_id_refused);
     ec_tcase_add(t, restarted_node_id_takes_over_its_record);
     ec_tcase_add(t, leader_key_naming_me_is_adopted);
+    ec_tcase_add(t, ambiguous_campaign_is_adopted);
     ec_tcase_add(t, wedged_leader_loses_its_lease);
     ec_tcase_add(t, old_failure_records_are_pruned);
     ec_tcase_add(t, unleased_node_record_is_never_a_member);

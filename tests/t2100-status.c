@@ -313,9 +313,26 @@ static void put_node(const ec_keys_t *k, const char *id, int nproc, ec_node_stat
     ck_assert_msg(ec_node_rec_encode(r, &buf, &len, &err) == 0, "%s", err.msg);
     char key[EC_KEY_MAX];
     ec_key_node(k, id, key, sizeof(key));
-    ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, &err), 0);
+    /* under a lease, as agents write them (an unleased record is foreign) */
+    int64_t lease;
+    ck_assert_int_eq(ec_etcd_lease_grant(c, 120, &lease, NULL, &err), 0);
+    ck_assert_int_eq(ec_etcd_put(c, key, buf, len, lease, NULL, &err), 0);
     free(buf);
     ec_node_rec_free(r);
+}
+
+/* The same record written without a lease, as another tool would. */
+static void put_foreign_node(const ec_keys_t *k, const char *id, uint16_t port0)
+{
+    put_node(k, id, 2, EC_NODE_READY, "", port0);
+    char key[EC_KEY_MAX];
+    ec_key_node(k, id, key, sizeof(key));
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ck_assert_int_eq(ec_etcd_put(c, key, kv.value, kv.value_len, 0, NULL, NULL), 0);
+    ec_kv_free(&kv);
 }
 
 /* ---- tests ----------------------------------------------------------------- */
@@ -550,6 +567,7 @@ START_TEST(gone_member_and_refused_node)
     put_node(&k, "s1", 2, EC_NODE_READY, "", 30000);
     put_node(&k, "s3", 3, EC_NODE_FAILED, "node s3 has nproc=3 but the job runs nproc=2", 30100);
     put_node(&k, "s4", 2, EC_NODE_LEAVING, "", 30200);
+    put_foreign_node(&k, "s5", 30300);
 
     ck_assert_int_eq(status_readonly("jsyn", NULL), 0);
     printf("# status output:\n%s", out);
@@ -572,6 +590,9 @@ START_TEST(gone_member_and_refused_node)
     ck_assert(find_row(out, "s4", buf2, sizeof(buf2), tok, &note));
     ck_assert_str_eq(tok[C_STATE], "leaving");
     ck_assert_str_eq(tok[C_STANDBY], "no"); /* not eligible */
+    ck_assert(find_row(out, "s5", buf2, sizeof(buf2), tok, &note)); /* unleased: foreign */
+    ck_assert_str_eq(tok[C_STANDBY], "no");
+    ck_assert_msg(!strncmp(note, "foreign:", 8), "%s", note);
 
     ck_assert_int_eq(status_readonly("jsyn", "--json"), 0);
     ck_assert_msg(json_balanced(out), "unbalanced JSON:\n%s", out);
@@ -582,6 +603,9 @@ START_TEST(gone_member_and_refused_node)
                               "\"state\":\"gone\",\"in_epoch\":true"), "%s", obj);
     ck_assert(json_node(out, "s3", obj, sizeof(obj)));
     ck_assert(strstr(obj, "\"reason\":\"node s3 has nproc=3 but the job runs nproc=2\""));
+    ck_assert(strstr(obj, "\"foreign\":false"));
+    ck_assert(json_node(out, "s5", obj, sizeof(obj)));
+    ck_assert_msg(strstr(obj, "\"foreign\":true"), "%s", obj);
 }
 END_TEST
 

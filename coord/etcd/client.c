@@ -450,10 +450,23 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
     int saved = c->call_timeout_ms;
     c->call_timeout_ms = o->dial_timeout_ms > 0 ? o->dial_timeout_ms : 5000;
     int rc = 0;
-    if (c->user)
-        rc = authenticate(c, err);
-    if (rc == 0)
-        rc = ec_etcd_status(c, NULL, NULL, 0, err);
+    /* A connection closed in the middle of the first call (an etcd leader
+     * change, a load balancer or proxy reset) is retried, twice at most and
+     * within the dial deadline; an endpoint that refuses still fails fast
+     * (found by the lifecycle soak's proxy_drop events: an agent starting
+     * during a one-request blip exited 1). */
+    int64_t dial_end = ec__mono_ms() + c->call_timeout_ms;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        rc = c->user ? authenticate(c, err) : 0;
+        if (rc == 0)
+            rc = ec_etcd_status(c, NULL, NULL, 0, err);
+        int64_t left = dial_end - ec__mono_ms();
+        if (rc != EC_EUNAVAILABLE || left <= 200)
+            break;
+        struct timespec ts = {0, 100 * 1000 * 1000}; /* a pause before the retry */
+        nanosleep(&ts, NULL);
+        c->call_timeout_ms = (int)(left - 100);
+    }
     c->call_timeout_ms = saved;
     if (rc < 0)
         goto error_grpc;
