@@ -118,6 +118,8 @@ static void *loop(void *arg)
             if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving))
                 break;
             int64_t now = ec__node_mono_ms();
+            if (n->self_pending && (retry_at < 0 || retry_at <= now))
+                break; /* our record must be written again */
             int64_t until = now + 1000;
             if (n->wake_at >= 0 && n->wake_at < until)
                 until = n->wake_at;

@@ -459,6 +459,30 @@ START_TEST(ambiguous_campaign_is_adopted)
 }
 END_TEST
 
+/* An incarnation bump (processes restarted) whose write fails is written
+ * again once etcd is back: the job re-forms with reason restart instead of
+ * waiting forever for a bump that never reached etcd. */
+START_TEST(failed_incarnation_bump_is_retried)
+{
+    const char *root = "/jbump/";
+    ec_proxy_t *px = ec_proxy_start(ec_embed_endpoint(etcd));
+    ck_assert_ptr_nonnull(px);
+    proc_t a = start_node_at(ec_proxy_endpoint(px), "jbump", "a", 1, 1, 1, 0, 10, 0);
+    ec_epoch_free(wait_epoch(root, 1, 1, NULL, 10000));
+    ec_proxy_set(px, EC_PROXY_CUT, 1); /* etcd unreachable: connections refused */
+    kill(a.pid, SIGUSR1);
+    ck_assert_msg(wait_log(a.log, "BUMP rc=-", 10000), "the bump did not fail (log %s)", a.log);
+    ec_proxy_set(px, EC_PROXY_PASS, 0);
+    ec_epoch_t *ep = wait_epoch(root, 2, 1, NULL, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_RESTART);
+    ck_assert_uint_eq(ep->members[0].incarnation, 2);
+    ec_epoch_free(ep);
+    kill(a.pid, SIGKILL);
+    ec_test_reap(a.pid, 5000);
+    ec_proxy_stop(px);
+}
+END_TEST
+
 /* A leader whose coordinator loop is wedged (a callback blocked on a full
  * pipe, say) while its process and keepalive thread live on must not keep
  * the leadership: its lease stops being refreshed, another node leads, and
@@ -731,6 +755,7 @@ static Suite *suite(void)
     ec_tcase_add(t, leader_key_naming_me_is_adopted);
     ec_tcase_add(t, ambiguous_campaign_is_adopted);
     ec_tcase_add(t, wedged_leader_loses_its_lease);
+    ec_tcase_add(t, failed_incarnation_bump_is_retried);
     ec_tcase_add(t, old_failure_records_are_pruned);
     ec_tcase_add(t, unleased_node_record_is_never_a_member);
     ec_tcase_add(t, restart_reforms_same_members);

@@ -131,7 +131,9 @@ int main(int argc, char **argv)
     while (!got_term) {
         if (got_usr1) {
             got_usr1 = 0;
-            ec_node_bump_incarnation(n, &err);
+            int brc = ec_node_bump_incarnation(n, &err);
+            printf("BUMP rc=%d%s%s\n", brc, brc < 0 ? " " : "", brc < 0 ? err.msg : "");
+            fflush(stdout);
         }
         sigsuspend(&none); /* wait for the next signal; the node runs on its threads */
     }
