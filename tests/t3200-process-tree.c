@@ -3,6 +3,8 @@
  * - every descendant of a rank (its own process group, and processes that
  *   setsid() away from it) is gone after the rank fails and its node
  *   restarts, and after the agent is SIGTERMed;
+ * - what a rank started in its process group is gone even when the agent
+ *   itself is SIGKILLed (its janitor process stops it);
  * - a failing rank with a very long command line is reported (command
  *   truncated with an ellipsis) and restarted, the agent does not crash;
  * - a program that cannot be executed is an error the agent itself logs,
@@ -126,6 +128,23 @@ static bool pid_gone(void *arg)
     return kill(*(pid_t *)arg, 0) < 0 && errno == ESRCH;
 }
 
+/* Gone, or a zombie nobody reaps (an init that does not reap). */
+static bool pid_dead(void *arg)
+{
+    if (pid_gone(arg))
+        return true;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)*(pid_t *)arg);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] == 'Z';
+}
+
 static void assert_gone(pid_t pid, const char *what)
 {
     ck_assert_msg(ec_test_wait(pid_gone, &pid, 5000), "%s (pid %d) is still there", what, (int)pid);
@@ -198,6 +217,43 @@ START_TEST(descendants_stopped_on_restart_and_agent_exit)
     ck_assert_int_eq(ec_test_reap(agent, 15000), 128 + SIGTERM);
     assert_gone(gc2, "a grandchild of the epoch-2 run, after the agent's SIGTERM");
     assert_gone(sd2, "a setsid() grandchild of the epoch-2 run, after the agent's SIGTERM");
+}
+END_TEST
+
+START_TEST(group_stopped_when_agent_is_sigkilled)
+{
+    /* The rank leaves a `sleep` in its process group and execs the test
+     * program.  SIGKILL to the agent kills the program (PDEATHSIG); the
+     * sleep, orphaned to init, must go too. */
+    char es[128], ld[320], console[320], err[320], dump[320], gc[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    snprintf(gc, sizeof(gc), "%s/gc", tmp);
+    mkdir(dump, 0755);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jkill9", "--np=1", "--nproc_per_node=1",
+                    "--node_id=a", ld, "--", "/bin/sh", "-c",
+                    "sleep 300 & echo $! > $0.tmp; mv $0.tmp $0; exec \"$@\"", gc, (char *)prog(),
+                    dump, "0", NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    pid_t sleeper = read_pid(gc);
+    pid_t rank = read_pid(dump_path("a", 0, 1)); /* the program runs: exec done */
+    ck_assert_int_eq(kill(sleeper, 0), 0);
+    int64_t t0 = ec_test_now_ms();
+    kill(agent, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(agent, 5000), 128 + SIGKILL);
+    ck_assert_msg(ec_test_wait(pid_dead, &rank, 5000), "the rank (pid %d) outlived its SIGKILLed agent",
+                  (int)rank);
+    ck_assert_msg(ec_test_wait(pid_dead, &sleeper, 5000),
+                  "the rank's `sleep &` (pid %d) outlived the SIGKILLed agent", (int)sleeper);
+    printf("# the rank's sleep was gone %lld ms after SIGKILL to the agent\n",
+           (long long)(ec_test_now_ms() - t0));
+    for (int i = 0; i < nstrays; i++)
+        strays[i] = 0;
 }
 END_TEST
 
@@ -428,6 +484,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("process-tree");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, descendants_stopped_on_restart_and_agent_exit);
+    tcase_add_test(t, group_stopped_when_agent_is_sigkilled);
     tcase_add_test(t, long_command_line_failure_reported_and_restarted);
     tcase_add_test(t, exec_failure_logged_by_agent);
     tcase_add_test(t, rank_starts_with_default_signals);
