@@ -153,6 +153,36 @@ static void assert_gone(pid_t pid, const char *what)
             strays[i] = 0;
 }
 
+/* The agent's janitor process: its child named ecoord-janitor. */
+static bool find_janitor(void *arg)
+{
+    pid_t *io = arg, agent = io[0];
+    char path[96], comm[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)agent, (int)agent);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    int pid;
+    while (fscanf(f, "%d", &pid) == 1) {
+        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+        FILE *cf = fopen(path, "r");
+        if (cf && fgets(comm, sizeof(comm), cf) && !strncmp(comm, "ecoord-janitor", 14))
+            io[1] = (pid_t)pid;
+        if (cf)
+            fclose(cf);
+    }
+    fclose(f);
+    return io[1] > 0;
+}
+
+static pid_t janitor_of(pid_t agent)
+{
+    pid_t io[2] = {agent, 0};
+    ck_assert_msg(ec_test_wait(find_janitor, io, 10000), "agent %d has no janitor process", (int)agent);
+    strays[nstrays++] = io[1];
+    return io[1];
+}
+
 /* Whether one line of the file contains both a and b. */
 static bool line_has(const char *path, const char *a, const char *b)
 {
@@ -212,9 +242,13 @@ START_TEST(descendants_stopped_on_restart_and_agent_exit)
     assert_gone(sd1, "a setsid() grandchild of the failed epoch-1 run");
     ck_assert_int_eq(kill(gc2, 0), 0);
     ck_assert_int_eq(kill(sd2, 0), 0);
+    pid_t jan = janitor_of(agent);
     /* the agent leaves on SIGTERM: nothing of epoch 2 stays */
     kill(agent, SIGTERM);
     ck_assert_int_eq(ec_test_reap(agent, 15000), 128 + SIGTERM);
+    assert_gone(jan, "the agent's janitor, after the agent's normal exit");
+    ck_assert_msg(!ec_test_file_contains(err, "ecoord janitor:"),
+                  "the janitor killed something after a normal exit");
     assert_gone(gc2, "a grandchild of the epoch-2 run, after the agent's SIGTERM");
     assert_gone(sd2, "a setsid() grandchild of the epoch-2 run, after the agent's SIGTERM");
 }
@@ -243,6 +277,7 @@ START_TEST(group_stopped_when_agent_is_sigkilled)
     pid_t sleeper = read_pid(gc);
     pid_t rank = read_pid(dump_path("a", 0, 1)); /* the program runs: exec done */
     ck_assert_int_eq(kill(sleeper, 0), 0);
+    pid_t jan = janitor_of(agent);
     int64_t t0 = ec_test_now_ms();
     kill(agent, SIGKILL);
     ck_assert_int_eq(ec_test_reap(agent, 5000), 128 + SIGKILL);
@@ -252,6 +287,10 @@ START_TEST(group_stopped_when_agent_is_sigkilled)
                   "the rank's `sleep &` (pid %d) outlived the SIGKILLed agent", (int)sleeper);
     printf("# the rank's sleep was gone %lld ms after SIGKILL to the agent\n",
            (long long)(ec_test_now_ms() - t0));
+    ck_assert_msg(ec_test_wait(pid_dead, &jan, 5000), "the janitor (pid %d) outlived its kill step",
+                  (int)jan);
+    ck_assert_msg(ec_test_wait_file(err, "ecoord janitor: the agent", 5000),
+                  "the janitor did not say what it killed");
     for (int i = 0; i < nstrays; i++)
         strays[i] = 0;
 }
