@@ -253,26 +253,22 @@ static void report(pid_t agent, int ngroups_killed, int norphans_killed)
 static void cleanup(pid_t agent)
 {
     int64_t deadline = mono_ms() + EC_JANITOR_KILL_MS;
-    int first_groups = -1, first_orphans = 0;
-    for (;;) {
-        int left = 0, ng = 0, no = 0;
+    for (int round = 0;; round++) {
+        int ng = 0, no = 0;
         for (int i = 0; i < ngroups; i++)
             ng += kill_group(&groups[i]);
         for (int i = 0; i < norphans; i++)
             no += kill_orphan(&orphans[i]);
-        left = ng + no;
-        if (first_groups < 0) {
-            first_groups = ng;
-            first_orphans = no;
-        }
-        /* zombies count as members until reaped by init: wait for that,
-         * for processes forked while being killed, within the deadline */
-        if (!left || mono_ms() >= deadline)
+        if (round == 0 && ng + no > 0) /* say it now: later rounds may wait on zombies */
+            report(agent, ng, no);
+        /* Zombies count as members until init reaps them (some container
+         * inits are slow to): repeat until no member is left, within the
+         * deadline; also catches, on old kernels, a group whose leader
+         * was still alive. */
+        if (ng + no == 0 || mono_ms() >= deadline)
             break;
         pause_ms(5);
     }
-    if (first_groups > 0 || first_orphans > 0)
-        report(agent, first_groups, first_orphans);
 }
 
 static void janitor_main(int sock, pid_t agent)
