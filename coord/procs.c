@@ -50,6 +50,7 @@ struct ec_procs {
     int nleft;
     kid_t told[64];    /* orphans the janitor was told about (a ring) */
     int ntold;
+    int64_t next_tell; /* when ec_procs_reap looks for new orphans again */
 };
 
 static int64_t mono_ms(void)
@@ -470,10 +471,13 @@ int ec_procs_reap(ec_procs_t *p, int *r, int *status)
         }
     }
     /* A death under a rank's tree may have made orphans of its children,
-     * and emptied groups the janitor still knows. */
-    if (reaped || found) {
+     * and emptied groups the janitor still knows; a death deeper down (a
+     * helper's parent) tells us nothing: look once a second too. */
+    int64_t now = mono_ms();
+    if (reaped || found || now >= p->next_tell) {
         tell_orphans(p);
         prune_left(p);
+        p->next_tell = now + EC_PROCS_ORPHAN_SCAN_MS;
     }
     return found;
 }
