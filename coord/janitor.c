@@ -97,36 +97,50 @@ static char *put_str(char *p, const char *s)
     return p;
 }
 
-/* Start time of pid (field 22 of /proc/<pid>/stat), 0 if it is gone.
- * Async-signal-safe: no stdio. */
-static unsigned long long start_of(pid_t pid)
+/* State, process group and start time of pid (fields 3, 5 and 22 of
+ * /proc/<pid>/stat); false if it is gone.  Async-signal-safe: no stdio. */
+static bool stat_of(pid_t pid, char *state, pid_t *pgrp, unsigned long long *start)
 {
     char path[40], buf[1024];
     put_str(put_num(put_str(path, "/proc/"), (unsigned long long)pid), "/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return false;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (n <= 0)
-        return 0;
+        return false;
     buf[n] = '\0';
     char *p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 3; field < 22 && *p; field++) { /* skip fields 3..21 */
-        while (*p == ' ')
-            p++;
+    if (!p || p[1] != ' ')
+        return false;
+    *state = p[2];
+    p += 2;
+    for (int field = 3; field < 22 && *p; field++) { /* to the start of field 22 */
         while (*p && *p != ' ')
             p++;
+        while (*p == ' ')
+            p++;
+        if (field == 4) {
+            long long v = 0;
+            while (*p >= '0' && *p <= '9')
+                v = v * 10 + (*p++ - '0');
+            *pgrp = (pid_t)v;
+        }
     }
-    while (*p == ' ')
-        p++;
     unsigned long long v = 0;
     while (*p >= '0' && *p <= '9')
         v = v * 10 + (unsigned long long)(*p++ - '0');
-    return v;
+    *start = v;
+    return true;
+}
+
+static unsigned long long start_of(pid_t pid)
+{
+    char state;
+    pid_t pgrp;
+    unsigned long long start;
+    return stat_of(pid, &state, &pgrp, &start) ? start : 0;
 }
 
 static int pidfd_open_(pid_t pid)
@@ -234,6 +248,42 @@ static int kill_orphan(jent_t *e)
     return pidfd_signal(e->fd, SIGKILL, 0) == 0 || r;
 }
 
+/* Whether a process of group pgrp is still alive (not a zombie).  Only
+ * asked after a signal through the group's pidfd reached someone, i.e.
+ * while the number is pinned: any process with that group is in ours. */
+static bool has_live_member(pid_t pgrp)
+{
+    struct {
+        uint64_t ino;
+        int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[];
+    } *d;
+    static char buf[16384] __attribute__((aligned(8)));
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return true; /* cannot tell: keep trying until the deadline */
+    bool live = false;
+    long n;
+    while (!live && (n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+        for (long off = 0; off < n && !live; off += d->reclen) {
+            d = (void *)(buf + off);
+            if (d->name[0] < '1' || d->name[0] > '9')
+                continue;
+            pid_t pid = 0;
+            for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
+                pid = pid * 10 + (*c - '0');
+            char state;
+            pid_t g;
+            unsigned long long start;
+            live = stat_of(pid, &state, &g, &start) && g == pgrp && state != 'Z' && state != 'X';
+        }
+    }
+    close(dfd);
+    return live;
+}
+
 static void report(pid_t agent, int ngroups_killed, int norphans_killed)
 {
     char line[256], *p = line;
@@ -254,18 +304,33 @@ static void cleanup(pid_t agent)
 {
     int64_t deadline = mono_ms() + EC_JANITOR_KILL_MS;
     for (int round = 0;; round++) {
-        int ng = 0, no = 0;
+        int ng = 0, no = 0, live = 0;
         for (int i = 0; i < ngroups; i++)
-            ng += kill_group(&groups[i]);
-        for (int i = 0; i < norphans; i++)
-            no += kill_orphan(&orphans[i]);
-        if (round == 0 && ng + no > 0) /* say it now: later rounds may wait on zombies */
+            if (kill_group(&groups[i])) {
+                ng++;
+                live += has_live_member(groups[i].pid);
+            } else {
+                forget(&groups[i]); /* no member left: never again by number */
+            }
+        for (int i = 0; i < norphans; i++) {
+            if (!kill_orphan(&orphans[i])) {
+                forget(&orphans[i]);
+                continue;
+            }
+            no++;
+            char state;
+            pid_t g;
+            unsigned long long start;
+            live += stat_of(orphans[i].pid, &state, &g, &start) && start == orphans[i].start &&
+                    state != 'Z' && state != 'X';
+        }
+        if (round == 0 && ng + no > 0)
             report(agent, ng, no);
-        /* Zombies count as members until init reaps them (some container
-         * inits are slow to): repeat until no member is left, within the
-         * deadline; also catches, on old kernels, a group whose leader
-         * was still alive. */
-        if (ng + no == 0 || mono_ms() >= deadline)
+        /* SIGKILL to a group reaches every member, even one forking at
+         * the time; what remains are zombies init has yet to reap (some
+         * container inits are slow to), and processes that take long to
+         * die (state D): repeat while one is alive, within the deadline. */
+        if (!live || mono_ms() >= deadline)
             break;
         pause_ms(5);
     }
@@ -291,6 +356,8 @@ static void janitor_main(int sock, pid_t agent)
      * group, is for the agent; the janitor is needed when that kills it. */
     setpgid(0, 0);
     prctl(PR_SET_NAME, "ecoord-janitor");
+    if (chdir("/") < 0) { /* not to hold the job's directory (an unmount) */
+    }
     /* Hold nothing of the agent's (sockets, reserved ports, pipes others
      * wait on for end-of-file) but its stderr, for one report line. */
     if (sock != 3) {
