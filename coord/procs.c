@@ -49,7 +49,7 @@ struct ec_procs {
     pid_t left[64];    /* groups of reaped ranks that still had members */
     int nleft;
     kid_t told[64];    /* orphans the janitor was told about (a ring) */
-    int ntold;
+    int ntold, told_next;
     int64_t next_tell; /* when ec_procs_reap looks for new orphans again */
 };
 
@@ -164,8 +164,10 @@ static bool is_other(const ec_procs_t *p, pid_t pid, unsigned long long start, b
 
 /* A reaped rank's group: gone for the janitor once it has no member left;
  * until then (what a rank that exited left running) it stays known, and is
- * checked again by prune_left.  Only done right after the reap, or while
- * members pin the number: kill(-pgid, 0) cannot see a reused group then. */
+ * checked again by prune_left.  This is bookkeeping (the janitor closes the
+ * group's pidfd): a group kept by mistake — kill(-pgid, 0) seeing a later
+ * group that reused the number — costs nothing, the janitor signals by
+ * pidfd and cannot reach that one (coord/janitor.c). */
 static void group_reaped(ec_procs_t *p, pid_t pgid)
 {
     if (kill(-pgid, 0) < 0 && errno == ESRCH) {
@@ -204,11 +206,14 @@ static void tell_orphans(ec_procs_t *p)
             continue;
         bool known = false;
         int cap = (int)(sizeof(p->told) / sizeof(p->told[0]));
-        for (int t = 0; t < cap && t < p->ntold && !known; t++)
+        for (int t = 0; t < p->ntold && !known; t++)
             known = p->told[t].pid == k[i].pid && p->told[t].start == k[i].start;
         if (known)
             continue;
-        p->told[p->ntold++ % cap] = k[i];
+        p->told[p->told_next] = k[i];
+        p->told_next = (p->told_next + 1) % cap;
+        if (p->ntold < cap)
+            p->ntold++;
         ec_janitor_orphan(p->jan, k[i].pid);
     }
     free(k);
