@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "janitor.h"
 #include "log.h"
 
 typedef struct rank {
@@ -44,6 +45,12 @@ struct ec_procs {
     int nothers;
     pid_t termed[256]; /* orphans already sent SIGTERM in this stop */
     int ntermed;
+    ec_janitor_t *jan; /* kills what the ranks started if we die (NULL: none) */
+    pid_t left[64];    /* groups of reaped ranks that still had members */
+    int nleft;
+    kid_t told[64];    /* orphans the janitor was told about (a ring) */
+    int ntold, told_next;
+    int64_t next_tell; /* when ec_procs_reap looks for new orphans again */
 };
 
 static int64_t mono_ms(void)
@@ -155,6 +162,63 @@ static bool is_other(const ec_procs_t *p, pid_t pid, unsigned long long start, b
     return false;
 }
 
+/* A reaped rank's group: gone for the janitor once it has no member left;
+ * until then (what a rank that exited left running) it stays known, and is
+ * checked again by prune_left.  This is bookkeeping (the janitor closes the
+ * group's pidfd): a group kept by mistake — kill(-pgid, 0) seeing a later
+ * group that reused the number — costs nothing, the janitor signals by
+ * pidfd and cannot reach that one (coord/janitor.c). */
+static void group_reaped(ec_procs_t *p, pid_t pgid)
+{
+    if (kill(-pgid, 0) < 0 && errno == ESRCH) {
+        ec_janitor_group_gone(p->jan, pgid);
+        return;
+    }
+    for (int i = 0; i < p->nleft; i++)
+        if (p->left[i] == pgid)
+            return;
+    if (p->nleft < (int)(sizeof(p->left) / sizeof(p->left[0])))
+        p->left[p->nleft++] = pgid; /* else the janitor keeps it: harmless, it checks */
+}
+
+static void prune_left(ec_procs_t *p)
+{
+    for (int i = 0; i < p->nleft;)
+        if (kill(-p->left[i], 0) < 0 && errno == ESRCH) {
+            ec_janitor_group_gone(p->jan, p->left[i]);
+            p->left[i] = p->left[--p->nleft];
+        } else {
+            i++;
+        }
+}
+
+/* Orphans we adopted (a rank or a helper died under them) are announced to
+ * the janitor, with what setsid() away from the ranks' groups: unreaped
+ * children, so the pidfds it gets are certainly theirs. */
+static void tell_orphans(ec_procs_t *p)
+{
+    if (!p->jan)
+        return;
+    kid_t *k;
+    int n = list_kids(&k);
+    for (int i = 0; i < n; i++) {
+        if (rank_of(p, k[i].pid) >= 0 || is_other(p, k[i].pid, k[i].start, true) || k[i].state == 'Z')
+            continue;
+        bool known = false;
+        int cap = (int)(sizeof(p->told) / sizeof(p->told[0]));
+        for (int t = 0; t < p->ntold && !known; t++)
+            known = p->told[t].pid == k[i].pid && p->told[t].start == k[i].start;
+        if (known)
+            continue;
+        p->told[p->told_next] = k[i];
+        p->told_next = (p->told_next + 1) % cap;
+        if (p->ntold < cap)
+            p->ntold++;
+        ec_janitor_orphan(p->jan, k[i].pid);
+    }
+    free(k);
+}
+
 ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_outq_t *console,
                          ec_error_t *err)
 {
@@ -181,6 +245,12 @@ ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_o
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         ec_log(EC_LOG_WARN, "cannot become a child subreaper (%s): processes started by the "
                             "training processes may outlive them", strerror(errno));
+    /* Before any rank, and before the children are listed: the janitor is
+     * one of the children that are not ours to stop. */
+    ec_error_t jerr = {0};
+    if (!(p->jan = ec_janitor_start(&jerr)))
+        ec_log(EC_LOG_WARN, "%s: processes started by the training processes will outlive the "
+                            "agent if it is killed", jerr.msg);
     p->nothers = list_kids(&p->others);
     return p;
 }
@@ -280,6 +350,9 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
         return ec_errorf(err, EC_ESYS, "fork: %s", strerror(fork_errno));
     }
     setpgid(pid, pid);
+    /* Announced at once, while the child is unreaped: were the agent killed
+     * now, what the program starts would otherwise be missed. */
+    ec_janitor_group(p->jan, pid);
     /* EOF: exec succeeded (the pipe is close-on-exec); an errno: it failed.
      * A program on a hung filesystem may take long to exec: past the
      * deadline it counts as started, and a failure shows as its exit. */
@@ -302,9 +375,10 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
     }
     close(errp[0]);
     if (child_errno) {
-        if (!reap_within(pid, NULL, EC_PROCS_KILL_WAIT_MS)) {
+        if (!reap_within(pid, NULL, EC_PROCS_KILL_WAIT_MS))
             kill(pid, SIGKILL); /* left to ec_procs_reap as an orphan */
-        }
+        else
+            group_reaped(p, pid);
         close(fd);
         if (pipefd[0] >= 0)
             close(pipefd[0]);
@@ -359,6 +433,7 @@ int ec_procs_out_fd(const ec_procs_t *p)
 
 static void rank_reaped(ec_procs_t *p, int i)
 {
+    group_reaped(p, p->r[i].pid);
     p->r[i].pid = 0;
     if (i == 0)
         ec_procs_pump(p);
@@ -370,6 +445,7 @@ int ec_procs_reap(ec_procs_t *p, int *r, int *status)
      * the caller's; an orphan's is reaped here; another's (the embedded
      * etcd's) is left to its owner, and hides the ones behind it, which the
      * per-rank waits below and the next stop still find. */
+    bool reaped = false;
     for (int guard = 0; guard < 256; guard++) {
         siginfo_t si;
         si.si_pid = 0;
@@ -377,11 +453,18 @@ int ec_procs_reap(ec_procs_t *p, int *r, int *status)
             break;
         if (rank_of(p, si.si_pid) >= 0)
             break;
+        if (p->jan && si.si_pid == ec_janitor_pid(p->jan)) {
+            waitpid(si.si_pid, NULL, WNOHANG);
+            ec_janitor_lost(p->jan);
+            continue;
+        }
         if (is_other(p, si.si_pid, 0, false))
             break;
         waitpid(si.si_pid, NULL, WNOHANG);
+        reaped = true;
     }
-    for (int i = 0; i < p->nproc; i++) {
+    int found = 0;
+    for (int i = 0; i < p->nproc && !found; i++) {
         if (p->r[i].pid <= 0)
             continue;
         int st;
@@ -389,10 +472,19 @@ int ec_procs_reap(ec_procs_t *p, int *r, int *status)
             rank_reaped(p, i);
             *r = i;
             *status = st;
-            return 1;
+            found = 1;
         }
     }
-    return 0;
+    /* A death under a rank's tree may have made orphans of its children,
+     * and emptied groups the janitor still knows; a death deeper down (a
+     * helper's parent) tells us nothing: look once a second too. */
+    int64_t now = mono_ms();
+    if (reaped || found || now >= p->next_tell) {
+        tell_orphans(p);
+        prune_left(p);
+        p->next_tell = now + EC_PROCS_ORPHAN_SCAN_MS;
+    }
+    return found;
 }
 
 int ec_procs_running(const ec_procs_t *p)
@@ -455,8 +547,10 @@ void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms)
     p->ntermed = 0;
     signal_ranks(p, SIGTERM);
     int left = sweep(p, SIGTERM);
-    if (!ec_procs_running(p) && !left)
+    if (!ec_procs_running(p) && !left) {
+        prune_left(p);
         return;
+    }
     int64_t deadline = mono_ms() + grace_ms;
     while (mono_ms() < deadline) {
         int r, st;
@@ -464,8 +558,10 @@ void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms)
             ;
         ec_procs_pump(p);
         left = sweep(p, SIGTERM);
-        if (!ec_procs_running(p) && !left)
+        if (!ec_procs_running(p) && !left) {
+            prune_left(p);
             return;
+        }
         pause_ms(5); /* reaping poll interval */
     }
     ec_procs_kill_all(p);
@@ -503,8 +599,10 @@ void ec_procs_kill_all(ec_procs_t *p)
             if (p->r[i].pid > 0 && waitpid(p->r[i].pid, NULL, WNOHANG) == p->r[i].pid)
                 rank_reaped(p, i);
         int left = sweep(p, SIGKILL);
-        if (!ec_procs_running(p) && !left)
+        if (!ec_procs_running(p) && !left) {
+            prune_left(p);
             break;
+        }
         if (mono_ms() >= deadline) {
             report_stuck(p);
             for (int i = 0; i < p->nproc; i++)
@@ -521,6 +619,7 @@ void ec_procs_destroy(ec_procs_t *p)
     if (!p)
         return;
     ec_procs_kill_all(p);
+    ec_janitor_stop(p->jan); /* everything is stopped: it exits without killing */
     if (p->out_fd >= 0)
         close(p->out_fd);
     if (p->log0_fd >= 0)

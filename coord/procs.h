@@ -8,7 +8,11 @@
  * dies, including one that setsid()s away, becomes its child.  Any child it
  * did not already have when ec_procs_new was called, other than the ranks,
  * is therefore taken for such an orphan: it is stopped with the ranks and
- * reaped.  Fork nothing else from the host process after ec_procs_new. */
+ * reaped.  Fork nothing else from the host process after ec_procs_new.
+ *
+ * If the host process dies without stopping them (SIGKILL, OOM), a janitor
+ * process forked by ec_procs_new kills the ranks' process groups and the
+ * orphans it was told about (coord/janitor.h). */
 #ifndef EC_PROCS_H
 #define EC_PROCS_H
 
@@ -24,6 +28,9 @@ typedef struct ec_procs ec_procs_t;
 /* How long a SIGKILLed process may take to be reaped before it is given up
  * (logged and left behind): one stuck in uninterruptible I/O (state D). */
 #define EC_PROCS_KILL_WAIT_MS 5000
+/* How often ec_procs_reap looks for newly adopted orphans to tell the
+ * janitor about (coord/janitor.h). */
+#define EC_PROCS_ORPHAN_SCAN_MS 1000
 
 /* nproc local ranks running argv (NULL-terminated, borrowed); logs under
  * log_dir/workerlog.<local_rank> (appended).  Local rank 0's output is also
@@ -48,7 +55,9 @@ void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms);
  * logged. */
 void ec_procs_kill_all(ec_procs_t *p);
 /* Reap one exited rank without blocking: 1 with *r and *status (wait(2)
- * status) filled, 0 if none exited.  Reaps exited orphans on the way. */
+ * status) filled, 0 if none exited.  Reaps exited orphans on the way, and
+ * tells the janitor about new ones (after a reap, else at most every
+ * EC_PROCS_ORPHAN_SCAN_MS): call it every few hundred ms. */
 int ec_procs_reap(ec_procs_t *p, int *r, int *status);
 int ec_procs_running(const ec_procs_t *p);
 pid_t ec_procs_pid(const ec_procs_t *p, int r); /* 0 if not running */

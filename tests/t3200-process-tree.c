@@ -3,6 +3,9 @@
  * - every descendant of a rank (its own process group, and processes that
  *   setsid() away from it) is gone after the rank fails and its node
  *   restarts, and after the agent is SIGTERMed;
+ * - what a rank started in its process group, and a helper that setsid()
+ *   away and was adopted by the agent, are gone even when the agent itself
+ *   is SIGKILLed (its janitor process stops them);
  * - a failing rank with a very long command line is reported (command
  *   truncated with an ellipsis) and restarted, the agent does not crash;
  * - a program that cannot be executed is an error the agent itself logs,
@@ -126,12 +129,59 @@ static bool pid_gone(void *arg)
     return kill(*(pid_t *)arg, 0) < 0 && errno == ESRCH;
 }
 
+/* Gone, or a zombie nobody reaps (an init that does not reap). */
+static bool pid_dead(void *arg)
+{
+    if (pid_gone(arg))
+        return true;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)*(pid_t *)arg);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] == 'Z';
+}
+
 static void assert_gone(pid_t pid, const char *what)
 {
     ck_assert_msg(ec_test_wait(pid_gone, &pid, 5000), "%s (pid %d) is still there", what, (int)pid);
     for (int i = 0; i < nstrays; i++)
         if (strays[i] == pid)
             strays[i] = 0;
+}
+
+/* The agent's janitor process: its child named ecoord-janitor. */
+static bool find_janitor(void *arg)
+{
+    pid_t *io = arg, agent = io[0];
+    char path[96], comm[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)agent, (int)agent);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    int pid;
+    while (fscanf(f, "%d", &pid) == 1) {
+        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+        FILE *cf = fopen(path, "r");
+        if (cf && fgets(comm, sizeof(comm), cf) && !strncmp(comm, "ecoord-janitor", 14))
+            io[1] = (pid_t)pid;
+        if (cf)
+            fclose(cf);
+    }
+    fclose(f);
+    return io[1] > 0;
+}
+
+static pid_t janitor_of(pid_t agent)
+{
+    pid_t io[2] = {agent, 0};
+    ck_assert_msg(ec_test_wait(find_janitor, io, 10000), "agent %d has no janitor process", (int)agent);
+    strays[nstrays++] = io[1];
+    return io[1];
 }
 
 /* Whether one line of the file contains both a and b. */
@@ -193,11 +243,143 @@ START_TEST(descendants_stopped_on_restart_and_agent_exit)
     assert_gone(sd1, "a setsid() grandchild of the failed epoch-1 run");
     ck_assert_int_eq(kill(gc2, 0), 0);
     ck_assert_int_eq(kill(sd2, 0), 0);
+    pid_t jan = janitor_of(agent);
     /* the agent leaves on SIGTERM: nothing of epoch 2 stays */
     kill(agent, SIGTERM);
     ck_assert_int_eq(ec_test_reap(agent, 15000), 128 + SIGTERM);
+    assert_gone(jan, "the agent's janitor, after the agent's normal exit");
+    ck_assert_msg(!ec_test_file_contains(err, "ecoord janitor:"),
+                  "the janitor killed something after a normal exit");
     assert_gone(gc2, "a grandchild of the epoch-2 run, after the agent's SIGTERM");
     assert_gone(sd2, "a setsid() grandchild of the epoch-2 run, after the agent's SIGTERM");
+}
+END_TEST
+
+START_TEST(group_stopped_when_agent_is_sigkilled)
+{
+    /* The rank leaves a `sleep` in its process group and execs the test
+     * program.  SIGKILL to the agent kills the program (PDEATHSIG); the
+     * sleep, orphaned to init, must go too. */
+    char es[128], ld[320], console[320], err[320], dump[320], gc[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    snprintf(gc, sizeof(gc), "%s/gc", tmp);
+    mkdir(dump, 0755);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jkill9", "--np=1", "--nproc_per_node=1",
+                    "--node_id=a", ld, "--", "/bin/sh", "-c",
+                    "sleep 300 & echo $! > $0.tmp; mv $0.tmp $0; exec \"$@\"", gc, (char *)prog(),
+                    dump, "0", NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    pid_t sleeper = read_pid(gc);
+    pid_t rank = read_pid(dump_path("a", 0, 1)); /* the program runs: exec done */
+    ck_assert_int_eq(kill(sleeper, 0), 0);
+    pid_t jan = janitor_of(agent);
+    int64_t t0 = ec_test_now_ms();
+    kill(agent, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(agent, 5000), 128 + SIGKILL);
+    ck_assert_msg(ec_test_wait(pid_dead, &rank, 5000), "the rank (pid %d) outlived its SIGKILLed agent",
+                  (int)rank);
+    ck_assert_msg(ec_test_wait(pid_dead, &sleeper, 5000),
+                  "the rank's `sleep &` (pid %d) outlived the SIGKILLed agent", (int)sleeper);
+    printf("# the rank's sleep was gone %lld ms after SIGKILL to the agent\n",
+           (long long)(ec_test_now_ms() - t0));
+    ck_assert_msg(ec_test_wait(pid_dead, &jan, 5000), "the janitor (pid %d) outlived its kill step",
+                  (int)jan);
+    ck_assert_msg(ec_test_wait_file(err, "ecoord janitor: the agent", 5000),
+                  "the janitor did not say what it killed");
+    for (int i = 0; i < nstrays; i++)
+        strays[i] = 0;
+}
+END_TEST
+
+static int ppid_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    int ppid = -1;
+    return rp && sscanf(rp + 1, " %*c %d", &ppid) == 1 ? ppid : -1;
+}
+
+static bool adopted(void *arg)
+{
+    pid_t *io = arg; /* {pid, agent} */
+    return ppid_of(io[0]) == io[1];
+}
+
+/* The janitor holds at least n pidfds: what it was told about. */
+static bool janitor_holds(void *arg)
+{
+    pid_t *io = arg; /* {janitor, n} */
+    int found = 0;
+    for (int fd = 0; fd < 64; fd++) {
+        char path[64], link[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)io[0], fd);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            found += strstr(link, "pidfd") != NULL;
+        }
+    }
+    return found >= io[1];
+}
+
+START_TEST(adopted_setsid_helper_stopped_when_agent_is_sigkilled)
+{
+    /* The rank starts a helper that setsid()s away, through a shell that
+     * exits at once: the agent adopts the helper (subreaper) and tells its
+     * janitor, which kills it when the agent is SIGKILLed. */
+    char es[128], ld[320], console[320], err[320], dump[320], sd[320], helper[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    snprintf(sd, sizeof(sd), "%s/sd", tmp);
+    snprintf(helper, sizeof(helper), "%s/helper.sh", tmp);
+    mkdir(dump, 0755);
+    FILE *f = fopen(helper, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("echo $$ > $1.tmp; mv $1.tmp $1; exec sleep 300\n", f);
+    fclose(f);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jkill9sd", "--np=1",
+                    "--nproc_per_node=1", "--node_id=a", ld, "--", "/bin/sh", "-c",
+                    "sh -c 'setsid /bin/sh \"$0\" \"$1\" &' \"$0\" \"$1\"; exec \"$2\" \"$3\" 0",
+                    helper, sd, (char *)prog(), dump, NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    pid_t helper_pid = read_pid(sd);
+    pid_t rank = read_pid(dump_path("a", 0, 1));
+    pid_t jan = janitor_of(agent);
+    pid_t ad[2] = {helper_pid, agent};
+    ck_assert_msg(ec_test_wait(adopted, ad, 5000), "the agent did not adopt the helper (pid %d)",
+                  (int)helper_pid);
+    pid_t held[2] = {jan, 2}; /* the rank's group and the helper */
+    ck_assert_msg(ec_test_wait(janitor_holds, held, 5000), "the janitor was not told of the helper");
+    kill(agent, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(agent, 5000), 128 + SIGKILL);
+    ck_assert_msg(ec_test_wait(pid_dead, &rank, 5000), "the rank (pid %d) outlived its SIGKILLed agent",
+                  (int)rank);
+    ck_assert_msg(ec_test_wait(pid_dead, &helper_pid, 5000),
+                  "the setsid() helper (pid %d) outlived the SIGKILLed agent", (int)helper_pid);
+    ck_assert_msg(ec_test_wait(pid_dead, &jan, 5000), "the janitor (pid %d) outlived its kill step",
+                  (int)jan);
+    ck_assert_msg(ec_test_wait_file(err, "and 1 orphaned process", 5000),
+                  "the janitor did not say it killed the helper");
+    for (int i = 0; i < nstrays; i++)
+        strays[i] = 0;
 }
 END_TEST
 
@@ -428,6 +610,8 @@ static Suite *suite(void)
     TCase *t = tcase_create("process-tree");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, descendants_stopped_on_restart_and_agent_exit);
+    tcase_add_test(t, group_stopped_when_agent_is_sigkilled);
+    tcase_add_test(t, adopted_setsid_helper_stopped_when_agent_is_sigkilled);
     tcase_add_test(t, long_command_line_failure_reported_and_restarted);
     tcase_add_test(t, exec_failure_logged_by_agent);
     tcase_add_test(t, rank_starts_with_default_signals);
