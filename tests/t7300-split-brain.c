@@ -26,7 +26,12 @@
 #include "harness.h"
 #include "records.h"
 
-#define TTL "3" /* seconds: short, so that each test stays bounded */
+/* Lease TTLs, short so that each test stays bounded.  In place, 4: the
+ * worker library learns the lease's time left in whole seconds rounded
+ * down, so it fences up to 1 s earlier than the agent; with 3 s it would
+ * come close to fencing between two refreshes on a loaded machine. */
+#define TTL_RESTART "3"
+#define TTL_INPROCESS "4"
 
 static ec_embed_t *etcd;
 static ec_etcd_t *c;
@@ -89,11 +94,11 @@ static agent_t start_agent(const char *job, const char *id, bool cut, bool inpro
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
              "exec %s launch --elastic_server=%s --job_id=%s --np=1:2 --nproc_per_node=1 "
-             "--node_id=%s --log_dir=%s --grace_period=2 --elastic_timeout=1 --lease_ttl=" TTL
-             " --rebuild=%s -- %s",
+             "--node_id=%s --log_dir=%s --grace_period=2 --elastic_timeout=1 --lease_ttl=%s "
+             "--rebuild=%s -- %s",
              ec_test_bin("ECOORD", "./ecoord"),
              cut ? ec_proxy_endpoint(px) : ec_embed_endpoint(etcd), job, id, a.logdir,
-             inprocess ? "inprocess" : "restart", prog);
+             inprocess ? TTL_INPROCESS : TTL_RESTART, inprocess ? "inprocess" : "restart", prog);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a.pid = ec_test_spawn(argv, a.console);
     ck_assert_int_lt(npids, (int)(sizeof(pids) / sizeof(pids[0])));

@@ -17,6 +17,16 @@
  * and may ask cheaply before each step whether a rebuild is due
  * (ecw_epoch_pending(): an atomic read, no I/O).
  *
+ * The fence: while this node's membership cannot be confirmed (etcd has not
+ * confirmed the node's lease for its TTL minus the agent's --lease_margin,
+ * ECOORD_LEASE_TTL_MS and ECOORD_LEASE_MARGIN_MS), every collective returns
+ * ECW_EUNCONFIRMED at once, and one in progress is aborted, before etcd can
+ * expire the lease and the others re-form without this node: two groups
+ * never train at once.  The process keeps its state; wait a little and
+ * retry.  Once the lease is confirmed again the collectives work again, or
+ * return ECW_EEPOCHCHANGED if the job re-formed meanwhile (ecw_rebuild
+ * waits, within its deadline, for the confirmation).
+ *
  * Backends: NCCL (device memory; built when configure found CUDA and NCCL)
  * and Gloo (host memory, TCP).  ECW_BACKEND_AUTO picks NCCL when a GPU is
  * visible and the NCCL backend was built, else Gloo.
@@ -80,7 +90,8 @@ extern "C" {
     X(ECORRUPT, -17, "corrupted record")                                     \
     X(EEXIST, -18, "already exists")                                         \
     X(EIO, -19, "I/O error")                                                 \
-    X(ESYS, -20, "system call failed")
+    X(ESYS, -20, "system call failed")                                       \
+    X(EUNCONFIRMED, -21, "membership cannot be confirmed: etcd unreachable")
 
 typedef enum {
     ECW_OK = 0,
@@ -173,13 +184,17 @@ typedef struct ecw_options {
     int suspect_after_ms;       /* ECOORD_WORKER_SUSPECT_AFTER_MS: a build that has waited this
                                    long for a peer probes the members' agents and reports the
                                    silent ones, then every 2 s (1000; 0 = unset) */
+    int lease_ttl_ms;           /* ECOORD_LEASE_TTL_MS: the node's lease TTL; with a lease,
+                                   turns the fence on (0 = unset: no fence) */
+    int lease_margin_ms;        /* ECOORD_LEASE_MARGIN_MS: collectives are refused once the
+                                   lease may expire within this (0 = unset: TTL/5) */
 } ecw_options_t;
 
 #define ECW_OPTIONS_INIT                                                               \
     {                                                                                  \
         sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
             NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL, \
-            0                                                                          \
+            0, 0, 0                                                                    \
     }
 
 typedef struct ecw ecw_t;
