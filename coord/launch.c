@@ -502,7 +502,8 @@ static int64_t check_fence(agent_t *a)
         a->fenced_since = now;
         char why[128];
         if (confirmed > 0)
-            snprintf(why, sizeof(why), "lease not confirmed for %lld ms", (long long)(now - confirmed));
+            snprintf(why, sizeof(why), "lease not confirmed for %lld ms",
+                     (long long)(now - confirmed));
         else
             snprintf(why, sizeof(why), "no lease (lost, not registered again yet)");
         if (cfg->rebuild == EC_REBUILD_RESTART) {

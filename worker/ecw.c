@@ -466,7 +466,8 @@ static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
 {
     atomic_fetch_sub(&w->in_coll, 1);
     uint64_t cur = atomic_load(&w->cur_num);
-    if (rc < 0 && rc != EC_EINVAL && atomic_load(&w->fenced) && atomic_load(&w->latest_num) <= cur) {
+    if (rc < 0 && rc != EC_EINVAL && atomic_load(&w->fenced) &&
+        atomic_load(&w->latest_num) <= cur) {
         /* The fence aborted it (or a peer's fence aborted theirs): this
          * communicator is done, but no peer is to blame. */
         atomic_store(&w->broken, 1);

@@ -40,9 +40,10 @@
  * Threads: one thread at a time calls the collectives, ecw_rebuild and
  * ecw_sync_state on a handle (the training thread).  ecw_epoch(),
  * ecw_latest_epoch(), ecw_epoch_pending() and the other accessors may be
- * called from any thread.  The library runs two threads of its own: the
- * etcd watch of the job's epoch key, and a service thread that writes the
- * per-epoch timing records.
+ * called from any thread.  The library runs threads of its own: the etcd
+ * watch of the job's epoch key, a service thread that writes the per-epoch
+ * timing records, and, with a lease, the fence's two (one asks etcd for the
+ * lease's time left on a client of its own, one fences on time).
  *
  * Keys: everything the library writes to etcd lives under the epoch's worker
  * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease,
@@ -243,8 +244,9 @@ int ecw_epoch_pending(const ecw_t *w);
  * the newest one is built instead.  After a communicator failed, the same
  * epoch is never rebuilt: it waits for the next one.  Everything within
  * rebuild_timeout_ms.  Returns 0; ECW_ETIMEDOUT (no usable epoch or a member
- * never arrived by the deadline); ECW_EUNAVAILABLE (etcd); the backend's
- * error.  On error the handle has no communicator; calling ecw_rebuild()
+ * never arrived by the deadline); ECW_EUNCONFIRMED (the node's membership
+ * could not be confirmed by the deadline: etcd away; retry); ECW_EUNAVAILABLE
+ * (etcd); the backend's error.  On error the handle has no communicator; calling ecw_rebuild()
  * again is allowed. */
 int ecw_rebuild(ecw_t *w, ecw_error_t *err);
 
@@ -267,7 +269,9 @@ int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_ra
  * Returns 0; ECW_EEPOCHCHANGED when a newer epoch was published before or
  * during the call, or when a peer failed and the epoch that replaces it
  * arrived within epoch_wait_ms (call ecw_rebuild() then ecw_sync_state(),
- * and redo the step); ECW_EIO / ECW_ETIMEDOUT when a peer failed or stalled
+ * and redo the step); ECW_EUNCONFIRMED while etcd cannot confirm this node's
+ * membership (nothing was sent, or the collective was aborted: wait and
+ * retry; see "The fence" above); ECW_EIO / ECW_ETIMEDOUT when a peer failed or stalled
  * and no new epoch arrived in time; ECW_EINVAL for bad arguments (the
  * communicator stays usable), including a dtype the backend does not
  * support; ECW_EABORTED after ecw_finalize started. */
