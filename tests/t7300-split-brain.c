@@ -11,7 +11,10 @@
  *  - in place (--rebuild=inprocess, the linreg example): the cut workers stop
  *    stepping and report ECW_EUNCONFIRMED instead, and no step of the old
  *    epoch is made after n3's epoch is published; after the proxy resumes
- *    they train again, in a newer epoch.
+ *    they train again, in a newer epoch;
+ *  - in place, a collective already blocked when the fence falls (its peer
+ *    frozen) is aborted then, and reports ECW_EUNCONFIRMED, long before the
+ *    collective's own timeout.
  *
  * Every test ends with the epoch-history checker. */
 #define _GNU_SOURCE
@@ -372,6 +375,52 @@ START_TEST(inprocess_cut_workers_refuse_collectives_until_confirmed)
 }
 END_TEST
 
+/* The pid in the newest "linreg step=" line of a's worker log, or 0. */
+static pid_t linreg_pid(const agent_t *a)
+{
+    char path[400], buf[512];
+    snprintf(path, sizeof(path), "%s/workerlog.0", a->logdir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int pid = 0;
+    while (fgets(buf, sizeof(buf), f)) {
+        const char *p = strncmp(buf, "linreg step=", 12) == 0 ? strstr(buf, " pid=") : NULL;
+        if (p)
+            pid = atoi(p + 5);
+    }
+    fclose(f);
+    return (pid_t)pid;
+}
+
+START_TEST(inprocess_blocked_collective_aborted_by_the_fence)
+{
+    const char *job = "sb-b";
+    agent_t n1 = start_agent(job, "n1", true, true);
+    ck_assert_msg(ec_test_wait(file_exists, (void *)n1.console, 5000), "n1 never started");
+    agent_t n2 = start_agent(job, "n2", true, true);
+    newer_t t1 = {&n1, 0}, t2 = {&n2, 0};
+    ck_assert_msg(ec_test_wait(trains_after, &t1, 30000) && ec_test_wait(trains_after, &t2, 30000),
+                  "n1 and n2 never trained");
+    /* n2's process frozen: n1's next collective blocks (30 s timeout). */
+    pid_t p2 = linreg_pid(&n2);
+    ck_assert_int_gt(p2, 0);
+    ck_assert_int_eq(kill(p2, SIGSTOP), 0);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/workerlog.0", n1.logdir);
+    int64_t t0 = ec_test_now_ms();
+    ec_proxy_set(px, EC_PROXY_PAUSE, 0);
+    bool aborted = ec_test_wait_file(path, "aborted: membership cannot be confirmed", 15000);
+    int64_t t = ec_test_now_ms() - t0;
+    bool said = ec_test_wait_file(path, "ECW_EUNCONFIRMED", 5000);
+    kill(p2, SIGCONT);
+    ck_assert_msg(aborted, "n1's blocked collective was not aborted by the fence");
+    ck_assert_msg(said, "n1's linreg never reported ECW_EUNCONFIRMED");
+    printf("# n1's blocked allreduce aborted by the fence %lld ms after the cut (TTL " TTL_INPROCESS
+           " s; the collective's own timeout: 30 s)\n", (long long)t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t7300-split-brain");
@@ -385,6 +434,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, inprocess_cut_workers_refuse_collectives_until_confirmed);
+    tcase_add_test(tc, inprocess_blocked_collective_aborted_by_the_fence);
     suite_add_tcase(s, tc);
     return s;
 }

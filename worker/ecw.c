@@ -474,8 +474,11 @@ static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
         char was[EC_ERRMSG_MAX];
         snprintf(was, sizeof(was), "%s", err ? err->msg : "");
         ecw__fence_check(w, what, err);
-        if (err)
-            ec_error_prefix(err, "%s in epoch %" PRIu64 " aborted (%.200s)", what, cur, was);
+        if (err) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof(err->msg) - n, " [the %s in epoch %" PRIu64 " was "
+                     "aborted: %.200s]", what, cur, was);
+        }
         return ECW_EUNCONFIRMED;
     }
     if (rc == 0) {
