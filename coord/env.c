@@ -217,6 +217,10 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "ECOORD_EPOCH", "%llu", (unsigned long long)ep->number);
     add(&b, "ECOORD_NODE_ID", "%s", ctx->node_id);
     add(&b, "ECOORD_LEASE", "%llx", ctx->lease);
+    if (ctx->lease_ttl_ms > 0) {
+        add(&b, "ECOORD_LEASE_TTL_MS", "%lld", ctx->lease_ttl_ms);
+        add(&b, "ECOORD_LEASE_MARGIN_MS", "%lld", ctx->lease_margin_ms);
+    }
     add(&b, "ECOORD_REBUILD", "%s", ctx->rebuild ? ctx->rebuild : "restart");
     /* etcd's TLS and authentication, as the agent connects */
     const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();

@@ -21,6 +21,10 @@ typedef struct ec_env_ctx {
     int restart_count;
     int max_restarts;
     long long lease;             /* the node's lease, for keys workers write */
+    /* The lease's TTL and the fence margin (--lease_margin, in ms): the
+     * worker library refuses collectives once it cannot confirm the lease
+     * for TTL - margin.  0: not passed (the library does not fence). */
+    long long lease_ttl_ms, lease_margin_ms;
     /* The agent's configuration (NULL: none): the workers connect to etcd
      * with its TLS files and user.  The password itself never enters a
      * training process's environment: ECOORD_ETCD_PASSWORD is removed and

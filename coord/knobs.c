@@ -253,6 +253,21 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "etcd lease on this node's keys, whole seconds, at least 2: a node that "
                 "stops renewing it for this long is gone.",
         .offset = OFF(lease_ttl_ms)},
+    /* A share of the TTL, not seconds: what it guards against (clock-rate
+     * difference between this host and etcd's, scheduling delay of the
+     * agent's loop) grows with the span measured, and a fraction stays valid
+     * whatever --lease_ttl is; at most half, so that the fence stays well
+     * clear of the keepalive's own refresh period (TTL/3). */
+    [EC_K_LEASE_MARGIN] = {
+        .id = EC_K_LEASE_MARGIN, .name = "lease_margin",
+        .spellings = {"lease_margin"}, .env = {"ECOORD_LEASE_MARGIN"},
+        .type = EC_KT_INT, .cmds = L, .min = 5, .max = 50,
+        .def = "20", .metavar = "PERCENT", .example = "20", .group = "this node",
+        .help = "percent of --lease_ttl: a node whose lease has not been confirmed for "
+                "the TTL minus this margin stops its processes (in place: the worker "
+                "library refuses collectives) before etcd can expire the lease and the "
+                "others re-form without it. 20 with a 10 s TTL: 2 s early.",
+        .offset = OFF(lease_margin_pct)},
     [EC_K_GRACE_PERIOD] = {
         .id = EC_K_GRACE_PERIOD, .name = "grace_period",
         .spellings = {"grace_period"}, .env = {"ECOORD_GRACE_PERIOD"},

@@ -64,6 +64,7 @@ typedef enum {
     EC_K_START_PORT,
     EC_K_PORT_RANGE,
     EC_K_LEASE_TTL,
+    EC_K_LEASE_MARGIN,
     EC_K_GRACE_PERIOD,
     EC_K_LOG_DIR,
     EC_K_LOG_LEVEL,
@@ -191,6 +192,7 @@ typedef struct ec_config {
     ec_range_t port_range;       /* as given; {0, 0} when not given */
     int port_lo, port_hi;        /* resolved: the ports this node may open */
     int64_t lease_ttl_ms;        /* whole seconds */
+    int lease_margin_pct;        /* percent of the TTL: fence that long before it ends */
     int64_t grace_period_ms;
 
     /* output */

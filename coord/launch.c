@@ -3,7 +3,15 @@
  * The main thread owns the training processes and runs one poll loop over a
  * self-pipe (woken by signals and by the coordinator's callbacks) and local
  * rank 0's output.  The node coordinator (coord/node.c) runs on its own
- * threads and hands over epochs and job status through `inbox`. */
+ * threads and hands over epochs and job status through `inbox`.
+ *
+ * The fence: a node whose lease etcd has not confirmed for TTL - margin
+ * (--lease_margin) stops acting before etcd can expire the lease and the
+ * others re-form without it, so two groups never train at once.  Restart
+ * mode: the agent stops its processes; in place, the worker library refuses
+ * collectives by itself (worker/ecw.c).  Once the lease is confirmed again,
+ * the node asks for a re-form of the same members (incarnation bump), or
+ * rejoins as a new registration if the lease was lost meanwhile. */
 #define _GNU_SOURCE
 #include "launch.h"
 
@@ -118,6 +126,8 @@ typedef struct agent {
     int restarts;
     uint64_t epochs_seen;
     int64_t start_ms;
+    bool fenced;          /* the lease is not confirmed: processes stopped */
+    int64_t fenced_since; /* monotonic ms */
 } agent_t;
 
 static int64_t mono_ms(void)
@@ -132,6 +142,17 @@ static int64_t wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The fence margin and threshold, in ms. */
+static int64_t lease_margin_ms(const ec_config_t *cfg)
+{
+    return cfg->lease_ttl_ms * cfg->lease_margin_pct / 100;
+}
+
+static int64_t fence_after_ms(const ec_config_t *cfg)
+{
+    return cfg->lease_ttl_ms - lease_margin_ms(cfg);
 }
 
 static void wake(agent_t *a)
@@ -238,6 +259,8 @@ static int start_rank(agent_t *a, int r)
         .restart_count = a->restarts,
         .max_restarts = a->cfg->max_restart,
         .lease = ec_node_lease(a->node),
+        .lease_ttl_ms = a->cfg->lease_ttl_ms,
+        .lease_margin_ms = lease_margin_ms(a->cfg),
         .etcd = a->cfg,
     };
     char **env = NULL;
@@ -307,6 +330,13 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
            ep->world_size);
     if (a->cfg->rebuild == EC_REBUILD_INPROCESS && was_running) {
         /* The processes follow epochs themselves (worker library). */
+        return -1;
+    }
+    if (a->fenced && a->cfg->rebuild == EC_REBUILD_RESTART) {
+        /* Started now, they could train past our lease: once it is
+         * confirmed, the re-form this node asks for starts them. */
+        ec_log(EC_LOG_INFO, "fenced: not starting the processes of epoch %" PRIu64 " until "
+                            "this node's lease is confirmed", ep->number);
         return -1;
     }
     /* every process of the last epoch, and what finished ranks left running */
@@ -459,13 +489,66 @@ again:
     return -1;
 }
 
+/* The fence (see the top of the file), checked on every pass of the loop.
+ * Returns how long until it must be checked again (ms). */
+static int64_t check_fence(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    int64_t confirmed = ec_node_lease_confirmed_ms(a->node);
+    int64_t now = mono_ms(), after = fence_after_ms(cfg);
+    bool unconfirmed = confirmed <= 0 || now - confirmed >= after;
+    if (unconfirmed && !a->fenced) {
+        a->fenced = true;
+        a->fenced_since = now;
+        char why[128];
+        if (confirmed > 0)
+            snprintf(why, sizeof(why), "lease not confirmed for %lld ms",
+                     (long long)(now - confirmed));
+        else
+            snprintf(why, sizeof(why), "no lease (lost, not registered again yet)");
+        if (cfg->rebuild == EC_REBUILD_RESTART) {
+            ec_log(EC_LOG_WARN, "-fenced: %s; stopping processes (etcd may expire the lease "
+                                "%lld ms after its last confirmation; --lease_margin=%d%%)",
+                   why, (long long)cfg->lease_ttl_ms, cfg->lease_margin_pct);
+            /* They must be gone within the margin: SIGKILL after half of it
+             * at most, whatever --grace_period says. */
+            int64_t grace = lease_margin_ms(cfg) / 2;
+            if (cfg->grace_period_ms < grace)
+                grace = cfg->grace_period_ms;
+            ec_procs_stop_all(a->procs, grace);
+        } else {
+            ec_log(EC_LOG_WARN, "-fenced: %s; the processes' worker library refuses "
+                                "collectives until it confirms membership", why);
+        }
+        return 200;
+    }
+    if (!unconfirmed && a->fenced) {
+        a->fenced = false;
+        ec_log(EC_LOG_INFO, "+fence lifted: lease confirmed again after %lld ms fenced",
+               (long long)(now - a->fenced_since));
+        /* Our processes were stopped (restart) or aborted their communicator
+         * (in place): have the same members re-form, which starts or
+         * rebuilds them.  A node whose lease was lost meanwhile registered
+         * again and is admitted as a joiner anyway. */
+        ec_error_t err = {0};
+        if (a->epoch && a->m_id >= 0 && ec_node_bump_incarnation(a->node, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot ask for a re-form after the fence: %s (retrying)",
+                   err.msg);
+    }
+    if (unconfirmed)
+        return 200;
+    int64_t left = confirmed + after - now;
+    return left < 200 ? (left > 1 ? left : 1) : 200;
+}
+
 static int run(agent_t *a)
 {
     const ec_config_t *cfg = a->cfg;
     ec_error_t err = {0};
+    int64_t wait_ms = 200;
     for (;;) {
         struct pollfd pf[2] = {{a->pipefd[0], POLLIN, 0}, {ec_procs_out_fd(a->procs), POLLIN, 0}};
-        int n = poll(pf, pf[1].fd >= 0 ? 2 : 1, 200);
+        int n = poll(pf, pf[1].fd >= 0 ? 2 : 1, (int)wait_ms);
         if (n > 0 && (pf[0].revents & POLLIN)) {
             char buf[64];
             while (read(a->pipefd[0], buf, sizeof(buf)) > 0)
@@ -514,6 +597,7 @@ static int run(agent_t *a)
             return js == EC_JOB_COMPLETED ? 0 : 1;
         }
         free(why);
+        wait_ms = check_fence(a);
         if (ep) {
             int64_t t0 = mono_ms();
             int rc = apply_epoch(a, ep);

@@ -505,6 +505,14 @@ int64_t ec_node_lease(ec_node_t *n)
     return l;
 }
 
+int64_t ec_node_lease_confirmed_ms(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    int64_t t = n->ka ? ec_keepalive_confirmed_ms(n->ka) : 0;
+    pthread_mutex_unlock(&n->lock);
+    return t;
+}
+
 uint64_t ec_node_incarnation(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);

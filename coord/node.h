@@ -98,6 +98,10 @@ void ec_node_stop(ec_node_t *n);
 bool ec_node_is_leader(ec_node_t *n);
 int64_t ec_node_lease(ec_node_t *n);
 uint64_t ec_node_incarnation(ec_node_t *n);
+/* When (CLOCK_MONOTONIC ms) the newest lease refresh etcd confirmed was sent:
+ * etcd cannot expire the lease before this plus the TTL.  0 while this node
+ * holds no lease (lost and not registered again, or leaving). */
+int64_t ec_node_lease_confirmed_ms(ec_node_t *n);
 /* The run of the job this node takes part in (>= 1): a launch after the job
  * completed or failed starts the next run; statuses and epochs of earlier
  * runs are not delivered to it. */

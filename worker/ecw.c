@@ -254,6 +254,11 @@ static int rebuild(ecw_t *w, ec_error_t *err)
         floor = cur + 1;
     if (w->failed_num + 1 > floor)
         floor = w->failed_num + 1;
+    /* Nothing can be built, nor claimed, while etcd is away; and a
+     * communicator built then could train past our lease. */
+    int frc = ecw__fence_wait(w, "ecw_rebuild", deadline, err);
+    if (frc < 0)
+        return frc;
     drop_comm(w);
     atomic_store(&w->broken, 0);
     /* The agent may have a new lease since the last epoch (etcd was away
@@ -261,6 +266,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
      * a put on a lease that is gone follows it too (store.c). */
     ecw__lease_follow(w, 0, NULL);
     char why[EC_ERRMSG_MAX] = "no epoch was published";
+    int rc0;
     for (;;) {
         if (atomic_load(&w->finalizing))
             return ec_errorf(err, EC_EABORTED, "ecw_rebuild: the handle is being finalized");
@@ -280,6 +286,8 @@ static int rebuild(ecw_t *w, ec_error_t *err)
             return ec_errorf(err, EC_EINVAL, "local rank %d, but epoch %" PRIu64 " has %d "
                              "processes per node", w->o.local_rank, s.number, s.nproc);
         int rank = (int)ec_rank(s.m_id, s.nproc, w->o.local_rank);
+        if ((rc0 = ecw__fence_wait(w, "ecw_rebuild", deadline, err)) < 0)
+            return rc0;
         bool takeover = w->o.restart_mode && s.number == w->o.start_epoch;
         int rc = ecw__claim(w, s.number, rank, takeover, err);
         if ((rc == EC_EUNAVAILABLE || rc == EC_ETIMEDOUT) && ecw__mono_ms() < deadline) {
@@ -368,7 +376,14 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
     if (atomic_load(&w->broken))
         return ec_errorf(err, EC_EIO, "%s: the communicator of epoch %" PRIu64 " failed "
                          "earlier and no new epoch came: call ecw_rebuild", what, cur);
-    return 0;
+    /* Counted first, checked next; the fence sets its flag first, then
+     * looks at the count: it aborts this collective or this check refuses
+     * it.  end() uncounts. */
+    atomic_fetch_add(&w->in_coll, 1);
+    int rc = ecw__fence_check(w, what, err);
+    if (rc < 0)
+        atomic_fetch_sub(&w->in_coll, 1);
+    return rc;
 }
 
 /* A collective failed and no newer epoch is out yet: find which members'
@@ -449,7 +464,23 @@ void ecw__build_tick(ecw_t *w, uint64_t epoch)
 
 static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
 {
+    atomic_fetch_sub(&w->in_coll, 1);
     uint64_t cur = atomic_load(&w->cur_num);
+    if (rc < 0 && rc != EC_EINVAL && atomic_load(&w->fenced) &&
+        atomic_load(&w->latest_num) <= cur) {
+        /* The fence aborted it (or a peer's fence aborted theirs): this
+         * communicator is done, but no peer is to blame. */
+        atomic_store(&w->broken, 1);
+        char was[EC_ERRMSG_MAX];
+        snprintf(was, sizeof(was), "%s", err ? err->msg : "");
+        ecw__fence_check(w, what, err);
+        if (err) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof(err->msg) - n, " [the %s in epoch %" PRIu64 " was "
+                     "aborted: %.200s]", what, cur, was);
+        }
+        return ECW_EUNCONFIRMED;
+    }
     if (rc == 0) {
         if (w->first_marked != cur) {
             w->first_marked = cur;
@@ -673,6 +704,11 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->comm_mu, NULL);
+    pthread_mutex_init(&w->fence_mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->fence_cv, &ca);
+    pthread_condattr_destroy(&ca);
     make_token(w);
     atomic_store(&w->lease, w->o.lease);
     if (w->o.log_cb)
@@ -698,12 +734,18 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
     }
     eo.password = password;
     w->etcd = ec_etcd_create(&eo, &err);
+    if (w->etcd && (rc = ecw__fence_start(w, &eo, &err)) < 0) {
+        ec_etcd_destroy(w->etcd); /* before the password goes: one unwind below */
+        w->etcd = NULL;
+    } else {
+        rc = 0;
+    }
     if (password) {
         memset(password, 0, strlen(password));
         free(password);
     }
     if (!w->etcd) {
-        rc = err.code ? err.code : EC_EUNAVAILABLE;
+        rc = rc < 0 ? rc : err.code ? err.code : EC_EUNAVAILABLE;
         goto fail;
     }
     if ((rc = ecw__follow_start(w, &err)) < 0)
@@ -723,6 +765,7 @@ void ecw_finalize(ecw_t *w)
         return;
     int saved = errno;
     atomic_store(&w->finalizing, 1);
+    ecw__fence_stop(w);
     ecw__follow_stop(w); /* no abort from the watcher after this */
     if (w->be)
         drop_comm(w);
@@ -734,6 +777,8 @@ void ecw_finalize(ecw_t *w)
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->comm_mu);
     pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->fence_mu);
+    pthread_cond_destroy(&w->fence_cv);
     free(w);
     errno = saved;
 }

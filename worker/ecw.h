@@ -17,6 +17,16 @@
  * and may ask cheaply before each step whether a rebuild is due
  * (ecw_epoch_pending(): an atomic read, no I/O).
  *
+ * The fence: while this node's membership cannot be confirmed (etcd has not
+ * confirmed the node's lease for its TTL minus the agent's --lease_margin,
+ * ECOORD_LEASE_TTL_MS and ECOORD_LEASE_MARGIN_MS), every collective returns
+ * ECW_EUNCONFIRMED at once, and one in progress is aborted, before etcd can
+ * expire the lease and the others re-form without this node: two groups
+ * never train at once.  The process keeps its state; wait a little and
+ * retry.  Once the lease is confirmed again the collectives work again, or
+ * return ECW_EEPOCHCHANGED if the job re-formed meanwhile (ecw_rebuild
+ * waits, within its deadline, for the confirmation).
+ *
  * Backends: NCCL (device memory; built when configure found CUDA and NCCL)
  * and Gloo (host memory, TCP).  ECW_BACKEND_AUTO picks NCCL when a GPU is
  * visible and the NCCL backend was built, else Gloo.
@@ -30,9 +40,10 @@
  * Threads: one thread at a time calls the collectives, ecw_rebuild and
  * ecw_sync_state on a handle (the training thread).  ecw_epoch(),
  * ecw_latest_epoch(), ecw_epoch_pending() and the other accessors may be
- * called from any thread.  The library runs two threads of its own: the
- * etcd watch of the job's epoch key, and a service thread that writes the
- * per-epoch timing records.
+ * called from any thread.  The library runs threads of its own: the etcd
+ * watch of the job's epoch key, a service thread that writes the per-epoch
+ * timing records, and, with a lease, the fence's two (one asks etcd for the
+ * lease's time left on a client of its own, one fences on time).
  *
  * Keys: everything the library writes to etcd lives under the epoch's worker
  * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease,
@@ -80,7 +91,8 @@ extern "C" {
     X(ECORRUPT, -17, "corrupted record")                                     \
     X(EEXIST, -18, "already exists")                                         \
     X(EIO, -19, "I/O error")                                                 \
-    X(ESYS, -20, "system call failed")
+    X(ESYS, -20, "system call failed")                                       \
+    X(EUNCONFIRMED, -21, "membership cannot be confirmed: etcd unreachable")
 
 typedef enum {
     ECW_OK = 0,
@@ -173,13 +185,17 @@ typedef struct ecw_options {
     int suspect_after_ms;       /* ECOORD_WORKER_SUSPECT_AFTER_MS: a build that has waited this
                                    long for a peer probes the members' agents and reports the
                                    silent ones, then every 2 s (1000; 0 = unset) */
+    int lease_ttl_ms;           /* ECOORD_LEASE_TTL_MS: the node's lease TTL; with a lease,
+                                   turns the fence on (0 = unset: no fence) */
+    int lease_margin_ms;        /* ECOORD_LEASE_MARGIN_MS: collectives are refused once the
+                                   lease may expire within this (0 = unset: TTL/5) */
 } ecw_options_t;
 
 #define ECW_OPTIONS_INIT                                                               \
     {                                                                                  \
         sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
             NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL, \
-            0                                                                          \
+            0, 0, 0                                                                    \
     }
 
 typedef struct ecw ecw_t;
@@ -228,8 +244,9 @@ int ecw_epoch_pending(const ecw_t *w);
  * the newest one is built instead.  After a communicator failed, the same
  * epoch is never rebuilt: it waits for the next one.  Everything within
  * rebuild_timeout_ms.  Returns 0; ECW_ETIMEDOUT (no usable epoch or a member
- * never arrived by the deadline); ECW_EUNAVAILABLE (etcd); the backend's
- * error.  On error the handle has no communicator; calling ecw_rebuild()
+ * never arrived by the deadline); ECW_EUNCONFIRMED (the node's membership
+ * could not be confirmed by the deadline: etcd away; retry); ECW_EUNAVAILABLE
+ * (etcd); the backend's error.  On error the handle has no communicator; calling ecw_rebuild()
  * again is allowed. */
 int ecw_rebuild(ecw_t *w, ecw_error_t *err);
 
@@ -252,7 +269,9 @@ int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_ra
  * Returns 0; ECW_EEPOCHCHANGED when a newer epoch was published before or
  * during the call, or when a peer failed and the epoch that replaces it
  * arrived within epoch_wait_ms (call ecw_rebuild() then ecw_sync_state(),
- * and redo the step); ECW_EIO / ECW_ETIMEDOUT when a peer failed or stalled
+ * and redo the step); ECW_EUNCONFIRMED while etcd cannot confirm this node's
+ * membership (nothing was sent, or the collective was aborted: wait and
+ * retry; see "The fence" above); ECW_EIO / ECW_ETIMEDOUT when a peer failed or stalled
  * and no new epoch arrived in time; ECW_EINVAL for bad arguments (the
  * communicator stays usable), including a dtype the backend does not
  * support; ECW_EABORTED after ecw_finalize started. */

@@ -5,6 +5,7 @@
  *   ecw.c            the handle: init/finalize, collectives, rebuild, state sync
  *   follow.c         the epoch watch, the abort on a new epoch, the service
  *                    thread that writes per-epoch timings
+ *   fence.c          collectives only while the node's lease is confirmed
  *   store.c          per-epoch keys in etcd: claims, the NCCL id, Gloo's
  *                    rendezvous store; the node's lease, followed
  *   backend_gloo.c   Gloo through the C shim (gloo_shim.h)
@@ -81,6 +82,7 @@ typedef struct ecw__opts {
     uint64_t start_epoch;
     int64_t lease;
     int timeout_ms, rebuild_timeout_ms, epoch_wait_ms, suspect_after_ms;
+    int lease_ttl_ms, lease_margin_ms; /* the fence (fence.c); ttl 0: off */
     bool restart_mode;          /* ECOORD_REBUILD=restart: one process per epoch */
     ecw_log_cb log_cb;
     void *log_arg;
@@ -138,6 +140,19 @@ struct ecw {
     ec_watch_t *watch;
     pthread_t svc;
     bool svc_started;
+
+    /* The fence (fence.c).  lease_until_ms: the earliest the node's lease
+     * can expire (monotonic, from etcd's answers); fenced while now is
+     * within the margin of it.  in_coll: a collective is running. */
+    bool fence_on;
+    ec_etcd_t *fence_etcd;     /* its own client: short deadlines, never queued behind ours */
+    _Atomic int64_t lease_until_ms, confirmed_ms;
+    _Atomic int fenced, in_coll;
+    pthread_mutex_t fence_mu;  /* fence_cv: fenced changed, or stop */
+    pthread_cond_t fence_cv;
+    bool fence_stop;
+    pthread_t fence_poll, fence_dog;
+    int fence_threads;
 };
 
 /* ---- options.c ---- */
@@ -155,6 +170,19 @@ bool ecw__wait_newer(ecw_t *w, uint64_t after, int64_t deadline_ms);
 /* Record a stage of the current epoch's timing and have it written. */
 enum { ECW__T_READY, ECW__T_SYNCED, ECW__T_FIRST };
 void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage);
+
+/* ---- fence.c ---- */
+/* Set up the fence from the options (fence_mu and fence_cv initialized by
+ * ecw_init); eo: w->etcd's options, for the fence's own client.  No fence
+ * without a lease or a TTL.  The first confirmation is awaited (up to the
+ * TTL), then the threads started.  ecw__fence_stop after a failure too. */
+int ecw__fence_start(ecw_t *w, const ec_etcd_opts_t *eo, ec_error_t *err);
+void ecw__fence_stop(ecw_t *w);
+/* 0, or ECW_EUNCONFIRMED with err saying for how long, for `what`. */
+int ecw__fence_check(ecw_t *w, const char *what, ec_error_t *err);
+/* Wait until membership is confirmed or the deadline (monotonic ms): 0 or
+ * ECW_EUNCONFIRMED. */
+int ecw__fence_wait(ecw_t *w, const char *what, int64_t deadline_ms, ec_error_t *err);
 
 /* ---- store.c ---- */
 /* The lease the library's keys go on now. */

@@ -78,6 +78,11 @@ static const knob_t knobs[] = {
     {"suspect_after_ms", {"ECOORD_WORKER_SUSPECT_AFTER_MS"}, K_INT, IN(suspect_after_ms),
      OUT(suspect_after_ms), 0, 1, 86400000, "1000",
      "a build waiting this long for a peer reports the members whose agents do not answer"},
+    {"lease_ttl_ms", {"ECOORD_LEASE_TTL_MS"}, K_INT, IN(lease_ttl_ms), OUT(lease_ttl_ms), 0, 0,
+     86400000, "0", "the node's lease TTL: with a lease, collectives are fenced on it (0: off)"},
+    {"lease_margin_ms", {"ECOORD_LEASE_MARGIN_MS"}, K_INT, IN(lease_margin_ms),
+     OUT(lease_margin_ms), 0, 0, 86400000, "0",
+     "refuse collectives once the lease may expire within this (0: a fifth of the TTL)"},
 };
 
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))

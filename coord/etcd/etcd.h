@@ -189,6 +189,10 @@ void ec_keepalive_stop(ec_keepalive_t *ka);
 bool ec_keepalive_alive(ec_keepalive_t *ka);
 /* Refreshes acknowledged so far (for tests and metrics). */
 uint64_t ec_keepalive_count(ec_keepalive_t *ka);
+/* When (CLOCK_MONOTONIC ms) the newest refresh that etcd answered was sent
+ * (at first: when the keepalive started).  etcd cannot expire the lease
+ * before this plus its TTL, by etcd's clock. */
+int64_t ec_keepalive_confirmed_ms(ec_keepalive_t *ka);
 
 /* ---- watches ------------------------------------------------------ */
 

@@ -4,7 +4,12 @@
  * lease is declared lost, once, when etcd answers TTL=0 (it expired or was
  * revoked) or when no refresh succeeded for a whole TTL (etcd unreachable:
  * from then on etcd may have dropped the lease and the caller must assume
- * it did). */
+ * it did).
+ *
+ * It also keeps the time each confirmed refresh was *sent*: etcd restarts
+ * the TTL when it receives a refresh, which is after we sent it, so the
+ * lease cannot expire before send time + TTL (by etcd's clock).  The agent
+ * fences itself on that (ec_keepalive_confirmed_ms). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +86,7 @@ struct ec_keepalive {
     pthread_cond_t cond;
     bool stop, alive;
     uint64_t count;
+    int64_t confirmed_ms; /* monotonic send time of the newest refresh answered */
     ec__stream_t *stream;
 };
 
@@ -138,9 +144,15 @@ static void *ka_main(void *arg)
     int64_t last_ok = ec__mono_ms();
     Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
     req.id = ka->id;
+    /* Send times of the refreshes not answered yet, oldest first: etcd
+     * answers a stream's requests in order. */
+    enum { NSENT = 16 };
+    int64_t sent[NSENT];
+    int sent_head = 0, nsent = 0;
     while (!ka_stopping(ka)) {
         ec__stream_t s;
         ec_error_t err = {0};
+        sent_head = nsent = 0; /* a new stream: nothing of the old one will be answered */
         if (ec__stream_open(&s, ka->c, "/etcdserverpb.Lease/LeaseKeepAlive", &ka->lock, &err) == 0) {
             pthread_mutex_lock(&ka->lock);
             ka->stream = &s; /* from now on stop() can cancel it */
@@ -160,11 +172,12 @@ static void *ka_main(void *arg)
                     break;
                 }
                 if (now >= next_send && !s.send_busy) {
-                    if (!ka_gate_open(ka)) {
+                    if (!ka_gate_open(ka) || nsent == NSENT) {
                         next_send = now + 100; /* ask again soon; the TTL runs on */
                     } else {
                         if (ec__stream_send(&s, &req.base) < 0)
                             break;
+                        sent[(sent_head + nsent++) % NSENT] = now;
                         next_send = now + ka->ttl_ms / 3;
                     }
                 }
@@ -190,8 +203,16 @@ static void *ka_main(void *arg)
                 }
                 last_ok = ec__mono_ms();
                 ec__backoff_reset(&bo);
+                int64_t at = -1;
+                if (nsent > 0) {
+                    at = sent[sent_head];
+                    sent_head = (sent_head + 1) % NSENT;
+                    nsent--;
+                }
                 pthread_mutex_lock(&ka->lock);
                 ka->count++;
+                if (at > ka->confirmed_ms)
+                    ka->confirmed_ms = at;
                 pthread_mutex_unlock(&ka->lock);
             }
             ec__stream_close(&s);
@@ -234,6 +255,9 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
     ka->cb = cb;
     ka->arg = arg;
     ka->alive = true;
+    /* The grant was sent a moment earlier (which would be the exact bound);
+     * the first refresh goes out at once and replaces this. */
+    ka->confirmed_ms = ec__mono_ms();
     pthread_mutex_init(&ka->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -288,4 +312,12 @@ uint64_t ec_keepalive_count(ec_keepalive_t *ka)
     uint64_t n = ka->count;
     pthread_mutex_unlock(&ka->lock);
     return n;
+}
+
+int64_t ec_keepalive_confirmed_ms(ec_keepalive_t *ka)
+{
+    pthread_mutex_lock(&ka->lock);
+    int64_t t = ka->confirmed_ms;
+    pthread_mutex_unlock(&ka->lock);
+    return t;
 }

@@ -211,6 +211,7 @@ static const struct {
     {EC_K_START_PORT, "40000", "40000", NULL, NULL},
     {EC_K_PORT_RANGE, "36000-36100", "36000-36100", NULL, NULL},
     {EC_K_LEASE_TTL, "20", "20s", NULL, NULL},
+    {EC_K_LEASE_MARGIN, "25", "25", NULL, NULL},
     {EC_K_GRACE_PERIOD, "0.5", "0.5s", NULL, NULL},
     {EC_K_LOG_DIR, "/tmp/logs", "/tmp/logs", NULL, NULL},
     {EC_K_LOG_LEVEL, "DEBUG", "debug", NULL, NULL},

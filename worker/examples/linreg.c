@@ -14,12 +14,15 @@
  * bit-identical parameters.  On ECW_EEPOCHCHANGED it rebuilds, recovers the
  * parameters and step from its peers (ecw_sync_state) and redoes the step;
  * a joiner or a restarted process starts with no state and gets the live one.
+ * On ECW_EUNCONFIRMED (etcd cannot confirm this node's membership) it keeps
+ * its state, waits 200 ms and tries again.
  *
  * One line per step on stdout (tests parse them):
  *   linreg step=S epoch=E rank=R world=W sum=W' loss=L cs=HEX pid=P node=N lr=K
  * and events:
  *   linreg event=epoch-changed op=OP blocked_ms=MS epoch=E pid=P
  *   linreg event=rebuilt epoch=E rank=R world=W step=S src=R' ms=MS pid=P
+ *   linreg event=fenced op=OP code=ECW_EUNCONFIRMED pid=P: MESSAGE
  *   linreg done steps=S pid=P
  * Exit 0 after --steps steps; 1 on a library error; 3 if the ranks' parameters
  * ever differ.  Data-parallel on the CPU: host buffers, so the Gloo backend
@@ -137,6 +140,24 @@ static int parse(int argc, char **argv, cfg_t *c)
     return 0;
 }
 
+/* ECW_EUNCONFIRMED: etcd cannot confirm this node's membership (the fence).
+ * Say so (once every 5 s at most), keep the state, wait a little: the
+ * caller retries. */
+static void fenced(const char *op, const ecw_error_t *err)
+{
+    static int64_t said_at;
+    static long refused;
+    refused++;
+    if (!said_at || now_ms() - said_at >= 5000) {
+        printf("linreg event=fenced op=%s code=%s refused=%ld pid=%d: %s\n", op,
+               ecw_err_name(err->code), refused, (int)getpid(), err->msg);
+        fflush(stdout);
+        said_at = now_ms();
+    }
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* Rebuild for the newest epoch and take the most advanced state of the
  * members.  Returns 0 or exits. */
 static void recover(ecw_t *w, double *params, int dim, int64_t *step)
@@ -144,14 +165,23 @@ static void recover(ecw_t *w, double *params, int dim, int64_t *step)
     for (;;) {
         int64_t t0 = now_ms();
         ecw_error_t err;
-        if (ecw_rebuild(w, &err) < 0) {
+        int rc = ecw_rebuild(w, &err);
+        if (rc == ECW_EUNCONFIRMED) {
+            fenced("rebuild", &err);
+            continue; /* etcd still away: wait longer */
+        }
+        if (rc < 0) {
             fprintf(stderr, "linreg: rebuild failed: %s\n", err.msg);
             exit(1);
         }
         int src = -1;
-        int rc = ecw_sync_state(w, params, sizeof(double) * (size_t)dim, step, &src, &err);
+        rc = ecw_sync_state(w, params, sizeof(double) * (size_t)dim, step, &src, &err);
         if (rc == ECW_EEPOCHCHANGED)
             continue; /* yet another epoch: again */
+        if (rc == ECW_EUNCONFIRMED) {
+            fenced("sync_state", &err);
+            continue;
+        }
         if (rc < 0) {
             fprintf(stderr, "linreg: state recovery failed: %s\n", err.msg);
             exit(1);
@@ -197,7 +227,7 @@ int main(int argc, char **argv)
         int src = -1;
         int64_t t0 = now_ms();
         int rc = ecw_sync_state(w, params, sizeof(double) * (size_t)dim, &step, &src, &err);
-        if (rc == ECW_EEPOCHCHANGED) {
+        if (rc == ECW_EEPOCHCHANGED || rc == ECW_EUNCONFIRMED) {
             recover(w, params, dim, &step);
         } else if (rc < 0) {
             fprintf(stderr, "linreg: state recovery failed: %s\n", err.msg);
@@ -238,6 +268,10 @@ int main(int argc, char **argv)
             recover(w, params, dim, &step);
             continue;
         }
+        if (rc == ECW_EUNCONFIRMED) {
+            fenced("allreduce", &err);
+            continue; /* the step again, or a rebuild if the job re-formed */
+        }
         if (rc < 0) {
             fprintf(stderr, "linreg: allreduce failed: %s: %s\n", ecw_err_name(rc), err.msg);
             return 1;
@@ -254,6 +288,13 @@ int main(int argc, char **argv)
         if (rc == ECW_EEPOCHCHANGED) {
             printf("linreg event=epoch-changed op=checksum blocked_ms=%" PRId64 " epoch=%" PRIu64
                    " pid=%d\n", now_ms() - t0, ecw_epoch(w), (int)getpid());
+            recover(w, params, dim, &step);
+            continue;
+        }
+        if (rc == ECW_EUNCONFIRMED) {
+            /* The step is applied here; whether the peers applied it is
+             * settled by the next ecw_sync_state (the most advanced wins). */
+            fenced("checksum", &err);
             recover(w, params, dim, &step);
             continue;
         }

@@ -1,0 +1,442 @@
+/* No split brain: a node that cannot confirm its lease stops acting before
+ * the lease can have expired on the server, so two groups never train at
+ * once.  With `--np=1:2`, nodes n1 and n2 in the epoch reaching etcd through
+ * a proxy that is then paused (they still reach each other), n3 a standby
+ * reaching etcd directly, and a short lease TTL:
+ *
+ *  - restart mode: by the time n3's epoch without n1 and n2 is published,
+ *    no training process of n1's or n2's epoch is alive any more (each agent
+ *    logged `-fenced`); after the proxy resumes, n1 or n2 rejoins in an
+ *    epoch of world 2 and trains there;
+ *  - in place (--rebuild=inprocess, the linreg example): the cut workers stop
+ *    stepping and report ECW_EUNCONFIRMED instead, and no step of the old
+ *    epoch is made after n3's epoch is published; after the proxy resumes
+ *    they train again, in a newer epoch;
+ *  - in place, a collective already blocked when the fence falls (its peer
+ *    frozen) is aborted then, and reports ECW_EUNCONFIRMED, long before the
+ *    collective's own timeout.
+ *
+ * Every test ends with the epoch-history checker. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "etcd_proxy.h"
+#include "harness.h"
+#include "records.h"
+
+/* Lease TTLs, short so that each test stays bounded.  In place, 4: the
+ * worker library learns the lease's time left in whole seconds rounded
+ * down, so it fences up to 1 s earlier than the agent; with 3 s it would
+ * come close to fencing between two refreshes on a loaded machine. */
+#define TTL_RESTART "3"
+#define TTL_INPROCESS "4"
+
+static ec_embed_t *etcd;
+static ec_etcd_t *c;
+static ec_proxy_t *px; /* n1 and n2 reach etcd through it */
+static char tmp[256];
+static pid_t pids[16];
+static int npids;
+static ec_test_obs_t *obs;
+
+static void setup(void)
+{
+    snprintf(tmp, sizeof(tmp), "/tmp/ec-t7300-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    etcd = ec_test_etcd_start(NULL);
+    c = ec_test_client(ec_embed_endpoint(etcd));
+    px = ec_proxy_start(ec_embed_endpoint(etcd));
+    ck_assert_msg(px != NULL, "cannot start the proxy to %s", ec_embed_endpoint(etcd));
+}
+
+static void teardown(void)
+{
+    ec_test_obs_stop_all();
+    obs = NULL;
+    if (px)
+        ec_proxy_set(px, EC_PROXY_PASS, 0);
+    for (int i = 0; i < npids; i++) {
+        kill(pids[i], SIGKILL);
+        ec_test_reap(pids[i], 5000);
+    }
+    npids = 0;
+    ec_proxy_stop(px);
+    px = NULL;
+    ec_etcd_destroy(c);
+    c = NULL;
+    ec_embed_stop(etcd);
+    etcd = NULL;
+}
+
+typedef struct {
+    pid_t pid;
+    char id[16], logdir[320], console[320];
+} agent_t;
+
+/* One agent of job with one process: ec-test-prog (prog NULL) or linreg. */
+static agent_t start_agent(const char *job, const char *id, bool cut, bool inprocess)
+{
+    agent_t a;
+    snprintf(a.id, sizeof(a.id), "%s", id);
+    snprintf(a.logdir, sizeof(a.logdir), "%s/%s-%s", tmp, job, id);
+    snprintf(a.console, sizeof(a.console), "%s/%s-%s.console", tmp, job, id);
+    char prog[600], dump[300];
+    snprintf(dump, sizeof(dump), "%s/dump-%s", tmp, job);
+    mkdir(dump, 0755);
+    if (inprocess)
+        snprintf(prog, sizeof(prog), "%s --steps 100000000 --delay-ms 20",
+                 ec_test_bin("ECW_LINREG", "worker/examples/linreg"));
+    else
+        snprintf(prog, sizeof(prog), "%s %s 0", ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"),
+                 dump);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "exec %s launch --elastic_server=%s --job_id=%s --np=1:2 --nproc_per_node=1 "
+             "--node_id=%s --log_dir=%s --grace_period=2 --elastic_timeout=1 --lease_ttl=%s "
+             "--rebuild=%s -- %s",
+             ec_test_bin("ECOORD", "./ecoord"),
+             cut ? ec_proxy_endpoint(px) : ec_embed_endpoint(etcd), job, id, a.logdir,
+             inprocess ? TTL_INPROCESS : TTL_RESTART, inprocess ? "inprocess" : "restart", prog);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    a.pid = ec_test_spawn(argv, a.console);
+    ck_assert_int_lt(npids, (int)(sizeof(pids) / sizeof(pids[0])));
+    pids[npids++] = a.pid;
+    return a;
+}
+
+typedef struct {
+    const char *root;
+    uint64_t number; /* at least */
+    int world;
+    const char *with, *without;
+} want_t;
+
+static bool epoch_matches(void *arg)
+{
+    want_t *w = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, w->root);
+    bool ok = ep && ep->number >= w->number && (w->world < 0 || ep->world_size == w->world) &&
+              (!w->with || ec_epoch_find_member(ep, w->with) >= 0) &&
+              (!w->without || ec_epoch_find_member(ep, w->without) < 0);
+    ec_epoch_free(ep);
+    return ok;
+}
+
+static bool file_exists(void *arg)
+{
+    return access((const char *)arg, F_OK) == 0;
+}
+
+/* PID of node's ec-test-prog started in epoch, waiting for its dump. */
+static pid_t prog_pid(const char *job, const char *node, unsigned long long epoch)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/dump-%s/env.%s.0.%llu", tmp, job, node, epoch);
+    ck_assert_msg(ec_test_wait(file_exists, p, 15000), "%s never started a process in epoch %llu",
+                  node, epoch);
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    int pid = 0;
+    ck_assert_int_eq(fscanf(f, "PID=%d", &pid), 1);
+    fclose(f);
+    return (pid_t)pid;
+}
+
+/* Whether pid runs (a zombie does not: it no longer acts). */
+static bool running(pid_t pid)
+{
+    char p[64], buf[512];
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* Wait for the first epoch matching want; check(arg, false) runs at each
+ * poll before etcd is read, check(arg, true) right after the read that first
+ * finds the epoch: what it asserts held when that epoch was first seen. */
+typedef struct {
+    want_t want;
+    void (*check)(void *arg, bool published);
+    void *arg;
+} watch_t;
+
+static bool watch_cond(void *arg)
+{
+    watch_t *w = arg;
+    w->check(w->arg, false);
+    bool yes = epoch_matches(&w->want);
+    if (yes)
+        w->check(w->arg, true);
+    return yes;
+}
+
+/* ---- restart mode ---------------------------------------------------- */
+
+typedef struct {
+    pid_t p1, p2;
+} olds_t;
+
+static void olds_gone(void *arg, bool published)
+{
+    olds_t *o = arg;
+    if (!published)
+        return;
+    /* The epoch without n1 and n2 exists: their old processes must be gone. */
+    ck_assert_msg(!running(o->p1), "split brain: n3's epoch is published while n1's process of "
+                  "epoch 1 (pid %d) still runs", (int)o->p1);
+    ck_assert_msg(!running(o->p2), "split brain: n3's epoch is published while n2's process of "
+                  "epoch 1 (pid %d) still runs", (int)o->p2);
+}
+
+START_TEST(restart_mode_cut_nodes_stop_before_their_lease_can_expire)
+{
+    const char *job = "sb-r", *root = "/sb-r/";
+    obs = ec_test_obs_start(c, root);
+    agent_t n1 = start_agent(job, "n1", true, false);
+    want_t first = {root, 1, 2, "n1", NULL};
+    ck_assert_msg(ec_test_wait(file_exists, (void *)n1.console, 5000), "n1 never started");
+    agent_t n2 = start_agent(job, "n2", true, false);
+    ck_assert_msg(ec_test_wait(epoch_matches, &first, 20000), "no epoch of world 2 with n1");
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    uint64_t e1 = ep->number;
+    ck_assert_int_ge(ec_epoch_find_member(ep, "n2"), 0);
+    ec_epoch_free(ep);
+    olds_t o = {prog_pid(job, "n1", e1), prog_pid(job, "n2", e1)};
+    agent_t n3 = start_agent(job, "n3", false, false);
+    ck_assert_msg(ec_test_wait_file(n3.console, "standby", 15000), "n3 never became a standby");
+
+    int64_t t_cut = ec_test_now_ms();
+    ec_proxy_set(px, EC_PROXY_PAUSE, 0);
+    watch_t w = {{root, e1 + 1, 1, "n3", "n1"}, olds_gone, &o};
+    ck_assert_msg(ec_test_wait(watch_cond, &w, 30000), "n3 never formed an epoch of its own");
+    int64_t t_epoch = ec_test_now_ms();
+    ck_assert_msg(ec_test_file_contains(n1.console, "-fenced") &&
+                  ec_test_file_contains(n2.console, "-fenced"),
+                  "n1 and n2 should have logged -fenced");
+    printf("# cut at 0 ms; epoch of n3 alone seen at %lld ms; n1's and n2's processes gone by "
+           "then\n", (long long)(t_epoch - t_cut));
+
+    ec_proxy_set(px, EC_PROXY_PASS, 0);
+    ep = ec_test_epoch(c, root);
+    want_t back = {root, ep->number + 1, 2, "n3", NULL};
+    ec_epoch_free(ep);
+    ck_assert_msg(ec_test_wait(epoch_matches, &back, 30000),
+                  "n1 or n2 never rejoined after etcd came back");
+    ep = ec_test_epoch(c, root);
+    const char *again = ec_epoch_find_member(ep, "n1") >= 0 ? "n1" : "n2";
+    pid_t p = prog_pid(job, again, ep->number);
+    ck_assert_msg(running(p), "%s rejoined epoch %llu but its process is not running", again,
+                  (unsigned long long)ep->number);
+    printf("# %s rejoined in epoch %llu (process %d)\n", again, (unsigned long long)ep->number,
+           (int)p);
+    ec_epoch_free(ep);
+    int n = ec_test_obs_check(obs, 1, 2, 1);
+    ec_test_obs_stop(obs);
+    obs = NULL;
+    printf("# %d epochs checked\n", n);
+}
+END_TEST
+
+/* ---- in place -------------------------------------------------------- */
+
+typedef struct {
+    long long steps;            /* linreg step lines of epoch <= e */
+    unsigned long long maxepoch;
+    bool fenced;                /* an ECW_EUNCONFIRMED report */
+} wlog_t;
+
+static wlog_t read_wlog(const agent_t *a, unsigned long long e)
+{
+    wlog_t out = {0};
+    char path[400], buf[512];
+    snprintf(path, sizeof(path), "%s/workerlog.0", a->logdir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return out;
+    while (fgets(buf, sizeof(buf), f)) {
+        long long step;
+        unsigned long long ep;
+        if (strstr(buf, "ECW_EUNCONFIRMED"))
+            out.fenced = true;
+        if (sscanf(buf, "linreg step=%lld epoch=%llu ", &step, &ep) != 2)
+            continue;
+        if (ep <= e)
+            out.steps++;
+        if (ep > out.maxepoch)
+            out.maxepoch = ep;
+    }
+    fclose(f);
+    return out;
+}
+
+typedef struct {
+    const agent_t *a[2];
+    unsigned long long e1;
+    long long steps[2];
+} wsnap_t;
+
+/* Counts taken before each read of the epoch: the last ones are those of
+ * the poll that found n3's epoch. */
+static void snap_steps(void *arg, bool published)
+{
+    wsnap_t *s = arg;
+    if (published)
+        return;
+    for (int i = 0; i < 2; i++)
+        s->steps[i] = read_wlog(s->a[i], s->e1).steps;
+}
+
+static bool no_new_steps(void *arg)
+{
+    wsnap_t *s = arg;
+    for (int i = 0; i < 2; i++)
+        if (read_wlog(s->a[i], s->e1).steps > s->steps[i])
+            return false;
+    return true;
+}
+
+typedef struct {
+    const agent_t *a;
+    unsigned long long after;
+} newer_t;
+
+static bool trains_after(void *arg)
+{
+    newer_t *n = arg;
+    return read_wlog(n->a, 0).maxepoch > n->after;
+}
+
+START_TEST(inprocess_cut_workers_refuse_collectives_until_confirmed)
+{
+    const char *job = "sb-i", *root = "/sb-i/";
+    obs = ec_test_obs_start(c, root);
+    agent_t n1 = start_agent(job, "n1", true, true);
+    ck_assert_msg(ec_test_wait(file_exists, (void *)n1.console, 5000), "n1 never started");
+    agent_t n2 = start_agent(job, "n2", true, true);
+    want_t first = {root, 1, 2, "n1", NULL};
+    ck_assert_msg(ec_test_wait(epoch_matches, &first, 20000), "no epoch of world 2 with n1");
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    uint64_t e1 = ep->number;
+    ec_epoch_free(ep);
+    wsnap_t s = {{&n1, &n2}, e1, {0, 0}};
+    for (int i = 0; i < 2; i++) {
+        newer_t t = {s.a[i], 0};
+        ck_assert_msg(ec_test_wait(trains_after, &t, 30000), "%s never trained", s.a[i]->id);
+    }
+    agent_t n3 = start_agent(job, "n3", false, true);
+    ck_assert_msg(ec_test_wait_file(n3.console, "standby", 15000), "n3 never became a standby");
+
+    int64_t t_cut = ec_test_now_ms();
+    ec_proxy_set(px, EC_PROXY_PAUSE, 0);
+    watch_t w = {{root, e1 + 1, 1, "n3", "n1"}, snap_steps, &s};
+    ck_assert_msg(ec_test_wait(watch_cond, &w, 30000), "n3 never formed an epoch of its own");
+    int64_t t_epoch = ec_test_now_ms();
+    /* Hold the cut one more TTL: the old group must not step meanwhile. */
+    ck_assert_msg(ec_test_holds(no_new_steps, &s, 3000),
+                  "split brain: n1 or n2 stepped in epoch %llu after n3's epoch was published",
+                  (unsigned long long)e1);
+    for (int i = 0; i < 2; i++) {
+        wlog_t l = read_wlog(s.a[i], e1);
+        ck_assert_msg(l.fenced, "%s's worker never reported ECW_EUNCONFIRMED while cut",
+                      s.a[i]->id);
+        ck_assert_msg(l.steps <= s.steps[i],
+                      "split brain: %s stepped in epoch %llu after n3's epoch was published "
+                      "(%lld steps before, %lld after)", s.a[i]->id,
+                      (unsigned long long)e1, s.steps[i], l.steps);
+    }
+    printf("# cut at 0 ms; n3's epoch seen at %lld ms; n1 and n2 refused collectives and made "
+           "no step after it\n", (long long)(t_epoch - t_cut));
+
+    ec_proxy_set(px, EC_PROXY_PASS, 0);
+    ep = ec_test_epoch(c, root);
+    unsigned long long e2 = ep->number;
+    ec_epoch_free(ep);
+    bool any = false;
+    for (int i = 0; i < 2 && !any; i++) {
+        newer_t t = {s.a[i], e2};
+        any = ec_test_wait(trains_after, &t, i == 0 ? 30000 : 5000);
+    }
+    ck_assert_msg(any, "neither n1 nor n2 trained again after etcd came back");
+    int n = ec_test_obs_check(obs, 1, 2, 1);
+    ec_test_obs_stop(obs);
+    obs = NULL;
+    printf("# %d epochs checked\n", n);
+}
+END_TEST
+
+/* The pid in the newest "linreg step=" line of a's worker log, or 0. */
+static pid_t linreg_pid(const agent_t *a)
+{
+    char path[400], buf[512];
+    snprintf(path, sizeof(path), "%s/workerlog.0", a->logdir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int pid = 0;
+    while (fgets(buf, sizeof(buf), f)) {
+        const char *p = strncmp(buf, "linreg step=", 12) == 0 ? strstr(buf, " pid=") : NULL;
+        if (p)
+            pid = atoi(p + 5);
+    }
+    fclose(f);
+    return (pid_t)pid;
+}
+
+START_TEST(inprocess_blocked_collective_aborted_by_the_fence)
+{
+    const char *job = "sb-b";
+    agent_t n1 = start_agent(job, "n1", true, true);
+    ck_assert_msg(ec_test_wait(file_exists, (void *)n1.console, 5000), "n1 never started");
+    agent_t n2 = start_agent(job, "n2", true, true);
+    newer_t t1 = {&n1, 0}, t2 = {&n2, 0};
+    ck_assert_msg(ec_test_wait(trains_after, &t1, 30000) && ec_test_wait(trains_after, &t2, 30000),
+                  "n1 and n2 never trained");
+    /* n2's process frozen: n1's next collective blocks (30 s timeout). */
+    pid_t p2 = linreg_pid(&n2);
+    ck_assert_int_gt(p2, 0);
+    ck_assert_int_eq(kill(p2, SIGSTOP), 0);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/workerlog.0", n1.logdir);
+    int64_t t0 = ec_test_now_ms();
+    ec_proxy_set(px, EC_PROXY_PAUSE, 0);
+    bool aborted = ec_test_wait_file(path, "aborted: membership cannot be confirmed", 15000);
+    int64_t t = ec_test_now_ms() - t0;
+    bool said = ec_test_wait_file(path, "ECW_EUNCONFIRMED", 5000);
+    kill(p2, SIGCONT);
+    ck_assert_msg(aborted, "n1's blocked collective was not aborted by the fence");
+    ck_assert_msg(said, "n1's linreg never reported ECW_EUNCONFIRMED");
+    printf("# n1's blocked allreduce aborted by the fence %lld ms after the cut (TTL " TTL_INPROCESS
+           " s; the collective's own timeout: 30 s)\n", (long long)t);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("t7300-split-brain");
+    /* Two cases, so that CK_RUN_CASE=restart or =inprocess runs one. */
+    TCase *tc = tcase_create("restart");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 0);
+    tcase_add_test(tc, restart_mode_cut_nodes_stop_before_their_lease_can_expire);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("inprocess");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 0);
+    tcase_add_test(tc, inprocess_cut_workers_refuse_collectives_until_confirmed);
+    tcase_add_test(tc, inprocess_blocked_collective_aborted_by_the_fence);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+EC_INTEGRATION_MAIN(suite)
