@@ -415,6 +415,10 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
         break;
     case EC_WATCH_CREATED:
         n->watch_created = true;
+        /* re-created on an etcd whose revision is below one seen: it lost
+         * its data (the loop checks, then lists again) */
+        if (ev->revision > 0 && ev->revision < n->max_rev)
+            n->check_history = true;
         break;
     }
     pthread_cond_signal(&n->cond);

@@ -698,6 +698,40 @@ START_TEST(forged_epochs_are_not_followed)
 }
 END_TEST
 
+static bool latest_is_3(void *arg)
+{
+    return ecw_latest_epoch(arg) == 3;
+}
+
+/* etcd restarted with an empty data dir: the library's watch comes back on a
+ * store whose revision is below the one it was waiting for; it reads the
+ * epoch again instead of waiting for revisions the new store has not
+ * reached, and follows the epoch the re-formed job publishes there. */
+START_TEST(epoch_followed_after_etcd_lost_its_data)
+{
+    publish_epoch("jwipe", 1, 1, EC_REASON_START);
+    ecw_options_t o = lib_opts("jwipe", 0);
+    ecw_t *w = NULL;
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_init(&o, &w, &err) == 0, "%s", err.msg);
+    /* revisions the new store will not reach soon */
+    publish_epoch("jwipe", 2, 1, EC_REASON_RESTART);
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(ec_etcd_put(c, "/unrelated", "x", 1, 0, NULL, NULL), 0);
+    ec_embed_kill(etcd, SIGKILL);
+    char data[600], moved[600];
+    snprintf(data, sizeof(data), "%s/data", ec_embed_dir(etcd));
+    snprintf(moved, sizeof(moved), "%s/data.lost", ec_embed_dir(etcd));
+    ck_assert_int_eq(rename(data, moved), 0);
+    ec_error_t e = {0};
+    ck_assert_msg(ec_embed_restart(etcd, &e) == 0, "etcd restart: %s", e.msg);
+    publish_epoch("jwipe", 3, 1, EC_REASON_RESTART);
+    ck_assert_msg(ec_test_wait(latest_is_3, w, 15000), "latest epoch is %llu, not 3",
+                  (unsigned long long)ecw_latest_epoch(w));
+    ecw_finalize(w);
+}
+END_TEST
+
 START_TEST(init_refuses_bad_options_and_keeps_deadlines)
 {
     ecw_t *w = (ecw_t *)1;
@@ -764,6 +798,7 @@ static Suite *suite(void)
     tcase_add_test(t, init_refuses_bad_options_and_keeps_deadlines);
     tcase_add_test(t, silent_peer_released_by_epoch_change);
     tcase_add_test(t, forged_epochs_are_not_followed);
+    tcase_add_test(t, epoch_followed_after_etcd_lost_its_data);
     tcase_add_test(t, nccl_rebuilds_per_epoch);
     tcase_add_test(t, job_completes_in_place);
     tcase_add_test(t, membership_changes_rebuild_in_place);

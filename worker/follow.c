@@ -105,6 +105,9 @@ static int epoch_ok(ecw_t *w, const ec_kv_t *kv, const ec_epoch_t *ep, ec_error_
 static void on_watch(const ec_watch_event_t *ev, void *arg)
 {
     ecw_t *w = arg;
+    if ((ev->type == EC_WATCH_PUT || ev->type == EC_WATCH_DELETE) &&
+        ev->revision > atomic_load(&w->seen_rev))
+        atomic_store(&w->seen_rev, ev->revision);
     if (ev->type == EC_WATCH_PUT) {
         ec_epoch_t *ep = NULL;
         ec_error_t err = {0};
@@ -128,6 +131,22 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
             return;
         }
         adopt(w, ep);
+    } else if (ev->type == EC_WATCH_CREATED) {
+        /* etcd came back with a revision below one already seen: it lost
+         * its data (restarted empty), and this watch waits for revisions
+         * the new store may not reach for a long time.  List again. */
+        if (ev->revision > 0 && ev->revision < atomic_load(&w->seen_rev)) {
+            ecw__log(w, ECW_LOG_WARN, "etcd's revision went back from %" PRId64 " to %" PRId64
+                     " (its data was lost); reading the epoch again",
+                     atomic_load(&w->seen_rev), ev->revision);
+            atomic_store(&w->seen_rev, ev->revision);
+            pthread_mutex_lock(&w->mu);
+            w->watch_restart = true;
+            pthread_cond_broadcast(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+        } else if (ev->revision > atomic_load(&w->seen_rev)) {
+            atomic_store(&w->seen_rev, ev->revision);
+        }
     } else if (ev->type == EC_WATCH_COMPACTED) {
         pthread_mutex_lock(&w->mu);
         w->watch_restart = true;
@@ -148,6 +167,7 @@ static int relist(ecw_t *w, ec_error_t *err)
     int rc = ec_etcd_get(w->etcd, key, &kv, &found, &rev, err);
     if (rc < 0)
         return ec_error_prefix(err, "reading the job's epoch '%s'", key);
+    atomic_store(&w->seen_rev, rev);
     if (found) {
         ec_epoch_t *ep = NULL;
         rc = ec_epoch_decode(kv.value, kv.value_len, key, &ep, err);
