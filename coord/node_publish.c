@@ -152,8 +152,11 @@ void ec__node_plan_and_act(ec_node_t *n)
     bool final = n->status_state == EC_JOB_COMPLETED || n->status_state == EC_JOB_FAILED;
     uint64_t epoch_run = n->epoch ? n->epoch->run : 0;
     bool new_run = final && n->status_run >= epoch_run;
+    /* With neither an epoch nor a status (etcd lost its data), the run is
+     * the one this agent registered for. */
     uint64_t run = new_run ? n->status_run + 1
-                           : (epoch_run ? epoch_run : (n->status_run ? n->status_run : 1));
+                           : (epoch_run ? epoch_run
+                                        : (n->status_run ? n->status_run : (n->run ? n->run : 1)));
     mnode_t **pn = calloc(n->nnodes ? n->nnodes : 1, sizeof(*pn));
     ec_plan_node_t *nodes = calloc(n->nnodes ? n->nnodes : 1, sizeof(*nodes));
     ec_plan_member_t *mem = NULL;
