@@ -323,7 +323,8 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
             model_del_node(n, id, prev);
     } else if (!strcmp(suffix, "leader")) {
         if (put)
-            ec_leader_log_put(&n->llog, kv->create_revision, (const char *)kv->value, kv->value_len);
+            ec_leader_log_put(&n->llog, kv->create_revision, (const char *)kv->value,
+                              kv->value_len);
         else
             ec_leader_log_delete(&n->llog, kv->mod_revision);
         free(n->leader_id);

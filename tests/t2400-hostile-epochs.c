@@ -63,8 +63,8 @@ static proc_t start_node(const char *job, const char *id, int min, int max, int 
     snprintf(st, sizeof(st), "%d", ttl);
     snprintf(p.log, sizeof(p.log), "%s/%s-%s-%d.log", tmp, job, id, npids);
     char *argv[] = {(char *)ec_test_bin("EC_TEST_NODE", "tests/ec-test-node"),
-                    (char *)ec_embed_endpoint(etcd), (char *)job, (char *)id, smin, smax, "1", se, st,
-                    "0", NULL};
+                    (char *)ec_embed_endpoint(etcd), (char *)job, (char *)id, smin, smax, "1", se,
+                    st, "0", NULL};
     p.pid = ec_test_spawn(argv, p.log);
     pids[npids++] = p.pid;
     ck_assert_msg(ec_test_wait_file(p.log, "STARTED", 10000), "node %s did not start (log %s)", id,
@@ -258,7 +258,8 @@ START_TEST(test_etcd_restarted_empty_reforms_the_job)
     ck_assert_msg(ec_embed_restart(etcd, &err) == 0, "etcd restart: %s", err.msg);
 
     has_leader_t hl = {r};
-    ck_assert_msg(ec_test_wait(has_leader, &hl, 20000), "no leader elected after etcd lost its data");
+    ck_assert_msg(ec_test_wait(has_leader, &hl, 20000),
+                  "no leader elected after etcd lost its data");
     ep = wait_epoch(r, old + 1, UINT64_MAX, 3, NULL, 20000);
     ec_epoch_free(ep);
     /* Then a member's loss is handled. */
