@@ -6,6 +6,10 @@
  *    last valid epoch, and the next real epoch numbers above the forged one;
  *  - an epoch written by a non-leader with its ranks swapped is ignored the
  *    same way;
+ *  - an agent starting on a job whose epoch was written under a leadership
+ *    that has ended checks it with a read of the leader key at the epoch's
+ *    revision: a real one is applied, a replay of the ended leadership's
+ *    token written after it ended is ignored;
  *  - etcd restarted with an EMPTY data dir on the same port: the agents see
  *    its history went backwards, elect a leader, publish an epoch numbered
  *    above the old one, and then handle a member's loss. */
@@ -233,6 +237,64 @@ START_TEST(test_epoch_of_a_non_leader_is_ignored)
 }
 END_TEST
 
+static bool no_leader(void *arg)
+{
+    return !has_leader(arg);
+}
+
+static uint64_t epoch_number(const char *root)
+{
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    ck_assert_ptr_nonnull(ep);
+    uint64_t n = ep->number;
+    ec_epoch_free(ep);
+    return n;
+}
+
+START_TEST(test_epoch_of_an_ended_leadership_is_checked_at_its_revision)
+{
+    char r[300];
+    root_of("jl", r, sizeof(r));
+    has_leader_t hl = {r};
+    proc_t x1 = start_node("jl", "x1", 1, 1, 0, 5);
+    ec_epoch_free(wait_epoch(r, 1, 1, 1, NULL, 10000));
+    kill(x1.pid, SIGTERM); /* leaves: its leader key goes, epoch 1 stays */
+    ck_assert_msg(ec_test_wait_file(x1.log, "LEFT", 10000), "x1 did not leave (log %s)", x1.log);
+    ck_assert_msg(ec_test_wait(no_leader, &hl, 10000), "x1's leader key outlived it");
+    /* A new agent lists epoch 1, written under x1's ended leadership: it
+     * reads the leader key at epoch 1's revision and applies it. */
+    proc_t y1 = start_node("jl", "y1", 1, 1, 0, 2);
+    ck_assert_msg(ec_test_wait_file(y1.log, "EPOCH 1 1 start x1", 10000),
+                  "y1 did not apply the real epoch 1 of an ended leadership (log %s)", y1.log);
+    ck_assert_msg(ec_test_wait(has_leader, &hl, 10000), "y1 did not lead");
+    int64_t yrev = 0;
+    free(leader_of(r, &yrev));
+    ec_epoch_free(wait_epoch(r, 2, UINT64_MAX, 1, "x1", 10000));
+    kill(y1.pid, SIGKILL);
+    ck_assert_msg(ec_test_wait(no_leader, &hl, 15000), "y1's leader key did not expire");
+    /* y1's token replayed after its leadership ended */
+    uint64_t forged = epoch_number(r) + 5;
+    ec_epoch_t *ep = ec_test_epoch(c, r);
+    ep->number = forged;
+    free(ep->leader_id);
+    ep->leader_id = strdup("y1");
+    ep->leader_rev = yrev;
+    put_epoch(r, ep);
+    ec_epoch_free(ep);
+    proc_t z1 = start_node("jl", "z1", 1, 1, 0, 5);
+    char ignoring[64], delivered[64];
+    snprintf(ignoring, sizeof(ignoring), "ignoring epoch %llu:", (unsigned long long)forged);
+    snprintf(delivered, sizeof(delivered), "EPOCH %llu ", (unsigned long long)forged);
+    ck_assert_msg(ec_test_wait_file(z1.log, ignoring, 10000), "%s does not say '%s'", z1.log,
+                  ignoring);
+    ck_assert_msg(ec_test_file_contains(z1.log, "no leader key existed at its revision"), "%s",
+                  z1.log);
+    /* z1 forms the job, numbered above the forged epoch */
+    ec_epoch_free(wait_epoch(r, forged + 1, UINT64_MAX, 1, "y1", 10000));
+    ck_assert_msg(!ec_test_file_contains(z1.log, delivered), "z1 applied the forged epoch");
+}
+END_TEST
+
 START_TEST(test_etcd_restarted_empty_reforms_the_job)
 {
     char r[300];
@@ -275,6 +337,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     ec_tcase_add(t, test_epoch_of_another_job_is_ignored);
     ec_tcase_add(t, test_epoch_of_a_non_leader_is_ignored);
+    ec_tcase_add(t, test_epoch_of_an_ended_leadership_is_checked_at_its_revision);
     ec_tcase_add(t, test_etcd_restarted_empty_reforms_the_job);
     suite_add_tcase(s, t);
     return s;
