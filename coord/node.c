@@ -165,8 +165,19 @@ static void *loop(void *arg)
                 continue;
             }
         }
+        pthread_mutex_lock(&n->lock);
+        bool check = n->check_history;
+        pthread_mutex_unlock(&n->lock);
+        if ((check || lost) && ec__node_check_history(n)) {
+            relist = true;
+            ec__node_step_down(n, "etcd lost its data");
+        }
         if (relist && ec__node_sync_model(n, &err) < 0) {
             ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err.msg);
+            retry_at = ec__node_mono_ms() + 500;
+            continue;
+        }
+        if (!ec__node_verify_epoch(n)) {
             retry_at = ec__node_mono_ms() + 500;
             continue;
         }
@@ -473,6 +484,8 @@ void ec_node_stop(ec_node_t *n)
     free(n->nodes);
     ec_epoch_free(n->epoch);
     free(n->epoch_raw);
+    free(n->verify_raw);
+    ec_leader_log_reset(&n->llog, 0);
     free(n->status_raw);
     for (size_t i = 0; i < n->nleft; i++)
         free(n->left[i]);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "epoch_check.h"
 #include "etcd.h"
 #include "keys.h"
 #include "node.h"
@@ -71,6 +72,20 @@ struct ec_node {
     int64_t leader_create_rev;
     int64_t leader_lease, leader_mod_rev; /* lease 0: not written by an agent */
     int64_t leader_deleted_rev; /* revision of the leader key's last deletion seen */
+    /* Which epochs are applied (epoch_check.h): the leaderships seen, the
+     * highest number seen in any epoch or node record (valid or not: never
+     * reused), and an epoch of the listing whose leadership the log cannot
+     * tell, which the loop checks with a read at its revision. */
+    ec_leader_log_t llog;
+    uint64_t epoch_seen_max;
+    uint8_t *verify_raw;
+    size_t verify_len;
+    int64_t verify_rev;
+    bool verify_pending;
+    /* etcd's history going backwards (it lost its data): the highest
+     * revision seen, and whether to compare it with etcd's now */
+    int64_t max_rev;
+    bool check_history;
     uint8_t *status_raw;
     size_t status_raw_len;
     int64_t status_mod_rev;
@@ -125,6 +140,14 @@ bool ec__node_loop_alive(void *arg);
 size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found);
 void ec__node_model_clear(ec_node_t *n);
 int ec__node_sync_model(ec_node_t *n, ec_error_t *err);
+/* Check an epoch of the listing whose leadership the model cannot tell, by
+ * reading the leader key at the epoch's revision (coordinator thread, no
+ * lock held).  Returns false while it is still unverified (retry later). */
+bool ec__node_verify_epoch(ec_node_t *n);
+/* Compare etcd's revision now with the highest seen (coordinator thread, no
+ * lock held); when it went backwards, drop the model's epoch and ask for a
+ * fresh listing.  Returns whether it did. */
+bool ec__node_check_history(ec_node_t *n);
 
 /* node_register.c */
 int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err);

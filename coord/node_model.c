@@ -31,6 +31,12 @@ size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found)
     return lo;
 }
 
+static void note_seen(ec_node_t *n, uint64_t number)
+{
+    if (number > n->epoch_seen_max && number < UINT64_MAX / 2)
+        n->epoch_seen_max = number;
+}
+
 static void mnode_clear(mnode_t *m)
 {
     free(m->id);
@@ -77,6 +83,10 @@ static void model_put_node(ec_node_t *n, const char *id, const ec_kv_t *kv)
     if (!strcmp(id, n->node_id) && (!rec || kv->lease == 0) && !n->leaving)
         n->self_bad = true;
     n->nodes[i].lease = kv->lease;
+    /* What members saw is what the next epoch numbers above (after etcd
+     * lost its data, its epoch key no longer says). */
+    if (rec && kv->lease)
+        note_seen(n, rec->epoch_seen);
 }
 
 static void model_del_node(ec_node_t *n, const char *id, const ec_kv_t *prev)
@@ -107,9 +117,42 @@ static void model_del_node(ec_node_t *n, const char *id, const ec_kv_t *prev)
     n->nnodes--;
 }
 
+/* Make ep (decoded from raw) the model's epoch; takes ep. */
+static void install_epoch(ec_node_t *n, ec_epoch_t *ep, const void *raw_in, size_t len)
+{
+    uint8_t *raw = malloc(len ? len : 1);
+    if (!raw) {
+        ec_epoch_free(ep);
+        return;
+    }
+    memcpy(raw, raw_in, len);
+    free(n->epoch_raw);
+    n->epoch_raw = raw;
+    n->epoch_raw_len = len;
+    ec_epoch_free(n->epoch);
+    n->epoch = ep;
+    n->epoch_bad = false;
+}
+
+/* Apply ep if it is this job's and was written under the leadership that
+ * held the key at mod_rev (leader; NULL: none did); takes ep. */
+static void judge_epoch(ec_node_t *n, ec_epoch_t *ep, const ec_kv_t *kv, int64_t mod_rev,
+                        const ec_leadership_t *leader)
+{
+    char why[768];
+    if (ec_epoch_check(ep, n->job_id, mod_rev, leader, why, sizeof(why)) < 0) {
+        ec_log(EC_LOG_ERROR, "%s", why);
+        ec_epoch_free(ep);
+        n->epoch_bad = true;
+        return;
+    }
+    install_epoch(n, ep, kv->value, kv->value_len);
+}
+
 static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
 {
     n->epoch_mod_rev = kv->mod_revision;
+    n->verify_pending = false; /* whatever waited for a check is superseded */
     ec_error_t err = {0};
     ec_epoch_t *ep = NULL;
     if (ec_epoch_decode(kv->value, kv->value_len, kv->key, &ep, &err) < 0) {
@@ -117,6 +160,7 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
         n->epoch_bad = true;
         return;
     }
+    note_seen(n, ep->number);
     if (n->epoch && ep->number < n->epoch->number) {
         ec_log(EC_LOG_ERROR, "ignoring epoch %" PRIu64 " at %s: older than epoch %" PRIu64
                              " already seen (epoch numbers only increase; forged?)",
@@ -125,18 +169,75 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
         n->epoch_bad = true;
         return;
     }
-    uint8_t *raw = malloc(kv->value_len ? kv->value_len : 1);
-    if (!raw) {
-        ec_epoch_free(ep);
+    const ec_leadership_t *ls = NULL;
+    int known = ec_leader_log_at(&n->llog, kv->mod_revision, &ls);
+    if (known >= 0) {
+        judge_epoch(n, ep, kv, kv->mod_revision, ls);
         return;
     }
+    /* Written before the listing under a leadership that is gone: the loop
+     * reads the leader key at its revision (ec__node_verify_epoch). */
+    ec_epoch_free(ep);
+    uint8_t *raw = malloc(kv->value_len ? kv->value_len : 1);
+    if (!raw)
+        return;
     memcpy(raw, kv->value, kv->value_len);
-    free(n->epoch_raw);
-    n->epoch_raw = raw;
-    n->epoch_raw_len = kv->value_len;
-    ec_epoch_free(n->epoch);
-    n->epoch = ep;
-    n->epoch_bad = false;
+    free(n->verify_raw);
+    n->verify_raw = raw;
+    n->verify_len = kv->value_len;
+    n->verify_rev = kv->mod_revision;
+    n->verify_pending = true;
+}
+
+bool ec__node_verify_epoch(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    if (!n->verify_pending) {
+        pthread_mutex_unlock(&n->lock);
+        return true;
+    }
+    int64_t rev = n->verify_rev;
+    pthread_mutex_unlock(&n->lock);
+    ec_kv_t lk;
+    bool found = false;
+    ec_error_t err = {0};
+    int rc = ec_etcd_get_at(n->c, n->k_leader, rev, &lk, &found, NULL, &err);
+    if (rc < 0 && rc != EC_ECOMPACTED) {
+        ec_log(EC_LOG_WARN, "cannot check the epoch written at revision %" PRId64
+                            " against the leader key then: %s; will retry", rev, err.msg);
+        return false;
+    }
+    pthread_mutex_lock(&n->lock);
+    if (n->verify_pending && n->verify_rev == rev) {
+        n->verify_pending = false;
+        ec_epoch_t *ep = NULL;
+        ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = n->verify_raw,
+                      .value_len = n->verify_len, .mod_revision = rev};
+        if (ec_epoch_decode(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0) {
+            if (rc == EC_ECOMPACTED) {
+                /* Older than etcd's history: nothing left to check it
+                 * against.  Accepted: a forged epoch does not live that
+                 * long while a leader exists (it restores the last valid
+                 * one at once), and refusing would re-form a running job
+                 * only because its epoch is old. */
+                ec_log(EC_LOG_WARN, "epoch %" PRIu64 " was written at revision %" PRId64 ", which "
+                       "etcd compacted: its writer cannot be checked; accepting it",
+                       ep->number, rev);
+                install_epoch(n, ep, kv.value, kv.value_len);
+            } else {
+                char *id = found ? strndup((char *)lk.value, lk.value_len) : NULL;
+                ec_leadership_t l = {.create_rev = found ? lk.create_revision : 0, .id = id};
+                judge_epoch(n, ep, &kv, rev, found ? &l : NULL);
+                free(id);
+            }
+        }
+        n->dirty = true;
+        pthread_cond_signal(&n->cond);
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (rc == 0)
+        ec_kv_free(&lk);
+    return true;
 }
 
 void ec__node_model_clear(ec_node_t *n)
@@ -150,6 +251,7 @@ void ec__node_model_clear(ec_node_t *n)
     n->leader_lease = n->leader_mod_rev = 0;
     n->epoch_mod_rev = 0;
     n->epoch_bad = false;
+    n->verify_pending = false;
     for (size_t i = 0; i < n->nsus; i++) {
         free(n->sus[i].reporter);
         free(n->sus[i].ids);
@@ -220,6 +322,11 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
         else
             model_del_node(n, id, prev);
     } else if (!strcmp(suffix, "leader")) {
+        if (put)
+            ec_leader_log_put(&n->llog, kv->create_revision, (const char *)kv->value,
+                              kv->value_len);
+        else
+            ec_leader_log_delete(&n->llog, kv->mod_revision);
         free(n->leader_id);
         n->leader_id = put ? strndup((char *)kv->value, kv->value_len) : NULL;
         n->leader_create_rev = put ? kv->create_revision : 0;
@@ -297,15 +404,22 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     case EC_WATCH_DELETE:
         if (ev->revision > n->list_rev)
             model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
+        if (ev->revision > n->max_rev && ev->revision != INT64_MAX)
+            n->max_rev = ev->revision;
         break;
     case EC_WATCH_COMPACTED:
         n->relist = true;
         break;
     case EC_WATCH_BROKEN:
         ec_log(EC_LOG_WARN, "etcd watch broke (%s); resuming", ev->message ? ev->message : "");
+        n->check_history = true; /* etcd may have come back without its data */
         break;
     case EC_WATCH_CREATED:
         n->watch_created = true;
+        /* re-created on an etcd whose revision is below one seen: it lost
+         * its data (the loop checks, then lists again) */
+        if (ev->revision > 0 && ev->revision < n->max_rev)
+            n->check_history = true;
         break;
     }
     pthread_cond_signal(&n->cond);
@@ -357,13 +471,64 @@ int ec__node_sync_model(ec_node_t *n, ec_error_t *err)
     int rc = ec_etcd_get_prefix(n->c, ec_keys_root(&n->keys), 0, &l, err);
     if (rc == 0) {
         ec__node_model_clear(n);
+        /* The leader key first: the epoch sorts before it, and its check
+         * needs the leadership. */
+        ec_leader_log_reset(&n->llog, l.revision);
+        for (size_t i = 0; i < l.n; i++)
+            if (!strcmp(l.kvs[i].key, n->k_leader))
+                ec_leader_log_put(&n->llog, l.kvs[i].create_revision, (const char *)l.kvs[i].value,
+                                  l.kvs[i].value_len);
         for (size_t i = 0; i < l.n; i++)
             model_apply(n, true, &l.kvs[i], NULL);
         n->list_rev = l.revision;
+        if (l.revision > n->max_rev)
+            n->max_rev = l.revision;
         n->relist = false;
         n->dirty = true;
         ec_kv_list_free(&l);
     }
     pthread_mutex_unlock(&n->lock);
     return rc;
+}
+
+bool ec__node_check_history(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    n->check_history = false;
+    int64_t seen = n->max_rev;
+    pthread_mutex_unlock(&n->lock);
+    ec_kv_t kv;
+    bool found = false;
+    int64_t rev = 0;
+    ec_error_t err = {0};
+    if (ec_etcd_get(n->c, n->k_leader, &kv, &found, &rev, &err) < 0) {
+        pthread_mutex_lock(&n->lock);
+        n->check_history = true; /* again on the next pass */
+        pthread_mutex_unlock(&n->lock);
+        return false;
+    }
+    if (found)
+        ec_kv_free(&kv);
+    if (rev >= seen)
+        return false;
+    /* etcd's revision went backwards: it restarted without its data (or
+     * another cluster answers at its address).  Everything the model holds
+     * is gone from etcd, the leader key it remembers too: list afresh, and
+     * form the job as a first epoch numbered above every epoch seen. */
+    ec__node_emit(n, "+etcd-reset: etcd's revision went back from %" PRId64 " to %" PRId64
+                  " (its data was lost); rebuilding the job from what its agents register",
+                  seen, rev);
+    pthread_mutex_lock(&n->lock);
+    if (n->epoch)
+        note_seen(n, n->epoch->number);
+    ec_epoch_free(n->epoch);
+    n->epoch = NULL;
+    free(n->epoch_raw);
+    n->epoch_raw = NULL;
+    n->epoch_raw_len = 0;
+    n->max_rev = rev;
+    n->relist = true;
+    n->self_pending = true; /* our record again, with the epoch we saw */
+    pthread_mutex_unlock(&n->lock);
+    return true;
 }

@@ -48,7 +48,11 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     ec_epoch_t *ep = ec_epoch_new((int)d->n_members, n->o.nproc);
     if (!ep)
         return ec_errorf(err, EC_ENOMEM, "out of memory");
-    ep->number = d->epoch;
+    /* Above every number seen, valid or not: a rejected epoch's number is
+     * never reused, and after etcd lost its data the job numbers on above
+     * what its members saw. */
+    ep->number = d->epoch > n->epoch_seen_max ? d->epoch : n->epoch_seen_max + 1;
+    ep->job_id = strdup(n->job_id);
     ep->reason = (ec_epoch_reason_t)d->reason;
     ep->reason_detail = d->why ? strdup(d->why) : NULL;
     ep->leader_id = strdup(n->node_id);
@@ -69,8 +73,8 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     ep->published_at_ms = ec__node_wall_ms();
     ep->run = run;
     int rc = ec_epoch_encode(ep, &p->buf, &p->len, err);
+    p->number = ep->number;
     ec_epoch_free(ep);
-    p->number = d->epoch;
     p->expect_mod = n->epoch_mod_rev;
     p->first = n->epoch == NULL || new_run; /* a run starts: status running */
     p->run = run;
@@ -148,8 +152,11 @@ void ec__node_plan_and_act(ec_node_t *n)
     bool final = n->status_state == EC_JOB_COMPLETED || n->status_state == EC_JOB_FAILED;
     uint64_t epoch_run = n->epoch ? n->epoch->run : 0;
     bool new_run = final && n->status_run >= epoch_run;
+    /* With neither an epoch nor a status (etcd lost its data), the run is
+     * the one this agent registered for. */
     uint64_t run = new_run ? n->status_run + 1
-                           : (epoch_run ? epoch_run : (n->status_run ? n->status_run : 1));
+                           : (epoch_run ? epoch_run
+                                        : (n->status_run ? n->status_run : (n->run ? n->run : 1)));
     mnode_t **pn = calloc(n->nnodes ? n->nnodes : 1, sizeof(*pn));
     ec_plan_node_t *nodes = calloc(n->nnodes ? n->nnodes : 1, sizeof(*nodes));
     ec_plan_member_t *mem = NULL;
@@ -221,15 +228,36 @@ void ec__node_plan_and_act(ec_node_t *n)
                 action = EC_PLAN_WAIT;
             }
             p.log = d->log ? strdup(d->log) : NULL;
-        } else if (repair) {
-            /* Someone overwrote or deleted the epoch: put the last valid one back. */
-            p.buf = malloc(n->epoch_raw_len);
-            if (p.buf) {
-                memcpy(p.buf, n->epoch_raw, n->epoch_raw_len);
-                p.len = n->epoch_raw_len;
-                p.expect_mod = n->epoch_mod_rev;
-                p.number = 0;
+            if (p.log && p.number != d->epoch) {
+                /* numbered above what was seen: the planner's line says which */
+                char head[64];
+                snprintf(head, sizeof(head), "+epoch %" PRIu64 " ", d->epoch);
+                size_t hl = strlen(head);
+                char *fixed = NULL;
+                if (!strncmp(p.log, head, hl) &&
+                    asprintf(&fixed, "+epoch %" PRIu64 " %s (above epoch %" PRIu64 " seen)",
+                             p.number, p.log + hl, p.number - 1) >= 0) {
+                    free(p.log);
+                    p.log = fixed;
+                }
             }
+        } else if (repair) {
+            /* Someone overwrote or deleted the epoch: put the last valid one
+             * back, under our leadership (readers check that the epoch names
+             * the leadership current at its revision). */
+            ec_epoch_t *ep = ec_epoch_dup(n->epoch);
+            if (ep) {
+                free(ep->leader_id);
+                free(ep->job_id);
+                ep->leader_id = strdup(n->node_id);
+                ep->job_id = strdup(n->job_id);
+                ep->leader_rev = n->my_leader_rev;
+                if (ec_epoch_encode(ep, &p.buf, &p.len, NULL) < 0)
+                    p.buf = NULL;
+                ec_epoch_free(ep);
+            }
+            p.expect_mod = n->epoch_mod_rev;
+            p.number = 0;
         }
     } else {
         ec_log(EC_LOG_ERROR, "planner refused its input: %s", err.msg);

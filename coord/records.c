@@ -327,6 +327,7 @@ int ec_node_rec_encode(const ec_node_rec_t *r, void **buf, size_t *len, ec_error
     m.registered_at_ms = r->registered_at_ms;
     m.probe_port = r->probe_port;
     m.run = r->run;
+    m.epoch_seen = r->epoch_seen;
     rc = pack(&m.base, &v, buf, len);
     free(ports);
     return rc;
@@ -396,6 +397,7 @@ int ec_node_rec_decode(const void *buf, size_t len, const char *key, ec_node_rec
     }
     r->probe_port = (uint16_t)m->probe_port;
     r->run = m->run ? m->run : 1;
+    r->epoch_seen = m->epoch_seen;
     if ((rc = node_validate(r, &v)) < 0)
         goto error;
     protobuf_c_message_free_unpacked(&m->base, NULL);
@@ -449,6 +451,7 @@ ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src)
     ep->published_at_ms = src->published_at_ms;
     ep->run = src->run;
     bool ok = (!src->reason_detail || (ep->reason_detail = strdup(src->reason_detail))) &&
+              (!src->job_id || (ep->job_id = strdup(src->job_id))) &&
               (!src->leader_id || (ep->leader_id = strdup(src->leader_id)));
     for (int i = 0; ok && i < src->nmembers; i++) {
         const ec_member_t *a = &src->members[i];
@@ -479,6 +482,7 @@ void ec_epoch_free(ec_epoch_t *ep)
     free(ep->members);
     free(ep->reason_detail);
     free(ep->leader_id);
+    free(ep->job_id);
     free(ep);
     errno = saved;
 }
@@ -655,6 +659,7 @@ int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *e
     m.planner_us = ep->planner_us;
     m.published_at_ms = ep->published_at_ms;
     m.run = ep->run;
+    m.job_id = pb_str(ep->job_id);
     rc = pack(&m.base, &v, buf, len);
 out:
     free(mem);
@@ -738,7 +743,7 @@ int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **o
     ep->published_at_ms = m->published_at_ms;
     ep->run = m->run ? m->run : 1;
     if (!(ep->reason_detail = dup_str(m->reason_detail)) ||
-        !(ep->leader_id = dup_str(m->leader_id))) {
+        !(ep->leader_id = dup_str(m->leader_id)) || !(ep->job_id = dup_str(m->job_id))) {
         rc = enomem(&v);
         goto error;
     }

@@ -113,6 +113,7 @@ typedef struct ec_node_rec {
     int64_t registered_at_ms;
     uint16_t probe_port;    /* the agent answers a TCP probe here; 0 = none */
     uint64_t run;           /* the run this agent takes part in (>= 1 once decoded) */
+    uint64_t epoch_seen;    /* highest epoch number this agent has seen (0: none) */
 } ec_node_rec_t;
 
 /* A zeroed record with room for nproc ports and ndevices device ids (NULL
@@ -152,6 +153,7 @@ typedef struct ec_epoch {
     int64_t planner_us;
     int64_t published_at_ms;
     uint64_t run;           /* run of the job that published it (>= 1 once decoded) */
+    char *job_id;           /* the job it was published for; NULL or "" when not recorded */
 } ec_epoch_t;
 
 /* A zeroed epoch with nmembers members (m_id set to the index), each with

@@ -483,8 +483,10 @@ END_TEST
 
 /* ---- the library in this process, against epochs the test publishes ---------------- */
 
-/* Publish epoch n of one node "n1" with nproc local ranks on loopback. */
-static void publish_epoch(const char *job, uint64_t n, int nproc, ec_epoch_reason_t why)
+/* Write epoch n of one node "n1" with nproc local ranks on loopback into
+ * job's epoch key, the record naming job rec_job and writer `writer`. */
+static void write_epoch(const char *job, uint64_t n, int nproc, ec_epoch_reason_t why,
+                        const char *rec_job, const char *writer)
 {
     ec_epoch_t *ep = ec_epoch_new(1, nproc);
     ck_assert_ptr_nonnull(ep);
@@ -496,19 +498,35 @@ static void publish_epoch(const char *job, uint64_t n, int nproc, ec_epoch_reaso
     ep->members[0].master_port = 41999;
     ep->members[0].incarnation = n;
     ep->reason = why;
-    ep->leader_id = strdup("n1");
-    ep->leader_rev = 1;
+    /* Written as a leader would (readers check it, coord/epoch_check.h):
+     * naming the job, under the leader key "n1" current at its revision. */
+    char key[EC_KEY_MAX];
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
+    ec_key_leader(&k, key, sizeof(key));
+    ck_assert_int_eq(ec_etcd_put(c, key, "n1", 2, 0, NULL, NULL), 0); /* keeps its create rev */
+    ec_kv_t lk;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &lk, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ep->leader_id = strdup(writer);
+    ep->leader_rev = lk.create_revision;
+    ep->job_id = strdup(rec_job);
+    ec_kv_free(&lk);
     void *buf = NULL;
     size_t len = 0;
     ec_error_t err = {0};
     ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &err) == 0, "%s", err.msg);
-    char key[EC_KEY_MAX];
-    ec_keys_t k;
-    ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
     ec_key_epoch(&k, key, sizeof(key));
     ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, NULL), 0);
     free(buf);
     ec_epoch_free(ep);
+}
+
+/* Publish epoch n as the job's leader "n1" would. */
+static void publish_epoch(const char *job, uint64_t n, int nproc, ec_epoch_reason_t why)
+{
+    write_epoch(job, n, nproc, why, job, "n1");
 }
 
 static ecw_options_t lib_opts(const char *job, int lr)
@@ -653,6 +671,67 @@ START_TEST(silent_peer_released_by_epoch_change)
 }
 END_TEST
 
+static bool latest_is_2(void *arg)
+{
+    return ecw_latest_epoch(arg) == 2;
+}
+
+/* The worker library applies the coordinator's rule (coord/epoch_check.h):
+ * a higher-numbered epoch copied from another job, or written by a node
+ * that does not hold the leader key, is ignored (its communicator is not
+ * aborted); the next real epoch is followed. */
+START_TEST(forged_epochs_are_not_followed)
+{
+    publish_epoch("jforge", 1, 1, EC_REASON_START);
+    ecw_options_t o = lib_opts("jforge", 0);
+    ecw_t *w = NULL;
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_init(&o, &w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(ecw_epoch(w), 1);
+    write_epoch("jforge", 5, 1, EC_REASON_RESTART, "jother", "n1"); /* another job's */
+    write_epoch("jforge", 6, 1, EC_REASON_RESTART, "jforge", "n2"); /* not the leader's */
+    publish_epoch("jforge", 2, 1, EC_REASON_RESTART);
+    /* Had 5 or 6 been taken, 2 would be older and ignored. */
+    ck_assert_msg(ec_test_wait(latest_is_2, w, 5000), "latest epoch is %llu, not 2",
+                  (unsigned long long)ecw_latest_epoch(w));
+    ecw_finalize(w);
+}
+END_TEST
+
+static bool latest_is_3(void *arg)
+{
+    return ecw_latest_epoch(arg) == 3;
+}
+
+/* etcd restarted with an empty data dir: the library's watch comes back on a
+ * store whose revision is below the one it was waiting for; it reads the
+ * epoch again instead of waiting for revisions the new store has not
+ * reached, and follows the epoch the re-formed job publishes there. */
+START_TEST(epoch_followed_after_etcd_lost_its_data)
+{
+    publish_epoch("jwipe", 1, 1, EC_REASON_START);
+    ecw_options_t o = lib_opts("jwipe", 0);
+    ecw_t *w = NULL;
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_init(&o, &w, &err) == 0, "%s", err.msg);
+    /* revisions the new store will not reach soon */
+    publish_epoch("jwipe", 2, 1, EC_REASON_RESTART);
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(ec_etcd_put(c, "/unrelated", "x", 1, 0, NULL, NULL), 0);
+    ec_embed_kill(etcd, SIGKILL);
+    char data[600], moved[600];
+    snprintf(data, sizeof(data), "%s/data", ec_embed_dir(etcd));
+    snprintf(moved, sizeof(moved), "%s/data.lost", ec_embed_dir(etcd));
+    ck_assert_int_eq(rename(data, moved), 0);
+    ec_error_t e = {0};
+    ck_assert_msg(ec_embed_restart(etcd, &e) == 0, "etcd restart: %s", e.msg);
+    publish_epoch("jwipe", 3, 1, EC_REASON_RESTART);
+    ck_assert_msg(ec_test_wait(latest_is_3, w, 15000), "latest epoch is %llu, not 3",
+                  (unsigned long long)ecw_latest_epoch(w));
+    ecw_finalize(w);
+}
+END_TEST
+
 START_TEST(init_refuses_bad_options_and_keeps_deadlines)
 {
     ecw_t *w = (ecw_t *)1;
@@ -718,6 +797,8 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, init_refuses_bad_options_and_keeps_deadlines);
     tcase_add_test(t, silent_peer_released_by_epoch_change);
+    tcase_add_test(t, forged_epochs_are_not_followed);
+    tcase_add_test(t, epoch_followed_after_etcd_lost_its_data);
     tcase_add_test(t, nccl_rebuilds_per_epoch);
     tcase_add_test(t, job_completes_in_place);
     tcase_add_test(t, membership_changes_rebuild_in_place);

@@ -138,6 +138,9 @@ struct ecw {
     int ndevices;              /* NCCL: visible devices */
 
     ec_watch_t *watch;
+    /* highest etcd revision the epoch watch reported: a watch re-created on
+     * an etcd whose revision is lower lost its data (relist) */
+    _Atomic int64_t seen_rev;
     pthread_t svc;
     bool svc_started;
 

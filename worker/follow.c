@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "epoch_check.h"
 #include "log.h"
 
 /* Caller holds nothing.  Aborts the communicator if it is older than the
@@ -63,9 +64,50 @@ static void adopt(ecw_t *w, ec_epoch_t *ep)
     abort_if_stale(w);
 }
 
+/* Whether the epoch in kv may be applied: it names our job and was written
+ * under the leader key that was current at its revision (epoch_check.h, the
+ * rule the node coordinator applies too), read here at that revision.
+ * 1: yes; 0: no (logged); -1: cannot tell now (err set). */
+static int epoch_ok(ecw_t *w, const ec_kv_t *kv, const ec_epoch_t *ep, ec_error_t *err)
+{
+    char key[EC_KEY_MAX];
+    if (ec_key_leader(&w->keys, key, sizeof(key)) < 0) {
+        ec_errorf(err, EC_EINVAL, "cannot build the leader key");
+        return -1;
+    }
+    ec_kv_t lk;
+    bool found = false;
+    int rc = ec_etcd_get_at(w->etcd, key, kv->mod_revision, &lk, &found, NULL, err);
+    if (rc == EC_ECOMPACTED) {
+        /* Older than etcd's history: nothing to check it against (the
+         * coordinator accepts it too, see node_model.c). */
+        ecw__log(w, ECW_LOG_WARN, "epoch %" PRIu64 " was written at revision %" PRId64 ", which "
+                 "etcd compacted: its writer cannot be checked; accepting it", ep->number,
+                 kv->mod_revision);
+        return 1;
+    }
+    if (rc < 0) {
+        ec_error_prefix(err, "checking epoch %" PRIu64 " against the leader key", ep->number);
+        return -1;
+    }
+    ec_leadership_t l = {.create_rev = found ? lk.create_revision : 0,
+                         .id = found ? (char *)lk.value : NULL};
+    char why[768];
+    int ok = ec_epoch_check(ep, w->o.job_id, kv->mod_revision, found ? &l : NULL, why,
+                            sizeof(why)) == 0;
+    if (found)
+        ec_kv_free(&lk);
+    if (!ok)
+        ecw__log(w, ECW_LOG_WARN, "%s", why);
+    return ok;
+}
+
 static void on_watch(const ec_watch_event_t *ev, void *arg)
 {
     ecw_t *w = arg;
+    if ((ev->type == EC_WATCH_PUT || ev->type == EC_WATCH_DELETE) &&
+        ev->revision > atomic_load(&w->seen_rev))
+        atomic_store(&w->seen_rev, ev->revision);
     if (ev->type == EC_WATCH_PUT) {
         ec_epoch_t *ep = NULL;
         ec_error_t err = {0};
@@ -73,7 +115,38 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
             ecw__log(w, ECW_LOG_WARN, "ignoring an epoch record: %s", err.msg);
             return;
         }
+        /* Cheap first: an epoch no newer than ours is dropped without a read. */
+        uint64_t have = atomic_load(&w->latest_num);
+        int ok = ep->number > have ? epoch_ok(w, ev->kv, ep, &err) : 0;
+        if (ok < 0) {
+            /* Cannot tell now: the service thread lists again and checks. */
+            ecw__log(w, ECW_LOG_WARN, "%s; reading the epoch again", err.msg);
+            pthread_mutex_lock(&w->mu);
+            w->watch_restart = true;
+            pthread_cond_broadcast(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+        }
+        if (ok <= 0) {
+            ec_epoch_free(ep);
+            return;
+        }
         adopt(w, ep);
+    } else if (ev->type == EC_WATCH_CREATED) {
+        /* etcd came back with a revision below one already seen: it lost
+         * its data (restarted empty), and this watch waits for revisions
+         * the new store may not reach for a long time.  List again. */
+        if (ev->revision > 0 && ev->revision < atomic_load(&w->seen_rev)) {
+            ecw__log(w, ECW_LOG_WARN, "etcd's revision went back from %" PRId64 " to %" PRId64
+                     " (its data was lost); reading the epoch again",
+                     atomic_load(&w->seen_rev), ev->revision);
+            atomic_store(&w->seen_rev, ev->revision);
+            pthread_mutex_lock(&w->mu);
+            w->watch_restart = true;
+            pthread_cond_broadcast(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+        } else if (ev->revision > atomic_load(&w->seen_rev)) {
+            atomic_store(&w->seen_rev, ev->revision);
+        }
     } else if (ev->type == EC_WATCH_COMPACTED) {
         pthread_mutex_lock(&w->mu);
         w->watch_restart = true;
@@ -94,13 +167,20 @@ static int relist(ecw_t *w, ec_error_t *err)
     int rc = ec_etcd_get(w->etcd, key, &kv, &found, &rev, err);
     if (rc < 0)
         return ec_error_prefix(err, "reading the job's epoch '%s'", key);
+    atomic_store(&w->seen_rev, rev);
     if (found) {
         ec_epoch_t *ep = NULL;
         rc = ec_epoch_decode(kv.value, kv.value_len, key, &ep, err);
+        int ok = rc < 0 ? -1 : epoch_ok(w, &kv, ep, err);
         ec_kv_free(&kv);
-        if (rc < 0)
-            return rc;
-        adopt(w, ep);
+        if (ok < 0) {
+            ec_epoch_free(ep);
+            return rc < 0 ? rc : EC_EUNAVAILABLE;
+        }
+        if (ok)
+            adopt(w, ep);
+        else
+            ec_epoch_free(ep);
     }
     w->watch = ec_watch_start(w->etcd, key, false, rev + 1, on_watch, w, err);
     if (!w->watch)

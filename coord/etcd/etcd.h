@@ -90,6 +90,10 @@ void ec_kv_list_free(ec_kv_list_t *list); /* frees the members, not list */
  * (that is not an error).  revision (may be NULL) gets the store revision. */
 int ec_etcd_get(ec_etcd_t *c, const char *key, ec_kv_t *out, bool *found,
                 int64_t *revision, ec_error_t *err);
+/* ec_etcd_get as the store was at revision at (0: now).  EC_ECOMPACTED when
+ * that revision was compacted away; an error when it is in the future. */
+int ec_etcd_get_at(ec_etcd_t *c, const char *key, int64_t at, ec_kv_t *out, bool *found,
+                   int64_t *revision, ec_error_t *err);
 /* Read every key under prefix, sorted by key, all of it even when it spans
  * several responses (pages of page_size keys, 0 = 1000), all pages read at
  * the first page's revision so the listing is a consistent snapshot. */

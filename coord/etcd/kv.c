@@ -40,6 +40,12 @@ static int list_from_pb(ec_kv_list_t *out, Mvccpb__KeyValue **kvs, size_t n)
 int ec_etcd_get(ec_etcd_t *c, const char *key, ec_kv_t *out, bool *found, int64_t *revision,
                 ec_error_t *err)
 {
+    return ec_etcd_get_at(c, key, 0, out, found, revision, err);
+}
+
+int ec_etcd_get_at(ec_etcd_t *c, const char *key, int64_t at, ec_kv_t *out, bool *found,
+                   int64_t *revision, ec_error_t *err)
+{
     memset(out, 0, sizeof(*out));
     *found = false;
     if (!key || !*key)
@@ -47,6 +53,7 @@ int ec_etcd_get(ec_etcd_t *c, const char *key, ec_kv_t *out, bool *found, int64_
     Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
     req.key.data = (uint8_t *)key;
     req.key.len = strlen(key);
+    req.revision = at > 0 ? at : 0;
     Etcdserverpb__RangeResponse *r = NULL;
     int rc = ec__unary(c, "/etcdserverpb.KV/Range", &req.base,
                        &etcdserverpb__range_response__descriptor, (ProtobufCMessage **)&r, err);

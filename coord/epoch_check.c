@@ -1,0 +1,113 @@
+/* Which epochs a reader applies (see epoch_check.h). */
+#define _GNU_SOURCE
+#include "epoch_check.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ec_leader_log_reset(ec_leader_log_t *l, int64_t from_rev)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->e[i].id);
+    l->n = 0;
+    l->from_rev = from_rev;
+}
+
+void ec_leader_log_put(ec_leader_log_t *l, int64_t create_rev, const char *id, size_t len)
+{
+    char *v = strndup(id ? id : "", id ? len : 0);
+    if (!v)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->e[i].create_rev == create_rev) {
+            free(l->e[i].id);
+            l->e[i].id = v;
+            return;
+        }
+    /* A key created anew implies the one before was deleted, even if that
+     * deletion was not seen. */
+    for (size_t i = 0; i < l->n; i++)
+        if (!l->e[i].deleted_rev && l->e[i].create_rev < create_rev)
+            l->e[i].deleted_rev = create_rev;
+    if (l->n == EC_LEADER_LOG_MAX) {
+        /* Drop the oldest: from now on the log cannot tell what held the
+         * key before that leadership ended. */
+        ec_leadership_t *o = &l->e[0];
+        int64_t end = o->deleted_rev ? o->deleted_rev : create_rev;
+        if (end > l->from_rev)
+            l->from_rev = end;
+        free(o->id);
+        memmove(&l->e[0], &l->e[1], (l->n - 1) * sizeof(l->e[0]));
+        l->n--;
+    }
+    l->e[l->n++] = (ec_leadership_t){.create_rev = create_rev, .deleted_rev = 0, .id = v};
+}
+
+void ec_leader_log_delete(ec_leader_log_t *l, int64_t rev)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (!l->e[i].deleted_rev)
+            l->e[i].deleted_rev = rev;
+}
+
+int ec_leader_log_at(const ec_leader_log_t *l, int64_t rev, const ec_leadership_t **out)
+{
+    *out = NULL;
+    /* A key that exists with create revision C existed at every revision
+     * from C until its deletion: a deletion and a new put would have given
+     * it another create revision. */
+    for (size_t i = 0; i < l->n; i++)
+        if (l->e[i].create_rev <= rev && (!l->e[i].deleted_rev || rev < l->e[i].deleted_rev)) {
+            *out = &l->e[i];
+            return 1;
+        }
+    return rev >= l->from_rev ? 0 : -1;
+}
+
+static int why_f(char *why, size_t len, const ec_epoch_t *ep, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int why_f(char *why, size_t len, const ec_epoch_t *ep, const char *fmt, ...)
+{
+    if (!why || !len)
+        return -1;
+    int k = snprintf(why, len, "ignoring epoch %" PRIu64 ": written by '%.128s' under leader "
+                     "revision %" PRId64 ", but ", ep->number, ep->leader_id ? ep->leader_id : "",
+                     ep->leader_rev);
+    if (k < 0 || (size_t)k >= len)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why + k, len - (size_t)k, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
+                   const ec_leadership_t *leader, char *why, size_t why_len)
+{
+    if (!ep->job_id || !*ep->job_id)
+        return why_f(why, why_len, ep, "it names no job (written by another tool, or by an ecoord "
+                     "older than job ids in epochs); the leader will restore the last valid epoch");
+    if (!job_id || strcmp(ep->job_id, job_id) != 0)
+        return why_f(why, why_len, ep, "it names job '%.128s', not '%.128s' (copied from another "
+                     "job?); the leader will restore the last valid epoch", ep->job_id,
+                     job_id ? job_id : "");
+    if (!leader)
+        return why_f(why, why_len, ep, "no leader key existed at its revision %" PRId64
+                     " (not written by a leader); the leader will restore the last valid epoch",
+                     mod_rev);
+    if (leader->create_rev != ep->leader_rev)
+        return why_f(why, why_len, ep, "the leader key at its revision %" PRId64 " was created at "
+                     "revision %" PRId64 " by '%.128s' (not written by that leader); the leader "
+                     "will restore the last valid epoch", mod_rev, leader->create_rev,
+                     leader->id ? leader->id : "");
+    if (!ep->leader_id || !leader->id || strcmp(ep->leader_id, leader->id) != 0)
+        return why_f(why, why_len, ep, "the leader key at its revision %" PRId64 " names '%.128s' "
+                     "(not written by that leader); the leader will restore the last valid epoch",
+                     mod_rev, leader->id ? leader->id : "");
+    return 0;
+}

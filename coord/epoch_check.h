@@ -1,0 +1,59 @@
+/* Which epochs a reader applies.
+ *
+ * A higher number is not enough: an epoch copied from another job, or
+ * written by a node that did not hold the leader key, would stop processes
+ * and abort communicators for nothing.  A reader (the node coordinator's
+ * model, the worker library's follower) applies an epoch only if it names
+ * this job and was written under the leader key that was current at its
+ * mod revision: the key existed then, its create revision is the epoch's
+ * leader_rev and its value the epoch's leader_id.  (The leader's epoch
+ * write is one transaction fenced on that create revision, so every epoch
+ * it writes passes.)  Pure functions, no I/O: the leader key at a revision
+ * comes from a log of leaderships the reader saw on its watch, or from a
+ * read of the leader key at that revision (ec_etcd_get_at). */
+#ifndef EC_EPOCH_CHECK_H
+#define EC_EPOCH_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "records.h"
+
+/* One leadership: the leader key from its creation to its deletion. */
+typedef struct ec_leadership {
+    int64_t create_rev;  /* the key's create revision (the fencing token) */
+    int64_t deleted_rev; /* revision of its deletion; 0 while it exists */
+    char *id;            /* its value: the leader's node id (owned) */
+} ec_leadership_t;
+
+#define EC_LEADER_LOG_MAX 16
+
+/* The last EC_LEADER_LOG_MAX leaderships a reader saw, and from which
+ * revision on it saw every change of the leader key. */
+typedef struct ec_leader_log {
+    ec_leadership_t e[EC_LEADER_LOG_MAX]; /* oldest first */
+    size_t n;
+    int64_t from_rev; /* every leader-key change after this revision is in e[] */
+} ec_leader_log_t;
+
+/* Forget everything; changes after from_rev will be recorded. */
+void ec_leader_log_reset(ec_leader_log_t *l, int64_t from_rev);
+/* The leader key was put (create_rev, value id of len bytes).  A put of the
+ * key that already exists updates its value. */
+void ec_leader_log_put(ec_leader_log_t *l, int64_t create_rev, const char *id, size_t len);
+/* The leader key was deleted at revision rev. */
+void ec_leader_log_delete(ec_leader_log_t *l, int64_t rev);
+/* What the log knows of the leader key at revision rev: 1 and *out when a
+ * leadership held it, 0 when none did, -1 when the log cannot tell (rev is
+ * before from_rev and no logged leadership covers it). */
+int ec_leader_log_at(const ec_leader_log_t *l, int64_t rev, const ec_leadership_t **out);
+
+/* Whether a reader of job job_id may apply ep, stored at mod_rev, when the
+ * leader key at mod_rev was leader (NULL: absent; deleted_rev ignored).
+ * 0 if so; -1 if not, with why (may be NULL) set to a sentence starting
+ * "ignoring epoch N: written by X under leader revision R, but ...". */
+int ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
+                   const ec_leadership_t *leader, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,95 @@
+/* Rules checked: which epochs a reader applies (coord/epoch_check.c).  An
+ * epoch is applied only if it names the reader's job and the leader key at
+ * its revision existed, was created at its leader_rev and names its
+ * leader_id; the log of leaderships a reader saw tells which leadership held
+ * the key at a revision, or says it cannot tell (before what it saw). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ec_check.h"
+#include "epoch_check.h"
+
+static ec_epoch_t *epoch(uint64_t number, const char *job, const char *leader, int64_t rev)
+{
+    ec_epoch_t *ep = ec_epoch_new(1, 1);
+    ep->number = number;
+    ep->job_id = job ? strdup(job) : NULL;
+    ep->leader_id = strdup(leader);
+    ep->leader_rev = rev;
+    return ep;
+}
+
+START_TEST(epoch_must_name_the_job_and_its_leadership)
+{
+    char why[512];
+    ec_leadership_t l = {.create_rev = 5, .id = "n1"};
+    ec_epoch_t *ep = epoch(3, "job", "n1", 5);
+    ck_assert_int_eq(ec_epoch_check(ep, "job", 9, &l, why, sizeof(why)), 0);
+    /* another job's */
+    ck_assert_int_eq(ec_epoch_check(ep, "job10", 9, &l, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "ignoring epoch 3: written by 'n1' under leader revision 5, but it "
+                              "names job 'job', not 'job10'"), "%s", why);
+    /* no leader key then */
+    ck_assert_int_eq(ec_epoch_check(ep, "job", 9, NULL, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "no leader key existed at its revision 9"), "%s", why);
+    /* another leadership then */
+    ec_leadership_t other = {.create_rev = 7, .id = "n1"};
+    ck_assert_int_eq(ec_epoch_check(ep, "job", 9, &other, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "was created at revision 7 by 'n1'"), "%s", why);
+    /* the right revision, another name (a non-leader citing the token) */
+    ec_leadership_t named = {.create_rev = 5, .id = "n2"};
+    ck_assert_int_eq(ec_epoch_check(ep, "job", 9, &named, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "names 'n2'"), "%s", why);
+    ec_epoch_free(ep);
+    /* no job recorded */
+    ep = epoch(3, NULL, "n1", 5);
+    ck_assert_int_eq(ec_epoch_check(ep, "job", 9, &l, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "names no job"), "%s", why);
+    ck_assert_int_eq(ec_epoch_check(ep, "job", 9, &l, NULL, 0), -1); /* why is optional */
+    ec_epoch_free(ep);
+}
+END_TEST
+
+START_TEST(leader_log_tells_the_leadership_at_a_revision)
+{
+    ec_leader_log_t l = {0};
+    const ec_leadership_t *e = NULL;
+    ec_leader_log_reset(&l, 100);     /* listed at 100 */
+    ec_leader_log_put(&l, 40, "a", 1); /* the key then, created at 40 */
+    ck_assert_int_eq(ec_leader_log_at(&l, 39, &e), -1); /* before: cannot tell */
+    ck_assert_int_eq(ec_leader_log_at(&l, 40, &e), 1);
+    ck_assert_str_eq(e->id, "a");
+    ck_assert_int_eq(ec_leader_log_at(&l, 100, &e), 1);
+    ec_leader_log_delete(&l, 110);
+    ck_assert_int_eq(ec_leader_log_at(&l, 109, &e), 1);
+    ck_assert_int_eq(ec_leader_log_at(&l, 110, &e), 0); /* seen: nobody held it */
+    ec_leader_log_put(&l, 120, "b", 1);
+    ck_assert_int_eq(ec_leader_log_at(&l, 115, &e), 0);
+    ck_assert_int_eq(ec_leader_log_at(&l, 130, &e), 1);
+    ck_assert_str_eq(e->id, "b");
+    /* a key created anew without its deletion seen ends the one before */
+    ec_leader_log_put(&l, 140, "c", 1);
+    ck_assert_int_eq(ec_leader_log_at(&l, 139, &e), 1);
+    ck_assert_str_eq(e->id, "b");
+    ck_assert_int_eq(ec_leader_log_at(&l, 140, &e), 1);
+    ck_assert_str_eq(e->id, "c");
+    /* the log is bounded: what fell off is no longer told */
+    for (int i = 0; i < EC_LEADER_LOG_MAX; i++)
+        ec_leader_log_put(&l, 200 + 10 * i, "d", 1);
+    ck_assert_int_eq(ec_leader_log_at(&l, 45, &e), -1);
+    ck_assert_int_eq(ec_leader_log_at(&l, 200 + 10 * (EC_LEADER_LOG_MAX - 1), &e), 1);
+    ec_leader_log_reset(&l, 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("epoch_check");
+    TCase *tc = tcase_create("epoch_check");
+    tcase_add_test(tc, epoch_must_name_the_job_and_its_leadership);
+    tcase_add_test(tc, leader_log_tells_the_leadership_at_a_revision);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+EC_CHECK_MAIN(suite)

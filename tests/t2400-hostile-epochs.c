@@ -1,0 +1,346 @@
+/* Readers apply an epoch only if it names their job and was written under
+ * the leader key that was current at its revision, and etcd losing its data
+ * does not stall the job:
+ *  - an epoch copied from another job, numbered above the current one, is
+ *    ignored by every agent (no process stopped), the leader restores the
+ *    last valid epoch, and the next real epoch numbers above the forged one;
+ *  - an epoch written by a non-leader with its ranks swapped is ignored the
+ *    same way;
+ *  - an agent starting on a job whose epoch was written under a leadership
+ *    that has ended checks it with a read of the leader key at the epoch's
+ *    revision: a real one is applied, a replay of the ended leadership's
+ *    token written after it ended is ignored;
+ *  - etcd restarted with an EMPTY data dir on the same port: the agents see
+ *    its history went backwards, elect a leader, publish an epoch numbered
+ *    above the old one, and then handle a member's loss. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ec_select.h"
+#include "harness.h"
+#include "keys.h"
+#include "records.h"
+
+static ec_embed_t *etcd;
+static ec_etcd_t *c;
+static char tmp[256];
+static pid_t pids[16];
+static int npids;
+
+static void setup(void)
+{
+    etcd = ec_test_etcd_start(NULL);
+    c = ec_test_client(ec_embed_endpoint(etcd));
+    snprintf(tmp, sizeof(tmp), "/tmp/ec-t2400-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < npids; i++) {
+        kill(pids[i], SIGCONT);
+        kill(pids[i], SIGKILL);
+        ec_test_reap(pids[i], 5000);
+    }
+    npids = 0;
+    ec_etcd_destroy(c);
+    ec_embed_stop(etcd);
+}
+
+typedef struct {
+    pid_t pid;
+    char log[320];
+} proc_t;
+
+/* Start a coordinator (min, max, nproc 1, elastic_ms, ttl) and wait until
+ * it is registered. */
+static proc_t start_node(const char *job, const char *id, int min, int max, int elastic_ms, int ttl)
+{
+    proc_t p;
+    char smin[16], smax[16], se[16], st[16];
+    snprintf(smin, sizeof(smin), "%d", min);
+    snprintf(smax, sizeof(smax), "%d", max);
+    snprintf(se, sizeof(se), "%d", elastic_ms);
+    snprintf(st, sizeof(st), "%d", ttl);
+    snprintf(p.log, sizeof(p.log), "%s/%s-%s-%d.log", tmp, job, id, npids);
+    char *argv[] = {(char *)ec_test_bin("EC_TEST_NODE", "tests/ec-test-node"),
+                    (char *)ec_embed_endpoint(etcd), (char *)job, (char *)id, smin, smax, "1", se,
+                    st, "0", NULL};
+    p.pid = ec_test_spawn(argv, p.log);
+    pids[npids++] = p.pid;
+    ck_assert_msg(ec_test_wait_file(p.log, "STARTED", 10000), "node %s did not start (log %s)", id,
+                  p.log);
+    return p;
+}
+
+typedef struct {
+    const char *root;
+    uint64_t min, max; /* number in min..max */
+    int world;         /* exactly, or -1 */
+    const char *without;
+} want_t;
+
+static bool epoch_matches(void *arg)
+{
+    want_t *w = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, w->root);
+    bool ok = ep && ep->number >= w->min && ep->number <= w->max &&
+              (w->world < 0 || ep->world_size == w->world) &&
+              (!w->without || ec_epoch_find_member(ep, w->without) < 0);
+    ec_epoch_free(ep);
+    return ok;
+}
+
+static ec_epoch_t *wait_epoch(const char *root, uint64_t min, uint64_t max, int world,
+                              const char *without, long ms)
+{
+    want_t w = {root, min, max, world, without};
+    ck_assert_msg(ec_test_wait(epoch_matches, &w, ms),
+                  "no epoch numbered %llu..%llu with world %d%s%s in %s within %ld ms",
+                  (unsigned long long)min, (unsigned long long)max, world,
+                  without ? " without " : "", without ? without : "", root, ms);
+    return ec_test_epoch(c, root);
+}
+
+static void root_of(const char *job, char *root, size_t len)
+{
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
+    snprintf(root, len, "%s", ec_keys_root(&k));
+}
+
+static void put_epoch(const char *root, const ec_epoch_t *ep)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%sepoch", root);
+    void *buf = NULL;
+    size_t len = 0;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &err) == 0, "encode: %s", err.msg);
+    ck_assert_msg(ec_etcd_put(c, key, buf, len, 0, NULL, &err) == 0, "put: %s", err.msg);
+    free(buf);
+}
+
+static char *leader_of(const char *root, int64_t *create_rev)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%sleader", root);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert_msg(found, "no leader key at %s", key);
+    char *id = strndup((char *)kv.value, kv.value_len);
+    if (create_rev)
+        *create_rev = kv.create_revision;
+    ec_kv_free(&kv);
+    return id;
+}
+
+typedef struct {
+    const char *root;
+} has_leader_t;
+
+static bool has_leader(void *arg)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%sleader", ((has_leader_t *)arg)->root);
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0)
+        return false;
+    if (found)
+        ec_kv_free(&kv);
+    return found;
+}
+
+/* Both logs say the epoch was ignored, neither delivered it, and the
+ * leader put the last valid epoch (number keep) back. */
+static void assert_ignored(const char *root, uint64_t forged, uint64_t keep, proc_t *a, proc_t *b)
+{
+    char ignoring[64], delivered[64];
+    snprintf(ignoring, sizeof(ignoring), "ignoring epoch %llu:", (unsigned long long)forged);
+    snprintf(delivered, sizeof(delivered), "EPOCH %llu ", (unsigned long long)forged);
+    ec_epoch_free(wait_epoch(root, keep, keep, -1, NULL, 10000)); /* repaired */
+    ck_assert_msg(ec_test_wait_file(a->log, ignoring, 5000), "%s does not say '%s'", a->log,
+                  ignoring);
+    ck_assert_msg(ec_test_wait_file(b->log, ignoring, 5000), "%s does not say '%s'", b->log,
+                  ignoring);
+    ck_assert_msg(!ec_test_file_contains(a->log, delivered), "%s applied the forged epoch %llu",
+                  a->log, (unsigned long long)forged);
+    ck_assert_msg(!ec_test_file_contains(b->log, delivered), "%s applied the forged epoch %llu",
+                  b->log, (unsigned long long)forged);
+}
+
+START_TEST(test_epoch_of_another_job_is_ignored)
+{
+    char ra[300], rb[300];
+    root_of("ja", ra, sizeof(ra));
+    root_of("jb", rb, sizeof(rb));
+    proc_t a1 = start_node("ja", "a1", 1, 2, 60000, 2);
+    proc_t a2 = start_node("ja", "a2", 1, 2, 60000, 2);
+    ec_epoch_free(wait_epoch(ra, 1, 1, 2, NULL, 10000));
+    start_node("jb", "b1", 1, 1, 0, 5);
+    ec_epoch_t *eb = wait_epoch(rb, 1, 1, 1, NULL, 10000);
+    /* Job jb's epoch, renumbered above ja's, written into ja. */
+    eb->number = 10;
+    free(eb->job_id);
+    eb->job_id = strdup("jb");
+    put_epoch(ra, eb);
+    ec_epoch_free(eb);
+    assert_ignored(ra, 10, 1, &a1, &a2);
+    /* The next real epoch numbers above the forged one. */
+    kill(a2.pid, SIGKILL);
+    ec_epoch_t *ep = wait_epoch(ra, 11, UINT64_MAX, 1, "a2", 15000);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+START_TEST(test_epoch_of_a_non_leader_is_ignored)
+{
+    char r[300];
+    root_of("jc", r, sizeof(r));
+    proc_t c1 = start_node("jc", "c1", 1, 2, 60000, 5);
+    proc_t c2 = start_node("jc", "c2", 1, 2, 60000, 5);
+    ec_epoch_t *ep = wait_epoch(r, 1, 1, 2, NULL, 10000);
+    int64_t lrev = 0;
+    char *leader = leader_of(r, &lrev);
+    const char *other = strcmp(leader, "c1") ? "c1" : "c2";
+    /* The non-leader's epoch 2 with ranks swapped, citing the real
+     * leadership's revision under its own name. */
+    ec_member_t m0 = ep->members[0];
+    ep->members[0] = ep->members[1];
+    ep->members[1] = m0;
+    ep->members[0].m_id = 0;
+    ep->members[1].m_id = 1;
+    ep->number = 2;
+    free(ep->leader_id);
+    ep->leader_id = strdup(other);
+    ep->leader_rev = lrev;
+    put_epoch(r, ep);
+    assert_ignored(r, 2, 1, &c1, &c2);
+    /* Same, under the leader's name but a leader revision that never held
+     * the key. */
+    free(ep->leader_id);
+    ep->leader_id = strdup(leader);
+    ep->leader_rev = lrev + 1000;
+    ep->number = 3;
+    put_epoch(r, ep);
+    assert_ignored(r, 3, 1, &c1, &c2);
+    ec_epoch_free(ep);
+    free(leader);
+    /* Real epochs go on above both. */
+    kill(c2.pid, SIGUSR1); /* processes restarted: the same members re-form */
+    ec_epoch_free(wait_epoch(r, 4, UINT64_MAX, 2, NULL, 10000));
+}
+END_TEST
+
+static bool no_leader(void *arg)
+{
+    return !has_leader(arg);
+}
+
+static uint64_t epoch_number(const char *root)
+{
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    ck_assert_ptr_nonnull(ep);
+    uint64_t n = ep->number;
+    ec_epoch_free(ep);
+    return n;
+}
+
+START_TEST(test_epoch_of_an_ended_leadership_is_checked_at_its_revision)
+{
+    char r[300];
+    root_of("jl", r, sizeof(r));
+    has_leader_t hl = {r};
+    proc_t x1 = start_node("jl", "x1", 1, 1, 0, 5);
+    ec_epoch_free(wait_epoch(r, 1, 1, 1, NULL, 10000));
+    kill(x1.pid, SIGTERM); /* leaves: its leader key goes, epoch 1 stays */
+    ck_assert_msg(ec_test_wait_file(x1.log, "LEFT", 10000), "x1 did not leave (log %s)", x1.log);
+    ck_assert_msg(ec_test_wait(no_leader, &hl, 10000), "x1's leader key outlived it");
+    /* A new agent lists epoch 1, written under x1's ended leadership: it
+     * reads the leader key at epoch 1's revision and applies it. */
+    proc_t y1 = start_node("jl", "y1", 1, 1, 0, 2);
+    ck_assert_msg(ec_test_wait_file(y1.log, "EPOCH 1 1 start x1", 10000),
+                  "y1 did not apply the real epoch 1 of an ended leadership (log %s)", y1.log);
+    ck_assert_msg(ec_test_wait(has_leader, &hl, 10000), "y1 did not lead");
+    int64_t yrev = 0;
+    free(leader_of(r, &yrev));
+    ec_epoch_free(wait_epoch(r, 2, UINT64_MAX, 1, "x1", 10000));
+    kill(y1.pid, SIGKILL);
+    ck_assert_msg(ec_test_wait(no_leader, &hl, 15000), "y1's leader key did not expire");
+    /* y1's token replayed after its leadership ended */
+    uint64_t forged = epoch_number(r) + 5;
+    ec_epoch_t *ep = ec_test_epoch(c, r);
+    ep->number = forged;
+    free(ep->leader_id);
+    ep->leader_id = strdup("y1");
+    ep->leader_rev = yrev;
+    put_epoch(r, ep);
+    ec_epoch_free(ep);
+    proc_t z1 = start_node("jl", "z1", 1, 1, 0, 5);
+    char ignoring[64], delivered[64];
+    snprintf(ignoring, sizeof(ignoring), "ignoring epoch %llu:", (unsigned long long)forged);
+    snprintf(delivered, sizeof(delivered), "EPOCH %llu ", (unsigned long long)forged);
+    ck_assert_msg(ec_test_wait_file(z1.log, ignoring, 10000), "%s does not say '%s'", z1.log,
+                  ignoring);
+    ck_assert_msg(ec_test_file_contains(z1.log, "no leader key existed at its revision"), "%s",
+                  z1.log);
+    /* z1 forms the job, numbered above the forged epoch */
+    ec_epoch_free(wait_epoch(r, forged + 1, UINT64_MAX, 1, "y1", 10000));
+    ck_assert_msg(!ec_test_file_contains(z1.log, delivered), "z1 applied the forged epoch");
+}
+END_TEST
+
+START_TEST(test_etcd_restarted_empty_reforms_the_job)
+{
+    char r[300];
+    root_of("jw", r, sizeof(r));
+    start_node("jw", "w1", 2, 3, 60000, 2);
+    start_node("jw", "w2", 2, 3, 60000, 2);
+    proc_t w3 = start_node("jw", "w3", 2, 3, 60000, 2);
+    ec_epoch_t *ep = wait_epoch(r, 1, UINT64_MAX, 3, NULL, 10000);
+    uint64_t old = ep->number;
+    ec_epoch_free(ep);
+    /* Bump the numbering a little, so "above the old one" means something. */
+    kill(w3.pid, SIGUSR1);
+    ep = wait_epoch(r, old + 1, UINT64_MAX, 3, NULL, 10000);
+    old = ep->number;
+    ec_epoch_free(ep);
+
+    ec_embed_kill(etcd, SIGKILL);
+    char data[600], moved[600];
+    snprintf(data, sizeof(data), "%s/data", ec_embed_dir(etcd));
+    snprintf(moved, sizeof(moved), "%s/data.lost", ec_embed_dir(etcd));
+    ck_assert_int_eq(rename(data, moved), 0);
+    ec_error_t err = {0};
+    ck_assert_msg(ec_embed_restart(etcd, &err) == 0, "etcd restart: %s", err.msg);
+
+    has_leader_t hl = {r};
+    ck_assert_msg(ec_test_wait(has_leader, &hl, 20000),
+                  "no leader elected after etcd lost its data");
+    ep = wait_epoch(r, old + 1, UINT64_MAX, 3, NULL, 20000);
+    ec_epoch_free(ep);
+    /* Then a member's loss is handled. */
+    kill(w3.pid, SIGKILL);
+    ec_epoch_free(wait_epoch(r, old + 2, UINT64_MAX, 2, "w3", 20000));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("t2400-hostile-epochs");
+    TCase *t = tcase_create("hostile-epochs");
+    tcase_add_checked_fixture(t, setup, teardown);
+    ec_tcase_add(t, test_epoch_of_another_job_is_ignored);
+    ec_tcase_add(t, test_epoch_of_a_non_leader_is_ignored);
+    ec_tcase_add(t, test_epoch_of_an_ended_leadership_is_checked_at_its_revision);
+    ec_tcase_add(t, test_etcd_restarted_empty_reforms_the_job);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+EC_INTEGRATION_MAIN(suite)
