@@ -9,7 +9,9 @@
  *    no agent exits unless we told it to, every SIGTERMed one exits;
  *  - then, every churner gone, the job settles on the two long-lived agents
  *    and completes (both exit 0);
- *  - the epoch history passes the checker (tests/lib/harness.h);
+ *  - the epoch history passes the checker (tests/lib/harness.h), and no
+ *    rank is held by live training processes of two epochs at once
+ *    (tests/lib/rank_track.h);
  *  - no process is left: every process that ever carried the soak's tag in
  *    its environment (agents: EC_SOAK_TAG; their training processes and
  *    those processes' children: ECOORD_JOB_ID, set by the agent) is gone.
@@ -49,6 +51,7 @@
 
 #include "etcd_proxy.h"
 #include "harness.h"
+#include "rank_track.h"
 #include "records.h"
 
 #define MAX_AGENTS 512
@@ -92,6 +95,7 @@ typedef struct {
 static ec_embed_t *etcd;
 static ec_etcd_t *c;
 static ec_test_obs_t *obs;
+static ec_rank_track_t *ranks;
 static ec_proxy_t *px; /* between the agents and etcd, with proxy_* events only */
 static char agent_endpoint[64];
 static int last_px = -1;      /* the last proxy event (an instance), for messages */
@@ -488,6 +492,8 @@ static void teardown(void)
 {
     ec_test_obs_stop_all();
     obs = NULL;
+    ec_rank_track_destroy(ranks);
+    ranks = NULL;
     for (int i = 0; i < nag; i++) {
         if (ag[i].gone)
             continue;
@@ -545,6 +551,8 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
     fflush(stdout);
     srand(seed);
     obs = ec_test_obs_start(c, root);
+    ranks = ec_rank_track_start(job, 25);
+    ck_assert_ptr_nonnull(ranks);
 
     agent_t *core[2];
     core[0] = start_agent("core0", CORE_TTL, new_inst(EV_JOIN), true);
@@ -810,6 +818,7 @@ out:;
     int epochs = ec_test_obs_check(obs, 1, 8, 1);
     ec_test_obs_stop(obs);
     obs = NULL;
+    ec_rank_track_check(ranks);
 
     char sum[512];
     size_t used = 0;
