@@ -33,6 +33,11 @@ START_TEST(overlapping_processes_of_one_rank_in_two_epochs_fail)
     char msg[1024];
     ck_assert_int_eq(ec_rank_track_find(t, msg, sizeof(msg)), 1);
     printf("# %s\n", msg);
+    /* n3 (the newer process's node) frozen: no excuse; n1 frozen: excused */
+    ck_assert_int_eq(ec_rank_track_excuse(t, "n3", 0, 6000), 0);
+    ck_assert_int_eq(ec_rank_track_find(t, NULL, 0), 1);
+    ck_assert_int_eq(ec_rank_track_excuse(t, "n1", 2000, 2400), 0);
+    ck_assert_int_eq(ec_rank_track_find(t, NULL, 0), 0);
     ck_assert_msg(strstr(msg, "rank 0 held twice") && strstr(msg, "pid 101 (node n1, epoch 1") &&
                   strstr(msg, "pid 202 (node n3, epoch 2") && strstr(msg, "for 200 ms"),
                   "message should name both processes, epochs, rank and overlap: %s", msg);

@@ -63,8 +63,16 @@ void ec_rank_track_stop(ec_rank_track_t *t);
 /* How many processes were recorded so far (takes the poller's lock). */
 int ec_rank_track_count(ec_rank_track_t *t);
 
+/* Excuse overlaps that lie within [from_ms, to_ms] (ec_test_now_ms times)
+ * and whose older-epoch process ran on node: a test that froze node's agent
+ * (SIGSTOP) then knows that agent could not stop that process (the agent is
+ * the fence), and that the overlap is a known limit, not the bug it looks
+ * for.  ec_rank_track_check prints each excused pair.  Returns 0 or -1. */
+int ec_rank_track_excuse(ec_rank_track_t *t, const char *node, int64_t from_ms, int64_t to_ms);
+
 /* The rule, without failing the test: 0 if no rank was held twice, else
- * the number of violating pairs, with the worst one described in msg. */
+ * the number of violating pairs, with the worst one described in msg.
+ * Excused pairs are not counted. */
 int ec_rank_track_find(ec_rank_track_t *t, char *msg, size_t msglen);
 /* Stop the poller, apply the rule, and fail the test (ck_abort_msg) naming
  * both processes, their epochs, the rank and the overlap; else print
