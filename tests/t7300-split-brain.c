@@ -16,7 +16,9 @@
  *    frozen) is aborted then, and reports ECW_EUNCONFIRMED, long before the
  *    collective's own timeout.
  *
- * Every test ends with the epoch-history checker. */
+ * Every test ends with the epoch-history checker; the restart-mode one also
+ * with the rank tracker (tests/lib/rank_track.h): no rank held by live
+ * processes of two epochs at once. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 
 #include "etcd_proxy.h"
 #include "harness.h"
+#include "rank_track.h"
 #include "records.h"
 
 /* Lease TTLs, short so that each test stays bounded.  In place, 4: the
@@ -43,6 +46,7 @@ static char tmp[256];
 static pid_t pids[16];
 static int npids;
 static ec_test_obs_t *obs;
+static ec_rank_track_t *ranks;
 
 static void setup(void)
 {
@@ -58,6 +62,8 @@ static void teardown(void)
 {
     ec_test_obs_stop_all();
     obs = NULL;
+    ec_rank_track_destroy(ranks);
+    ranks = NULL;
     if (px)
         ec_proxy_set(px, EC_PROXY_PASS, 0);
     for (int i = 0; i < npids; i++) {
@@ -147,22 +153,6 @@ static pid_t prog_pid(const char *job, const char *node, unsigned long long epoc
     return (pid_t)pid;
 }
 
-/* The same without waiting: 0 while that process has not started (an epoch
- * the agent skipped because a newer one came first never starts one). */
-static pid_t prog_pid_now(const char *job, const char *node, unsigned long long epoch)
-{
-    char p[512];
-    snprintf(p, sizeof(p), "%s/dump-%s/env.%s.0.%llu", tmp, job, node, epoch);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        return 0;
-    int pid = 0;
-    if (fscanf(f, "PID=%d", &pid) != 1)
-        pid = 0;
-    fclose(f);
-    return (pid_t)pid;
-}
-
 /* Whether pid runs (a zombie does not: it no longer acts). */
 static bool running(pid_t pid)
 {
@@ -216,38 +206,44 @@ static void olds_gone(void *arg, bool published)
 }
 
 typedef struct {
-    const char *root, *job;
-    uint64_t epoch;
-    const char *who;
+    const char *job, *root;
+    char node[8];
+    unsigned long long epoch;
     pid_t pid;
 } rejoin_t;
 
-/* The current epoch has n1 or n2, and that node's process of it runs. */
-static bool rejoined_and_running(void *arg)
+/* n1 or n2 is a member of the newest epoch and its process of that epoch
+ * runs. */
+static bool rejoined_running(void *arg)
 {
     rejoin_t *r = arg;
     ec_epoch_t *ep = ec_test_epoch(c, r->root);
-    bool ok = false;
-    if (ep) {
-        const char *who = ec_epoch_find_member(ep, "n1") >= 0   ? "n1"
-                          : ec_epoch_find_member(ep, "n2") >= 0 ? "n2"
-                                                                : NULL;
-        pid_t p = who ? prog_pid_now(r->job, who, ep->number) : 0;
-        if (p > 0 && running(p)) {
-            r->epoch = ep->number;
-            r->who = who;
-            r->pid = p;
-            ok = true;
-        }
-        ec_epoch_free(ep);
-    }
-    return ok;
+    if (!ep)
+        return false;
+    r->epoch = ep->number;
+    snprintf(r->node, sizeof(r->node), "%s", ec_epoch_find_member(ep, "n1") >= 0 ? "n1" :
+             ec_epoch_find_member(ep, "n2") >= 0 ? "n2" : "");
+    ec_epoch_free(ep);
+    if (!r->node[0])
+        return false;
+    char p[512];
+    snprintf(p, sizeof(p), "%s/dump-%s/env.%s.0.%llu", tmp, r->job, r->node, r->epoch);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return false;
+    int pid = 0;
+    bool ok = fscanf(f, "PID=%d", &pid) == 1;
+    fclose(f);
+    r->pid = (pid_t)pid;
+    return ok && running(r->pid);
 }
 
 START_TEST(restart_mode_cut_nodes_stop_before_their_lease_can_expire)
 {
     const char *job = "sb-r", *root = "/sb-r/";
     obs = ec_test_obs_start(c, root);
+    ranks = ec_rank_track_start(job, 20);
+    ck_assert_ptr_nonnull(ranks);
     agent_t n1 = start_agent(job, "n1", true, false);
     want_t first = {root, 1, 2, "n1", NULL};
     ck_assert_msg(ec_test_wait(file_exists, (void *)n1.console, 5000), "n1 never started");
@@ -278,18 +274,19 @@ START_TEST(restart_mode_cut_nodes_stop_before_their_lease_can_expire)
     ec_epoch_free(ep);
     ck_assert_msg(ec_test_wait(epoch_matches, &back, 30000),
                   "n1 or n2 never rejoined after etcd came back");
-    /* The rejoin may be followed at once by a restart epoch (the node's
-     * fence lifted: a re-form of the same members), so wait for the process
-     * of whatever epoch is current to run. */
-    rejoin_t rj = {root, job, 0, NULL, 0};
-    ck_assert_msg(ec_test_wait(rejoined_and_running, &rj, 15000),
-                  "n1 or n2 rejoined but no process of theirs runs in the current epoch");
-    printf("# %s rejoined in epoch %llu (process %d)\n", rj.who, (unsigned long long)rj.epoch,
-           (int)rj.pid);
+    /* The newest epoch at each poll: a rejoin may be followed at once by
+     * another epoch (seen: "+epoch 4 reason=restart: n1 restarted" 5 ms
+     * after epoch 3), whose process replaces that of the first. */
+    rejoin_t rj = {job, root, "", 0, 0};
+    ck_assert_msg(ec_test_wait(rejoined_running, &rj, 15000),
+                  "%s rejoined epoch %llu but its process is not running", rj.node[0] ? rj.node : "n1/n2",
+                  rj.epoch);
+    printf("# %s rejoined in epoch %llu (process %d)\n", rj.node, rj.epoch, (int)rj.pid);
     int n = ec_test_obs_check(obs, 1, 2, 1);
     ec_test_obs_stop(obs);
     obs = NULL;
     printf("# %d epochs checked\n", n);
+    ec_rank_track_check(ranks);
 }
 END_TEST
 
