@@ -161,6 +161,12 @@ static void probe_held(ec_node_t *n)
                                         .expect_id = ids[nt]};
             nt++;
         }
+        /* the loop sleeps until something changes: wake it to probe again */
+        if (n->am_leader && found) {
+            int64_t w = now + EC_HOLD_PROBE_EVERY_MS;
+            if (n->wake_at < 0 || n->wake_at > w)
+                n->wake_at = w;
+        }
         i++;
     }
     pthread_mutex_unlock(&n->lock);
