@@ -652,6 +652,19 @@ static void teardown_netns(void)
     netns_cleanup();
 }
 
+typedef struct {
+    const char *root, *id;
+} absent_t;
+
+static bool not_in_epoch(void *arg)
+{
+    absent_t *a = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, a->root);
+    bool ok = ep && ec_epoch_find_member(ep, a->id) < 0;
+    ec_epoch_free(ep);
+    return ok;
+}
+
 START_TEST(partitioned_node_evicted_then_rejoins)
 {
     const char *job = "jpart", *root = "/jpart/";
@@ -728,7 +741,8 @@ START_TEST(partitioned_node_evicted_then_rejoins)
      *    reachable: its lease lives on.  When a peer's process fails, that
      *    agent finds it silent and reports it; the leader, failing to probe
      *    it too, evicts it by revoking its lease; it re-registers at once
-     *    (etcd is reachable) and is admitted again. */
+     *    (etcd is reachable) but is held out while it still does not answer
+     *    the leader's probe, and is admitted again once healed. */
     for (int j = 0; j < 3; j++)
         if (j != v)
             ck_assert_int_eq(sh("ip -n %s route add blackhole %s.%d/32", ns_name[v], net, 10 + j), 0);
@@ -741,14 +755,19 @@ START_TEST(partitioned_node_evicted_then_rejoins)
            ec_epoch_reason_name(ep->reason));
     ec_epoch_free(ep);
     wait_log(ag[v].log, "-lease ", 10000);
-    ep = wait_epoch(root, back + 2, 3, NULL, 20000);
-    printf("# partition: %s re-registered (lease %llx -> %llx) and rejoined in epoch %llu\n", ids[v],
-           (unsigned long long)lease_before, (unsigned long long)lease_of(root, ids[v]),
-           (unsigned long long)ep->number);
-    ec_epoch_free(ep);
+    relet_t rr = {root, ids[v], lease_before};
+    ck_assert_msg(ec_test_wait(lease_remade, &rr, 15000), "%s never registered again", ids[v]);
+    absent_t ab = {root, ids[v]};
+    ck_assert_msg(ec_test_holds(not_in_epoch, &ab, 3000),
+                  "%s was readmitted while still cut off from its peers", ids[v]);
     for (int j = 0; j < 3; j++)
         if (j != v)
             sh("ip -n %s route del blackhole %s.%d/32", ns_name[v], net, 10 + j);
+    ep = wait_epoch(root, back + 2, 3, NULL, 20000);
+    printf("# partition: %s re-registered (lease %llx -> %llx), held out while cut, rejoined in "
+           "epoch %llu once healed\n", ids[v], (unsigned long long)lease_before,
+           (unsigned long long)lease_of(root, ids[v]), (unsigned long long)ep->number);
+    ec_epoch_free(ep);
     for (int i = 0; i < 3; i++)
         agent_alive(&ag[i]);
     observed_check(2, 3);
@@ -763,19 +782,6 @@ END_TEST
  * report is the only evidence against them), and when it registers again it
  * is held out while it still does not answer a probe, then readmitted once
  * healed. */
-typedef struct {
-    const char *root, *id;
-} absent_t;
-
-static bool not_in_epoch(void *arg)
-{
-    absent_t *a = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, a->root);
-    bool ok = ep && ec_epoch_find_member(ep, a->id) < 0;
-    ec_epoch_free(ep);
-    return ok;
-}
-
 START_TEST(cut_leader_evicted_by_peers_and_held_out_until_healed)
 {
     const char *job = "jcut", *root = "/jcut/";
