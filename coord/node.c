@@ -481,6 +481,11 @@ void ec_node_stop(ec_node_t *n)
     free(n->sus);
     free(n->fails);
     ec_node_free_ids(n->probed, (int)n->nprobed);
+    for (size_t i = 0; i < n->nheld; i++) {
+        free(n->held[i].id);
+        free(n->held[i].by);
+    }
+    free(n->held);
     free(n->nodes);
     ec_epoch_free(n->epoch);
     free(n->epoch_raw);

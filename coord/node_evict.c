@@ -12,6 +12,19 @@
 #include "log.h"
 #include "node_impl.h"
 
+/* An order-independent fingerprint of an epoch's member ids. */
+static uint64_t members_fp(const ec_epoch_t *ep)
+{
+    uint64_t fp = 0;
+    for (int i = 0; ep && i < ep->nmembers; i++) {
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *c = ep->members[i].node_id; c && *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        fp += h;
+    }
+    return fp;
+}
+
 static bool was_probed(ec_node_t *n, uint64_t epoch, const char *id)
 {
     if (n->probed_epoch != epoch) {
@@ -31,24 +44,161 @@ static bool was_probed(ec_node_t *n, uint64_t epoch, const char *id)
     return false;
 }
 
+static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const char *id);
+
 /* How many distinct members of the current epoch (other than the accused)
- * reported `id` in it; lock held. */
+ * reported `id` in it or in an earlier epoch with the same members; lock
+ * held. */
 static size_t reporters_of(ec_node_t *n, uint64_t cur, const char *id)
 {
     size_t count = 0;
     for (size_t i = 0; i < n->nsus; i++) {
-        if (n->sus[i].epoch != cur || !strcmp(n->sus[i].reporter, id) ||
+        if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
+            !strcmp(n->sus[i].reporter, id) ||
             ec_epoch_find_member(n->epoch, n->sus[i].reporter) < 0)
             continue;
-        char *list = strdup(n->sus[i].ids), *save = NULL;
-        for (char *t = list ? strtok_r(list, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
-            if (!strcmp(t, id)) {
-                count++;
-                break;
-            }
-        free(list);
+        bool seen = false; /* this reporter counted already */
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = !strcmp(n->sus[j].reporter, n->sus[i].reporter);
+        if (!seen && reported_by(n, cur, n->sus[i].reporter, id))
+            count++;
     }
     return count;
+}
+
+/* Whether `reporter` reported `id` in the current epoch; lock held. */
+static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const char *id)
+{
+    bool yes = false;
+    for (size_t i = 0; i < n->nsus && !yes; i++) {
+        if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
+            strcmp(n->sus[i].reporter, reporter))
+            continue;
+        char *list = strdup(n->sus[i].ids), *save = NULL;
+        for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && !yes;
+             t = strtok_r(NULL, ",", &save))
+            yes = !strcmp(t, id);
+        free(list);
+    }
+    return yes;
+}
+
+/* How long a node evicted as silent is remembered, and how often it is
+ * probed again once it registered again. */
+#define EC_HOLD_MAX_MS 120000
+#define EC_HOLD_PROBE_EVERY_MS 1000
+
+/* Remember a node found silent on reports (lock held). */
+static void remember_silent(ec_node_t *n, const char *id, const char *by)
+{
+    struct held *h = NULL;
+    for (size_t i = 0; i < n->nheld; i++)
+        if (!strcmp(n->held[i].id, id))
+            h = &n->held[i];
+    if (!h) {
+        struct held *nh = realloc(n->held, (n->nheld + 1) * sizeof(*nh));
+        if (!nh)
+            return;
+        n->held = nh;
+        h = &n->held[n->nheld++];
+        *h = (struct held){.id = strdup(id)};
+    }
+    free(h->by);
+    h->by = strdup(by);
+    h->at_ms = ec__node_mono_ms();
+    h->probed_ms = -1;
+    h->answered = false;
+    h->told = false;
+}
+
+static void forget_held(ec_node_t *n, size_t i)
+{
+    free(n->held[i].id);
+    free(n->held[i].by);
+    n->held[i] = n->held[--n->nheld];
+}
+
+bool ec__node_held_out(ec_node_t *n, const char *id)
+{
+    for (size_t i = 0; i < n->nheld; i++)
+        if (!strcmp(n->held[i].id, id))
+            return !n->held[i].answered &&
+                   ec__node_mono_ms() - n->held[i].at_ms < EC_HOLD_MAX_MS;
+    return false;
+}
+
+/* (Leader) probe the remembered silent nodes that registered again: one
+ * that answers is eligible again, one that does not stays out (re-probed
+ * every second), for at most EC_HOLD_MAX_MS. */
+static void probe_held(ec_node_t *n)
+{
+    enum { MAXH = 32 };
+    ec_probe_target_t t[MAXH];
+    char *ids[MAXH], *hosts[MAXH];
+    size_t nt = 0;
+    int64_t now = ec__node_mono_ms();
+    pthread_mutex_lock(&n->lock);
+    for (size_t i = 0; i < n->nheld;) {
+        struct held *h = &n->held[i];
+        ec_readmit_action_t a =
+            ec_readmit_decide(h->answered, now - h->at_ms, h->probed_ms < 0 ? -1 : now - h->probed_ms,
+                              EC_HOLD_PROBE_EVERY_MS, EC_HOLD_MAX_MS);
+        if (a == EC_READMIT_ADMIT || a == EC_READMIT_FORGET) {
+            if (a == EC_READMIT_FORGET && n->am_leader)
+                ec__node_emit(n, "+hold %s dropped: evicted as silent %.1f s ago, no longer held out",
+                              h->id, (double)(now - h->at_ms) / 1000.0);
+            forget_held(n, i);
+            n->dirty = true;
+            continue;
+        }
+        bool found;
+        size_t k = ec__node_mnode_find(n, h->id, &found);
+        if (a == EC_READMIT_PROBE && n->am_leader && nt < MAXH && found && n->nodes[k].rec &&
+            n->nodes[k].rec->probe_port) {
+            ids[nt] = strdup(h->id);
+            hosts[nt] = strdup(n->nodes[k].rec->host);
+            t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
+                                        .expect_id = ids[nt]};
+            nt++;
+        }
+        /* the loop sleeps until something changes: wake it to probe again */
+        if (n->am_leader && found) {
+            int64_t w = now + EC_HOLD_PROBE_EVERY_MS;
+            if (n->wake_at < 0 || n->wake_at > w)
+                n->wake_at = w;
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (!nt)
+        return;
+    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
+    ec_probe_many(t, nt, to);
+    now = ec__node_mono_ms();
+    pthread_mutex_lock(&n->lock);
+    for (size_t j = 0; j < nt; j++) {
+        for (size_t i = 0; i < n->nheld; i++) {
+            struct held *h = &n->held[i];
+            if (strcmp(h->id, ids[j]))
+                continue;
+            h->probed_ms = now;
+            if (t[j].ok) {
+                h->answered = true;
+                n->dirty = true;
+                ec__node_emit(n, "+readmit %s: evicted as silent %.1f s ago, now answers a probe "
+                                 "(%.1f ms)", h->id, (double)(now - h->at_ms) / 1000.0,
+                              (double)t[j].rtt_us / 1000.0);
+            } else if (!h->told) {
+                h->told = true;
+                ec__node_emit(n, "+hold %s: evicted as silent %.1f s ago (reported by %s) and still "
+                                 "not answering a probe", h->id, (double)(now - h->at_ms) / 1000.0,
+                              h->by ? h->by : "?");
+            }
+        }
+        free(ids[j]);
+        free(hosts[j]);
+    }
+    pthread_mutex_unlock(&n->lock);
 }
 
 /* Remove a silent node: delete its record with a transaction fenced on what
@@ -103,13 +253,22 @@ void ec__node_handle_suspicions(ec_node_t *n)
     int64_t leases[MAXS], mods[MAXS];
     size_t nt = 0;
     int64_t leader_rev = 0;
+    probe_held(n);
     pthread_mutex_lock(&n->lock);
     uint64_t cur = n->epoch ? n->epoch->number : 0;
     leader_rev = n->leader_create_rev;
-    /* reports of earlier epochs are of no use any more */
+    /* Reports of epochs before the current member set are of no use any
+     * more; those of the restart epochs since (same members) still are: a
+     * failure is reported in the epoch it happened in while the leader
+     * already publishes the restart. */
+    uint64_t fp = members_fp(n->epoch);
+    if (!n->members_epoch || fp != n->members_fp || cur < n->members_epoch) {
+        n->members_fp = fp;
+        n->members_epoch = cur;
+    }
     size_t keep = 0;
     for (size_t i = 0; i < n->nsus; i++) {
-        if (n->sus[i].epoch >= cur) {
+        if (n->sus[i].epoch >= n->members_epoch) {
             n->sus[keep++] = n->sus[i];
         } else {
             free(n->sus[i].reporter);
@@ -118,7 +277,8 @@ void ec__node_handle_suspicions(ec_node_t *n)
     }
     n->nsus = keep;
     for (size_t i = 0; cur && i < n->nsus && nt < MAXS; i++) {
-        if (n->sus[i].epoch != cur || ec_epoch_find_member(n->epoch, n->sus[i].reporter) < 0)
+        if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
+            ec_epoch_find_member(n->epoch, n->sus[i].reporter) < 0)
             continue; /* only members of the current epoch may accuse */
         char *list = strdup(n->sus[i].ids), *save = NULL;
         for (char *id = list ? strtok_r(list, ",", &save) : NULL; id && nt < MAXS;
@@ -132,6 +292,12 @@ void ec__node_handle_suspicions(ec_node_t *n)
             if (!n->am_leader &&
                 (!is_leader || !ec_evict_leader_quorum((size_t)n->epoch->nmembers,
                                                        reporters_of(n, cur, id))))
+                continue;
+            /* The leader: evidence from more than one side (a leader cut
+             * off from its peers sees them all silent). */
+            if (n->am_leader &&
+                !ec_evict_member_evidence((size_t)n->epoch->nmembers, reporters_of(n, cur, id),
+                                          reported_by(n, cur, n->node_id, id)))
                 continue;
             if (was_probed(n, cur, id))
                 continue;
@@ -156,6 +322,9 @@ void ec__node_handle_suspicions(ec_node_t *n)
             ec__node_emit(n, "+suspicion of %s by %s rejected: its agent answered in %.1f ms",
                           ids[i], by[i], (double)t[i].rtt_us / 1000.0);
         } else {
+            pthread_mutex_lock(&n->lock);
+            remember_silent(n, ids[i], by[i]);
+            pthread_mutex_unlock(&n->lock);
             ec_error_t err = {0};
             int rc = evict(n, ids[i], leases[i], mods[i], !n->am_leader, leader_rev, &err);
             ec__node_emit(n, "-node %s evicted: suspected by %s, no answer to a probe of %s:%u "

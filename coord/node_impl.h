@@ -104,9 +104,21 @@ struct ec_node {
         char *reporter, *ids;
     } *sus;
     size_t nsus;
+    /* the first epoch seen with the current epoch's member set (restart
+     * epochs keep it): reports of it and later ones still count */
+    uint64_t members_epoch, members_fp;
     char **probed;          /* suspects already probed in probed_epoch */
     size_t nprobed;
     uint64_t probed_epoch;
+    /* Nodes evicted as silent (or found silent on a quorum's reports), held
+     * out of the planner's eligible nodes after they register again until
+     * they answer a probe (node_evict.c; under lock) */
+    struct held {
+        char *id, *by;
+        int64_t at_ms, probed_ms; /* monotonic; probed_ms -1: not yet */
+        bool answered, told;
+    } *held;
+    size_t nheld;
     ec_probe_server_t *probe;
     /* coordinator thread only */
     bool am_leader;
@@ -169,5 +181,8 @@ void ec__node_plan_and_act(ec_node_t *n);
 
 /* node_evict.c */
 void ec__node_handle_suspicions(ec_node_t *n);
+/* Whether node `id` is held out of the planner's eligible nodes: evicted as
+ * silent and not answering a probe since (lock held). */
+bool ec__node_held_out(ec_node_t *n, const char *id);
 
 #endif

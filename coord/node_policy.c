@@ -45,3 +45,25 @@ bool ec_evict_leader_quorum(size_t n_members, size_t n_reporters)
         return false;
     return 2 * n_reporters > n_members - 1;
 }
+
+bool ec_evict_member_evidence(size_t n_members, size_t n_reporters, bool leader_reported)
+{
+    if (n_reporters == 0)
+        return false;
+    if (n_reporters > (leader_reported ? 1u : 0u))
+        return true; /* someone other than the leader's own node saw it */
+    return ec_evict_leader_quorum(n_members, n_reporters);
+}
+
+ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
+                                      int64_t since_probe_ms, int64_t probe_every_ms,
+                                      int64_t hold_max_ms)
+{
+    if (answered)
+        return EC_READMIT_ADMIT;
+    if (since_evicted_ms >= hold_max_ms)
+        return EC_READMIT_FORGET;
+    if (since_probe_ms < 0 || since_probe_ms >= probe_every_ms)
+        return EC_READMIT_PROBE;
+    return EC_READMIT_HOLD;
+}

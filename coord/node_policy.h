@@ -80,4 +80,31 @@ ec_elect_action_t ec_elect_decide(const ec_elect_view_t *v);
  * the rest of the job still reaches. */
 bool ec_evict_leader_quorum(size_t n_members, size_t n_reporters);
 
+/* Whether the leader has evidence enough to evict a member it suspects:
+ * `n_reporters` distinct members of the epoch (other than the suspect)
+ * reported it, `leader_reported` whether the leader's own node is one of
+ * them.  Evidence from more than one side: some reporter other than the
+ * leader's own node, or a strict majority of the members other than the
+ * suspect (ec_evict_leader_quorum; in a two-member job the leader alone).
+ * A leader cut off from its peers (its own workers' collectives fail) then
+ * cannot evict the peers that the rest of the job still reaches. */
+bool ec_evict_member_evidence(size_t n_members, size_t n_reporters, bool leader_reported);
+
+/* ---- readmission of a node evicted as silent ------------------------------- */
+
+typedef enum {
+    EC_READMIT_ADMIT = 1, /* it answered a probe since its eviction: eligible again, forget it */
+    EC_READMIT_PROBE,     /* held out; probe it now */
+    EC_READMIT_HOLD,      /* held out; probed recently, wait */
+    EC_READMIT_FORGET,    /* remembered too long: drop the memory, eligible again */
+} ec_readmit_action_t;
+
+/* What to do about a node that registered again after it was evicted as
+ * silent `since_evicted_ms` ago: it stays out of the planner's eligible
+ * nodes until it answers a probe (`answered`), probed every `probe_every_ms`
+ * (`since_probe_ms` < 0: never probed yet), for at most `hold_max_ms`. */
+ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
+                                      int64_t since_probe_ms, int64_t probe_every_ms,
+                                      int64_t hold_max_ms);
+
 #endif

@@ -166,6 +166,10 @@ void ec__node_plan_and_act(ec_node_t *n)
          * all leased) and would never expire: never a member. */
         if (!n->nodes[i].rec || n->nodes[i].rec->run != run || n->nodes[i].lease == 0)
             continue;
+        /* Evicted as silent and not answering a probe since: not while
+         * the members that reported it still cannot reach it. */
+        if (ec__node_held_out(n, n->nodes[i].id))
+            continue;
         pn[nn] = &n->nodes[i];
         nodes[nn].node_id = n->nodes[i].id;
         nodes[nn].nproc = (uint32_t)n->nodes[i].rec->nproc;

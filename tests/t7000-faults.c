@@ -652,6 +652,19 @@ static void teardown_netns(void)
     netns_cleanup();
 }
 
+typedef struct {
+    const char *root, *id;
+} absent_t;
+
+static bool not_in_epoch(void *arg)
+{
+    absent_t *a = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, a->root);
+    bool ok = ep && ec_epoch_find_member(ep, a->id) < 0;
+    ec_epoch_free(ep);
+    return ok;
+}
+
 START_TEST(partitioned_node_evicted_then_rejoins)
 {
     const char *job = "jpart", *root = "/jpart/";
@@ -728,7 +741,8 @@ START_TEST(partitioned_node_evicted_then_rejoins)
      *    reachable: its lease lives on.  When a peer's process fails, that
      *    agent finds it silent and reports it; the leader, failing to probe
      *    it too, evicts it by revoking its lease; it re-registers at once
-     *    (etcd is reachable) and is admitted again. */
+     *    (etcd is reachable) but is held out while it still does not answer
+     *    the leader's probe, and is admitted again once healed. */
     for (int j = 0; j < 3; j++)
         if (j != v)
             ck_assert_int_eq(sh("ip -n %s route add blackhole %s.%d/32", ns_name[v], net, 10 + j), 0);
@@ -741,17 +755,110 @@ START_TEST(partitioned_node_evicted_then_rejoins)
            ec_epoch_reason_name(ep->reason));
     ec_epoch_free(ep);
     wait_log(ag[v].log, "-lease ", 10000);
-    ep = wait_epoch(root, back + 2, 3, NULL, 20000);
-    printf("# partition: %s re-registered (lease %llx -> %llx) and rejoined in epoch %llu\n", ids[v],
-           (unsigned long long)lease_before, (unsigned long long)lease_of(root, ids[v]),
-           (unsigned long long)ep->number);
-    ec_epoch_free(ep);
+    relet_t rr = {root, ids[v], lease_before};
+    ck_assert_msg(ec_test_wait(lease_remade, &rr, 15000), "%s never registered again", ids[v]);
+    absent_t ab = {root, ids[v]};
+    ck_assert_msg(ec_test_holds(not_in_epoch, &ab, 3000),
+                  "%s was readmitted while still cut off from its peers", ids[v]);
     for (int j = 0; j < 3; j++)
         if (j != v)
             sh("ip -n %s route del blackhole %s.%d/32", ns_name[v], net, 10 + j);
+    ep = wait_epoch(root, back + 2, 3, NULL, 20000);
+    printf("# partition: %s re-registered (lease %llx -> %llx), held out while cut, rejoined in "
+           "epoch %llu once healed\n", ids[v], (unsigned long long)lease_before,
+           (unsigned long long)lease_of(root, ids[v]), (unsigned long long)ep->number);
+    ec_epoch_free(ep);
     for (int i = 0; i < 3; i++)
         agent_alive(&ag[i]);
     observed_check(2, 3);
+}
+END_TEST
+
+/* The leader cut off from its peers but not from etcd (blackhole routes to
+ * them from its namespace).  Its own process fails and it finds both peers
+ * silent; the peers' processes fail and they find it silent.  Only the
+ * peers' side holds a majority: they evict the leader, a new leader among
+ * them forms an epoch without it; the old leader never evicts them (its
+ * report is the only evidence against them), and when it registers again it
+ * is held out while it still does not answer a probe, then readmitted once
+ * healed. */
+START_TEST(cut_leader_evicted_by_peers_and_held_out_until_healed)
+{
+    const char *job = "jcut", *root = "/jcut/";
+    int pid = (int)getpid(), port = ec_embed_port(etcd);
+    atexit(netns_cleanup);
+    char net[32];
+    snprintf(net, sizeof(net), "10.%d.%d", 200 + pid % 50, pid / 50 % 250);
+    int id7 = pid % 10000000;
+    snprintf(bridge, sizeof(bridge), "e7%db", id7);
+    ck_assert_int_eq(sh("ip link add %s type bridge && ip addr add %s.1/24 dev %s && ip link set %s up",
+                        bridge, net, bridge, bridge), 0);
+    char prefix[3][64];
+    for (int i = 0; i < 3; i++) {
+        snprintf(ns_name[i], sizeof(ns_name[i]), "ec7-%d-%d", pid, i);
+        nns = i + 1;
+        ck_assert_int_eq(sh("ip netns add %s && ip link add e7%dh%d type veth peer name e7%dn%d && "
+                            "ip link set e7%dh%d master %s up && ip link set e7%dn%d netns %s",
+                            ns_name[i], id7, i, id7, i, id7, i, bridge, id7, i, ns_name[i]), 0);
+        ck_assert_int_eq(sh("ip -n %s addr add %s.%d/24 dev e7%dn%d && ip -n %s link set e7%dn%d up && "
+                            "ip -n %s link set lo up", ns_name[i], net, 10 + i, id7, i, ns_name[i],
+                            id7, i, ns_name[i]), 0);
+        snprintf(prefix[i], sizeof(prefix[i]), "ip netns exec %s", ns_name[i]);
+    }
+    snprintf(endpoint, sizeof(endpoint), "%s.1:%d", net, port);
+    observe(root);
+    const char *ids[] = {"c0", "c1", "c2"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent(job, ids[i], "2:3", "--lease_ttl=30 --elastic_timeout=60", "0", prefix[i]);
+    ec_epoch_t *ep = wait_epoch(root, 1, 3, NULL, 20000);
+    uint64_t first = ep->number;
+    int L = -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(ids[i], ep->leader_id))
+            L = i;
+    ec_epoch_free(ep);
+    ck_assert_int_ge(L, 0);
+    pid_t pp[3];
+    for (int i = 0; i < 3; i++)
+        pp[i] = prog_pid(job, ids[i], first);
+    for (int j = 0; j < 3; j++)
+        if (j != L)
+            ck_assert_int_eq(sh("ip -n %s route add blackhole %s.%d/32", ns_name[L], net, 10 + j), 0);
+    int64_t lease_before = lease_of(root, ids[L]);
+    /* every process fails: each agent probes its peers and reports the silent */
+    kill(pp[L], SIGKILL);
+    for (int i = 0; i < 3; i++)
+        if (i != L)
+            kill(pp[i], SIGKILL);
+    int64_t t0 = ec_test_now_ms();
+    ep = wait_epoch(root, first + 1, 2, ids[L], 15000); /* lease TTL 30 s: only an eviction */
+    printf("# cut leader: %s cut from its peers only, an epoch without it after %lld ms "
+           "(epoch %llu, leader %s)\n", ids[L], (long long)(ec_test_now_ms() - t0),
+           (unsigned long long)ep->number, ep->leader_id);
+    ck_assert_str_ne(ep->leader_id, ids[L]);
+    ec_epoch_free(ep);
+    ck_assert_msg(!ec_test_file_contains(ag[L].log, "evicted: suspected"),
+                  "the cut-off leader %s evicted its peers on its own report", ids[L]);
+    /* It finds its lease revoked and registers again (etcd is reachable)... */
+    relet_t r = {root, ids[L], lease_before};
+    ck_assert_msg(ec_test_wait(lease_remade, &r, 15000), "%s never registered again", ids[L]);
+    /* ...but is held out while its peers still cannot reach it. */
+    absent_t a = {root, ids[L]};
+    ck_assert_msg(ec_test_holds(not_in_epoch, &a, 5000),
+                  "%s was readmitted while still cut off from its peers", ids[L]);
+    ck_assert_msg(!ec_test_file_contains(ag[L].log, "evicted: suspected"),
+                  "the cut-off leader %s evicted its peers on its own report", ids[L]);
+    for (int j = 0; j < 3; j++)
+        if (j != L)
+            ck_assert_int_eq(sh("ip -n %s route del blackhole %s.%d/32", ns_name[L], net, 10 + j), 0);
+    t0 = ec_test_now_ms();
+    ep = wait_epoch(root, first + 2, 3, NULL, 20000);
+    printf("# cut leader: healed, %s readmitted in epoch %llu after %lld ms\n", ids[L],
+           (unsigned long long)ep->number, (long long)(ec_test_now_ms() - t0));
+    ec_epoch_free(ep);
+    for (int i = 0; i < 3; i++)
+        agent_alive(&ag[i]);
 }
 END_TEST
 
@@ -1059,17 +1166,23 @@ static Suite *suite(void)
     ADD(t, garbage_in_job_keys);
     ADD(t, rapid_churn_ends_in_correct_epoch);
     suite_add_tcase(s, t);
-    if (!wanted("partitioned_node_evicted_then_rejoins"))
+    bool w1 = wanted("partitioned_node_evicted_then_rejoins"),
+         w2 = wanted("cut_leader_evicted_by_peers_and_held_out_until_healed");
+    if (!w1 && !w2)
         return s;
     if (getuid() == 0 && netns_usable()) {
         TCase *n = tcase_create("partition");
         tcase_add_checked_fixture(n, setup_netns, teardown_netns);
-        tcase_add_test(n, partitioned_node_evicted_then_rejoins);
+        if (w1)
+            tcase_add_test(n, partitioned_node_evicted_then_rejoins);
+        if (w2)
+            tcase_add_test(n, cut_leader_evicted_by_peers_and_held_out_until_healed);
         suite_add_tcase(s, n);
     } else {
         if (!netns_skip[0])
             snprintf(netns_skip, sizeof(netns_skip), "not root: network namespaces need root");
-        printf("# SKIP partitioned_node_evicted_then_rejoins: %s\n", netns_skip);
+        printf("# SKIP partitioned_node_evicted_then_rejoins, "
+               "cut_leader_evicted_by_peers_and_held_out_until_healed: %s\n", netns_skip);
     }
     return s;
 }

@@ -92,6 +92,37 @@ START_TEST(leader_eviction_needs_a_majority_of_the_others)
 }
 END_TEST
 
+START_TEST(leader_evicts_members_only_on_evidence_from_more_than_one_side)
+{
+    /* the leader's own report alone: not enough with three or more members */
+    ck_assert(!ec_evict_member_evidence(3, 1, true));
+    ck_assert(!ec_evict_member_evidence(5, 1, true));
+    /* another member saw it too, or instead */
+    ck_assert(ec_evict_member_evidence(3, 1, false));
+    ck_assert(ec_evict_member_evidence(3, 2, true));
+    ck_assert(ec_evict_member_evidence(5, 2, true));
+    /* two members: the leader is the only one who can tell */
+    ck_assert(ec_evict_member_evidence(2, 1, true));
+    ck_assert(!ec_evict_member_evidence(3, 0, false));
+    ck_assert(!ec_evict_member_evidence(1, 0, false));
+}
+END_TEST
+
+START_TEST(evicted_node_held_out_until_it_answers_a_probe)
+{
+    /* never probed yet: probe */
+    ck_assert_int_eq(ec_readmit_decide(false, 100, -1, 1000, 120000), EC_READMIT_PROBE);
+    /* probed 300 ms ago, silent: hold */
+    ck_assert_int_eq(ec_readmit_decide(false, 4200, 300, 1000, 120000), EC_READMIT_HOLD);
+    /* a second since: probe again */
+    ck_assert_int_eq(ec_readmit_decide(false, 5000, 1000, 1000, 120000), EC_READMIT_PROBE);
+    /* answered: admitted */
+    ck_assert_int_eq(ec_readmit_decide(true, 5000, 10, 1000, 120000), EC_READMIT_ADMIT);
+    /* remembered for a bounded time only */
+    ck_assert_int_eq(ec_readmit_decide(false, 120000, 10, 1000, 120000), EC_READMIT_FORGET);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("node_policy");
@@ -99,6 +130,8 @@ static Suite *suite(void)
     tcase_add_test(tc, registration_decisions);
     tcase_add_test(tc, election_decisions);
     tcase_add_test(tc, leader_eviction_needs_a_majority_of_the_others);
+    tcase_add_test(tc, leader_evicts_members_only_on_evidence_from_more_than_one_side);
+    tcase_add_test(tc, evicted_node_held_out_until_it_answers_a_probe);
     suite_add_tcase(s, tc);
     return s;
 }
