@@ -160,6 +160,32 @@ static bool exists(void *arg)
 }
 
 /* PID of node's training process started in epoch, waiting for its dump. */
+typedef struct {
+    const char *job, *root;
+    const char *const *ids;
+    int n;
+    uint64_t epoch; /* out */
+} settled_t;
+
+/* The newest epoch has all n nodes and each one's process of it runs. */
+static bool settled(void *arg)
+{
+    settled_t *st = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, st->root);
+    bool ok = ep && ep->nmembers == st->n;
+    for (int i = 0; ok && i < st->n; i++) {
+        FILE *f = fopen(dump_path(st->job, st->ids[i], ep->number), "r");
+        int pid = 0;
+        ok = f && fscanf(f, "PID=%d", &pid) == 1 && pid > 0 && kill(pid, 0) == 0;
+        if (f)
+            fclose(f);
+    }
+    if (ok)
+        st->epoch = ep->number;
+    ec_epoch_free(ep);
+    return ok;
+}
+
 static pid_t prog_pid(const char *job, const char *node, unsigned long long epoch)
 {
     const char *p = dump_path(job, node, epoch);
@@ -730,9 +756,13 @@ START_TEST(partitioned_node_evicted_then_rejoins)
     wait_log(ag[v].log, "-lease ", 10000);
     ck_assert_int_eq(sh("ip link set e7%dh%d up", id7, v), 0);
     t0 = ec_test_now_ms();
-    ep = wait_epoch(root, 3, 3, NULL, 20000);
-    uint64_t back = ep->number;
-    ec_epoch_free(ep);
+    ec_epoch_free(wait_epoch(root, 3, 3, NULL, 20000));
+    /* The rejoin can be followed at once by a restart epoch (the healed
+     * node's fence lifted), which replaces every process: settle on the
+     * newest epoch whose processes all run. */
+    settled_t st = {job, root, ids, 3, 0};
+    ck_assert_msg(ec_test_wait(settled, &st, 20000), "the job never settled after healing");
+    uint64_t back = st.epoch;
     ck_assert_int_ne(prog_pid(job, ids[v], back), vp);
     printf("# partition: healed, %s rejoined in epoch %llu after %lld ms\n", ids[v],
            (unsigned long long)back, (long long)(ec_test_now_ms() - t0));
