@@ -14,6 +14,9 @@
  * not a later process that reused the number, then exits.  A normal exit
  * (ec_janitor_stop) makes it exit without killing anything.
  *
+ * It is also the watchdog of a frozen agent (ec_janitor_deadline): the
+ * ranks are SIGKILLed when the agent stops renewing its fence deadline.
+ *
  * No root, no cgroups.  Its kill step is bounded (EC_JANITOR_KILL_MS). */
 #ifndef EC_JANITOR_H
 #define EC_JANITOR_H
