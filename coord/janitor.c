@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -47,7 +48,7 @@
 #define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)
 #endif
 
-enum { J_GROUP = 1, J_GROUP_GONE, J_ORPHAN, J_QUIT };
+enum { J_GROUP = 1, J_GROUP_GONE, J_ORPHAN, J_QUIT, J_DEADLINE };
 
 typedef struct {
     uint32_t op;
@@ -59,6 +60,7 @@ struct ec_janitor {
     pid_t pid;
     int sock; /* the agent's end */
     bool warned;
+    int64_t deadline; /* the last one sent (ec_janitor_deadline) */
 };
 
 /* ---- both sides ---- */
@@ -336,6 +338,36 @@ static void cleanup(pid_t agent)
     }
 }
 
+/* The watchdog: the agent's deadline passed with no newer one, so the agent
+ * is frozen or wedged (a live agent stops its processes itself, and says
+ * so, before the deadline).  SIGKILL every rank's group and every orphan
+ * once; the entries stay (the agent, thawed, reaps and reports them gone). */
+static void watchdog_fire(pid_t agent, int64_t late_ms)
+{
+    int ng = 0, no = 0;
+    for (int i = 0; i < ngroups; i++)
+        ng += kill_group(&groups[i]);
+    for (int i = 0; i < norphans; i++)
+        no += kill_orphan(&orphans[i]);
+    if (ng + no == 0)
+        return;
+    char line[320], *p = line;
+    p = put_str(p, "ecoord janitor: the agent (pid ");
+    p = put_num(p, (unsigned long long)agent);
+    p = put_str(p, ") has not renewed its fence deadline (frozen or stuck?) and etcd may soon expire "
+                   "its lease: SIGKILLed ");
+    p = put_num(p, (unsigned long long)ng);
+    p = put_str(p, " process group(s) and ");
+    p = put_num(p, (unsigned long long)no);
+    p = put_str(p, " orphaned process(es), ");
+    p = put_num(p, (unsigned long long)(late_ms > 0 ? late_ms : 0));
+    p = put_str(p, " ms after the deadline\n");
+    alarm(2);
+    ssize_t w = write(2, line, (size_t)(p - line));
+    (void)w;
+    alarm(0);
+}
+
 static void janitor_main(int sock, pid_t agent)
 {
     /* Signals as the default, nothing blocked: the agent's handlers mean
@@ -378,7 +410,21 @@ static void janitor_main(int sock, pid_t agent)
         for (int fd = 4; fd < max; fd++)
             close(fd);
     }
+    int64_t deadline = 0; /* monotonic ms to kill at; 0: disarmed */
     for (;;) {
+        int64_t now = mono_ms();
+        if (deadline > 0 && now >= deadline) {
+            watchdog_fire(agent, now - deadline);
+            deadline = 0; /* until the agent sends a new one */
+        }
+        /* Bounded: the deadline, else once a second for nothing. */
+        int timeout = deadline > 0 ? (int)(deadline - now) : 1000;
+        if (timeout > 1000)
+            timeout = 1000;
+        struct pollfd pf = {3, POLLIN, 0};
+        int pr = poll(&pf, 1, timeout);
+        if (pr == 0 || (pr < 0 && errno == EINTR))
+            continue;
         jmsg_t m;
         struct iovec iov = {&m, sizeof(m)};
         union {
@@ -407,6 +453,12 @@ static void janitor_main(int sock, pid_t agent)
         }
         if (m.op == J_QUIT)
             _exit(0); /* a normal exit: the agent stopped everything itself */
+        if (m.op == J_DEADLINE) {
+            if (fd >= 0)
+                close(fd);
+            deadline = (int64_t)m.start;
+            continue;
+        }
         on_msg(&m, fd);
     }
     cleanup(agent);
@@ -517,6 +569,14 @@ void ec_janitor_group_gone(ec_janitor_t *j, pid_t pgid)
 void ec_janitor_orphan(ec_janitor_t *j, pid_t pid)
 {
     announce(j, J_ORPHAN, pid);
+}
+
+void ec_janitor_deadline(ec_janitor_t *j, int64_t kill_at_ms)
+{
+    if (!j || kill_at_ms == j->deadline)
+        return;
+    j->deadline = kill_at_ms;
+    jsend(j, J_DEADLINE, 0, (unsigned long long)(kill_at_ms > 0 ? kill_at_ms : 0), -1);
 }
 
 void ec_janitor_lost(ec_janitor_t *j)

@@ -14,10 +14,14 @@
  * not a later process that reused the number, then exits.  A normal exit
  * (ec_janitor_stop) makes it exit without killing anything.
  *
+ * It is also the watchdog of a frozen agent (ec_janitor_deadline): the
+ * ranks are SIGKILLed when the agent stops renewing its fence deadline.
+ *
  * No root, no cgroups.  Its kill step is bounded (EC_JANITOR_KILL_MS). */
 #ifndef EC_JANITOR_H
 #define EC_JANITOR_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -42,6 +46,16 @@ void ec_janitor_group_gone(ec_janitor_t *j, pid_t pgid);
 /* A descendant of a rank that became the caller's child (its parent died),
  * possibly outside any rank's group; announced while it is not reaped. */
 void ec_janitor_orphan(ec_janitor_t *j, pid_t pid);
+
+/* The watchdog: kill_at_ms is a CLOCK_MONOTONIC time (ms; the clock is
+ * system-wide) at which the janitor SIGKILLs every rank's group and every
+ * orphan it knows, unless a newer deadline came first; 0 disarms it.  A
+ * live agent renews it while its lease is confirmed and disarms it when it
+ * fences itself, so it fires only when the agent is frozen (SIGSTOP, stuck
+ * in the kernel): see coord/launch.c.  It fires once, logs one line to
+ * stderr, and stays disarmed until the next deadline.  Sent only when it
+ * changes; never blocks. */
+void ec_janitor_deadline(ec_janitor_t *j, int64_t kill_at_ms);
 
 /* The janitor exited by itself (the caller reaped it): forget it. */
 void ec_janitor_lost(ec_janitor_t *j);

@@ -515,6 +515,7 @@ static int64_t check_fence(agent_t *a)
             int64_t grace = lease_margin_ms(cfg) / 2;
             if (cfg->grace_period_ms < grace)
                 grace = cfg->grace_period_ms;
+            ec_procs_deadline(a->procs, 0); /* alive: the janitor's watchdog stands down */
             ec_procs_stop_all(a->procs, grace);
         } else {
             ec_log(EC_LOG_WARN, "-fenced: %s; the processes' worker library refuses "
@@ -537,6 +538,12 @@ static int64_t check_fence(agent_t *a)
     }
     if (unconfirmed)
         return 200;
+    /* The janitor's watchdog (coord/janitor.h), for when this agent is
+     * frozen and cannot fence: it SIGKILLs the ranks at our own SIGKILL
+     * time, T + half the margin, still before etcd can expire the lease,
+     * unless we renew the deadline (each confirmation) or fence first. */
+    if (cfg->rebuild == EC_REBUILD_RESTART)
+        ec_procs_deadline(a->procs, confirmed + after + lease_margin_ms(cfg) / 2);
     int64_t left = confirmed + after - now;
     return left < 200 ? (left > 1 ? left : 1) : 200;
 }
@@ -571,6 +578,10 @@ static int run(agent_t *a)
             ec_node_leave(a->node, &err);
             return 128 + s;
         }
+        /* The fence before the reap: an agent thawed after a freeze fences
+         * (its lease is unconfirmed) and so does not count the ranks its
+         * janitor killed meanwhile as failures. */
+        wait_ms = check_fence(a);
         int r, st;
         while (ec_procs_reap(a->procs, &r, &st)) {
             int rc = on_child_exit(a, r, st);
@@ -597,7 +608,6 @@ static int run(agent_t *a)
             return js == EC_JOB_COMPLETED ? 0 : 1;
         }
         free(why);
-        wait_ms = check_fence(a);
         if (ep) {
             int64_t t0 = mono_ms();
             int rc = apply_epoch(a, ep);

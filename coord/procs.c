@@ -614,6 +614,12 @@ void ec_procs_kill_all(ec_procs_t *p)
     ec_procs_pump(p);
 }
 
+void ec_procs_deadline(ec_procs_t *p, int64_t kill_at_ms)
+{
+    if (p)
+        ec_janitor_deadline(p->jan, kill_at_ms);
+}
+
 void ec_procs_destroy(ec_procs_t *p)
 {
     if (!p)

@@ -60,6 +60,10 @@ void ec_procs_kill_all(ec_procs_t *p);
  * EC_PROCS_ORPHAN_SCAN_MS): call it every few hundred ms. */
 int ec_procs_reap(ec_procs_t *p, int *r, int *status);
 int ec_procs_running(const ec_procs_t *p);
+/* The janitor's watchdog deadline (coord/janitor.h: ec_janitor_deadline):
+ * every rank's group is SIGKILLed at CLOCK_MONOTONIC kill_at_ms unless a
+ * newer one comes; 0 disarms. */
+void ec_procs_deadline(ec_procs_t *p, int64_t kill_at_ms);
 pid_t ec_procs_pid(const ec_procs_t *p, int r); /* 0 if not running */
 /* The fd to poll for local rank 0's output (-1 when none), and the pump
  * that copies what is available to its log and the console. */

@@ -6,6 +6,9 @@
  * - what a rank started in its process group, and a helper that setsid()
  *   away and was adopted by the agent, are gone even when the agent itself
  *   is SIGKILLed (its janitor process stops them);
+ * - the rank of an agent frozen by SIGSTOP (it cannot fence itself) is
+ *   killed by the janitor before etcd could expire the agent's lease, and
+ *   rejoins after SIGCONT; a healthy agent's janitor never fires;
  * - a failing rank with a very long command line is reported (command
  *   truncated with an ellipsis) and restarted, the agent does not crash;
  * - a program that cannot be executed is an error the agent itself logs,
@@ -294,6 +297,98 @@ START_TEST(group_stopped_when_agent_is_sigkilled)
                   "the janitor did not say what it killed");
     for (int i = 0; i < nstrays; i++)
         strays[i] = 0;
+}
+END_TEST
+
+/* A rank of epoch >= 2 (the rejoin) has written its env dump. */
+static bool later_epoch_dump(void *arg)
+{
+    const char *dir = arg;
+    for (int e = 2; e < 64; e++) {
+        char p[400];
+        snprintf(p, sizeof(p), "%s/env.a.0.%d", dir, e);
+        if (access(p, F_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+START_TEST(frozen_agent_ranks_killed_before_lease_expiry)
+{
+    /* An agent frozen by SIGSTOP cannot fence itself: its janitor (not
+     * frozen with it) must kill the rank before etcd could expire the
+     * agent's lease (TTL 3 s after its last confirmation, i.e. before 3 s
+     * after the SIGSTOP), else the job re-forms while it still runs.  After
+     * SIGCONT the agent fences, registers again and its rank rejoins. */
+    char es[128], ld[320], console[320], err[320], dump[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    mkdir(dump, 0755);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jfrozen", "--np=1", "--nproc_per_node=1",
+                    "--node_id=a", ld, "--lease_ttl=3", "--grace_period=2", "--max_restart=3",
+                    "--", (char *)prog(), dump, "0", NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    pid_t rank = read_pid(dump_path("a", 0, 1));
+    ck_assert_int_eq(kill(rank, 0), 0);
+    pid_t jan = janitor_of(agent);
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(kill(agent, SIGSTOP), 0);
+    bool dead = ec_test_wait(pid_dead, &rank, 6000);
+    int64_t dt = ec_test_now_ms() - t0;
+    kill(agent, SIGCONT);
+    ck_assert_msg(dead, "the rank (pid %d) of the SIGSTOPped agent still runs %lld ms after the "
+                        "SIGSTOP (its lease expires 3000 ms after its last confirmation)",
+                  (int)rank, (long long)dt);
+    printf("# the frozen agent's rank was gone %lld ms after the SIGSTOP (TTL 3000 ms)\n",
+           (long long)dt);
+    ck_assert_msg(dt < 3000, "the rank (pid %d) of the SIGSTOPped agent was gone only %lld ms after "
+                             "the SIGSTOP, when its lease (TTL 3000 ms) could have expired",
+                  (int)rank, (long long)dt);
+    ck_assert_msg(ec_test_wait_file(err, "ecoord janitor: the agent", 5000),
+                  "the janitor did not say what it killed");
+    ck_assert_int_eq(kill(jan, 0), 0); /* it stays, for the next freeze */
+    /* thawed: the agent fences, comes back and its rank rejoins */
+    ck_assert_msg(ec_test_wait(later_epoch_dump, dump, 30000),
+                  "the thawed agent's rank did not rejoin (no env dump of a later epoch in %s)", dump);
+    ck_assert_int_eq(kill(agent, 0), 0);
+    for (int i = 0; i < nstrays; i++)
+        strays[i] = 0;
+    strays[0] = jan;
+    nstrays = 1;
+}
+END_TEST
+
+START_TEST(healthy_agent_janitor_does_not_fire)
+{
+    /* With a short TTL, a healthy agent renews the janitor's deadline: the
+     * rank runs on past several TTLs and the janitor says nothing. */
+    char es[128], ld[320], console[320], err[320], dump[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    mkdir(dump, 0755);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jhealthy", "--np=1",
+                    "--nproc_per_node=1", "--node_id=a", ld, "--lease_ttl=2", "--", (char *)prog(),
+                    dump, "0", NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    pid_t rank = read_pid(dump_path("a", 0, 1));
+    /* 3 TTLs: the janitor would have fired after one without renewals */
+    ck_assert_msg(!ec_test_wait(pid_dead, &rank, 6000), "the healthy agent's rank (pid %d) died",
+                  (int)rank);
+    ck_assert_msg(!ec_test_file_contains(err, "ecoord janitor:"),
+                  "the janitor fired while the agent was healthy");
+    kill(agent, SIGTERM);
+    ck_assert_int_eq(ec_test_reap(agent, 15000), 128 + SIGTERM);
+    assert_gone(rank, "the rank, after the agent's SIGTERM");
 }
 END_TEST
 
@@ -612,6 +707,8 @@ static Suite *suite(void)
     tcase_add_test(t, descendants_stopped_on_restart_and_agent_exit);
     tcase_add_test(t, group_stopped_when_agent_is_sigkilled);
     tcase_add_test(t, adopted_setsid_helper_stopped_when_agent_is_sigkilled);
+    tcase_add_test(t, frozen_agent_ranks_killed_before_lease_expiry);
+    tcase_add_test(t, healthy_agent_janitor_does_not_fire);
     tcase_add_test(t, long_command_line_failure_reported_and_restarted);
     tcase_add_test(t, exec_failure_logged_by_agent);
     tcase_add_test(t, rank_starts_with_default_signals);

@@ -335,14 +335,17 @@ static agent_t *pick(bool cores, bool settled)
 }
 
 /* Whether the agent's node key was written since it started. */
-/* A SIGSTOPped agent cannot fence: frozen past its TTL, its lease expires,
- * its rank goes to another node in a newer epoch, and its training process
- * keeps running until the agent, continued, fences it.  A known limit (the
- * fence lives in the agent), not what the rank tracker looks for: excuse
- * overlaps from the SIGSTOP to 2 s after the SIGCONT (the fence's stop). */
+/* A SIGSTOPped agent cannot fence, but its janitor (not frozen with it)
+ * kills its ranks before etcd can expire its lease (coord/janitor.h, the
+ * watchdog): no overlap is excused once the lease could have expired.
+ * What stays excused: overlaps while its lease still holds — a new epoch
+ * (another node lost or left) may renumber the members, giving the frozen
+ * node's rank number to another node whose agent starts it at once, while
+ * the frozen agent cannot stop its old rank (a known limit: no barrier
+ * waits for a frozen member; see /work/notes/watchdog.md). */
 static void excuse_frozen(agent_t *a)
 {
-    ec_rank_track_excuse(ranks, a->id, a->stop_ms, ec_test_now_ms() + 2000);
+    ec_rank_track_excuse(ranks, a->id, a->stop_ms, a->stop_ms + (int64_t)a->ttl * 1000);
 }
 
 static bool node_written(agent_t *a)
