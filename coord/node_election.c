@@ -117,12 +117,41 @@ static void resign(ec_node_t *n, int64_t rev)
         ec__node_emit(n, "-leader %s resigned: the leader key named us on an old lease", n->node_id);
 }
 
+/* Seniority for ec_elect_decide (lock held): whether this node registered
+ * after the current epoch was written (or is not one of its members), and
+ * whether another member still has the record it had then. */
+static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
+{
+    *junior = true;
+    *senior_alive = false;
+    const ec_epoch_t *ep = n->epoch;
+    int64_t at = n->epoch_mod_rev;
+    if (!ep || at <= 0)
+        return;
+    for (int i = 0; i < ep->nmembers; i++) {
+        bool found;
+        size_t k = ec__node_mnode_find(n, ep->members[i].node_id, &found);
+        bool old = found && n->nodes[k].rec && n->nodes[k].create_rev < at;
+        if (!strcmp(ep->members[i].node_id, n->node_id))
+            *junior = !old;
+        else if (old)
+            *senior_alive = true;
+    }
+}
+
 void ec__node_elect(ec_node_t *n)
 {
     /* At most a step-down and a campaign per pass; the next change of the
      * leader key wakes the loop again. */
     for (int pass = 0; pass < 2; pass++) {
         pthread_mutex_lock(&n->lock);
+        int64_t now = ec__node_mono_ms();
+        if (n->leader_create_rev != 0)
+            n->leader_absent_since = -1;
+        else if (n->leader_absent_since < 0)
+            n->leader_absent_since = now;
+        bool junior, senior_alive;
+        seniority(n, &junior, &senior_alive);
         ec_elect_view_t v = {
             .am_leader = n->am_leader,
             .my_leader_rev = n->my_leader_rev,
@@ -132,6 +161,10 @@ void ec__node_elect(ec_node_t *n)
             .key_create_rev = n->leader_create_rev,
             .key_lease = n->leader_lease,
             .key_deleted_rev = n->leader_deleted_rev,
+            .junior = junior,
+            .senior_alive = senior_alive,
+            .absent_ms = n->leader_absent_since < 0 ? 0 : now - n->leader_absent_since,
+            .defer_ms = EC_CAMPAIGN_DEFER_MS,
         };
         int64_t mod = n->leader_mod_rev;
         pthread_mutex_unlock(&n->lock);
@@ -141,6 +174,15 @@ void ec__node_elect(ec_node_t *n)
         case EC_ELECT_CAMPAIGN:
             ec__node_campaign(n);
             return;
+        case EC_ELECT_DEFER: {
+            /* decide again when the senior's head start is over */
+            pthread_mutex_lock(&n->lock);
+            int64_t w = now + (v.defer_ms - v.absent_ms);
+            if (n->wake_at < 0 || n->wake_at > w)
+                n->wake_at = w;
+            pthread_mutex_unlock(&n->lock);
+            return;
+        }
         case EC_ELECT_ADOPT:
             /* Our campaign was applied but its reply was lost (or a read
              * after a rejected publish failed): the key is ours, on our live

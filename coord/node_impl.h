@@ -72,6 +72,7 @@ struct ec_node {
     int64_t leader_create_rev;
     int64_t leader_lease, leader_mod_rev; /* lease 0: not written by an agent */
     int64_t leader_deleted_rev; /* revision of the leader key's last deletion seen */
+    int64_t leader_absent_since; /* monotonic ms the key was first seen absent; -1 */
     /* Which epochs are applied (epoch_check.h): the leaderships seen, the
      * highest number seen in any epoch or node record (valid or not: never
      * reused), and an epoch of the listing whose leadership the log cannot

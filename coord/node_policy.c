@@ -33,7 +33,8 @@ ec_elect_action_t ec_elect_decide(const ec_elect_view_t *v)
         return EC_ELECT_NONE;
     }
     if (!v->key_present)
-        return EC_ELECT_CAMPAIGN;
+        return v->junior && v->senior_alive && v->absent_ms < v->defer_ms ? EC_ELECT_DEFER
+                                                                           : EC_ELECT_CAMPAIGN;
     if (v->key_names_me)
         return v->key_lease == v->my_lease ? EC_ELECT_ADOPT : EC_ELECT_RESIGN;
     return EC_ELECT_NONE;

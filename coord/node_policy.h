@@ -54,7 +54,12 @@ typedef enum {
     EC_ELECT_RESIGN,         /* the key names us on an old lease of ours: delete it (fenced) */
     EC_ELECT_STEP_DOWN,      /* we believed we led, the key says otherwise */
     EC_ELECT_CLEAR_FOREIGN,  /* the key has no lease (no agent wrote it): delete it (fenced) */
+    EC_ELECT_DEFER,          /* no leader key, but a senior member should take it: wait */
 } ec_elect_action_t;
+
+/* How long a node registered after the current epoch leaves a vacant
+ * leadership to a member registered before it (see ec_elect_decide). */
+#define EC_CAMPAIGN_DEFER_MS 2000
 
 typedef struct ec_elect_view {
     bool am_leader;           /* what the coordinator believes */
@@ -65,9 +70,20 @@ typedef struct ec_elect_view {
     int64_t key_create_rev;
     int64_t key_lease;        /* 0: written without a lease */
     int64_t key_deleted_rev;  /* revision of the key's last deletion seen (0: none) */
+    /* Seniority: junior, this node registered after the current epoch was
+     * written or is not one of its members; senior_alive, another member
+     * of it still has the record it had when the epoch was written. */
+    bool junior, senior_alive;
+    int64_t absent_ms;        /* how long the key has been seen absent */
+    int64_t defer_ms;         /* how long a junior leaves it to a senior */
 } ec_elect_view_t;
 
-/* One decision about the leader key, from the model.  Called again after the
+/* One decision about the leader key, from the model.  A vacant leadership
+ * is campaigned for at once, except by a junior node while a senior member
+ * is alive, which waits defer_ms first: the senior holds the reports and
+ * the holds of evicted nodes (a leader deposed by its peers re-registers
+ * and must not win the leadership back over them), and a junior still
+ * leads when no senior takes it.  Called again after the
  * action is taken, until it answers NONE (a step-down is followed by a
  * campaign only once the key is gone). */
 ec_elect_action_t ec_elect_decide(const ec_elect_view_t *v);

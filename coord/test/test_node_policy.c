@@ -41,6 +41,35 @@ START_TEST(registration_decisions)
 }
 END_TEST
 
+/* A node that registered after the current epoch was written (a deposed
+ * leader re-registering, a restarted or standby node) leaves the vacant
+ * leadership for a while to a member that was registered before it: that
+ * member holds the job's reports and holds (of evicted nodes), the
+ * newcomer does not. */
+START_TEST(newcomer_defers_campaign_to_senior_member)
+{
+    ec_elect_view_t v = {.my_lease = 5, .junior = true, .senior_alive = true,
+                         .absent_ms = 0, .defer_ms = 2000};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_DEFER);
+    v.absent_ms = 1999;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_DEFER);
+    /* the senior did not take it in time: anyone campaigns */
+    v.absent_ms = 2000;
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_CAMPAIGN);
+    /* no senior member alive (all re-registered after an outage): at once */
+    v = (ec_elect_view_t){.my_lease = 5, .junior = true, .defer_ms = 2000};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_CAMPAIGN);
+    /* a senior member itself campaigns at once */
+    v = (ec_elect_view_t){.my_lease = 5, .senior_alive = true, .defer_ms = 2000};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_CAMPAIGN);
+    /* a present key is never deferred on: the usual decisions */
+    v = (ec_elect_view_t){.my_lease = 5, .junior = true, .senior_alive = true, .defer_ms = 2000,
+                          .key_present = true, .key_names_me = true, .key_lease = 5,
+                          .key_create_rev = 9};
+    ck_assert_int_eq(ec_elect_decide(&v), EC_ELECT_ADOPT);
+}
+END_TEST
+
 START_TEST(election_decisions)
 {
     ec_elect_view_t v = {.my_lease = 5};
@@ -129,6 +158,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("node_policy");
     tcase_add_test(tc, registration_decisions);
     tcase_add_test(tc, election_decisions);
+    tcase_add_test(tc, newcomer_defers_campaign_to_senior_member);
     tcase_add_test(tc, leader_eviction_needs_a_majority_of_the_others);
     tcase_add_test(tc, leader_evicts_members_only_on_evidence_from_more_than_one_side);
     tcase_add_test(tc, evicted_node_held_out_until_it_answers_a_probe);
