@@ -103,6 +103,7 @@ const char *ecw_backend_name(ecw_backend_t b)
     case ECW_BACKEND_AUTO: return "auto";
     case ECW_BACKEND_GLOO: return "gloo";
     case ECW_BACKEND_NCCL: return "nccl";
+    case ECW_BACKEND_NONE: return "none";
     }
     return "unknown";
 }
