@@ -274,7 +274,16 @@ int ecw_rebuild(ecw_t *w, ecw_error_t *err);
  * holds that step nothing is copied and *src_rank is 0.  Every member must pass the
  * same len (ECW_EINVAL otherwise).  state is host memory for Gloo and device
  * memory for NCCL.  Collective: every member calls it after each rebuild.
- * Errors as for the collectives; ECW_EINVAL with ECW_BACKEND_NONE. */
+ * Errors as for the collectives; ECW_EINVAL with ECW_BACKEND_NONE.
+ *
+ * All or nothing on each rank: a rank that receives the state takes it into
+ * a staging buffer of len bytes (host memory for Gloo, device memory for
+ * NCCL: it needs twice the state's size meanwhile, ECW_ENOMEM otherwise) and
+ * copies it over state, and sets *step, only once the broadcast completed on
+ * this rank.  On any error (a newer epoch published mid-way, a peer lost)
+ * state and *step are exactly what the caller passed: never new bytes under
+ * the old step, nor the new step over partial bytes.  Ranks may differ in
+ * which of the two they hold: call ecw_rebuild and ecw_sync_state again. */
 int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
                    ecw_error_t *err);
 
