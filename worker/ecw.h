@@ -311,7 +311,8 @@ int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_ra
  * epoch seen; ECW_EUNCONFIRMED at once when the fence is up or trips during
  * the wait (the node's membership cannot be confirmed: etcd unreachable;
  * every call returns it at once while the fence stays up, so a loop should
- * wait before calling again, e.g. until ecw_confirmed()); ECW_EABORTED when
+ * wait before calling again, e.g. until ecw_confirmed(); a newer epoch is
+ * still reported first, with 0); ECW_EABORTED when
  * ecw_finalize started; ECW_EINVAL for a NULL handle.  It sleeps on a
  * condition variable that the epoch watch, the fence and ecw_finalize
  * signal: no polling. */
