@@ -341,9 +341,9 @@ int ecw_epoch_put(ecw_t *w, const char *name, const void *value, size_t len, ecw
  * fence is up or trips; ECW_ETIMEDOUT at the deadline (the writer has not
  * written it: it is late or dead); ECW_EABORTED when ecw_finalize started;
  * ECW_EINVAL (bad name, NULL len, no current epoch); ECW_EUNAVAILABLE (etcd
- * gone for the whole wait).  While it waits it reads the key again after 2,
- * 4, ... up to 50 ms, sleeping on the condition variable that a new epoch,
- * the fence and ecw_finalize signal. */
+ * gone for the whole wait).  While it waits it watches the key (and reads
+ * it again each second), sleeping on the condition variable that the watch,
+ * a new epoch, the fence and ecw_finalize signal. */
 int ecw_epoch_get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms,
                   ecw_error_t *err);
 
