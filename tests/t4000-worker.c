@@ -831,7 +831,7 @@ static bool all_bytes(const unsigned char *buf, size_t len, unsigned char b)
  * pair: never bytes partly overwritten under the old step (two ranks would
  * later report the same step with different bytes), never the new step over
  * partial bytes.  Rank 0 holds step 5 (bytes 0xAA), rank 1 step 3 (0xBB);
- * the epoch is published once a quarter of the state has been sent. */
+ * the epoch is published once an eighth of the state has been sent. */
 START_TEST(sync_state_interrupted_leaves_old_or_new_state_never_torn)
 {
     const size_t len = 256u << 20;
@@ -850,7 +850,7 @@ START_TEST(sync_state_interrupted_leaves_old_or_new_state_never_torn)
         _Atomic int done = 0;
         big_sync_t s[2] = {{m[0].w, st[0], len, 5, -9, 0, {0}, &done},
                            {m[1].w, st[1], len, 3, -9, 0, {0}, &done}};
-        arriving_t a = {wchar(), (long long)(len / 4), &done};
+        arriving_t a = {wchar(), (long long)(len / 8), &done};
         ck_assert_int_ge(a.from, 0);
         for (int i = 0; i < 2; i++)
             ck_assert_int_eq(pthread_create(&t[i], NULL, big_sync_thread, &s[i]), 0);
