@@ -120,6 +120,10 @@ typedef enum {
     ECW_BACKEND_AUTO = 0, /* NCCL when a GPU is visible and NCCL was built, else Gloo */
     ECW_BACKEND_GLOO = 1,
     ECW_BACKEND_NCCL = 2,
+    /* Follow epochs and claim ranks, build no communicator: for a program
+     * whose collectives are its own (torch's process groups, say).  See
+     * "Programs with their own collectives" below. */
+    ECW_BACKEND_NONE = 3,
 } ecw_backend_t;
 
 typedef enum {
@@ -154,7 +158,7 @@ typedef void (*ecw_log_cb)(ecw_log_level_t level, const char *msg, void *arg);
 typedef struct ecw_options {
     size_t size;                /* sizeof(ecw_options_t) */
     int from_env;               /* 1: fill unset fields from the environment */
-    ecw_backend_t backend;      /* ECOORD_WORKER_BACKEND=auto|gloo|nccl */
+    ecw_backend_t backend;      /* ECOORD_WORKER_BACKEND=auto|gloo|nccl|none */
     const char *etcd_endpoints; /* ECOORD_ELASTIC_SERVER */
     const char *etcd_prefix;    /* ECOORD_ETCD_PREFIX ("" or NULL: none) */
     const char *job_id;         /* ECOORD_JOB_ID */
@@ -223,9 +227,16 @@ int ecw_rank(const ecw_t *w);            /* rank in that epoch */
 int ecw_world_size(const ecw_t *w);
 int ecw_local_rank(const ecw_t *w);
 int ecw_nnodes(const ecw_t *w);          /* members of the current epoch */
+/* This node's index among the current epoch's members (M_id; -1 before the
+ * first build) and the epoch's processes per node (N; 0 before): rank =
+ * ecw_member_index() * ecw_nproc() + ecw_local_rank().  "Current" here and
+ * below: the epoch of the last successful ecw_init/ecw_rebuild, kept while a
+ * later ecw_rebuild runs or fails. */
+int ecw_member_index(const ecw_t *w);
+int ecw_nproc(const ecw_t *w);
 const char *ecw_node_id(const ecw_t *w);
 ecw_backend_t ecw_backend(const ecw_t *w);
-const char *ecw_backend_name(ecw_backend_t b); /* "auto", "gloo", "nccl" */
+const char *ecw_backend_name(ecw_backend_t b); /* "auto", "gloo", "nccl", "none" */
 size_t ecw_dtype_size(ecw_dtype_t dtype);      /* 0 for an unknown dtype */
 
 /* Newest epoch published in etcd (whether or not it includes this node). */
@@ -234,6 +245,10 @@ uint64_t ecw_latest_epoch(const ecw_t *w);
  * published, or it failed): call ecw_rebuild().  An atomic read, no I/O:
  * meant for every training step. */
 int ecw_epoch_pending(const ecw_t *w);
+/* 1 while this node's membership is confirmed (see "The fence" above) or no
+ * fence is configured (no lease or TTL in the options); 0 while the fence is
+ * up.  An atomic read and a clock read, no I/O; any thread. */
+int ecw_confirmed(const ecw_t *w);
 
 /* ---- membership changes ----------------------------------------------------------- */
 
@@ -259,9 +274,78 @@ int ecw_rebuild(ecw_t *w, ecw_error_t *err);
  * holds that step nothing is copied and *src_rank is 0.  Every member must pass the
  * same len (ECW_EINVAL otherwise).  state is host memory for Gloo and device
  * memory for NCCL.  Collective: every member calls it after each rebuild.
- * Errors as for the collectives. */
+ * Errors as for the collectives; ECW_EINVAL with ECW_BACKEND_NONE.
+ *
+ * All or nothing on each rank: a rank that receives the state takes it into
+ * a staging buffer of len bytes (host memory for Gloo, device memory for
+ * NCCL: it needs twice the state's size meanwhile, ECW_ENOMEM otherwise) and
+ * copies it over state, and sets *step, only once the broadcast completed on
+ * this rank.  On any error (a newer epoch published mid-way, a peer lost)
+ * state and *step are exactly what the caller passed: never new bytes under
+ * the old step, nor the new step over partial bytes.  Ranks may differ in
+ * which of the two they hold: call ecw_rebuild and ecw_sync_state again. */
 int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
                    ecw_error_t *err);
+
+/* ---- programs with their own collectives -----------------------------------------
+ * With ECW_BACKEND_NONE (ECOORD_WORKER_BACKEND=none) ecw_init and ecw_rebuild
+ * do everything but build a communicator: wait, within rebuild_timeout_ms,
+ * for the newest epoch that includes this node, claim this process's rank
+ * (member index * nproc + local rank) in it as the other backends do, and
+ * record the epoch's timings; the program then builds its own group (a torch
+ * process group, say) for ecw_epoch() with ecw_rank() and ecw_world_size(),
+ * finding its peers through ecw_epoch_put/ecw_epoch_get.  ecw_epoch_pending()
+ * turns 1 when a newer epoch is published.  The collectives and
+ * ecw_sync_state return ECW_EINVAL on such a handle (there is no
+ * communicator: use the program's own).
+ *
+ * The functions below work on every backend, and may be called from any
+ * thread, also while the training thread is in another call on the handle:
+ * a watcher thread typically loops on ecw_wait_epoch.  ecw_finalize makes the
+ * calls in progress return ECW_EABORTED and waits for them to leave before
+ * it frees the handle; no call may start after ecw_finalize started. */
+
+/* Block until the newest published epoch is greater than after: returns 0
+ * and *latest (may be NULL) is that epoch.  Otherwise ECW_ETIMEDOUT once
+ * timeout_ms passed (timeout_ms <= 0: do not wait) with *latest the newest
+ * epoch seen; ECW_EUNCONFIRMED at once when the fence is up or trips during
+ * the wait (the node's membership cannot be confirmed: etcd unreachable;
+ * every call returns it at once while the fence stays up, so a loop should
+ * wait before calling again, e.g. until ecw_confirmed(); a newer epoch is
+ * still reported first, with 0); ECW_EABORTED when
+ * ecw_finalize started; ECW_EINVAL for a NULL handle.  It sleeps on a
+ * condition variable that the epoch watch, the fence and ecw_finalize
+ * signal: no polling. */
+int ecw_wait_epoch(ecw_t *w, uint64_t after, int timeout_ms, uint64_t *latest,
+                   ecw_error_t *err);
+
+/* A small key/value store per epoch, for what a program's own collectives
+ * need to rendezvous (the address of the store member rank 0 hosts, say). */
+#define ECW_EPOCH_KEY_MAX 64           /* name: 1..64 of [A-Za-z0-9._-], not "." or ".." */
+#define ECW_EPOCH_VALUE_MAX (64 * 1024) /* bytes */
+
+/* Write value (len bytes, copied; may be 0) under name in the current epoch
+ * (<prefix>/<job>/epochs/<n>/kv/<name>), attached to the node's lease, so
+ * that it vanishes with the node and with the epoch's keys.  A second put
+ * replaces the value.  Returns 0; ECW_EINVAL (bad name, NULL value with
+ * len > 0, no current epoch: the handle never built one); ECW_ETOOLARGE
+ * (len > ECW_EPOCH_VALUE_MAX); ECW_EUNAVAILABLE / ECW_ETIMEDOUT (etcd). */
+int ecw_epoch_put(ecw_t *w, const char *name, const void *value, size_t len, ecw_error_t *err);
+
+/* Wait up to timeout_ms (<= 0: one look) until name exists in the current
+ * epoch, then copy its value into buf (cap bytes; buf may be NULL when cap
+ * is 0) and set *len to its full length.  Returns 0; ECW_ETOOLARGE when the
+ * value is longer than cap (*len says how long; nothing useful in buf);
+ * ECW_EEPOCHCHANGED, promptly, when a newer epoch is published while the key
+ * is absent (rebuild, then get in the new epoch); ECW_EUNCONFIRMED when the
+ * fence is up or trips; ECW_ETIMEDOUT at the deadline (the writer has not
+ * written it: it is late or dead); ECW_EABORTED when ecw_finalize started;
+ * ECW_EINVAL (bad name, NULL len, no current epoch); ECW_EUNAVAILABLE (etcd
+ * gone for the whole wait).  While it waits it watches the key (and reads
+ * it again each second), sleeping on the condition variable that the watch,
+ * a new epoch, the fence and ecw_finalize signal. */
+int ecw_epoch_get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms,
+                  ecw_error_t *err);
 
 /* ---- collectives on the current communicator -----------------------------------------
  * Buffers are host memory for Gloo, device memory of this process's GPU for

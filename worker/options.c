@@ -17,7 +17,7 @@ typedef enum {
     K_INT,     /* int, bounds */
     K_U64,     /* uint64_t, decimal */
     K_LEASE,   /* int64_t, hex as the agent writes it */
-    K_BACKEND, /* ecw_backend_t from "auto|gloo|nccl" */
+    K_BACKEND, /* ecw_backend_t from "auto|gloo|nccl|none" */
     K_HOSTOF,  /* const char * from "host:port" / "[v6]:port" */
 } kind_t;
 
@@ -51,7 +51,8 @@ static const knob_t knobs[] = {
     {"lease", {"ECOORD_LEASE"}, K_LEASE, IN(lease), OUT(lease), 0, 0, 0, "0",
      "etcd lease (hex) of this node: every key the library writes is attached to it"},
     {"backend", {"ECOORD_WORKER_BACKEND"}, K_BACKEND, IN(backend), OUT(backend), ECW_BACKEND_AUTO,
-     0, 0, "auto", "auto (NCCL when a GPU is visible), gloo or nccl"},
+     0, 0, "auto", "auto (NCCL when a GPU is visible), gloo, nccl, or none (follow epochs "
+     "and claim ranks, build no communicator)"},
     {"host", {"PADDLE_CURRENT_ENDPOINT"}, K_HOSTOF, IN(host), OUT(host), 0, 0, 0, "",
      "address Gloo binds (default: this node's host in the epoch)"},
     {"device", {"FLAGS_selected_gpus"}, K_INT, IN(device), OUT(device), -1, -1, 4095, "-1",
@@ -180,9 +181,11 @@ static int parse(const knob_t *k, const char *text, const char *src, ecw__opts_t
             b = ECW_BACKEND_GLOO;
         else if (!strcmp(text, "nccl"))
             b = ECW_BACKEND_NCCL;
+        else if (!strcmp(text, "none"))
+            b = ECW_BACKEND_NONE;
         else
-            return ec_errorf(err, EC_EINVAL, "%s='%s': %s must be auto, gloo or nccl", src, text,
-                             k->name);
+            return ec_errorf(err, EC_EINVAL, "%s='%s': %s must be auto, gloo, nccl or none", src,
+                             text, k->name);
         *(ecw_backend_t *)p = b;
         return 0;
     }
@@ -220,7 +223,8 @@ static int take(const knob_t *k, const ecw_options_t *in, ecw__opts_t *out, ec_e
         return 0;
     case K_BACKEND: {
         ecw_backend_t b = *(const ecw_backend_t *)ip;
-        if (b != ECW_BACKEND_GLOO && b != ECW_BACKEND_NCCL && b != ECW_BACKEND_AUTO)
+        if (b != ECW_BACKEND_GLOO && b != ECW_BACKEND_NCCL && b != ECW_BACKEND_AUTO &&
+            b != ECW_BACKEND_NONE)
             return ec_errorf(err, EC_EINVAL, "option backend=%d is not an ecw_backend_t", (int)b);
         *(ecw_backend_t *)op = b;
         return 0;
