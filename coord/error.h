@@ -30,7 +30,9 @@
     X(ECORRUPT, -17, "corrupted record")                                     \
     X(EEXIST, -18, "already exists")                                         \
     X(EIO, -19, "I/O error")                                                 \
-    X(ESYS, -20, "system call failed")
+    X(ESYS, -20, "system call failed")                                       \
+    X(EUNCONFIRMED, -21, "membership cannot be confirmed: etcd unreachable") \
+    X(ERESTART, -22, "restart this process")
 
 typedef enum {
     EC_OK = 0,

@@ -25,6 +25,7 @@
 #define ECW__SAME(name, val, text) \
     _Static_assert((int)ECW_##name == (int)EC_##name, "ECW_" #name " differs from EC_" #name);
 EC_ERRNO_MAP(ECW__SAME)
+ECW_ERRNO_MAP(ECW__SAME) /* and both ways: a code added to one map only fails here */
 #undef ECW__SAME
 _Static_assert(ECW_ERRMSG_MAX == EC_ERRMSG_MAX, "message sizes differ");
 _Static_assert((int)ECW_LOG_ERROR == (int)EC_LOG_ERROR, "log levels differ");

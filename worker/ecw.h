@@ -37,6 +37,14 @@
  * The library never prints, exits or aborts the process: it logs through
  * the callback in the options (nothing is logged without one).
  *
+ * ECW_ERESTART means "restart this process": its GPU state is lost or
+ * unknown (a fatal CUDA error such as an illegal address or an uncorrectable
+ * ECC error, or an NCCL abort that did not return by its deadline).  Nothing
+ * in this process can recover it: exit (non-zero); the agent starts a new
+ * process in its place, which rejoins through the restart epoch and takes
+ * the state from its peers (ecw_sync_state).  Every later call on the handle
+ * returns it too; ecw_finalize is still safe.
+ *
  * Threads: one thread at a time calls the collectives, ecw_rebuild and
  * ecw_sync_state on a handle (the training thread).  ecw_epoch(),
  * ecw_latest_epoch(), ecw_epoch_pending() and the other accessors may be
@@ -92,7 +100,8 @@ extern "C" {
     X(EEXIST, -18, "already exists")                                         \
     X(EIO, -19, "I/O error")                                                 \
     X(ESYS, -20, "system call failed")                                       \
-    X(EUNCONFIRMED, -21, "membership cannot be confirmed: etcd unreachable")
+    X(EUNCONFIRMED, -21, "membership cannot be confirmed: etcd unreachable") \
+    X(ERESTART, -22, "restart this process")
 
 typedef enum {
     ECW_OK = 0,
