@@ -60,6 +60,41 @@ void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
     errno = saved;
 }
 
+/* restart: 0, 1 while the first caller writes restart_why, 2 once it is written. */
+void ecw__restart(ecw_t *w, const char *fmt, ...)
+{
+    int saved = errno;
+    int none = 0;
+    if (atomic_compare_exchange_strong(&w->restart, &none, 1)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(w->restart_why, sizeof(w->restart_why), fmt, ap);
+        va_end(ap);
+        atomic_store(&w->restart, 2);
+        ecw__log(w, ECW_LOG_ERROR, "-restart %s: this process must exit; the agent starts a "
+                 "new one in its place", w->restart_why);
+    }
+    atomic_store(&w->broken, 1);
+    errno = saved;
+}
+
+const char *ecw__restart_why(const ecw_t *w)
+{
+    return atomic_load(&w->restart) == 2 ? w->restart_why : "the GPU state is lost";
+}
+
+void *ecw__user_stream(const ecw_t *w)
+{
+    return w->user_stream;
+}
+
+static int restart_err(ecw_t *w, const char *what, ec_error_t *err)
+{
+    return ec_errorf(err, EC_ERESTART, "%s: %s; exit this process (non-zero) so that the agent "
+                     "restarts it: the new one rejoins through the restart epoch and takes the "
+                     "state from its peers", what, ecw__restart_why(w));
+}
+
 void ecw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
 {
     int64_t left = deadline_ms - ecw__mono_ms();
@@ -225,6 +260,91 @@ static bool newest(ecw_t *w, uint64_t floor, int64_t deadline, snap_t *s)
     return ok;
 }
 
+static void set_backend(ecw_t *w, const ecw__backend_t *be)
+{
+    pthread_mutex_lock(&w->comm_mu);
+    w->be = be;
+    pthread_mutex_unlock(&w->comm_mu);
+}
+
+static const ecw__backend_t *backend_named(const char *name)
+{
+#ifdef HAVE_GLOO
+    if (!strcmp(name, "gloo"))
+        return &ecw__gloo_backend;
+#endif
+#ifdef HAVE_NCCL
+    if (!strcmp(name, "nccl"))
+        return &ecw__nccl_backend;
+#endif
+    return NULL;
+}
+
+/* Every member of an epoch runs the same backend: rank 0's.  Resolved
+ * alone, "auto" could be NCCL on a node with a GPU and Gloo on one without
+ * (or where libnccl is missing), and the two halves would each wait for the
+ * other until the deadline.  Rank 0 writes the backend it resolved under the
+ * epoch's keys (epochs/<n>/comm/backend); every other rank reads it before
+ * building: an "auto" rank follows it when it can, an explicit choice that
+ * differs, or a rank that cannot follow, fails at once with what to set.
+ * One etcd write and one read per rebuild.  Backend none builds no
+ * communicator and takes no part. */
+static int agree_backend(ecw_t *w, const snap_t *s, int rank, int64_t deadline,
+                         ec_error_t *err)
+{
+    const ecw__backend_t *own = w->own_be;
+    if (own == &ecw__none_backend)
+        return 0;
+    if (rank == 0) {
+        int rc = ecw__comm_put(w, s->number, "backend", own->name, strlen(own->name), err);
+        if (rc < 0)
+            return ec_error_prefix(err, "publishing the backend of epoch %" PRIu64, s->number);
+        set_backend(w, own);
+        return 0;
+    }
+    char got[16] = "";
+    for (;;) {
+        /* in slices, to give up as soon as the epoch is superseded */
+        int64_t left = deadline - ecw__mono_ms();
+        void *val = NULL;
+        size_t len = 0;
+        int rc = ecw__comm_get(w, s->number, "backend", &val, &len,
+                               left > 200 ? 200 : left > 0 ? (int)left : 0, NULL, err);
+        if (rc == 0) {
+            snprintf(got, sizeof(got), "%.*s", (int)(len < sizeof(got) ? len : sizeof(got) - 1),
+                     (const char *)val);
+            free(val);
+            break;
+        }
+        if (rc != EC_ETIMEDOUT || left <= 200)
+            return rc;
+        if (atomic_load(&w->latest_num) > s->number || atomic_load(&w->finalizing))
+            return ec_errorf(err, EC_EABORTED, "epoch %" PRIu64 " was superseded while waiting "
+                             "for rank 0's backend", s->number);
+    }
+    const ecw__backend_t *theirs = backend_named(got);
+    if (theirs == own) {
+        set_backend(w, own);
+        return 0;
+    }
+    if (w->o.backend == ECW_BACKEND_AUTO && theirs) {
+        if (!strcmp(got, "nccl") && !w->nccl_ok)
+            return ec_errorf(err, EC_ENOTFOUND, "rank 0 of epoch %" PRIu64 " runs nccl, but "
+                             "this process cannot: %s; set ECOORD_WORKER_BACKEND=gloo for the "
+                             "whole job, or make NCCL and a GPU usable on node %s", s->number,
+                             w->no_nccl_why, w->o.node_id);
+        ecw__log(w, ECW_LOG_INFO, "backend auto: rank 0 of epoch %" PRIu64 " runs %s; this "
+                 "process follows it", s->number, theirs->name);
+        set_backend(w, theirs);
+        return 0;
+    }
+    return ec_errorf(err, EC_EINVAL, "rank 0 of epoch %" PRIu64 " runs backend '%s', this "
+                     "process %s (ECOORD_WORKER_BACKEND=%s here, %s): every member must run the "
+                     "same one; set ECOORD_WORKER_BACKEND to one value for the whole job",
+                     s->number, got, own->name, ecw_backend_name(w->o.backend),
+                     theirs ? "which differs" : "and this library has no such backend");
+}
+
 /* Build one epoch's communicator.  0, or an error (the comm is dropped). */
 static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error_t *err)
 {
@@ -239,10 +359,14 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
         .deadline_ms = deadline,
     };
     void *c = NULL;
-    int rc = w->be->create(w, &b, &c, err);
-    if (rc < 0)
-        return rc;
     w->probe_at_ms = ecw__mono_ms() + w->o.suspect_after_ms;
+    int rc = agree_backend(w, s, rank, deadline, err);
+    if (rc == 0)
+        rc = w->be->create(w, &b, &c, err);
+    if (rc < 0) {
+        w->probe_at_ms = 0;
+        return rc;
+    }
     pthread_mutex_lock(&w->comm_mu);
     w->comm = c;
     atomic_store(&w->target_num, s->number);
@@ -265,6 +389,8 @@ static void report_suspects(ecw_t *w, uint64_t cur);
 
 static int rebuild(ecw_t *w, ec_error_t *err)
 {
+    if (atomic_load(&w->restart))
+        return restart_err(w, "ecw_rebuild", err);
     int64_t t0 = ecw__mono_ms();
     int64_t deadline = t0 + w->o.rebuild_timeout_ms;
     uint64_t cur = atomic_load(&w->cur_num);
@@ -359,7 +485,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
             snprintf(why, sizeof(why), "epoch %" PRIu64 " superseded", s.number);
             continue;
         }
-        if (rc == EC_EINVAL || rc == EC_ENOMEM || rc == EC_ENOTFOUND)
+        if (rc == EC_EINVAL || rc == EC_ENOMEM || rc == EC_ENOTFOUND || rc == EC_ERESTART)
             return rc; /* not something a new epoch fixes */
         /* A peer that never joined or broke off the build: if its agent is
          * silent too, say so now, exactly as after a failed collective,
@@ -389,6 +515,8 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
         return ec_errorf(err, EC_EINVAL, "%s: NULL handle", what);
     if (atomic_load(&w->finalizing))
         return ec_errorf(err, EC_EABORTED, "%s: the handle is being finalized", what);
+    if (atomic_load(&w->restart))
+        return restart_err(w, what, err);
     if (w->be == &ecw__none_backend)
         return ec_errorf(err, EC_EINVAL, "%s: backend none builds no communicator "
                          "(ECOORD_WORKER_BACKEND=none): run collectives on the program's own "
@@ -494,6 +622,11 @@ static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
 {
     atomic_fetch_sub(&w->in_coll, 1);
     uint64_t cur = atomic_load(&w->cur_num);
+    if (rc == EC_ERESTART) {
+        /* No epoch fixes a lost GPU: say so now, not after epoch_wait_ms. */
+        atomic_store(&w->broken, 1);
+        return rc;
+    }
     if (rc < 0 && rc != EC_EINVAL && atomic_load(&w->fenced) &&
         atomic_load(&w->latest_num) <= cur) {
         /* The fence aborted it (or a peer's fence aborted theirs): this
@@ -585,6 +718,15 @@ int ecw_barrier(ecw_t *w, ecw_error_t *uerr)
     if (rc == 0)
         rc = end(w, "barrier", w->be->barrier(w->comm, &err), &err);
     return ecw__out(uerr, &err, rc);
+}
+
+int ecw_set_stream(ecw_t *w, void *stream, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (!w)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_set_stream: NULL handle"));
+    w->user_stream = stream;
+    return 0;
 }
 
 /* ---- state recovery ------------------------------------------------------------------------ */
@@ -683,37 +825,41 @@ static void log_forward(ec_log_level_t lvl, const char *msg, void *arg)
     w->o.log_cb((ecw_log_level_t)lvl, msg, w->o.log_arg);
 }
 
+/* What this process would run alone; agree_backend makes it the job's. */
 static int pick_backend(ecw_t *w, ec_error_t *err)
 {
     ecw_backend_t want = w->o.backend;
     if (want == ECW_BACKEND_NONE) {
-        w->be = &ecw__none_backend;
+        w->be = w->own_be = &ecw__none_backend;
         return 0;
     }
 #ifdef HAVE_NCCL
     if (want != ECW_BACKEND_GLOO) {
+        /* loads libcudart and libnccl: a Gloo job never does */
         ec_error_t why = {0};
-        w->ndevices = ecw__nccl_device_count(&why);
-        if (w->ndevices > 0) {
-            w->be = &ecw__nccl_backend;
+        w->ndevices = ecw__nccl_device_count(w, &why);
+        w->nccl_ok = w->ndevices > 0;
+        if (w->nccl_ok) {
+            w->be = w->own_be = &ecw__nccl_backend;
             return 0;
         }
+        snprintf(w->no_nccl_why, sizeof(w->no_nccl_why), "%s", why.msg);
         if (want == ECW_BACKEND_NCCL)
             return ec_errorf(err, EC_ENOTFOUND, "backend nccl asked for, but %s", why.msg);
         ecw__log(w, ECW_LOG_INFO, "backend auto: %s; using gloo", why.msg);
     }
 #else
+    snprintf(w->no_nccl_why, sizeof(w->no_nccl_why), "this library was built without NCCL "
+             "(configure found no CUDA/NCCL headers; see --with-cuda)");
     if (want == ECW_BACKEND_NCCL)
-        return ec_errorf(err, EC_EINVAL, "backend nccl asked for, but this library was built "
-                         "without NCCL (configure found no CUDA/NCCL; see --with-cuda)");
+        return ec_errorf(err, EC_EINVAL, "backend nccl asked for, but %s", w->no_nccl_why);
 #endif
 #ifdef HAVE_GLOO
-    w->be = &ecw__gloo_backend;
+    w->be = w->own_be = &ecw__gloo_backend;
     return 0;
 #else
     return ec_errorf(err, EC_EINVAL, "no backend: this library was built without Gloo "
-                     "(apt-get install libgloo-dev and reconfigure) and %s",
-                     "no GPU is usable for NCCL");
+                     "(apt-get install libgloo-dev and reconfigure) and %s", w->no_nccl_why);
 #endif
 }
 

@@ -27,9 +27,18 @@
  * return ECW_EEPOCHCHANGED if the job re-formed meanwhile (ecw_rebuild
  * waits, within its deadline, for the confirmation).
  *
- * Backends: NCCL (device memory; built when configure found CUDA and NCCL)
- * and Gloo (host memory, TCP).  ECW_BACKEND_AUTO picks NCCL when a GPU is
- * visible and the NCCL backend was built, else Gloo.
+ * Backends: NCCL (device memory; built when configure found the CUDA and
+ * NCCL headers) and Gloo (host memory, TCP).  The library links no CUDA or
+ * NCCL library: it loads libcudart and libnccl when it needs them (an NCCL
+ * already in the process, torch's say, first; see cuda_libdir), so it loads
+ * and runs Gloo where CUDA is absent.  ECW_BACKEND_AUTO resolves, on each
+ * process, to NCCL when the libraries load and a GPU is visible, else Gloo;
+ * then every member of an epoch runs rank 0's choice (rank 0 publishes it in
+ * the epoch's keys): an AUTO process follows it when it can, and a process
+ * told otherwise, or unable to follow, fails ecw_init/ecw_rebuild at once
+ * with what to set.  ecw_backend() is the current epoch's backend, which
+ * with AUTO may change with rank 0's node: check it after each rebuild, or
+ * set the backend for the whole job.
  *
  * Errors: every function that can fail returns 0 or a negative ECW_* code
  * (ECW_ERRNO_MAP; the same values as ecoord's EC_* codes) and, when err is
@@ -202,13 +211,19 @@ typedef struct ecw_options {
                                    turns the fence on (0 = unset: no fence) */
     int lease_margin_ms;        /* ECOORD_LEASE_MARGIN_MS: collectives are refused once the
                                    lease may expire within this (0 = unset: TTL/5) */
+    /* NCCL: where to load libcudart and libnccl from at run time (the
+     * library links neither).  "" or NULL: an NCCL the process already
+     * loaded (torch's, say) first, then the loader's search path, then the
+     * CUDA directory configure found.  A directory: only from there (an
+     * already loaded NCCL still wins: two in one process would clash). */
+    const char *cuda_libdir;    /* ECOORD_WORKER_CUDA_LIBDIR */
 } ecw_options_t;
 
 #define ECW_OPTIONS_INIT                                                               \
     {                                                                                  \
         sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
             NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL, \
-            0, 0, 0                                                                    \
+            0, 0, 0, NULL                                                              \
     }
 
 typedef struct ecw ecw_t;
@@ -367,7 +382,11 @@ int ecw_epoch_get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len
  * retry; see "The fence" above); ECW_EIO / ECW_ETIMEDOUT when a peer failed or stalled
  * and no new epoch arrived in time; ECW_EINVAL for bad arguments (the
  * communicator stays usable), including a dtype the backend does not
- * support; ECW_EABORTED after ecw_finalize started. */
+ * support, and, for NCCL, a buffer that is not device memory of this
+ * process's GPU (checked with cudaPointerGetAttributes before NCCL sees it;
+ * managed memory is accepted); ECW_ERESTART when this process's GPU state is
+ * lost (see above: exit and be restarted); ECW_EABORTED after ecw_finalize
+ * started.  Stream order: see ecw_set_stream below. */
 int ecw_allreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_t op,
                   ecw_error_t *err);
 /* In place from rank root to every rank. */
@@ -378,6 +397,25 @@ int ecw_broadcast(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, int root
 int ecw_allgather(ecw_t *w, const void *sendbuf, void *recvbuf, size_t count, ecw_dtype_t dtype,
                   ecw_error_t *err);
 int ecw_barrier(ecw_t *w, ecw_error_t *err);
+
+/* ---- stream order (NCCL) ---------------------------------------------------------------
+ * A collective on device memory reads what the caller's GPU work wrote only
+ * if it runs after that work.  The contract: each NCCL collective (and the
+ * copy of received state in ecw_sync_state) waits on the GPU for everything
+ * the caller enqueued on its stream before the call (an event recorded on
+ * that stream, waited for by the library's own stream), and returns only
+ * once it completed, so that anything the caller enqueues afterwards, on any
+ * stream, reads its result.  The caller's stream is the one set here; NULL
+ * (the default) means CUDA's legacy default stream (stream 0 of a program
+ * built without --default-stream per-thread).  A program that computes its
+ * gradients on another stream (torch's current stream, say) sets it before
+ * its collectives, from the training thread, between calls; it stays set
+ * across rebuilds.  Nothing is enqueued on the caller's stream but the
+ * event: an aborted collective leaves nothing behind on it.  Gloo ignores
+ * the stream (host memory, complete on return).  Returns 0; ECW_EINVAL for
+ * a NULL handle.  A stream that is not valid shows as ECW_EINVAL from the
+ * next collective (the communicator stays usable). */
+int ecw_set_stream(ecw_t *w, void *cuda_stream, ecw_error_t *err);
 
 #ifdef __cplusplus
 }

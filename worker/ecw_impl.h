@@ -77,8 +77,10 @@ extern const ecw__backend_t ecw__gloo_backend;
 #endif
 #ifdef HAVE_NCCL
 extern const ecw__backend_t ecw__nccl_backend;
-/* Number of visible CUDA devices, 0 when none (why in err). */
-int ecw__nccl_device_count(ec_error_t *err);
+/* Load libcudart and libnccl (cuda_dl.c; logged once, saying which files)
+ * and count the visible CUDA devices: 0 when none or when a library cannot
+ * be loaded (why in err, naming the library). */
+int ecw__nccl_device_count(ecw_t *w, ec_error_t *err);
 #endif
 
 /* ---- the handle ------------------------------------------------------------------------ */
@@ -88,6 +90,7 @@ typedef struct ecw__opts {
     ecw_backend_t backend;
     char *etcd_endpoints, *etcd_prefix, *job_id, *node_id, *host;
     char *etcd_cacert, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file; /* "": none */
+    char *cuda_libdir;          /* "": the default search (cuda_dl.c) */
     int local_rank, device;
     uint64_t start_epoch;
     int64_t lease;
@@ -109,7 +112,18 @@ typedef struct ecw__timing {
 
 struct ecw {
     ecw__opts_t o;
+    /* The backend of the current epoch: the one every member agreed on
+     * (ecw.c, agree_backend); changed only by the training thread, under
+     * comm_mu, while there is no communicator. */
     const ecw__backend_t *be;
+    const ecw__backend_t *own_be; /* what this process resolved alone */
+    bool nccl_ok;                 /* NCCL usable here (AUTO may follow rank 0 to it) */
+    char no_nccl_why[EC_ERRMSG_MAX]; /* why not, when not */
+    void *user_stream;            /* ecw_set_stream: training thread only */
+    /* ecw__restart: this process's GPU state is lost or unknown; every
+     * call returns EC_ERESTART with restart_why (written before the flag). */
+    _Atomic int restart;
+    char restart_why[EC_ERRMSG_MAX];
     ec_etcd_t *etcd;
     ec_keys_t keys;
     char token[96]; /* this process, in claims: "<host>:<pid>:<random>" */
@@ -249,6 +263,12 @@ int64_t ecw__wall_us(void);
 /* pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable until the
  * monotonic deadline_ms. */
 void ecw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
+/* Mark the handle "restart this process" (the first reason is kept) and
+ * its communicator broken; logged at ERROR.  Any thread. */
+void ecw__restart(ecw_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *ecw__restart_why(const ecw_t *w);
+/* The stream ecw_set_stream set (NULL: the legacy default stream). */
+void *ecw__user_stream(const ecw_t *w);
 /* Copy an internal error out to the caller's struct; returns rc. */
 int ecw__out(ecw_error_t *u, const ec_error_t *e, int rc);
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)

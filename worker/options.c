@@ -84,6 +84,9 @@ static const knob_t knobs[] = {
     {"lease_margin_ms", {"ECOORD_LEASE_MARGIN_MS"}, K_INT, IN(lease_margin_ms),
      OUT(lease_margin_ms), 0, 0, 86400000, "0",
      "refuse collectives once the lease may expire within this (0: a fifth of the TTL)"},
+    {"cuda_libdir", {"ECOORD_WORKER_CUDA_LIBDIR"}, K_STR, IN(cuda_libdir), OUT(cuda_libdir), 0, 0,
+     0, "", "NCCL: directory to load libcudart and libnccl from (default: an NCCL already in the "
+     "process, then the loader's path, then the CUDA directory configure found)"},
 };
 
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
@@ -303,6 +306,7 @@ void ecw__opts_free(ecw__opts_t *o)
     free(o->etcd_key);
     free(o->etcd_user);
     free(o->etcd_password_file);
+    free(o->cuda_libdir);
     memset(o, 0, sizeof(*o));
     errno = saved;
 }
