@@ -17,7 +17,11 @@
  * out, and returns ECW_EUNCONFIRMED when the fence trips; a per-epoch value
  * put by one member is got by another, a get gives up at its deadline or at
  * once on a newer epoch.
+ * The GPU libraries are loaded at run time: where they cannot be, Gloo
+ * runs and backend nccl says which library is missing; an NCCL already in
+ * the process is the one taken; every member runs rank 0's backend.
  * NCCL needs a GPU; none is visible here, so that case skips with the reason. */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1235,6 +1239,241 @@ END_TEST
 
 /* NCCL: a one-rank communicator per epoch (one GPU admits one rank), rebuilt
  * when the epoch changes.  Skips with the reason where no GPU is visible. */
+/* ---- the GPU libraries, loaded at run time (issue 14) ----------------------------------- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    char text[16384];
+} logbuf_t;
+
+static void log_into(ecw_log_level_t lvl, const char *msg, void *arg)
+{
+    (void)lvl;
+    logbuf_t *b = arg;
+    pthread_mutex_lock(&b->mu);
+    size_t n = strlen(b->text);
+    snprintf(b->text + n, sizeof(b->text) - n, "%s\n", msg);
+    pthread_mutex_unlock(&b->mu);
+}
+
+typedef struct {
+    ecw_t *w;
+    const char *job, *libdir;
+    int lr, rc;
+    ecw_backend_t backend;
+    logbuf_t *log;
+    double v;
+    ecw_error_t err;
+} gpu_member_t;
+
+static ecw_options_t gpu_opts(const gpu_member_t *m)
+{
+    ecw_options_t o = lib_opts(m->job, m->lr);
+    o.backend = m->backend;
+    o.cuda_libdir = m->libdir;
+    if (m->log) {
+        o.log_cb = log_into;
+        o.log_arg = m->log;
+        o.log_level = ECW_LOG_DEBUG;
+    }
+    return o;
+}
+
+static void *gpu_init_thread(void *arg)
+{
+    gpu_member_t *m = arg;
+    ecw_options_t o = gpu_opts(m);
+    m->rc = ecw_init(&o, &m->w, &m->err);
+    return NULL;
+}
+
+/* An empty directory to load libcudart and libnccl from: they cannot be. */
+static const char *no_cuda_dir(void)
+{
+    static char dir[300];
+    snprintf(dir, sizeof(dir), "%s/no-cuda", tmp);
+    mkdir(dir, 0700);
+    return dir;
+}
+
+/* Start worker/test/test_worker_prog as rank lr of job in a clean
+ * environment (env -i: no LD_LIBRARY_PATH, nothing but the agent's
+ * variables), output into console. */
+static pid_t start_worker(const char *job, int lr, const char *backend, const char *libdir,
+                          bool preload, const char *console)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "exec env -i PATH=/usr/bin:/bin ECOORD_ELASTIC_SERVER=%s ECOORD_JOB_ID=%s "
+             "ECOORD_NODE_ID=n1 LOCAL_RANK=%d ECOORD_WORKER_BACKEND=%s "
+             "ECOORD_WORKER_CUDA_LIBDIR=%s ECOORD_WORKER_REBUILD_TIMEOUT_MS=15000 %s%s",
+             ec_embed_endpoint(etcd), job, lr, backend, libdir,
+             ec_test_bin("ECW_TEST_WORKER", "worker/test/test_worker_prog"),
+             preload ? " --preload" : "");
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t p = ec_test_spawn(argv, console);
+    pids[npids++] = p;
+    return p;
+}
+
+/* Reap a worker started above (and forget it); its exit status. */
+static int reap_worker(pid_t p)
+{
+    int st = ec_test_reap(p, ec_test_ms(60000));
+    for (int i = 0; i < npids; i++)
+        if (pids[i] == p && st >= 0)
+            pids[i] = pids[--npids];
+    return st;
+}
+
+static const char *slurp(const char *path)
+{
+    static char buf[65536];
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+    }
+    return buf;
+}
+
+/* Where libcudart and libnccl cannot be loaded (processes in a clean
+ * environment, ECOORD_WORKER_CUDA_LIBDIR an empty directory; the library
+ * links neither): two "auto" ranks run Gloo, agree on it through rank 0's
+ * key, allreduce, and neither library was loaded into them; backend nccl
+ * fails ecw_init with ECW_ENOTFOUND naming libnccl.so.2 and where it was
+ * looked for. */
+START_TEST(gloo_runs_where_cuda_libraries_cannot_be_loaded)
+{
+    const char *empty = no_cuda_dir();
+    publish_epoch("jnocuda", 1, 2, EC_REASON_START);
+    char con[2][400];
+    pid_t p[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(con[i], sizeof(con[i]), "%s/nocuda.%d", tmp, i);
+        p[i] = start_worker("jnocuda", i, "auto", empty, false, con[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        int st = reap_worker(p[i]);
+        const char *out = slurp(con[i]);
+        ck_assert_msg(st == 0, "rank %d exited %d:\n%s", i, st, out);
+        ck_assert_msg(strstr(out, "ran backend=gloo allreduce=ECW_OK sum=2\n") &&
+                          strstr(out, "loaded nccl=0 cudart=0"),
+                      "rank %d:\n%s", i, out);
+        ck_assert_msg(strstr(out, "backend auto:") && strstr(out, "using gloo"), "%s", out);
+        const char *why = strstr(out, "backend auto:");
+        printf("# rank %d: %.*s\n", i, (int)strcspn(why, "\n"), why);
+    }
+    /* rank 0's choice is in the epoch's keys */
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, "jnocuda", NULL), 0);
+    char key[EC_KEY_MAX];
+    ck_assert_int_gt(ec_key_epoch_comm(&k, 1, "backend", key, sizeof(key)), 0);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ck_assert_str_eq((const char *)kv.value, "gloo");
+    ec_kv_free(&kv);
+
+    /* NCCL asked for: a clear error naming the library and where it looked */
+    publish_epoch("jnocuda2", 1, 1, EC_REASON_START);
+    char one[400];
+    snprintf(one, sizeof(one), "%s/nocuda.nccl", tmp);
+    int st = reap_worker(start_worker("jnocuda2", 0, "nccl", empty, false, one));
+    const char *out = slurp(one);
+    ck_assert_msg(st == 2, "exited %d:\n%s", st, out);
+    if (strstr(out, "built without NCCL")) {
+        printf("# this library has no NCCL backend\n");
+        return;
+    }
+    ck_assert_msg(strstr(out, "init failed: ECW_ENOTFOUND") && strstr(out, "libnccl.so.2") &&
+                      strstr(out, empty) && strstr(out, "ECOORD_WORKER_CUDA_LIBDIR") &&
+                      strstr(out, "loaded nccl=0 cudart=0"),
+                  "%s", out);
+    const char *line = strstr(out, "init failed:");
+    printf("# backend nccl: %.*s\n", (int)strcspn(line, "\n"), line);
+}
+END_TEST
+
+/* An NCCL the process already loaded (as torch does) is the one taken, even
+ * with a directory named that holds none, and the log says which file; no
+ * GPU here (no driver): "auto" then runs Gloo and backend nccl says there is
+ * no usable GPU.  Skips where libnccl or libcudart is not on the loader's
+ * path, or without an NCCL backend. */
+START_TEST(auto_takes_the_nccl_already_loaded)
+{
+    const char *empty = no_cuda_dir();
+    publish_epoch("jpreload", 1, 1, EC_REASON_START);
+    char con[400];
+    snprintf(con, sizeof(con), "%s/preload.auto", tmp);
+    int st = reap_worker(start_worker("jpreload", 0, "auto", empty, true, con));
+    const char *out = slurp(con);
+    if (st == 3 || strstr(out, "built without NCCL")) {
+        printf("# SKIP auto_takes_the_nccl_already_loaded: %s\n",
+               st == 3 ? "no libnccl.so.2 or libcudart on the loader's path" : "no NCCL backend");
+        return;
+    }
+    ck_assert_msg(st == 0, "exited %d:\n%s", st, out);
+    ck_assert_msg(strstr(out, "libnccl.so.2, already loaded in this process"), "%s", out);
+    const char *line = strstr(out, "+cuda");
+    ck_assert_ptr_nonnull(line);
+    printf("# %.*s\n", (int)strcspn(line, "\n"), line);
+    if (strstr(out, "ran backend=nccl"))
+        return; /* a GPU here */
+    ck_assert_msg(strstr(out, "ran backend=gloo allreduce=ECW_OK sum=1") &&
+                      (strstr(out, "no usable GPU") || strstr(out, "no GPU visible")),
+                  "%s", out);
+    publish_epoch("jpreload2", 1, 1, EC_REASON_START);
+    snprintf(con, sizeof(con), "%s/preload.nccl", tmp);
+    st = reap_worker(start_worker("jpreload2", 0, "nccl", empty, true, con));
+    out = slurp(con);
+    ck_assert_msg(st == 2 && strstr(out, "init failed: ECW_ENOTFOUND backend nccl asked for, "
+                                         "but no"),
+                  "exited %d:\n%s", st, out);
+}
+END_TEST
+
+/* Every member runs rank 0's backend: with rank 0's choice "nccl" in the
+ * epoch's keys, an "auto" rank that cannot run NCCL, and a rank told gloo,
+ * fail ecw_init at once, saying what to set, instead of waiting for a
+ * rendezvous that never comes. */
+START_TEST(members_refuse_a_backend_other_than_rank_0s)
+{
+    publish_epoch("jagree", 1, 2, EC_REASON_START);
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, "jagree", NULL), 0);
+    char key[EC_KEY_MAX];
+    ck_assert_int_gt(ec_key_epoch_comm(&k, 1, "backend", key, sizeof(key)), 0);
+    ck_assert_int_eq(ec_etcd_put(c, key, "nccl", 4, 0, NULL, NULL), 0); /* rank 0 */
+    gpu_member_t m = {.job = "jagree", .libdir = no_cuda_dir(), .lr = 1,
+                      .backend = ECW_BACKEND_AUTO};
+    int64_t t0 = ec_test_now_ms();
+    gpu_init_thread(&m);
+    ck_assert_msg(m.rc == ECW_ENOTFOUND || m.rc == ECW_EINVAL, "%s: %s", ecw_err_name(m.rc),
+                  m.err.msg);
+    ck_assert_msg(strstr(m.err.msg, "rank 0 of epoch 1 runs") &&
+                      strstr(m.err.msg, "ECOORD_WORKER_BACKEND"),
+                  "%s", m.err.msg);
+    printf("# auto, rank 0 runs nccl: %s\n", m.err.msg);
+    /* another job: rank 1 of jagree is claimed by the process above now */
+    publish_epoch("jagree2", 1, 2, EC_REASON_START);
+    ck_assert_int_eq(ec_keys_init(&k, NULL, "jagree2", NULL), 0);
+    ck_assert_int_gt(ec_key_epoch_comm(&k, 1, "backend", key, sizeof(key)), 0);
+    ck_assert_int_eq(ec_etcd_put(c, key, "nccl", 4, 0, NULL, NULL), 0);
+    m.job = "jagree2";
+    m.backend = ECW_BACKEND_GLOO;
+    gpu_init_thread(&m);
+    ck_assert_int_eq(m.rc, ECW_EINVAL);
+    ck_assert_msg(strstr(m.err.msg, "rank 0 of epoch 1 runs backend 'nccl', this process gloo"),
+                  "%s", m.err.msg);
+    printf("# gloo, rank 0 runs nccl: %s\n", m.err.msg);
+    ck_assert_int_lt(ec_test_now_ms() - t0, ec_test_ms(5000));
+}
+END_TEST
+
 START_TEST(nccl_rebuilds_per_epoch)
 {
     publish_epoch("jnccl", 1, 1, EC_REASON_START);
@@ -1273,6 +1512,9 @@ static Suite *suite(void)
     ec_tcase_add(t, forged_epochs_are_not_followed);
     ec_tcase_add(t, epoch_followed_after_etcd_lost_its_data);
     ec_tcase_add(t, nccl_rebuilds_per_epoch);
+    ec_tcase_add(t, gloo_runs_where_cuda_libraries_cannot_be_loaded);
+    ec_tcase_add(t, auto_takes_the_nccl_already_loaded);
+    ec_tcase_add(t, members_refuse_a_backend_other_than_rank_0s);
     ec_tcase_add(t, sync_state_interrupted_leaves_old_or_new_state_never_torn);
     ec_tcase_add(t, none_backend_follows_epochs_and_claims_ranks);
     ec_tcase_add(t, wait_epoch_wakes_on_new_epoch_and_times_out);

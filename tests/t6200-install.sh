@@ -9,7 +9,7 @@ set -u
 build=${EC_BUILDDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 dest=$(mktemp -d /tmp/ec-t6200-XXXXXX)
 trap 'rm -rf "$dest"' EXIT
-echo "1..6"
+echo "1..7"
 n=0
 fails=0
 result() { # COND-STATUS NAME
@@ -54,6 +54,25 @@ else
     echo "# missing: $libdir/pkgconfig/ecoord-worker.pc or $includedir/ecw.h"
 fi
 result $ok "a program compiles, links and runs against the installed libecworker via pkg-config"
+
+# No CUDA or NCCL library among what the installed library needs: neither
+# in its NEEDED entries nor anywhere in what the loader resolves for it.
+ok=1
+lib=$dest$libdir/libecworker.so.0
+if [ -f "$lib" ]; then
+    needed=$(LC_ALL=C readelf -d "$lib" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    echo "# libecworker NEEDED: $needed"
+    if echo "$needed" | grep -Eq 'libcuda|libnccl|libnvrtc|libcublas'; then
+        echo "# libecworker links a CUDA or NCCL library"
+    elif LD_LIBRARY_PATH=$dest$libdir ldd "$lib" | grep -Ei 'libcuda|libnccl'; then
+        echo "# libecworker pulls in a CUDA or NCCL library (above)"
+    else
+        ok=0
+    fi
+else
+    echo "# missing: $libdir/libecworker.so.0"
+fi
+result $ok "the installed libecworker links no CUDA or NCCL library (ldd)"
 
 ok=0
 if [ "$unitdir" = no ] || [ -z "$unitdir" ]; then
