@@ -136,15 +136,22 @@ static void teardown_run(void *p)
         cu->cudaFree(t->scratch);
 }
 
-/* Run t (copied) off this thread within the communicator's timeout.  false
- * when it did not return: the GPU state is unknown, restart the process. */
+/* ncclCommAbort took 1.0 s on an idle one-rank communicator (H200, NCCL
+ * 2.28.3): a short collective timeout must not make a normal abort look
+ * stuck. */
+#define ABORT_MIN_MS 10000
+
+/* Run t (copied) off this thread within the communicator's timeout (at least
+ * ABORT_MIN_MS).  false when it did not return: the GPU state is unknown,
+ * restart the process. */
 static bool teardown_bounded(ncomm_t *c, const teardown_t *t, const char *what)
 {
+    int limit = c->timeout_ms > ABORT_MIN_MS ? c->timeout_ms : ABORT_MIN_MS;
     teardown_t *copy = malloc(sizeof(*copy));
     int rc = EC_ENOMEM;
     if (copy) {
         *copy = *t;
-        rc = ecw__run_with_deadline(teardown_run, copy, free, c->timeout_ms);
+        rc = ecw__run_with_deadline(teardown_run, copy, free, limit);
     }
     if (rc == 0) {
         free(copy);
@@ -161,7 +168,7 @@ static bool teardown_bounded(ncomm_t *c, const teardown_t *t, const char *what)
     c->lost = true;
     ecw__restart(c->w, "%s of epoch %" PRIu64 " on CUDA device %d did not return within %d ms "
                  "(%d such calls still running): this GPU's state is unknown", what, c->epoch,
-                 c->device, c->timeout_ms, ecw__stuck_calls());
+                 c->device, limit, ecw__stuck_calls());
     return false;
 }
 
