@@ -316,7 +316,11 @@ static int agree_backend(ecw_t *w, const snap_t *s, int rank, int64_t deadline,
             free(val);
             break;
         }
-        if (rc != EC_ETIMEDOUT || left <= 200)
+        if (rc == EC_ETIMEDOUT && left <= 200)
+            return ec_errorf(err, EC_ETIMEDOUT, "rank 0 of epoch %" PRIu64 " did not publish "
+                             "its backend by the rebuild deadline (it has not started, or died): "
+                             "wait for the next epoch", s->number);
+        if (rc != EC_ETIMEDOUT)
             return rc;
         if (atomic_load(&w->latest_num) > s->number || atomic_load(&w->finalizing))
             return ec_errorf(err, EC_EABORTED, "epoch %" PRIu64 " was superseded while waiting "
@@ -853,6 +857,8 @@ static int pick_backend(ecw_t *w, ec_error_t *err)
              "(configure found no CUDA/NCCL headers; see --with-cuda)");
     if (want == ECW_BACKEND_NCCL)
         return ec_errorf(err, EC_EINVAL, "backend nccl asked for, but %s", w->no_nccl_why);
+    if (want == ECW_BACKEND_AUTO)
+        ecw__log(w, ECW_LOG_INFO, "backend auto: %s; using gloo", w->no_nccl_why);
 #endif
 #ifdef HAVE_GLOO
     w->be = w->own_be = &ecw__gloo_backend;
