@@ -117,6 +117,7 @@ static void nap_us(long us)
 /* ---- aborting, off the training thread ---- */
 
 typedef struct teardown {
+    int device;
     ncclComm_t comm;
     cudaStream_t stream;
     cudaEvent_t ordered;
@@ -126,6 +127,9 @@ typedef struct teardown {
 static void teardown_run(void *p)
 {
     teardown_t *t = p;
+    /* A new thread's current device is 0: without this, the frees below
+     * would create a context on GPU 0 for a communicator of another GPU. */
+    cu->cudaSetDevice(t->device);
     if (t->comm)
         cu->ncclCommAbort(t->comm);
     if (t->ordered)
@@ -178,7 +182,7 @@ static bool do_abort(ncomm_t *c)
 {
     bool ok = true;
     if (c->comm && !c->lost) {
-        teardown_t t = {.comm = c->comm};
+        teardown_t t = {.device = c->device, .comm = c->comm};
         ok = teardown_bounded(c, &t, "ncclCommAbort");
     }
     c->comm = NULL;
@@ -373,8 +377,8 @@ static void n_destroy(void *comm)
      * them.  After an abort or a free that never returned, nothing more is
      * touched: the stream and memory are left to the process's exit. */
     if (!c->lost) {
-        teardown_t t = {.comm = c->comm, .stream = c->stream, .ordered = c->ordered,
-                        .scratch = c->scratch};
+        teardown_t t = {.device = c->device, .comm = c->comm, .stream = c->stream,
+                        .ordered = c->ordered, .scratch = c->scratch};
         teardown_bounded(c, &t, c->comm ? "ncclCommAbort" : "freeing the stream and memory");
     }
     free(c);
@@ -528,7 +532,7 @@ static int n_allreduce(void *comm, void *buf, size_t count, ecw_dtype_t dt, ecw_
             cudaError_t ce = cu->cudaMalloc(&p, bytes);
             if (ce != cudaSuccess)
                 return cuda_fail(c, "allreduce staging", ce, err);
-            teardown_t t = {.scratch = c->scratch};
+            teardown_t t = {.device = c->device, .scratch = c->scratch};
             c->scratch = p;
             c->scratch_len = bytes;
             if (!teardown_bounded(c, &t, "cudaFree"))
@@ -650,7 +654,7 @@ static void n_stage_free(void *comm, void *buf)
     ncomm_t *c = comm;
     if (!buf || c->lost)
         return;
-    teardown_t t = {.scratch = buf};
+    teardown_t t = {.device = c->device, .scratch = buf};
     teardown_bounded(c, &t, "cudaFree");
 }
 
