@@ -20,6 +20,8 @@
  * The GPU libraries are loaded at run time: where they cannot be, Gloo
  * runs and backend nccl says which library is missing; an NCCL already in
  * the process is the one taken; every member runs rank 0's backend.
+ * ecw_iallreduce/ecw_wait: the wait keeps its deadline, an epoch releases
+ * the request, finalize ends one in flight.
  * NCCL needs a GPU; none is visible here, so that case skips with the reason. */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -1474,6 +1476,63 @@ START_TEST(members_refuse_a_backend_other_than_rank_0s)
 }
 END_TEST
 
+/* ecw_iallreduce returns at once and ecw_wait keeps its deadline: with the
+ * peer not there yet, a 50 ms wait returns ECW_WAIT_PENDING after 50 ms and
+ * the request goes on; every other call on the handle is refused while it is
+ * in flight; once the peer joins, both complete with the sum.  A request
+ * blocked on a peer that never comes is released by a new epoch
+ * (ECW_EEPOCHCHANGED, measured), and ecw_finalize ends one in flight. */
+START_TEST(iallreduce_waits_with_a_deadline_and_is_released_by_an_epoch)
+{
+    publish_epoch("jasync", 1, 2, EC_REASON_START);
+    member_t m[2] = {{.lr = 0, .job = "jasync"}, {.lr = 1, .job = "jasync"}};
+    both(m, init_thread);
+    double v0 = 1, v1 = 1;
+    ecw_request_t *r0 = NULL, *r1 = NULL;
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_iallreduce(m[0].w, &v0, 1, ECW_F64, ECW_SUM, &r0, &err) == 0, "%s",
+                  err.msg);
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(ecw_wait(r0, 50, &err), ECW_WAIT_PENDING);
+    int64_t took = ec_test_now_ms() - t0;
+    ck_assert_msg(took >= 45 && took < ec_test_ms(2000), "waited %" PRId64 " ms", took);
+    ck_assert_int_eq(ecw_barrier(m[0].w, &err), ECW_EINVAL);
+    ck_assert_msg(strstr(err.msg, "ecw_wait"), "%s", err.msg);
+    ck_assert_int_eq(ecw_iallreduce(m[0].w, &v0, 1, ECW_F64, ECW_SUM, &r1, &err), ECW_EINVAL);
+    ck_assert_ptr_null(r1);
+    ck_assert_int_eq(ecw_rebuild(m[0].w, &err), ECW_EINVAL);
+    ck_assert_msg(ecw_iallreduce(m[1].w, &v1, 1, ECW_F64, ECW_SUM, &r1, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_msg(ecw_wait(r0, 30000, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ecw_wait(r1, 30000, &err) == 0, "%s", err.msg);
+    ck_assert(v0 == 2.0 && v1 == 2.0);
+    ck_assert_int_eq(ecw_wait(NULL, 0, &err), ECW_EINVAL);
+
+    /* rank 1 never joins: the epoch releases rank 0's request */
+    v0 = 1;
+    ck_assert_msg(ecw_iallreduce(m[0].w, &v0, 1, ECW_F64, ECW_SUM, &r0, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(ecw_wait(r0, 100, &err), ECW_WAIT_PENDING);
+    int64_t tp = ec_test_now_ms();
+    publish_epoch("jasync", 2, 2, EC_REASON_RESTART);
+    int rc = ecw_wait(r0, 30000, &err);
+    int64_t released = ec_test_now_ms() - tp;
+    ck_assert_msg(rc == ECW_EEPOCHCHANGED, "%s: %s", ecw_err_name(rc), err.msg);
+    ck_assert_msg(released < ec_test_ms(5000), "released after %" PRId64 " ms", released);
+    printf("# ecw_iallreduce released %" PRId64 " ms after the epoch was published\n",
+           released);
+
+    /* a request in flight at finalize */
+    both(m, rebuild_thread);
+    ck_assert_msg(ecw_iallreduce(m[1].w, &v1, 1, ECW_F64, ECW_SUM, &r1, &err) == 0, "%s",
+                  err.msg);
+    t0 = ec_test_now_ms();
+    ecw_finalize(m[1].w);
+    ck_assert_int_lt(ec_test_now_ms() - t0, ec_test_ms(5000));
+    ecw_finalize(m[0].w);
+}
+END_TEST
+
 START_TEST(nccl_rebuilds_per_epoch)
 {
     publish_epoch("jnccl", 1, 1, EC_REASON_START);
@@ -1515,6 +1574,7 @@ static Suite *suite(void)
     ec_tcase_add(t, gloo_runs_where_cuda_libraries_cannot_be_loaded);
     ec_tcase_add(t, auto_takes_the_nccl_already_loaded);
     ec_tcase_add(t, members_refuse_a_backend_other_than_rank_0s);
+    ec_tcase_add(t, iallreduce_waits_with_a_deadline_and_is_released_by_an_epoch);
     ec_tcase_add(t, sync_state_interrupted_leaves_old_or_new_state_never_torn);
     ec_tcase_add(t, none_backend_follows_epochs_and_claims_ranks);
     ec_tcase_add(t, wait_epoch_wakes_on_new_epoch_and_times_out);

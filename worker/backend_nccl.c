@@ -522,6 +522,11 @@ static int n_allreduce(void *comm, void *buf, size_t count, ecw_dtype_t dt, ecw_
         return rc;
     if (!count)
         return 0;
+    /* ecw_iallreduce calls from a thread of its own, whose current device
+     * is 0 until set */
+    cudaError_t dce = cu->cudaSetDevice(c->device);
+    if (dce != cudaSuccess)
+        return cuda_fail(c, "allreduce: cudaSetDevice", dce, err);
     if (!host && (rc = check_buffer(c, "allreduce", "buf", buf, bytes, err)) < 0)
         return rc;
     void *dev = buf;

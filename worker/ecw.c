@@ -395,6 +395,9 @@ static int rebuild(ecw_t *w, ec_error_t *err)
 {
     if (atomic_load(&w->restart))
         return restart_err(w, "ecw_rebuild", err);
+    if (w->req)
+        return ec_errorf(err, EC_EINVAL, "ecw_rebuild: an ecw_iallreduce is in flight on this "
+                         "handle: ecw_wait for it first (an epoch change ends it at once)");
     int64_t t0 = ecw__mono_ms();
     int64_t deadline = t0 + w->o.rebuild_timeout_ms;
     uint64_t cur = atomic_load(&w->cur_num);
@@ -521,6 +524,9 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
         return ec_errorf(err, EC_EABORTED, "%s: the handle is being finalized", what);
     if (atomic_load(&w->restart))
         return restart_err(w, what, err);
+    if (w->req)
+        return ec_errorf(err, EC_EINVAL, "%s: an ecw_iallreduce is in flight on this handle: "
+                         "ecw_wait for it first", what);
     if (w->be == &ecw__none_backend)
         return ec_errorf(err, EC_EINVAL, "%s: backend none builds no communicator "
                          "(ECOORD_WORKER_BACKEND=none): run collectives on the program's own "
@@ -722,6 +728,121 @@ int ecw_barrier(ecw_t *w, ecw_error_t *uerr)
     if (rc == 0)
         rc = end(w, "barrier", w->be->barrier(w->comm, &err), &err);
     return ecw__out(uerr, &err, rc);
+}
+
+/* ---- the asynchronous allreduce ------------------------------------------------------------ */
+
+struct ecw_request {
+    ecw_t *w;
+    void *buf;
+    size_t count;
+    ecw_dtype_t dt;
+    ecw_op_t op;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* done */
+    bool done;
+    int rc;
+    ec_error_t err;
+};
+
+/* The request's thread: the blocking backend call.  The training thread
+ * leaves w->comm alone meanwhile (every other call is refused while
+ * w->req is set), and the watcher and the fence abort it as they abort a
+ * blocking collective. */
+static void *request_main(void *p)
+{
+    ecw_request_t *r = p;
+    ec_error_t e = {0};
+    int rc = r->w->be->allreduce(r->w->comm, r->buf, r->count, r->dt, r->op, false, &e);
+    pthread_mutex_lock(&r->mu);
+    r->rc = rc;
+    r->err = e;
+    r->done = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static void request_free(ecw_request_t *r)
+{
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+int ecw_iallreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_t op,
+                   ecw_request_t **req, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (!req)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_iallreduce: NULL req"));
+    *req = NULL;
+    int rc = begin(w, "iallreduce", &err); /* refuses while a request is in flight */
+    if (rc < 0)
+        return ecw__out(uerr, &err, rc);
+    ecw_request_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        atomic_fetch_sub(&w->in_coll, 1);
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_ENOMEM, "out of memory"));
+    }
+    *r = (ecw_request_t){.w = w, .buf = buf, .count = count, .dt = dtype, .op = op};
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int e = pthread_create(&r->th, NULL, request_main, r);
+    if (e) {
+        request_free(r);
+        atomic_fetch_sub(&w->in_coll, 1);
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_ESYS, "ecw_iallreduce: cannot start its "
+                                              "thread: %s", strerror(e)));
+    }
+    w->req = r;
+    *req = r;
+    return 0;
+}
+
+int ecw_wait(ecw_request_t *r, int timeout_ms, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (!r)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_wait: NULL request"));
+    int64_t deadline = ecw__mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    pthread_mutex_lock(&r->mu);
+    while (!r->done && ecw__mono_ms() < deadline)
+        ecw__cond_wait_until(&r->cv, &r->mu, deadline);
+    bool done = r->done;
+    pthread_mutex_unlock(&r->mu);
+    if (!done)
+        return ECW_WAIT_PENDING;
+    pthread_join(r->th, NULL);
+    ecw_t *w = r->w;
+    err = r->err;
+    w->req = NULL; /* the handle takes calls again */
+    int rc = end(w, "allreduce", r->rc, &err);
+    request_free(r);
+    return ecw__out(uerr, &err, rc);
+}
+
+/* Finalize with a request in flight: end it (the abort releases it at once
+ * for Gloo; NCCL's thread sees the flag within a poll and aborts, within its
+ * bounded teardown) and free it. */
+static void request_drop(ecw_t *w)
+{
+    ecw_request_t *r = w->req;
+    if (!r)
+        return;
+    pthread_mutex_lock(&w->comm_mu);
+    if (w->comm)
+        w->be->abort(w->comm);
+    pthread_mutex_unlock(&w->comm_mu);
+    pthread_join(r->th, NULL);
+    atomic_fetch_sub(&w->in_coll, 1);
+    w->req = NULL;
+    request_free(r);
 }
 
 int ecw_set_stream(ecw_t *w, void *stream, ecw_error_t *uerr)
@@ -992,6 +1113,7 @@ void ecw_finalize(ecw_t *w)
     bool drained = ecw__api_drain(w, 10000);
     ecw__fence_stop(w);
     ecw__follow_stop(w); /* no abort from the watcher after this */
+    request_drop(w);
     if (w->be)
         drop_comm(w);
     if (!drained) {

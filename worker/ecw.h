@@ -398,6 +398,36 @@ int ecw_allgather(ecw_t *w, const void *sendbuf, void *recvbuf, size_t count, ec
                   ecw_error_t *err);
 int ecw_barrier(ecw_t *w, ecw_error_t *err);
 
+/* ---- asynchronous allreduce -------------------------------------------------------------
+ * ecw_iallreduce starts an allreduce and returns at once with *req; ecw_wait
+ * waits for it within a deadline.  It runs on a thread of the library's own
+ * and obeys everything above: an epoch change, a peer failure and the fence
+ * end it as they end ecw_allreduce, and ecw_wait then returns what
+ * ecw_allreduce would have (ECW_EEPOCHCHANGED: rebuild, sync, redo the
+ * step).  One request per handle at a time: while one is in flight the
+ * other collectives, ecw_iallreduce, ecw_sync_state and ecw_rebuild return
+ * ECW_EINVAL (wait for it first); the buffer belongs to the library until
+ * ecw_wait returned something other than ECW_WAIT_PENDING.  NCCL: the same
+ * stream order as ecw_allreduce (it waits for what the caller's stream held
+ * when the request started; complete when ecw_wait returns 0).
+ * ecw_finalize aborts a request in flight and frees it: never wait on it
+ * afterwards.  The training thread calls both. */
+typedef struct ecw_request ecw_request_t;
+#define ECW_WAIT_PENDING 1 /* ecw_wait: the deadline passed, the request still runs */
+
+/* Returns 0 and *req; or, with *req NULL and nothing started, the errors
+ * ecw_allreduce returns before sending anything (ECW_EINVAL also when a
+ * request is in flight, ECW_EEPOCHCHANGED, ECW_EUNCONFIRMED, ...). */
+int ecw_iallreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_t op,
+                   ecw_request_t **req, ecw_error_t *err);
+/* Wait up to timeout_ms (<= 0: just look) for req to end.  ECW_WAIT_PENDING
+ * (positive) when it has not: req is still the caller's, wait again.
+ * Otherwise req is freed and the result is ecw_allreduce's: 0, or its
+ * errors; after a peer failure that includes waiting up to epoch_wait_ms
+ * for the epoch that replaces it, as ecw_allreduce does.  ECW_EINVAL for a
+ * NULL req. */
+int ecw_wait(ecw_request_t *req, int timeout_ms, ecw_error_t *err);
+
 /* ---- stream order (NCCL) ---------------------------------------------------------------
  * A collective on device memory reads what the caller's GPU work wrote only
  * if it runs after that work.  The contract: each NCCL collective (and the

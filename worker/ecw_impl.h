@@ -120,6 +120,7 @@ struct ecw {
     bool nccl_ok;                 /* NCCL usable here (AUTO may follow rank 0 to it) */
     char no_nccl_why[EC_ERRMSG_MAX]; /* why not, when not */
     void *user_stream;            /* ecw_set_stream: training thread only */
+    struct ecw_request *req;      /* the ecw_iallreduce in flight: training thread only */
     /* ecw__restart: this process's GPU state is lost or unknown; every
      * call returns EC_ERESTART with restart_why (written before the flag). */
     _Atomic int restart;
