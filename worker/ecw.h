@@ -60,7 +60,9 @@
  * called from any thread.  The library runs threads of its own: the etcd
  * watch of the job's epoch key, a service thread that writes the per-epoch
  * timing records, and, with a lease, the fence's two (one asks etcd for the
- * lease's time left on a client of its own, one fences on time).
+ * lease's time left on a client of its own, one fences on time); with NCCL,
+ * short-lived ones that abort a communicator and free its memory within a
+ * deadline; one per ecw_iallreduce in flight.
  *
  * Keys: everything the library writes to etcd lives under the epoch's worker
  * keys (<prefix>/<job>/epochs/<n>/...) and is attached to the node's lease,

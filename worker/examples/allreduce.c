@@ -66,6 +66,9 @@ int main(int argc, char **argv)
     if (device)
         return fail(lr, "NCCL backend without CUDA support in this build", NULL);
 #endif
+    /* The buffer was written on the legacy default stream (cudaMemcpy): the
+     * collectives wait for that stream unless ecw_set_stream names another
+     * (ecw.h, "stream order"), and are complete when they return. */
     /* one warm-up round, then the timed one */
     if (ecw_allreduce(w, buf, 1, ECW_F32, ECW_SUM, &err) < 0)
         return fail(lr, "warm-up allreduce failed", err.msg);
