@@ -90,8 +90,7 @@ int ecw__nccl_device_count(ecw_t *w, ec_error_t *err)
     int rc = ecw__cuda_load(w->o.cuda_libdir, &t, err);
     if (rc < 0)
         return 0; /* err names the library that is missing */
-    if (!cu)
-        ecw__log(w, ECW_LOG_INFO, "+cuda %s", t->how);
+    ecw__log(w, ECW_LOG_INFO, "+cuda %s", t->how); /* every handle's log says which */
     cu = t;
     int n = 0;
     cudaError_t ce = cu->cudaGetDeviceCount(&n);
