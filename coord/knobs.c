@@ -39,6 +39,8 @@ static int check_prefix(const char *v, const char *where, const char *fix, ec_er
 static int check_job_id(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_node_id(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_host(const char *v, const char *where, const char *fix, ec_error_t *err);
+static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err);
+static void origin(const ec_config_t *cfg, int id, const char *value, char *buf, size_t len);
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const rebuilds[] = {"restart", "inprocess", NULL};
@@ -56,6 +58,21 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "etcd endpoints, comma separated; every node of a job names the same "
                 "etcd. Empty runs an embedded etcd on this node.",
         .offset = OFF(elastic_server), .check = check_endpoint},
+    /* Paddle's current launcher names its rendezvous server --master: an
+     * etcd:// URL there means etcd (its ETCDMaster); a bare HOST:PORT is
+     * a master Paddle serves over HTTP from one node, which ecoord has no
+     * use for.  resolve_master() turns the first into elastic_server. */
+    [EC_K_MASTER] = {
+        .id = EC_K_MASTER, .name = "master",
+        .spellings = {"master"}, .env = {"ECOORD_MASTER", "PADDLE_MASTER"},
+        .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
+        .max = 4096, .def = "", .def_help = "none",
+        .metavar = "etcd://HOST:PORT[,HOST:PORT...]", .example = "etcd://10.0.0.1:2379",
+        .group = "etcd",
+        .help = "Paddle's spelling of --elastic_server: etcd:// followed by the etcd "
+                "endpoints. Paddle's HTTP master (a bare HOST:PORT) is not used: ecoord meets "
+                "its peers in etcd. An inherited PADDLE_MASTER without etcd:// is ignored.",
+        .offset = OFF(master), .check = check_endpoint},
     [EC_K_ETCD_PREFIX] = {
         .id = EC_K_ETCD_PREFIX, .name = "etcd_prefix",
         .spellings = {"etcd_prefix"}, .env = {"ECOORD_ETCD_PREFIX"},
@@ -121,7 +138,8 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
     /* ---- job ----------------------------------------------------------- */
     [EC_K_JOB_ID] = {
         .id = EC_K_JOB_ID, .name = "job_id",
-        .spellings = {"job_id"}, .env = {"ECOORD_JOB_ID", "PADDLE_ELASTIC_JOB_ID"},
+        .spellings = {"job_id"},
+        .env = {"ECOORD_JOB_ID", "PADDLE_ELASTIC_JOB_ID", "PADDLE_JOB_ID"},
         .type = EC_KT_STRING, .cmds = L | S | C,
         .max = JOB_ID_MAX, .def = "default",
         .def_help = "default (with a warning: two jobs on one etcd with the same id join "
@@ -130,9 +148,18 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "name of the job; every node of the job uses the same. Letters, digits, "
                 "'.', '_' and '-', 1 to 128 characters.",
         .offset = OFF(job_id), .check = check_job_id},
+    [EC_K_RUN_MODE] = {
+        .id = EC_K_RUN_MODE, .name = "run_mode",
+        .spellings = {"run_mode"}, .env = {"ECOORD_RUN_MODE", "PADDLE_RUN_MODE"},
+        .type = EC_KT_STRING, .cmds = L | C, .max = 64,
+        .def = "collective", .metavar = "collective", .example = "collective", .group = "job",
+        .help = "Paddle's run mode, accepted so Paddle command lines keep working: ecoord runs "
+                "collective jobs only (every process a trainer), so collective is the one value.",
+        .offset = OFF(run_mode), .check = check_run_mode},
     [EC_K_NP] = {
         .id = EC_K_NP, .name = "np",
-        .spellings = {"np", "nnodes"}, .env = {"ECOORD_NP", "PADDLE_ELASTIC_NP"},
+        .spellings = {"np", "nnodes"},
+        .env = {"ECOORD_NP", "PADDLE_ELASTIC_NP", "PADDLE_NNODES"},
         .type = EC_KT_RANGE, .cmds = L | C, .min = 1, .max = 65536,
         .def = "1", .metavar = "MIN[:MAX]", .example = "2:4", .group = "job",
         .help = "number of nodes: N for a fixed size (fault tolerance only), MIN:MAX to "
@@ -157,7 +184,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(elastic_level)},
     [EC_K_MAX_RESTART] = {
         .id = EC_K_MAX_RESTART, .name = "max_restart",
-        .spellings = {"max_restart"}, .env = {"ECOORD_MAX_RESTART"},
+        .spellings = {"max_restart"}, .env = {"ECOORD_MAX_RESTART", "PADDLE_MAX_RESTART"},
         .type = EC_KT_INT, .cmds = L, .min = 0, .max = 100000,
         .def = "3", .metavar = "N", .example = "3", .group = "job",
         .help = "restarts after failures before the job is declared failed.",
@@ -220,7 +247,8 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(gpus)},
     [EC_K_NPROC_PER_NODE] = {
         .id = EC_K_NPROC_PER_NODE, .name = "nproc_per_node",
-        .spellings = {"nproc_per_node"}, .env = {"ECOORD_NPROC_PER_NODE"},
+        .spellings = {"nproc_per_node"},
+        .env = {"ECOORD_NPROC_PER_NODE", "PADDLE_NPROC_PER_NODE"},
         .type = EC_KT_INT, .cmds = L | C, .min = 1, .max = 1024,
         .def = "1", .def_help = "the number of --gpus if given, else 1",
         .metavar = "N", .example = "8", .group = "this node",
@@ -279,7 +307,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
     /* ---- output -------------------------------------------------------- */
     [EC_K_LOG_DIR] = {
         .id = EC_K_LOG_DIR, .name = "log_dir",
-        .spellings = {"log_dir"}, .env = {"ECOORD_LOG_DIR"},
+        .spellings = {"log_dir"}, .env = {"ECOORD_LOG_DIR", "PADDLE_LOG_DIR"},
         .type = EC_KT_STRING, .cmds = L | C, .max = PATH_MAX,
         .def = "log", .metavar = "DIR", .example = "log", .group = "output",
         .help = "directory for workerlog.N (one per local process) and endpoints.log.",
@@ -328,8 +356,6 @@ static const struct {
     {"password", PASSWORD_WHY},
     {"ips", "ecoord finds the nodes through etcd: drop --ips and start every node with "
             "the same --elastic_server and --job_id"},
-    {"master", "ecoord meets its peers in etcd: pass its endpoints as "
-               "--elastic_server=HOST:PORT"},
     {"rank", "the leader assigns node ranks: drop --rank"},
 };
 
@@ -638,6 +664,17 @@ static int check_host(const char *v, const char *where, const char *fix, ec_erro
                          "%s10.0.0.7",
                          where, fix);
     return 0;
+}
+
+static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err)
+{
+    if (strcasecmp(v, "collective") == 0)
+        return 0;
+    return ec_errorf(err, EC_EINVAL,
+                     "%s: ecoord runs collective jobs only (every process a trainer, no "
+                     "parameter servers); run a parameter-server job with Paddle's own launcher, "
+                     "or write %scollective",
+                     where, fix);
 }
 
 static int check_prefix(const char *v, const char *where, const char *fix, ec_error_t *err)
@@ -1195,10 +1232,96 @@ out:
     return rc;
 }
 
+/* The endpoints of a --master=etcd://A[,etcd://B|,B] URL, comma-joined,
+ * into buf; -1 when it is not an etcd:// URL. */
+static int master_endpoints(const char *v, char *buf, size_t len)
+{
+    static const char scheme[] = "etcd://";
+    size_t sl = sizeof(scheme) - 1, used = 0;
+    if (strncasecmp(v, scheme, sl) != 0)
+        return -1;
+    buf[0] = '\0';
+    char item[1024];
+    const char *p = v + sl;
+    int rc;
+    while ((rc = next_item(&p, item, sizeof(item))) != -1) {
+        const char *e = item;
+        if (strncasecmp(e, scheme, sl) == 0)
+            e += sl;
+        size_t n = strlen(e);
+        while (n > 0 && e[n - 1] == '/') /* etcd://h:p/ */
+            n--;
+        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%.*s",
+                                 used ? "," : "", (int)n, e);
+    }
+    return 0;
+}
+
+/* --master (Paddle's name for the rendezvous server): an etcd:// URL is
+ * --elastic_server under another name.  When both are given, the rule for
+ * a flag and its aliases applies between them too: the command line beats
+ * the environment; two different values at the same level are an error on
+ * the command line and a warning (elastic_server wins) in the environment. */
+static int resolve_master(ec_config_t *cfg, ec_error_t *err)
+{
+    const ec_source_t *ms = &cfg->src[EC_K_MASTER], *es = &cfg->src[EC_K_ELASTIC_SERVER];
+    if (!(cfg->cmd & knobs[EC_K_MASTER].cmds) || !cfg->master[0])
+        return 0;
+    char where[300], eps[4096], cur[4096];
+    origin(cfg, EC_K_MASTER, cfg->master, where, sizeof(where));
+    if (master_endpoints(cfg->master, eps, sizeof(eps)) < 0) {
+        /* ecoord sets PADDLE_MASTER for its own training processes, and a
+         * Paddle pod spec may carry its HTTP master: neither is for us. */
+        if (ms->kind == EC_SRC_ENV && strcmp(ms->name, "PADDLE_MASTER") == 0) {
+            warnf(cfg, "%s is ignored: not an etcd:// address (Paddle's HTTP master has no use "
+                       "in ecoord, which meets its peers in etcd)",
+                  where);
+            return 0;
+        }
+        return ec_errorf(err, EC_EINVAL,
+                         "%s: ecoord meets its peers in etcd, not at a master process; write "
+                         "--master=etcd://HOST:PORT[,HOST:PORT...] or --elastic_server=HOST:PORT",
+                         where);
+    }
+    if (es->kind != EC_SRC_DEFAULT) {
+        size_t used = 0;
+        cur[0] = '\0';
+        for (int i = 0; i < cfg->elastic_server.n; i++)
+            used += (size_t)snprintf(cur + used, used < sizeof(cur) ? sizeof(cur) - used : 0,
+                                     "%s%s", i ? "," : "", cfg->elastic_server.v[i]);
+        char ewhere[300];
+        origin(cfg, EC_K_ELASTIC_SERVER, cur, ewhere, sizeof(ewhere));
+        if (strcmp(cur, eps) == 0)
+            return 0;
+        if (es->kind == EC_SRC_FLAG && ms->kind == EC_SRC_FLAG)
+            return ec_errorf(err, EC_EINVAL,
+                             "%s and %s name different etcd servers; keep one (they are the "
+                             "same flag under Paddle's and ecoord's names)",
+                             where, ewhere);
+        if (es->kind == EC_SRC_FLAG || ms->kind != EC_SRC_FLAG) {
+            warnf(cfg, "%s is ignored: %s takes precedence", where, ewhere);
+            return 0;
+        }
+        warnf(cfg, "%s is ignored: %s takes precedence", ewhere, where);
+    }
+    int rc = set_value(cfg, &knobs[EC_K_ELASTIC_SERVER], eps, where, "--master=etcd://", err);
+    if (rc)
+        return rc;
+    if (cfg->elastic_server.n == 0)
+        return ec_errorf(err, EC_EINVAL,
+                         "%s names no endpoint; write --master=etcd://HOST:PORT, e.g. "
+                         "--master=etcd://10.0.0.1:2379",
+                         where);
+    cfg->src[EC_K_ELASTIC_SERVER] = *ms;
+    return 0;
+}
+
 /* Defaults that depend on other knobs or on the machine, and warnings. */
 static int resolve(ec_config_t *cfg, ec_error_t *err)
 {
     int rc;
+    if ((rc = resolve_master(cfg, err)))
+        return rc;
     if (cfg->cmd & knobs[EC_K_NPROC_PER_NODE].cmds) {
         if (cfg->src[EC_K_NPROC_PER_NODE].kind == EC_SRC_DEFAULT && cfg->gpus.n > 0) {
             cfg->nproc_per_node = cfg->gpus.n;

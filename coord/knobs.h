@@ -43,6 +43,7 @@ typedef enum {
 /* One id per row of the table; cfg->src[] is indexed by it. */
 typedef enum {
     EC_K_ELASTIC_SERVER,
+    EC_K_MASTER,        /* Paddle's --master=etcd://...: resolved into elastic_server */
     EC_K_ETCD_PREFIX,
     EC_K_ETCD_CACERT,
     EC_K_ETCD_CERT,
@@ -51,6 +52,7 @@ typedef enum {
     EC_K_ETCD_PASSWORD, /* environment only: no flag, by design */
     EC_K_ETCD_PASSWORD_FILE,
     EC_K_JOB_ID,
+    EC_K_RUN_MODE,      /* Paddle's; "collective" is the only one */
     EC_K_NP,
     EC_K_ELASTIC_LEVEL,
     EC_K_MAX_RESTART,
@@ -168,6 +170,8 @@ typedef struct ec_config {
 
     /* etcd */
     ec_strlist_t elastic_server; /* endpoints; n == 0: run an embedded etcd */
+    char *master;                /* as given ("" = not given); an etcd:// URL is copied
+                                  * into elastic_server by the parse */
     char *etcd_prefix;           /* "" or "/a/b" (starts with '/', no trailing '/') */
     char *etcd_cacert, *etcd_cert, *etcd_key; /* paths, readable at validation time */
     char *etcd_user;
@@ -176,6 +180,7 @@ typedef struct ec_config {
 
     /* job */
     char *job_id;                /* [A-Za-z0-9._-]{1,128}, not "." or ".." */
+    char *run_mode;              /* "collective" (Paddle's flag; nothing else is accepted) */
     ec_range_t np;               /* nodes: min..max; min == max: fixed size */
     int elastic_level;           /* Paddle's -1|0|1: accepted, ignored (warning) */
     int max_restart;
