@@ -304,6 +304,37 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "when stopping processes, time between SIGTERM and SIGKILL.",
         .offset = OFF(grace_period_ms)},
 
+    /* ---- program ------------------------------------------------------- */
+    /* Paddle's launcher and torchrun run the script with their own
+     * interpreter (sys.executable -u); ecoord is not Python, so it takes the
+     * interpreter by name: the python3 first on PATH, unless told. */
+    [EC_K_PYTHON] = {
+        .id = EC_K_PYTHON, .name = "python",
+        .spellings = {"python"}, .env = {"ECOORD_PYTHON"},
+        .type = EC_KT_STRING, .cmds = L, .max = PATH_MAX,
+        .def = "python3", .def_help = "python3, found in PATH",
+        .metavar = "PATH", .example = "/usr/bin/python3", .group = "program",
+        .help = "the interpreter that runs a PROGRAM ending in .py (or a --module), as "
+                "INTERPRETER -u PROGRAM ARGS..., the way Paddle's launcher and torchrun run "
+                "it; a name is looked up in PATH.",
+        .offset = OFF(python)},
+    [EC_K_NO_PYTHON] = {
+        .id = EC_K_NO_PYTHON, .name = "no_python",
+        .spellings = {"no_python"}, .env = {"ECOORD_NO_PYTHON"},
+        .type = EC_KT_BOOL, .cmds = L, .def = "false", .example = "true",
+        .group = "program",
+        .help = "run PROGRAM as given even when it ends in .py (it then needs its execute "
+                "bit and a #! line).",
+        .offset = OFF(no_python)},
+    [EC_K_MODULE] = {
+        .id = EC_K_MODULE, .name = "module",
+        .spellings = {"module"}, .env = {"ECOORD_MODULE"},
+        .type = EC_KT_BOOL, .cmds = L, .def = "false", .example = "true",
+        .group = "program",
+        .help = "PROGRAM names a Python module: run INTERPRETER -u -m PROGRAM ARGS... "
+                "(torchrun's -m).",
+        .offset = OFF(module)},
+
     /* ---- output -------------------------------------------------------- */
     [EC_K_LOG_DIR] = {
         .id = EC_K_LOG_DIR, .name = "log_dir",
@@ -345,7 +376,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
 };
 /* clang-format on */
 
-static const char *const groups[] = {"etcd", "job", "this node", "output", NULL};
+static const char *const groups[] = {"etcd", "job", "this node", "program", "output", NULL};
 
 /* Spellings users bring from other launchers that ecoord deliberately lacks:
  * a pointed answer beats "unknown flag". */
@@ -1620,6 +1651,10 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                                  ? "--etcd_password_file"
                                  : "ECOORD_ETCD_PASSWORD");
     }
+    if ((cmd & knobs[EC_K_MODULE].cmds) && cfg->module && cfg->no_python)
+        return ec_errorf(err, EC_EINVAL,
+                         "--module and --no_python contradict each other: a module is run by "
+                         "the interpreter (python -u -m PROGRAM); drop one");
     if (cmd == EC_CMD_LAUNCH && cfg->prog_argc == 0)
         return ec_errorf(err, EC_EINVAL,
                          "ecoord launch needs the training program to run: ecoord launch "

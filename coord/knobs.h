@@ -68,6 +68,9 @@ typedef enum {
     EC_K_LEASE_TTL,
     EC_K_LEASE_MARGIN,
     EC_K_GRACE_PERIOD,
+    EC_K_PYTHON,
+    EC_K_NO_PYTHON,
+    EC_K_MODULE,
     EC_K_LOG_DIR,
     EC_K_LOG_LEVEL,
     EC_K_METRICS_PORT,
@@ -199,6 +202,11 @@ typedef struct ec_config {
     int64_t lease_ttl_ms;        /* whole seconds */
     int lease_margin_pct;        /* percent of the TTL: fence that long before it ends */
     int64_t grace_period_ms;
+
+    /* the program (coord/program.h turns these into a command) */
+    char *python;                /* interpreter of a .py program or a module */
+    int no_python;               /* run the program as given, never through python */
+    int module;                  /* the program is a Python module: python -u -m PROG */
 
     /* output */
     char *log_dir;

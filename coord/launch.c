@@ -40,6 +40,7 @@
 #include "node.h"
 #include "planner.h"
 #include "procs.h"
+#include "program.h"
 
 #define EC_VERSION "0.1.0"
 
@@ -101,6 +102,7 @@ static void console(ec_log_level_t lvl, const char *msg, void *arg)
 
 typedef struct agent {
     const ec_config_t *cfg;
+    ec_program_t prog;  /* the command each local rank runs */
     ec_embed_t *embed;
     char *endpoints;
     ec_etcd_t *c;
@@ -350,28 +352,28 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
 
 /* The command line for messages: whole when short, else cut at about max
  * bytes with an ellipsis and how much was left out.  malloc'd. */
-static char *command_line(const ec_config_t *cfg, size_t max)
+static char *command_line(const ec_program_t *cfg, size_t max)
 {
     size_t total = 0;
-    for (int i = 0; i < cfg->prog_argc; i++)
-        total += strlen(cfg->prog_argv[i]) + 1;
+    for (int i = 0; i < cfg->argc; i++)
+        total += strlen(cfg->argv[i]) + 1;
     char *s = malloc(max + 64);
     if (!s)
         return NULL;
     size_t len = 0;
     s[0] = '\0';
-    for (int i = 0; i < cfg->prog_argc && len < total; i++) {
-        size_t n = strlen(cfg->prog_argv[i]);
+    for (int i = 0; i < cfg->argc && len < total; i++) {
+        size_t n = strlen(cfg->argv[i]);
         size_t room = max - len;
         if (n + 1 > room) {
-            memcpy(s + len, cfg->prog_argv[i], room);
+            memcpy(s + len, cfg->argv[i], room);
             len += room;
             snprintf(s + len, 64, "... (%zu more bytes)", total - len - 1);
             return s;
         }
-        memcpy(s + len, cfg->prog_argv[i], n);
+        memcpy(s + len, cfg->argv[i], n);
         len += n;
-        s[len++] = i + 1 < cfg->prog_argc ? ' ' : '\0';
+        s[len++] = i + 1 < cfg->argc ? ' ' : '\0';
     }
     s[len] = '\0';
     return s;
@@ -387,11 +389,11 @@ static void report_failure(agent_t *a, int r, int status)
         snprintf(what, sizeof(what), "signal %d (%s)", sig, strsignal(sig));
     else
         snprintf(what, sizeof(what), "exit code %d", code);
-    char *cmd = command_line(a->cfg, 400); /* one console line (ec_log: 1 KB) */
+    char *cmd = command_line(&a->prog, 400); /* one console line (ec_log: 1 KB) */
     ec_log(EC_LOG_ERROR, "Container failed !!!");
     ec_log(EC_LOG_ERROR, "  rank %lld (local rank %d, node %s, epoch %" PRIu64 ") ended with %s",
            (long long)rank, r, a->cfg->node_id, a->epoch ? a->epoch->number : 0, what);
-    ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->cfg->prog_argv[0]);
+    ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->prog.argv[0]);
     free(cmd);
     ec_log(EC_LOG_ERROR, "  log: %s", ec_procs_log_path(a->procs, r));
     char **lines = NULL;
@@ -650,6 +652,21 @@ int ec_cmd_launch(const ec_config_t *cfg)
     ec_log(EC_LOG_INFO, "Job: %s, mode collective, replicas %d[%d:%d], elastic %s", cfg->job_id,
            cfg->np.max, cfg->np.min, cfg->np.max, cfg->np.min != cfg->np.max ? "True" : "False");
 
+    /* The program first: one that cannot run here is this node's
+     * configuration error (exit 1), found before it joins anything. */
+    if (ec_program_resolve(cfg, ec_config_environ, NULL, &a.prog, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    if (a.prog.python) {
+        char *cmd = command_line(&a.prog, 400);
+        ec_log(EC_LOG_INFO, "running %s with %s (%s -u%s, as Paddle's launcher and torchrun do; "
+                            "--no_python runs the program as given): %s",
+               cfg->prog_argv[0], a.prog.resolved, cfg->python, cfg->module ? " -m" : "",
+               cmd ? cmd : "");
+        free(cmd);
+    }
+
     /* etcd: given, or our own on loopback */
     if (cfg->elastic_server.n == 0) {
         ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
@@ -709,7 +726,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
         goto out;
     }
     a.reserved = true;
-    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, cfg->prog_argv, console_q, &err))) {
+    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, a.prog.argv, console_q, &err))) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
@@ -788,6 +805,7 @@ out:
     free(a.ports);
     free(a.resv);
     free(a.done);
+    ec_program_release(&a.prog);
     pthread_mutex_destroy(&a.lock);
     if (console_q) {
         uint64_t dropped = ec_outq_dropped(console_q);

@@ -395,6 +395,95 @@ START_TEST(bad_input_stops_before_anything_starts)
 }
 END_TEST
 
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+/* Nothing of the job in etcd: the agent stopped before registering. */
+static void job_untouched(const char *job)
+{
+    char pfx[128];
+    snprintf(pfx, sizeof(pfx), "/%s/", job);
+    ec_kv_list_t l;
+    ck_assert_int_eq(ec_etcd_get_prefix(c, pfx, 0, &l, NULL), 0);
+    ck_assert_msg(l.n == 0, "job %s left %zu keys in etcd: it registered", job, (size_t)l.n);
+    ec_kv_list_free(&l);
+}
+
+/* Run `envs ecoord launch ... flags -- program`; expect exit want_rc with
+ * needle in the output, quickly, and nothing registered. */
+static void refused(const char *job, const char *envs, const char *flags, const char *program,
+                    int want_rc, const char *needle)
+{
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof(cmd),
+             "%s exec %s launch --elastic_server=%s --job_id=%s --log_dir=%s/%s %s -- %s", envs,
+             ecoord(), ec_embed_endpoint(etcd), job, tmp, job, flags, program);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int64_t t0 = ec_test_now_ms();
+    int rc = ec_test_run(argv, out, sizeof(out));
+    ck_assert_msg(rc == want_rc, "'%.300s': exit %d, want %d: %.1500s", cmd, rc, want_rc, out);
+    ck_assert_msg(strstr(out, needle) != NULL, "'%.300s': message lacks '%s': %.1500s", cmd, needle, out);
+    ck_assert_int_lt(ec_test_now_ms() - t0, ec_test_ms(10000));
+    job_untouched(job);
+}
+
+/* A program that cannot run is a configuration error of this node: exit 1
+ * with what is wrong, before the node registers (not a failing rank that
+ * restarts, nor 101 "restart this pod"). */
+START_TEST(unrunnable_program_exits_1_before_joining)
+{
+    char py[400], notx[400];
+    snprintf(py, sizeof(py), "%s/missing/train.py", tmp);
+    refused("jmiss1", "", "", py, 1, "train.py");
+    refused("jmiss2", "", "", "no-such-program-ec15 --x", 1, "no-such-program-ec15");
+    snprintf(notx, sizeof(notx), "%s/notx.sh", tmp);
+    write_text(notx, "#!/bin/sh\nexit 0\n", 0644);
+    refused("jmiss3", "", "", notx, 1, "notx.sh");
+    snprintf(py, sizeof(py), "%s/ok.py", tmp);
+    write_text(py, "print('hi')\n", 0644);
+    refused("jmiss4", "ECOORD_PYTHON=/nonexistent/python3", "", py, 1, "ECOORD_PYTHON");
+    refused("jmiss5", "", "--no_python", py, 1, "ok.py");
+}
+END_TEST
+
+/* A .py program runs under the interpreter as Paddle's launcher and torchrun
+ * run it (python -u prog.py ARGS): no execute bit or #! line needed, output
+ * unbuffered; its arguments are passed through untouched. */
+START_TEST(python_program_runs_with_interpreter)
+{
+    char py[400], out[400], cmd[2048];
+    snprintf(py, sizeof(py), "%s/show.py", tmp);
+    snprintf(out, sizeof(out), "%s/show.out", tmp);
+    write_text(py,
+               "import os, sys\n"
+               "open(sys.argv[1] + '.' + os.environ['RANK'], 'w').write("
+               "'unbuffered=%d argv=%s\\n' % (b'-u' in open('/proc/self/cmdline', 'rb')"
+               ".read().split(b'\\0'), ' '.join(sys.argv[1:])))\n",
+               0644);
+    snprintf(cmd, sizeof(cmd),
+             "exec %s launch --elastic_server=%s --job_id=jpy --np=1 --nproc_per_node=2 "
+             "--log_dir=%s/jpy -- %s %s --np=5",
+             ecoord(), ec_embed_endpoint(etcd), tmp, py, out);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char res[8192];
+    int rc = ec_test_run(argv, res, sizeof(res));
+    ck_assert_msg(rc == 0, "exit %d: %.1500s", rc, res);
+    for (int r = 0; r < 2; r++) {
+        char p[420];
+        snprintf(p, sizeof(p), "%s.%d", out, r);
+        ck_assert_msg(ec_test_file_contains(p, "unbuffered=1"), "rank %d: not python -u", r);
+        ck_assert(ec_test_file_contains(p, "--np=5"));
+    }
+    ck_assert_msg(strstr(res, "python") != NULL, "the program line does not say python: %.1500s", res);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3000-launch");
@@ -402,6 +491,8 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     ec_tcase_add(t, bad_input_stops_before_anything_starts);
     ec_tcase_add(t, environment_matches_epoch);
+    ec_tcase_add(t, unrunnable_program_exits_1_before_joining);
+    ec_tcase_add(t, python_program_runs_with_interpreter);
     ec_tcase_add(t, job_completes_everywhere);
     ec_tcase_add(t, completed_job_id_runs_again);
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);
