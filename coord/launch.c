@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +35,7 @@
 #include "embed.h"
 #include "endpoints.h"
 #include "env.h"
+#include "errorfile.h"
 #include "log.h"
 #include "metrics.h"
 #include "netaddr.h"
@@ -110,6 +112,7 @@ typedef struct agent {
     ec_procs_t *procs;
     ec_metrics_t *metrics; /* NULL: --metrics_port=0 */
     char host[256], ifname[64];
+    char log_dir[4096]; /* --log_dir made absolute: ranks may change directory */
     int nproc;
     uint16_t *ports;
     int *resv;
@@ -247,8 +250,20 @@ static void record_start_failure(agent_t *a, int r, const char *why)
     record_failure(a, &f);
 }
 
+/* Local rank r's TORCHELASTIC_ERROR_FILE, beside its workerlog. */
+static void error_file(const agent_t *a, int r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/error.%d.json", a->log_dir, r);
+}
+
 static int start_rank(agent_t *a, int r)
 {
+    char errpath[4200];
+    error_file(a, r, errpath, sizeof(errpath));
+    /* what an earlier run of this rank reported is not about this one */
+    if (unlink(errpath) < 0 && errno != ENOENT)
+        ec_log(EC_LOG_WARN, "cannot remove the old error file %s (%s): a failure of local rank %d "
+                            "may be shown with an old exception", errpath, strerror(errno), r);
     ec_env_ctx_t ctx = {
         .job_id = a->cfg->job_id,
         .node_id = a->cfg->node_id,
@@ -264,6 +279,7 @@ static int start_rank(agent_t *a, int r)
         .lease_ttl_ms = a->cfg->lease_ttl_ms,
         .lease_margin_ms = lease_margin_ms(a->cfg),
         .etcd = a->cfg,
+        .error_file = errpath,
     };
     char **env = NULL;
     ec_error_t err = {0};
@@ -396,6 +412,31 @@ static void report_failure(agent_t *a, int r, int status)
     ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->prog.argv[0]);
     free(cmd);
     ec_log(EC_LOG_ERROR, "  log: %s", ec_procs_log_path(a->procs, r));
+    /* What the process said about its failure (torch's @record), if anything. */
+    char errpath[4200];
+    error_file(a, r, errpath, sizeof(errpath));
+    ec_errfile_t ef = {0};
+    ec_error_t eerr = {0};
+    int erc = ec_errfile_read(errpath, &ef, &eerr);
+    if (erc == 0) {
+        char when[64] = "an unknown time";
+        if (ef.timestamp > 0) {
+            time_t t = (time_t)ef.timestamp;
+            struct tm tm;
+            localtime_r(&t, &tm);
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+        }
+        ec_log(EC_LOG_ERROR, "  exception: %.700s", ef.message);
+        if (ef.raised[0])
+            ec_log(EC_LOG_ERROR, "  raised at: %.500s%s%.300s", ef.raised,
+                   ef.raised_code[0] ? ": " : "", ef.raised_code);
+        if (ef.entered[0] && strcmp(ef.entered, ef.raised) != 0)
+            ec_log(EC_LOG_ERROR, "  entered at: %.500s", ef.entered);
+        ec_log(EC_LOG_ERROR, "  reported by rank %lld (local rank %d) on node %s at %s, in %s",
+               (long long)rank, r, a->cfg->node_id, when, errpath);
+    } else if (erc != EC_ENOTFOUND) {
+        ec_log(EC_LOG_WARN, "  the process's error file is unreadable: %s", eerr.msg);
+    }
     char **lines = NULL;
     int n = ec_procs_tail(a->procs, r, 10, &lines);
     for (int i = 0; i < n; i++)
@@ -416,8 +457,16 @@ static void report_failure(agent_t *a, int r, int status)
         .log_path = (char *)ec_procs_log_path(a->procs, r),
         .nlines = n,
         .last_lines = lines,
+        .message = erc == 0 ? ef.message : NULL,
+        .raised_at = erc == 0 ? ef.raised : NULL,
     };
+    /* one etcd value: a message of a few pages is cut, the log has it all */
+    if (f.message && strlen(f.message) > 2000)
+        f.message[2000] = '\0';
+    if (f.raised_at && strlen(f.raised_at) > 1000)
+        f.raised_at[1000] = '\0';
     record_failure(a, &f);
+    ec_errfile_release(&ef);
     for (int i = 0; i < n; i++)
         free(lines[i]);
     free(lines);
@@ -730,6 +779,13 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
+    char absdir[PATH_MAX];
+    snprintf(a.log_dir, sizeof(a.log_dir), "%s",
+             realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
+    if (ec_env_omp_default(a.nproc, environ))
+        ec_log(EC_LOG_INFO, "OMP_NUM_THREADS is not set and this node runs %d processes: each "
+                            "gets OMP_NUM_THREADS=1 (torchrun's default), so they do not all start "
+                            "a thread per core; set OMP_NUM_THREADS to choose", a.nproc);
 
     if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
         goto out;

@@ -954,6 +954,8 @@ void ec_failure_free(ec_failure_t *f)
         for (int i = 0; i < f->nlines; i++)
             free(f->last_lines[i]);
     free(f->last_lines);
+    free(f->message);
+    free(f->raised_at);
     free(f);
     errno = saved;
 }
@@ -1012,6 +1014,8 @@ int ec_failure_encode(const ec_failure_t *f, void **buf, size_t *len, ec_error_t
     m.log_path = pb_str(f->log_path);
     m.n_last_lines = (size_t)f->nlines;
     m.last_lines = f->last_lines;
+    m.message = pb_str(f->message);
+    m.raised_at = pb_str(f->raised_at);
     return pack(&m.base, &v, buf, len);
 }
 
@@ -1045,6 +1049,7 @@ int ec_failure_decode(const void *buf, size_t len, const char *key, ec_failure_t
     f->epoch = m->epoch;
     f->time_ms = m->time_ms;
     if (!(f->node_id = dup_str(m->node_id)) || !(f->log_path = dup_str(m->log_path)) ||
+        !(f->message = dup_str(m->message)) || !(f->raised_at = dup_str(m->raised_at)) ||
         !(f->last_lines = calloc(m->n_last_lines + 1, sizeof(char *)))) {
         rc = enomem(&v);
         goto error;

@@ -227,6 +227,8 @@ typedef struct ec_failure {
     char *log_path;         /* may be NULL */
     int nlines;
     char **last_lines;      /* tail of the log, oldest first */
+    char *message;          /* the exception the process reported (error file); NULL or "": none */
+    char *raised_at;        /* the frame that raised it; NULL or "": unknown */
 } ec_failure_t;
 
 void ec_failure_free(ec_failure_t *f);

@@ -179,7 +179,8 @@ START_TEST(environment_matches_epoch)
                 {"MASTER_PORT", mp}, {"TORCHELASTIC_RESTART_COUNT", "0"},
                 {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCHELASTIC_RUN_ID", "jenv"},
                 {"ECOORD_JOB_ID", "jenv"}, {"ECOORD_EPOCH", "1"}, {"ECOORD_NODE_ID", node},
-                {"ECOORD_REBUILD", "restart"},
+                {"ECOORD_REBUILD", "restart"}, {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                {"OMP_NUM_THREADS", "1"}, /* two processes per node, none set by the user */
             };
             for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
                 ck_assert_msg(!strcmp(dump_get(p, want[i].k), want[i].v), "%s of %s/%d: '%s', want '%s'",
@@ -188,6 +189,10 @@ START_TEST(environment_matches_epoch)
             ec_epoch_rank0_endpoint(ep, r0, sizeof(r0));
             ck_assert_str_eq(dump_get(p, "PADDLE_MASTER"), r0);
             ck_assert_str_ne(dump_get(p, "ECOORD_ELASTIC_SERVER"), "");
+            /* its own error file, an absolute path beside its workerlog */
+            char ef[400];
+            snprintf(ef, sizeof(ef), "%s/jenv-%s/error.%d.json", tmp, node, lr);
+            ck_assert_str_eq(dump_get(p, "TORCHELASTIC_ERROR_FILE"), ef);
         }
     }
     /* logs: a marker per epoch, endpoints.log rewritten per epoch */

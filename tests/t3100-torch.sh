@@ -23,7 +23,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-echo "1..3"
+echo "1..5"
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 peer=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$ETCD" --name t --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$port" \
@@ -71,4 +71,34 @@ if [ "$ranks" = "0 1 2 " ]; then
     echo "ok 3 - ranks in epoch 2 are exactly 0..2"
 else
     echo "not ok 3 - ranks in epoch 2: $ranks"
+fi
+
+# An exception raised under torch's @record reaches ecoord's console and
+# `ecoord status` (TORCHELASTIC_ERROR_FILE, one per process), with its type,
+# message and where it was raised.  A .py program runs under --python.
+OUT_DIR="$T/out" "$ECOORD" launch --elastic_server="127.0.0.1:$port" --job_id=torcherr \
+    --np=1 --nproc_per_node=1 --node_id=e --max_restart=0 --log_dir="$T/log-e" \
+    --python=$PY -- "$SRCDIR/tests/progs/torch_raise.py" > "$T/e.console" 2>&1 &
+epid=$!
+pids="$pids $epid"
+deadline=$(( $(date +%s) + 60 * mult ))
+while kill -0 "$epid" 2>/dev/null; do
+    [ "$(date +%s)" -gt "$deadline" ] && break
+    sleep 0.05
+done
+# (the log's tail shows the traceback anyway: look for the agent's own lines)
+if grep -q "LAUNCH ERROR .* exception: ValueError: loss is nan at step 7 (ec15)" "$T/e.console" &&
+   grep -q "LAUNCH ERROR .* raised at: .*torch_raise.py\", line [0-9]*, in step" "$T/e.console" &&
+   grep -q "LAUNCH ERROR .* entered at: .*torch_raise.py\", line [0-9]*, in main" "$T/e.console"; then
+    echo "ok 4 - the console shows the exception raised under @record and where"
+else
+    echo "not ok 4 - no exception in the console"; tail -30 "$T/e.console" | sed 's/^/# /'
+fi
+"$ECOORD" status --elastic_server="127.0.0.1:$port" --job_id=torcherr > "$T/e.status" 2>&1
+"$ECOORD" status --elastic_server="127.0.0.1:$port" --job_id=torcherr --json > "$T/e.json" 2>&1
+if grep -q "ValueError: loss is nan at step 7 (ec15)" "$T/e.status" &&
+   grep -q '"message":"ValueError: loss is nan at step 7 (ec15)"' "$T/e.json"; then
+    echo "ok 5 - ecoord status (text and --json) carries the exception"
+else
+    echo "not ok 5 - status lacks the exception"; cat "$T/e.status" "$T/e.json" | sed 's/^/# /'
 fi
