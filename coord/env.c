@@ -204,7 +204,7 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "GROUP_WORLD_SIZE", "%d", M);
     add(&b, "ROLE_RANK", "%lld", (long long)rank);
     add(&b, "ROLE_WORLD_SIZE", "%d", W);
-    add(&b, "ROLE_NAME", "default");
+    add(&b, "ROLE_NAME", "%s", ctx->role && *ctx->role ? ctx->role : "default");
     add(&b, "MASTER_ADDR", "%s", maddr);
     add(&b, "MASTER_PORT", "%d", mport);
     add(&b, "TORCHELASTIC_RESTART_COUNT", "%d", ctx->restart_count);

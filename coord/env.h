@@ -39,6 +39,7 @@ typedef struct ec_env_ctx {
     /* This process's TORCHELASTIC_ERROR_FILE (torch's @record writes the
      * exception there), an absolute path; NULL: not set. */
     const char *error_file;
+    const char *role;            /* ROLE_NAME; NULL: "default" */
 } ec_env_ctx_t;
 
 /* Build the environment of local rank n_id on member m_id of ep: base

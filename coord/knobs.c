@@ -148,6 +148,14 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "name of the job; every node of the job uses the same. Letters, digits, "
                 "'.', '_' and '-', 1 to 128 characters.",
         .offset = OFF(job_id), .check = check_job_id},
+    [EC_K_ROLE] = {
+        .id = EC_K_ROLE, .name = "role",
+        .spellings = {"role"}, .env = {"ECOORD_ROLE"},
+        .type = EC_KT_STRING, .cmds = L, .max = 128,
+        .def = "default", .metavar = "NAME", .example = "trainer", .group = "job",
+        .help = "the processes' ROLE_NAME, as torchrun's --role sets it; every process of the "
+                "job has the same role.",
+        .offset = OFF(role), .check = check_endpoint},
     [EC_K_RUN_MODE] = {
         .id = EC_K_RUN_MODE, .name = "run_mode",
         .spellings = {"run_mode"}, .env = {"ECOORD_RUN_MODE", "PADDLE_RUN_MODE"},
@@ -988,6 +996,23 @@ static int distance(const char *a, const char *b)
             d[i][j] = v;
         }
     return d[n][m];
+}
+
+int ec_config_distance(const char *a, const char *b)
+{
+    return distance(a, b);
+}
+
+const ec_knob_t *ec_config_find_flag(const char *name)
+{
+    char norm[64];
+    size_t n = strlen(name);
+    if (n >= sizeof(norm))
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = name[i] == '-' ? '_' : name[i];
+    const char *spelling;
+    return find_flag(norm, &spelling);
 }
 
 /* First clause of a knob's help: "number of nodes". */

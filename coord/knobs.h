@@ -52,6 +52,7 @@ typedef enum {
     EC_K_ETCD_PASSWORD, /* environment only: no flag, by design */
     EC_K_ETCD_PASSWORD_FILE,
     EC_K_JOB_ID,
+    EC_K_ROLE,
     EC_K_RUN_MODE,      /* Paddle's; "collective" is the only one */
     EC_K_NP,
     EC_K_ELASTIC_LEVEL,
@@ -184,6 +185,7 @@ typedef struct ec_config {
     /* job */
     char *job_id;                /* [A-Za-z0-9._-]{1,128}, not "." or ".." */
     char *run_mode;              /* "collective" (Paddle's flag; nothing else is accepted) */
+    char *role;                  /* torchrun's ROLE_NAME */
     ec_range_t np;               /* nodes: min..max; min == max: fixed size */
     int elastic_level;           /* Paddle's -1|0|1: accepted, ignored (warning) */
     int max_restart;
@@ -282,6 +284,14 @@ char *ec_config_help(const char *subcommand);
  * then "program: ..." for launch.  The password is never shown, only whether
  * it is set.  Returns a malloc'd string the caller frees, or NULL. */
 char *ec_config_dump(const ec_config_t *cfg);
+
+/* Edit distance (optimal string alignment, case-insensitive) between two
+ * short names, for "did you mean" messages; 99 when either is longer than
+ * 63 characters. */
+int ec_config_distance(const char *a, const char *b);
+/* The knob spelled name (without dashes, dashes and underscores alike), or
+ * NULL. */
+const ec_knob_t *ec_config_find_flag(const char *name);
 
 /* The table: row id (0 <= id < EC_K__COUNT), NULL when out of range. */
 const ec_knob_t *ec_config_knob(int id);

@@ -280,6 +280,7 @@ static int start_rank(agent_t *a, int r)
         .lease_margin_ms = lease_margin_ms(a->cfg),
         .etcd = a->cfg,
         .error_file = errpath,
+        .role = a->cfg->role,
     };
     char **env = NULL;
     ec_error_t err = {0};

@@ -11,8 +11,8 @@ if ! $PY -c 'import torch.distributed' 2>/dev/null; then
     exit 0
 fi
 ETCD=${ETCD:-etcd}
-ECOORD=${ECOORD:-./ecoord}
-SRCDIR=${srcdir:-.}
+ECOORD=${ECOORD:-$(pwd)/ecoord}
+SRCDIR=$(cd "${srcdir:-.}" && pwd)
 T=$(mktemp -d /tmp/ec-t3100-XXXXXX)
 mult=${EC_TEST_TIMEOUT_MULTIPLIER:-1}
 pids=""
@@ -23,7 +23,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-echo "1..5"
+echo "1..7"
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 peer=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$ETCD" --name t --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$port" \
@@ -101,4 +101,36 @@ if grep -q "ValueError: loss is nan at step 7 (ec15)" "$T/e.status" &&
     echo "ok 5 - ecoord status (text and --json) carries the exception"
 else
     echo "not ok 5 - status lacks the exception"; cat "$T/e.status" "$T/e.json" | sed 's/^/# /'
+fi
+
+# Switching is changing one word: the same program with the same arguments
+# under torchrun and under `ecoord torchrun` sees the same ranks and world
+# size and ends with the same exit code.  (ECOORD_PYTHON: Debian's torch is
+# under /usr/bin/python3, which may not be the first python3 on PATH;
+# torchrun uses its own interpreter.  Debian's torch 1.13 torchrun dies at
+# once under Python 3.11; tests/progs/torchrun_py311.py is torchrun with the
+# one-line fix, used when the plain one is broken.)
+ARGS="--standalone --nnodes=1 --nproc_per_node=2"
+TORCHRUN="$PY -m torch.distributed.run"
+if ! $PY -c 'from torch.distributed.elastic.multiprocessing.api import Std; import sys; sys.exit(Std.from_str("0") is None)' 2>/dev/null; then
+    TORCHRUN="$PY $SRCDIR/tests/progs/torchrun_py311.py"
+fi
+mkdir -p "$T/tr-torch" "$T/tr-ecoord"
+(cd "$T" && OUT_DIR="$T/tr-torch" STEPS=1 timeout $((120 * mult)) $TORCHRUN \
+    $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tr-torch.console" 2>&1)
+rc_torch=$?
+(cd "$T" && OUT_DIR="$T/tr-ecoord" STEPS=1 ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun \
+    $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tr-ecoord.console" 2>&1)
+rc_ecoord=$?
+seen() { cat "$1"/torch.* 2>/dev/null | awk '{print $2, $3, $4}' | sort | tr '\n' ';'; }
+if [ "$(seen "$T/tr-torch")" = "0 2 2;1 2 2;" ] && [ "$(seen "$T/tr-ecoord")" = "$(seen "$T/tr-torch")" ]; then
+    echo "ok 6 - torchrun $ARGS and ecoord torchrun $ARGS: ranks 0 and 1 of world 2 in both"
+else
+    echo "not ok 6 - torchrun saw '$(seen "$T/tr-torch")', ecoord torchrun '$(seen "$T/tr-ecoord")'"
+    tail -n 15 "$T/tr-torch.console" "$T/tr-ecoord.console" | sed 's/^/# /'
+fi
+if [ "$rc_torch" = 0 ] && [ "$rc_ecoord" = "$rc_torch" ]; then
+    echo "ok 7 - both exit $rc_torch"
+else
+    echo "not ok 7 - torchrun exited $rc_torch, ecoord torchrun $rc_ecoord"
 fi

@@ -200,6 +200,7 @@ static const struct {
     {EC_K_ETCD_PASSWORD_FILE, "#", "#", "--etcd_user=trainer", NULL},
     {EC_K_JOB_ID, "job1", "job1", NULL, NULL},
     {EC_K_RUN_MODE, "collective", "collective", NULL, NULL},
+    {EC_K_ROLE, "trainer", "trainer", NULL, NULL},
     {EC_K_NP, "2:4", "2:4", NULL, NULL},
     {EC_K_ELASTIC_LEVEL, "1", "1", NULL, NULL},
     {EC_K_MAX_RESTART, "7", "7", NULL, NULL},
