@@ -1625,8 +1625,10 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                              a, b);
         }
         /* One port per local process, plus one for the rendezvous store rank 0
-         * hosts (MASTER_PORT). */
-        int need = cfg->nproc_per_node + 1, have = cfg->port_hi - cfg->port_lo + 1;
+         * hosts (MASTER_PORT), plus (launch) one where the agent answers its
+         * peers' liveness probes: what launch.c and checkrun.c reserve. */
+        int probe = cmd == EC_CMD_LAUNCH;
+        int need = cfg->nproc_per_node + 1 + probe, have = cfg->port_hi - cfg->port_lo + 1;
         if (cfg->port_lo < 1 || have < need) {
             int id = cfg->src[EC_K_PORT_RANGE].kind != EC_SRC_DEFAULT ? EC_K_PORT_RANGE
                                                                       : EC_K_START_PORT;
@@ -1637,9 +1639,11 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
             origin(cfg, id, v, a, sizeof(a));
             return ec_errorf(err, EC_EINVAL,
                              "%s leaves %d port%s but this node needs %d (one per process of "
-                             "--nproc_per_node=%d, one for the rendezvous store); widen the range",
+                             "--nproc_per_node=%d, one for the rendezvous store%s); widen the "
+                             "range",
                              a, have < 0 ? 0 : have, have == 1 ? "" : "s", need,
-                             cfg->nproc_per_node);
+                             cfg->nproc_per_node,
+                             probe ? ", one where the agent answers liveness probes" : "");
         }
     }
     if (cmd & knobs[EC_K_ETCD_CERT].cmds) {

@@ -330,6 +330,18 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
            ep->world_size, ec_epoch_reason_name(ep->reason),
            ep->reason_detail && *ep->reason_detail ? ": " : "",
            ep->reason_detail ? ep->reason_detail : "", ep->nmembers, ep->leader_id);
+    if (m < 0 && ep->nproc != a->nproc) {
+        /* The leader refuses a node whose N differs (planner.c); waiting
+         * as a standby would wait forever. */
+        ec_log(EC_LOG_ERROR, "-node %s: this node runs --nproc_per_node=%d but job %s runs %d "
+                             "processes per node (every node runs the same number); leaving, the "
+                             "job goes on without it: restart this node with --nproc_per_node=%d",
+               a->cfg->node_id, a->nproc, a->cfg->job_id, ep->nproc, ep->nproc);
+        ec_error_t err = {0};
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return 1;
+    }
     if (m < 0) {
         a->m_id = -1;
         if (ec_procs_running(a->procs))

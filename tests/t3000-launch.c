@@ -400,6 +400,32 @@ START_TEST(bad_input_stops_before_anything_starts)
 }
 END_TEST
 
+/* Every node runs the same number of processes; one started with another
+ * --nproc_per_node is refused by the leader, and its agent exits 1 naming
+ * both numbers instead of waiting as a standby forever, while the job goes
+ * on without it. */
+START_TEST(nproc_mismatch_node_exits_and_job_goes_on)
+{
+    start_agent("jnp", "a", "1:3", "--elastic_timeout=1", "0");
+    start_agent("jnp", "b", "1:3", "--elastic_timeout=1", "0");
+    ec_epoch_t *ep = wait_epoch("/jnp/", 1, 4, 15000);
+    uint64_t before = ep->number;
+    ec_epoch_free(ep);
+    agent_t odd = start_agent("jnp", "c", "1:3", "--elastic_timeout=1 --nproc_per_node=1", "0");
+    ck_assert_int_eq(ec_test_reap(odd.pid, 15000), 1);
+    ck_assert_msg(ec_test_file_contains(odd.log, "--nproc_per_node=1"), "no value in %s", odd.log);
+    ck_assert_msg(ec_test_file_contains(odd.log, "runs 2 processes per node"),
+                  "the job's value is not named in %s", odd.log);
+    /* the job goes on: same members, same world */
+    ep = ec_test_epoch(c, "/jnp/");
+    ck_assert_ptr_nonnull(ep);
+    ck_assert_int_eq(ep->world_size, 4);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
+    ck_assert_uint_eq(ep->number, before);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 static void write_text(const char *path, const char *text, mode_t mode)
 {
     FILE *f = fopen(path, "w");
@@ -498,6 +524,7 @@ static Suite *suite(void)
     ec_tcase_add(t, environment_matches_epoch);
     ec_tcase_add(t, unrunnable_program_exits_1_before_joining);
     ec_tcase_add(t, python_program_runs_with_interpreter);
+    ec_tcase_add(t, nproc_mismatch_node_exits_and_job_goes_on);
     ec_tcase_add(t, job_completes_everywhere);
     ec_tcase_add(t, completed_job_id_runs_again);
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);

@@ -657,10 +657,16 @@ START_TEST(port_range_parsing)
     FAILS(EC_EINVAL, "launch", NOENV, "--start_port=40000", "--port_range=36000-36100", "prog");
     HAS(err.msg, "--start_port=40000");
     HAS(err.msg, "--port_range=36000-36100");
-    /* enough ports for the processes plus the store */
-    FAILS(EC_EINVAL, "launch", NOENV, "--port_range=36000-36001", "--nproc_per_node=2", "prog");
+    /* enough ports for what the agent reserves: the processes, the store,
+     * and the port where it answers its peers' liveness probes (N+2);
+     * `ecoord check` opens no probe port (N+1) */
+    FAILS(EC_EINVAL, "launch", NOENV, "--port_range=36000-36002", "--nproc_per_node=2", "prog");
+    HAS(err.msg, "needs 4");
+    HAS(err.msg, "liveness probes");
+    OK("launch", NOENV, "--port_range=36000-36003", "--nproc_per_node=2", "prog");
+    FAILS(EC_EINVAL, "check", NOENV, "--port_range=36000-36001", "--nproc_per_node=2");
     HAS(err.msg, "needs 3");
-    OK("launch", NOENV, "--port_range=36000-36002", "--nproc_per_node=2", "prog");
+    OK("check", NOENV, "--port_range=36000-36002", "--nproc_per_node=2");
     FAILS(EC_EINVAL, "launch", NOENV, "--start_port=65535", "prog");
 }
 END_TEST
