@@ -197,6 +197,16 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .def = "3", .metavar = "N", .example = "3", .group = "job",
         .help = "restarts after failures before the job is declared failed.",
         .offset = OFF(max_restart)},
+    [EC_K_FIXED_FAILURE_EXIT] = {
+        .id = EC_K_FIXED_FAILURE_EXIT, .name = "fixed_failure_exit",
+        .spellings = {"fixed_failure_exit"}, .env = {"ECOORD_FIXED_FAILURE_EXIT"},
+        .type = EC_KT_INT, .cmds = L, .min = 1, .max = 255,
+        .def = "101", .def_help = "101, Paddle's (1 under ecoord torchrun, torchrun's)",
+        .metavar = "CODE", .example = "1", .group = "job",
+        .help = "exit code of a node that leaves a fixed-size job (MIN = MAX) after "
+                "--max_restart: 101 tells a scheduler to restart the pod; an elastic job's "
+                "node exits 1.",
+        .offset = OFF(fixed_failure_exit)},
     [EC_K_ELASTIC_TIMEOUT] = {
         .id = EC_K_ELASTIC_TIMEOUT, .name = "elastic_timeout",
         .spellings = {"elastic_timeout"},

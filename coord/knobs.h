@@ -57,6 +57,7 @@ typedef enum {
     EC_K_NP,
     EC_K_ELASTIC_LEVEL,
     EC_K_MAX_RESTART,
+    EC_K_FIXED_FAILURE_EXIT,
     EC_K_ELASTIC_TIMEOUT,
     EC_K_REPLACE_WAIT,
     EC_K_REBUILD,
@@ -189,6 +190,7 @@ typedef struct ec_config {
     ec_range_t np;               /* nodes: min..max; min == max: fixed size */
     int elastic_level;           /* Paddle's -1|0|1: accepted, ignored (warning) */
     int max_restart;
+    int fixed_failure_exit;      /* exit code of a node leaving a fixed-size job failed */
     int64_t elastic_timeout_ms;
     int64_t replace_wait_ms;
     ec_rebuild_t rebuild;

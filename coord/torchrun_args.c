@@ -544,6 +544,11 @@ int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env
         cfg->max_restart = 0;
         cfg->src[EC_K_MAX_RESTART].name = "torchrun's --max_restarts";
     }
+    /* a failed torchrun exits 1, whatever the job's size */
+    if (cfg->src[EC_K_FIXED_FAILURE_EXIT].kind == EC_SRC_DEFAULT) {
+        cfg->fixed_failure_exit = 1;
+        cfg->src[EC_K_FIXED_FAILURE_EXIT].name = "torchrun's exit code";
+    }
     for (int i = 0; i < t->nwarnings && cfg->nwarnings < EC_CONFIG_MAX_WARNINGS; i++)
         snprintf(cfg->warnings[cfg->nwarnings++], sizeof(cfg->warnings[0]), "%s", t->warnings[i]);
     return ec_config_validate(cfg, env, env_arg, err);

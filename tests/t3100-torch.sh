@@ -23,7 +23,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-echo "1..7"
+echo "1..8"
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 peer=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$ETCD" --name t --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$port" \
@@ -133,4 +133,19 @@ if [ "$rc_torch" = 0 ] && [ "$rc_ecoord" = "$rc_torch" ]; then
     echo "ok 7 - both exit $rc_torch"
 else
     echo "not ok 7 - torchrun exited $rc_torch, ecoord torchrun $rc_ecoord"
+fi
+
+# ... and a program that fails ends both the same way: torchrun exits 1 (not
+# Paddle's 101, which ecoord launch uses for a fixed-size job).
+(cd "$T" && timeout $((120 * mult)) $TORCHRUN $ARGS "$SRCDIR/tests/progs/torch_raise.py" \
+    > "$T/tr-torch-fail.console" 2>&1)
+rc_torch=$?
+(cd "$T" && ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun $ARGS \
+    "$SRCDIR/tests/progs/torch_raise.py" > "$T/tr-ecoord-fail.console" 2>&1)
+rc_ecoord=$?
+if [ "$rc_torch" = 1 ] && [ "$rc_ecoord" = "$rc_torch" ]; then
+    echo "ok 8 - a failing program: both exit $rc_torch"
+else
+    echo "not ok 8 - a failing program: torchrun exited $rc_torch, ecoord torchrun $rc_ecoord"
+    tail -n 5 "$T/tr-torch-fail.console" "$T/tr-ecoord-fail.console" | sed 's/^/# /'
 fi
