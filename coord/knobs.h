@@ -228,6 +228,10 @@ typedef struct ec_config {
     int prog_index;
     int prog_argc;
     char **prog_argv;
+    /* Not a knob: set by `ecoord torchrun` (coord/torchrun_args.h), whose
+     * PROGRAM runs under the interpreter whatever its name unless
+     * --no_python, as torchrun runs it.  0 after a parse. */
+    int prog_always_python;
 
     /* Things worth telling the user that are not errors (the default job id
      * may collide, an environment alias was overridden...).  The library

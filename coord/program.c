@@ -76,7 +76,8 @@ int ec_program_resolve(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                                          "[--] PROGRAM [ARGS...]");
     const char *prog = cfg->prog_argv[0];
     const char *path = env ? env("PATH", env_arg) : NULL;
-    int python = !cfg->no_python && (cfg->module || ends_with(prog, ".py"));
+    int python = !cfg->no_python &&
+                 (cfg->module || cfg->prog_always_python || ends_with(prog, ".py"));
     int extra = python ? (cfg->module ? 3 : 2) : 0;
     out->argv = calloc((size_t)cfg->prog_argc + (size_t)extra + 1, sizeof(char *));
     if (!out->argv)

@@ -2,7 +2,8 @@
  * a PROGRAM ending in .py runs under the Python interpreter the way
  * Paddle's launcher and torchrun run it (INTERPRETER -u PROGRAM ARGS...),
  * --module runs INTERPRETER -u -m PROGRAM ARGS..., --no_python or any other
- * PROGRAM runs as given.  And whether that command can run at all on this
+ * PROGRAM runs as given (under `ecoord torchrun`, cfg->prog_always_python:
+ * any PROGRAM runs under the interpreter unless --no_python).  And whether that command can run at all on this
  * node, checked before the node joins a job: a missing script or
  * interpreter is this node's configuration error, not a failure of a rank
  * to restart. */

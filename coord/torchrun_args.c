@@ -492,7 +492,7 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
         }
     if (s.val[T_RUN_PATH] && !s.val[T_MODULE])
         warn(t, "--run_path: the script runs under the interpreter as with torchrun's default "
-                "(python3 -u SCRIPT)");
+                "(python3 -u SCRIPT), not through runpy");
 
     /* ecoord's own flags, then the program: argv[prog..] untouched */
     for (int i = 0; i < own.n; i++)
@@ -544,6 +544,8 @@ int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env
         cfg->max_restart = 0;
         cfg->src[EC_K_MAX_RESTART].name = "torchrun's --max_restarts";
     }
+    /* torchrun puts the interpreter before any script unless --no_python */
+    cfg->prog_always_python = 1;
     /* a failed torchrun exits 1, whatever the job's size */
     if (cfg->src[EC_K_FIXED_FAILURE_EXIT].kind == EC_SRC_DEFAULT) {
         cfg->fixed_failure_exit = 1;
@@ -579,8 +581,8 @@ char *ec_torchrun_help(void)
         "Run a torchrun command line with ecoord as the agent: change `torchrun` (or\n"
         "`python -m torch.distributed.run`) to `ecoord torchrun`. Flags are spelled in\n"
         "full (never abbreviated); dashes and underscores are the same. SCRIPT runs as\n"
-        "python3 -u SCRIPT (ECOORD_PYTHON or --python picks the interpreter) when it\n"
-        "ends in .py or with -m; --no_python runs it as given.\n"
+        "python3 -u SCRIPT, as torchrun runs it (ECOORD_PYTHON or --python picks the\n"
+        "interpreter); --no_python runs it as given.\n"
         "\n"
         "torchrun flag                    ecoord\n"
         "  --nnodes=N|MIN:MAX               --np\n"

@@ -143,6 +143,8 @@ START_TEST(torchrun_defaults_where_they_differ)
     ck_assert_int_eq(cfg.max_restart, 0);
     ck_assert_int_eq(cfg.src[EC_K_MAX_RESTART].kind, EC_SRC_DEFAULT);
     ck_assert_ptr_nonnull(strstr(cfg.src[EC_K_MAX_RESTART].name, "torchrun"));
+    /* any script runs under the interpreter, as torchrun runs it */
+    ck_assert_int_eq(cfg.prog_always_python, 1);
     /* a failed node exits 1 as torchrun does, not Paddle's 101 */
     ck_assert_int_eq(cfg.fixed_failure_exit, 1);
     /* --standalone: an etcd of this node's own, so no warning about a shared job id */
