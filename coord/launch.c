@@ -330,6 +330,21 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
            ep->world_size, ec_epoch_reason_name(ep->reason),
            ep->reason_detail && *ep->reason_detail ? ": " : "",
            ep->reason_detail ? ep->reason_detail : "", ep->nmembers, ep->leader_id);
+    if (ep->np_max > 0 && (ep->np_min != a->cfg->np.min || ep->np_max != a->cfg->np.max)) {
+        /* The job's node counts are its leader's; one node believing others
+         * would decide differently once it leads. */
+        char mine[32], job[32];
+        snprintf(mine, sizeof(mine), "%d:%d", a->cfg->np.min, a->cfg->np.max);
+        snprintf(job, sizeof(job), "%d:%d", ep->np_min, ep->np_max);
+        ec_log(EC_LOG_ERROR, "-node %s: this node runs --np=%s but job %s runs --np=%s (every "
+                             "node uses the same); leaving, the job goes on without it: restart "
+                             "this node with --np=%s",
+               a->cfg->node_id, mine, a->cfg->job_id, job, job);
+        ec_error_t err = {0};
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return 1;
+    }
     if (m < 0 && ep->nproc != a->nproc) {
         /* The leader refuses a node whose N differs (planner.c); waiting
          * as a standby would wait forever. */

@@ -427,6 +427,28 @@ START_TEST(nproc_mismatch_node_exits_and_job_goes_on)
 }
 END_TEST
 
+/* The same for --np: the job's node counts are its leader's; a node started
+ * with others exits 1 naming both, and the job goes on without it. */
+START_TEST(np_mismatch_node_exits_and_job_goes_on)
+{
+    start_agent("jnpm", "a", "1:3", "--elastic_timeout=1", "0");
+    ec_epoch_free(wait_epoch("/jnpm/", 1, 2, 15000));
+    agent_t odd = start_agent("jnpm", "b", "1:2", "--elastic_timeout=1", "0");
+    ck_assert_int_eq(ec_test_reap(odd.pid, 15000), 1);
+    ck_assert_msg(ec_test_file_contains(odd.log, "--np=1:2"), "no value in %s", odd.log);
+    ck_assert_msg(ec_test_file_contains(odd.log, "runs --np=1:3"), "the job's value is not in %s",
+                  odd.log);
+    /* the job goes on, without b */
+    ec_epoch_t *ep = ec_test_epoch(c, "/jnpm/");
+    ck_assert_ptr_nonnull(ep);
+    ck_assert_int_eq(ec_epoch_find_member(ep, "a"), 0);
+    ec_epoch_free(ep);
+    ep = wait_epoch("/jnpm/", 1, 2, 15000);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "b"), 0);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 static void write_text(const char *path, const char *text, mode_t mode)
 {
     FILE *f = fopen(path, "w");
@@ -526,6 +548,7 @@ static Suite *suite(void)
     ec_tcase_add(t, unrunnable_program_exits_1_before_joining);
     ec_tcase_add(t, python_program_runs_with_interpreter);
     ec_tcase_add(t, nproc_mismatch_node_exits_and_job_goes_on);
+    ec_tcase_add(t, np_mismatch_node_exits_and_job_goes_on);
     ec_tcase_add(t, job_completes_everywhere);
     ec_tcase_add(t, completed_job_id_runs_again);
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);

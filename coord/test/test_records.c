@@ -269,6 +269,43 @@ START_TEST(epoch_round_trip)
 }
 END_TEST
 
+/* The leader's --np travels with the epoch (nodes compare their own);
+ * epochs written before it, or with nonsense there, read as 0:0. */
+START_TEST(epoch_np_round_trips)
+{
+    ec_epoch_t *ep = sample_epoch(2, 2, 0);
+    ep->np_min = 2;
+    ep->np_max = 4;
+    void *buf;
+    size_t len;
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_epoch_encode(ep, &buf, &len, &err), 0);
+    ec_epoch_t *d = NULL;
+    ck_assert_int_eq(ec_epoch_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_int_eq(d->np_min, 2);
+    ck_assert_int_eq(d->np_max, 4);
+    ec_epoch_t *cp = ec_epoch_dup(d);
+    ck_assert_int_eq(cp->np_max, 4);
+    ec_epoch_free(cp);
+    ec_epoch_free(d);
+    free(buf);
+    ep->np_min = 5; /* > max: not something a leader writes */
+    ck_assert_int_eq(ec_epoch_encode(ep, &buf, &len, &err), 0);
+    ck_assert_int_eq(ec_epoch_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_int_eq(d->np_min, 0);
+    ck_assert_int_eq(d->np_max, 0);
+    ec_epoch_free(d);
+    free(buf);
+    ep->np_min = ep->np_max = 0;
+    ck_assert_int_eq(ec_epoch_encode(ep, &buf, &len, &err), 0);
+    ck_assert_int_eq(ec_epoch_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_int_eq(d->np_max, 0);
+    ec_epoch_free(d);
+    free(buf);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 START_TEST(epoch_dup_is_deep_and_equal)
 {
     ec_epoch_t *ep = sample_epoch(5, 8, 1);
@@ -1302,6 +1339,7 @@ static Suite *suite(void)
     tcase_add_test(rt, status_round_trip);
     tcase_add_test(rt, failure_round_trip);
     tcase_add_test(rt, failure_message_round_trips);
+    tcase_add_test(rt, epoch_np_round_trips);
     tcase_add_test(rt, worker_timing_round_trip);
     tcase_add_test(rt, free_accepts_null);
     tcase_add_test(rt, enum_names);
