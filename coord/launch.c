@@ -396,28 +396,28 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
 
 /* The command line for messages: whole when short, else cut at about max
  * bytes with an ellipsis and how much was left out.  malloc'd. */
-static char *command_line(const ec_program_t *cfg, size_t max)
+static char *command_line(const ec_program_t *p, size_t max)
 {
     size_t total = 0;
-    for (int i = 0; i < cfg->argc; i++)
-        total += strlen(cfg->argv[i]) + 1;
+    for (int i = 0; i < p->argc; i++)
+        total += strlen(p->argv[i]) + 1;
     char *s = malloc(max + 64);
     if (!s)
         return NULL;
     size_t len = 0;
     s[0] = '\0';
-    for (int i = 0; i < cfg->argc && len < total; i++) {
-        size_t n = strlen(cfg->argv[i]);
+    for (int i = 0; i < p->argc && len < total; i++) {
+        size_t n = strlen(p->argv[i]);
         size_t room = max - len;
         if (n + 1 > room) {
-            memcpy(s + len, cfg->argv[i], room);
+            memcpy(s + len, p->argv[i], room);
             len += room;
             snprintf(s + len, 64, "... (%zu more bytes)", total - len - 1);
             return s;
         }
-        memcpy(s + len, cfg->argv[i], n);
+        memcpy(s + len, p->argv[i], n);
         len += n;
-        s[len++] = i + 1 < cfg->argc ? ' ' : '\0';
+        s[len++] = i + 1 < p->argc ? ' ' : '\0';
     }
     s[len] = '\0';
     return s;
