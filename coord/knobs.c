@@ -216,6 +216,15 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "how long the node count must stay stable before training starts below "
                 "MAX; reaching MAX starts at once.",
         .offset = OFF(elastic_timeout_ms)},
+    [EC_K_JOIN_TIMEOUT] = {
+        .id = EC_K_JOIN_TIMEOUT, .name = "join_timeout",
+        .spellings = {"join_timeout"}, .env = {"ECOORD_JOIN_TIMEOUT"},
+        .type = EC_KT_SECONDS, .cmds = L, .min = 0, .max = 86400000,
+        .def = "0", .def_help = "0: as long as it takes (600 under ecoord torchrun, torchrun's)",
+        .metavar = "SECONDS", .example = "600", .group = "job",
+        .help = "give up (exit 1) when the job has not formed, no epoch with at least MIN "
+                "nodes, this long after start; torchrun's join_timeout.",
+        .offset = OFF(join_timeout_ms)},
     [EC_K_REPLACE_WAIT] = {
         .id = EC_K_REPLACE_WAIT, .name = "replace_wait",
         .spellings = {"replace_wait"}, .env = {"ECOORD_REPLACE_WAIT"},

@@ -59,6 +59,7 @@ typedef enum {
     EC_K_MAX_RESTART,
     EC_K_FIXED_FAILURE_EXIT,
     EC_K_ELASTIC_TIMEOUT,
+    EC_K_JOIN_TIMEOUT,
     EC_K_REPLACE_WAIT,
     EC_K_REBUILD,
     EC_K_NODE_ID,
@@ -192,6 +193,7 @@ typedef struct ec_config {
     int max_restart;
     int fixed_failure_exit;      /* exit code of a node leaving a fixed-size job failed */
     int64_t elastic_timeout_ms;
+    int64_t join_timeout_ms;     /* 0: wait for the job to form as long as it takes */
     int64_t replace_wait_ms;
     ec_rebuild_t rebuild;
 

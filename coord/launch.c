@@ -660,6 +660,20 @@ static int run(agent_t *a)
             ec_node_leave(a->node, &err);
             return 128 + s;
         }
+        /* --join_timeout: the job never formed (no epoch at all) */
+        if (cfg->join_timeout_ms > 0 && a->epochs_seen == 0 &&
+            mono_ms() - a->start_ms >= cfg->join_timeout_ms) {
+            char t[32];
+            snprintf(t, sizeof(t), "%.3g", (double)cfg->join_timeout_ms / 1000.0);
+            ec_log(EC_LOG_ERROR, "-node %s: job %s did not form within --join_timeout=%s: it "
+                                 "needs at least %d nodes registered under the same --job_id "
+                                 "and --elastic_server; `ecoord status --job_id=%s` shows who "
+                                 "did. Leaving (exit 1)",
+                   cfg->node_id, cfg->job_id, t, cfg->np.min, cfg->job_id);
+            ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
+            ec_node_leave(a->node, &err);
+            return 1;
+        }
         /* The fence before the reap: an agent thawed after a freeze fences
          * (its lease is unconfirmed) and so does not count the ranks its
          * janitor killed meanwhile as failures. */

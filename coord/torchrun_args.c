@@ -189,11 +189,10 @@ static int rdzv_conf(const char *conf, vec_t *b, const char **protocol, ec_torch
         if (!strcmp(k, "last_call_timeout")) {
             push(b, "--elastic_timeout=%s", v);
         } else if (!strcmp(k, "join_timeout") || !strcmp(k, "timeout")) {
-            warn(t, "--rdzv_conf %s=%s has no counterpart and is ignored: ecoord waits for "
-                    "MIN nodes without a deadline (watch it with `ecoord status`); the time the "
-                    "node count must hold before training below MAX is last_call_timeout "
-                    "(--elastic_timeout)",
-                 k, v);
+            /* c10d's join_timeout, etcd's timeout: how long the rendezvous
+             * may take before the agent gives up */
+            push(b, "--join_timeout=%s", v);
+            t->join_timeout_set = 1;
         } else if (!strcmp(k, "cacert")) {
             push(b, "--etcd_cacert=%s", v);
         } else if (!strcmp(k, "cert")) {
@@ -544,6 +543,11 @@ int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env
         cfg->max_restart = 0;
         cfg->src[EC_K_MAX_RESTART].name = "torchrun's --max_restarts";
     }
+    /* torchrun gives up a rendezvous after 600 s (join_timeout, timeout) */
+    if (!t->join_timeout_set && cfg->src[EC_K_JOIN_TIMEOUT].kind == EC_SRC_DEFAULT) {
+        cfg->join_timeout_ms = 600000;
+        cfg->src[EC_K_JOIN_TIMEOUT].name = "torchrun's join_timeout";
+    }
     /* torchrun puts the interpreter before any script unless --no_python */
     cfg->prog_always_python = 1;
     /* a failed torchrun exits 1, whatever the job's size */
@@ -593,6 +597,8 @@ char *ec_torchrun_help(void)
         "  --rdzv_endpoint=HOST[:PORT]      --elastic_server (an etcd; port 2379 if left out)\n"
         "  --rdzv_id=ID                     --job_id\n"
         "  --rdzv_conf=K=V,...              last_call_timeout: --elastic_timeout;\n"
+        "                                   join_timeout, timeout: --join_timeout\n"
+        "                                   (600 s when not given, as torchrun's);\n"
         "                                   cacert, cert, key, protocol: etcd TLS;\n"
         "                                   other keys ignored with a warning\n"
         "  --standalone                     an etcd of this node's own (one node)\n"

@@ -7,7 +7,8 @@
  * onto knobs: --nnodes -> --np, --nproc_per_node (N, gpu, cpu, auto),
  * --rdzv_endpoint of an etcd (--rdzv_backend etcd, etcd-v2, etcd-v3) ->
  * --elastic_server, --rdzv_id -> --job_id, --rdzv_conf's last_call_timeout
- * -> --elastic_timeout and its etcd TLS keys, --max_restarts (default 0, as
+ * -> --elastic_timeout, its join_timeout/timeout -> --join_timeout (default
+ * 600 s, as in torchrun) and its etcd TLS keys, --max_restarts (default 0, as
  * in torchrun) -> --max_restart, --standalone -> an embedded etcd, --role,
  * --log_dir, --local_addr -> --host, -m -> --module, --no_python.  Flags
  * with no counterpart are accepted with a warning saying so (--monitor_interval,
@@ -34,6 +35,7 @@ typedef struct ec_torchrun {
     char **argv;          /* the `ecoord launch` arguments; malloc'd, NULL-terminated */
     int help;             /* -h/--help: print ec_torchrun_help() */
     int max_restarts_set; /* --max_restarts was given */
+    int join_timeout_set; /* --rdzv_conf join_timeout or timeout was given */
     int nwarnings;
     char warnings[EC_TORCHRUN_MAX_WARNINGS][256];
 } ec_torchrun_t;

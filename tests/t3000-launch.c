@@ -449,6 +449,20 @@ START_TEST(np_mismatch_node_exits_and_job_goes_on)
 }
 END_TEST
 
+/* --join_timeout (torchrun's join_timeout): a job that does not form within
+ * it is given up with exit 1 and what it was waiting for, instead of waiting
+ * for MIN nodes forever (the default, 0). */
+START_TEST(join_timeout_gives_up_a_job_that_does_not_form)
+{
+    agent_t a = start_agent("jjoin", "a", "2", "--join_timeout=1", "0");
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(ec_test_reap(a.pid, 15000), 1);
+    ck_assert_int_ge(ec_test_now_ms() - t0, 900);
+    ck_assert_msg(ec_test_file_contains(a.log, "--join_timeout=1"), "no reason in %s", a.log);
+    ck_assert_msg(ec_test_file_contains(a.log, "at least 2 nodes"), "no count in %s", a.log);
+}
+END_TEST
+
 static void write_text(const char *path, const char *text, mode_t mode)
 {
     FILE *f = fopen(path, "w");
@@ -549,6 +563,7 @@ static Suite *suite(void)
     ec_tcase_add(t, python_program_runs_with_interpreter);
     ec_tcase_add(t, nproc_mismatch_node_exits_and_job_goes_on);
     ec_tcase_add(t, np_mismatch_node_exits_and_job_goes_on);
+    ec_tcase_add(t, join_timeout_gives_up_a_job_that_does_not_form);
     ec_tcase_add(t, job_completes_everywhere);
     ec_tcase_add(t, completed_job_id_runs_again);
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);

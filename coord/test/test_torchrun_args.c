@@ -143,6 +143,11 @@ START_TEST(torchrun_defaults_where_they_differ)
     ck_assert_int_eq(cfg.max_restart, 0);
     ck_assert_int_eq(cfg.src[EC_K_MAX_RESTART].kind, EC_SRC_DEFAULT);
     ck_assert_ptr_nonnull(strstr(cfg.src[EC_K_MAX_RESTART].name, "torchrun"));
+    /* torchrun gives up a rendezvous after 600 s */
+    ck_assert_int_eq(cfg.join_timeout_ms, 600000);
+    OK(&host, "--standalone", "--rdzv_conf=timeout=30", "t.py");
+    ck_assert_int_eq(cfg.join_timeout_ms, 30000);
+    OK(&host, "--standalone", "t.py");
     /* any script runs under the interpreter, as torchrun runs it */
     ck_assert_int_eq(cfg.prog_always_python, 1);
     /* a failed node exits 1 as torchrun does, not Paddle's 101 */
@@ -182,7 +187,7 @@ START_TEST(accepted_with_a_warning)
     ck_assert(warned("--start_method=spawn has no effect"));
     ck_assert(warned("--redirects=3 is ignored"));
     ck_assert(warned("--tee=0:1,1:2 is ignored"));
-    ck_assert(warned("join_timeout=900 has no counterpart"));
+    ck_assert_int_eq(cfg.join_timeout_ms, 900000); /* mapped, not ignored */
     ck_assert(warned("read_timeout=60 is ignored"));
     REFUSED("write 0 (none)", "--standalone", "--redirects=7", "t.py");
     REFUSED("spawn, fork or forkserver", "--standalone", "--start_method=clone", "t.py");
