@@ -317,9 +317,10 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
         s.as[tflags[f].id] = a;
     }
     if (prog < 0) {
-        rc = ec_errorf(err, EC_EINVAL, "ecoord torchrun needs the training script, as torchrun "
-                                       "does: ecoord torchrun [FLAGS] SCRIPT [ARGS...], e.g. "
-                                       "ecoord torchrun --standalone --nproc_per_node=2 train.py");
+        rc = ec_errorf(err, EC_EINVAL, "no training script given; write it after the flags, as "
+                                       "for torchrun: ecoord torchrun [FLAGS] SCRIPT [ARGS...], "
+                                       "e.g. ecoord torchrun --standalone --nproc_per_node=2 "
+                                       "train.py");
         goto out;
     }
 
@@ -485,9 +486,10 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
                                s.as[k]);
                 goto conf_out;
             }
-            warn(t, "--%s=%s is ignored: ecoord always writes each process's stdout and stderr "
-                    "to log_dir/workerlog.N and copies local rank 0's to the console",
-                 tflags[k].name, s.val[k]);
+            if (strcmp(s.val[k], "0") != 0) /* 0, torchrun's default, is what ecoord does */
+                warn(t, "--%s=%s is ignored: ecoord always writes each process's stdout and "
+                        "stderr to log_dir/workerlog.N and copies local rank 0's to the console",
+                     tflags[k].name, s.val[k]);
         }
     if (s.val[T_RUN_PATH] && !s.val[T_MODULE])
         warn(t, "--run_path: the script runs under the interpreter as with torchrun's default "

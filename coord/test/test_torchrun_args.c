@@ -172,7 +172,7 @@ START_TEST(refused_with_why)
     REFUSED("nodes meet in an etcd", "--nnodes=2", "t.py");
     REFUSED("single-node job", "--standalone", "--nnodes=1:2", "t.py");
     REFUSED("ecoord coordinates through etcd", "--rdzv_backend=zookeeper", "t.py");
-    REFUSED("training script", "--standalone");
+    REFUSED("no training script given", "--standalone");
     REFUSED("takes no value", "--standalone=1", "t.py");
     REFUSED("needs a value", "--rdzv_id", "--standalone", "t.py");
     REFUSED("contradict", "--standalone", "--run_path", "--no_python", "t.py");
