@@ -112,12 +112,14 @@ START_TEST(anything_else_runs_as_given)
     ck_assert_str_eq(prog.resolved, "/bin/sh");
     /* ecoord torchrun: any script under the interpreter, unless --no_python */
     cfg.prog_always_python = 1;
+    ec_program_release(&prog);
     ck_assert_int_eq(ec_program_resolve(&cfg, env, ENVV(path_env), &prog, &err), 0);
     ck_assert_int_eq(prog.python, 1);
     ck_assert_str_eq(prog.argv[2], "/bin/sh");
     ec_program_release(&prog);
     ck_assert_int_eq(resolve(ENVV(path_env), ARGS("--no_python", "/bin/sh")), 0);
     cfg.prog_always_python = 1;
+    ec_program_release(&prog);
     ck_assert_int_eq(ec_program_resolve(&cfg, env, ENVV(path_env), &prog, &err), 0);
     ck_assert_int_eq(prog.python, 0);
 }
