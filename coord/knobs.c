@@ -176,7 +176,8 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(np), .sep = ':', .part = {"MIN", "MAX"}},
     [EC_K_ELASTIC_LEVEL] = {
         .id = EC_K_ELASTIC_LEVEL, .name = "elastic_level",
-        .spellings = {"elastic_level"}, .env = {"ECOORD_ELASTIC_LEVEL"},
+        .spellings = {"elastic_level"},
+        .env = {"ECOORD_ELASTIC_LEVEL", "PADDLE_ELASTIC_LEVEL"},
         .type = EC_KT_INT, .cmds = L, .min = -1, .max = 1,
         .def = "-1", .def_help = "-1, as in Paddle",
         .metavar = "-1|0|1", .example = "1", .group = "job",
@@ -265,7 +266,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(host), .check = check_host},
     [EC_K_GPUS] = {
         .id = EC_K_GPUS, .name = "gpus",
-        .spellings = {"gpus", "devices"}, .env = {"ECOORD_GPUS"},
+        .spellings = {"gpus", "devices"}, .env = {"ECOORD_GPUS", "PADDLE_DEVICES"},
         .type = EC_KT_INTLIST, .cmds = L | C, .flags = EC_KF_EMPTY_OK,
         .min = 0, .max = 4095, .def = "", .def_help = "none given",
         .metavar = "ID[,ID...]", .example = "0,1,2,3", .group = "this node",
@@ -284,7 +285,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(nproc_per_node)},
     [EC_K_START_PORT] = {
         .id = EC_K_START_PORT, .name = "start_port",
-        .spellings = {"start_port"}, .env = {"ECOORD_START_PORT"},
+        .spellings = {"start_port"}, .env = {"ECOORD_START_PORT", "PADDLE_START_PORT"},
         .type = EC_KT_INT, .cmds = L | C, .min = 1, .max = 65535,
         .def = "36000", .metavar = "PORT", .example = "36000", .group = "this node",
         .help = "first port this node's processes listen on, counting up. Where only "

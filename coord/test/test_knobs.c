@@ -964,6 +964,15 @@ START_TEST(paddle_launcher_env_aliases_apply)
     /* the flag wins */
     OK("launch", ENV("PADDLE_NPROC_PER_NODE=4"), "--nproc_per_node=1", "prog");
     ck_assert_int_eq(cfg.nproc_per_node, 1);
+    /* the rest of what that launcher reads that ecoord has a knob for */
+    OK("launch", ENV("PADDLE_DEVICES=0,1", "PADDLE_START_PORT=6070", "PADDLE_ELASTIC_LEVEL=1"),
+       "prog");
+    ck_assert_int_eq(cfg.gpus.n, 2);
+    ck_assert_str_eq(cfg.src[EC_K_GPUS].name, "PADDLE_DEVICES");
+    ck_assert_int_eq(cfg.nproc_per_node, 2);
+    ck_assert_int_eq(cfg.start_port, 6070);
+    ck_assert_int_eq(cfg.elastic_level, 1);
+    ck_assert(has_warning("PADDLE_ELASTIC_LEVEL=1 has no effect"));
 }
 END_TEST
 
