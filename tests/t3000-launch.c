@@ -208,7 +208,9 @@ START_TEST(environment_matches_epoch)
     ck_assert(ec_test_file_contains(path, first));
     /* local rank 0's output is on the console, in LAUNCH INFO form around it */
     snprintf(path, sizeof(path), "%s/jenv-a.console", tmp);
-    ck_assert(ec_test_file_contains(path, "test-prog rank="));
+    /* the program wrote its dump before printing, and the console is copied
+     * by the agent's writer thread: wait for it */
+    wait_file(path, "test-prog rank=", 5000);
     ck_assert(ec_test_file_contains(path, "LAUNCH INFO"));
     ck_assert(ec_test_file_contains(path, "+epoch 1 world=6"));
     free(eps);
