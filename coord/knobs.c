@@ -40,6 +40,7 @@ static int check_job_id(const char *v, const char *where, const char *fix, ec_er
 static int check_node_id(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_host(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err);
+static int check_role(const char *v, const char *where, const char *fix, ec_error_t *err);
 static void origin(const ec_config_t *cfg, int id, const char *value, char *buf, size_t len);
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
@@ -155,7 +156,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .def = "default", .metavar = "NAME", .example = "trainer", .group = "job",
         .help = "the processes' ROLE_NAME, as torchrun's --role sets it; every process of the "
                 "job has the same role.",
-        .offset = OFF(role), .check = check_endpoint},
+        .offset = OFF(role), .check = check_role},
     [EC_K_RUN_MODE] = {
         .id = EC_K_RUN_MODE, .name = "run_mode",
         .spellings = {"run_mode"}, .env = {"ECOORD_RUN_MODE", "PADDLE_RUN_MODE"},
@@ -723,6 +724,12 @@ static int check_host(const char *v, const char *where, const char *fix, ec_erro
                          "%s10.0.0.7",
                          where, fix);
     return 0;
+}
+
+static int check_role(const char *v, const char *where, const char *fix, ec_error_t *err)
+{
+    (void)fix;
+    return no_space(v, where, "the role", err);
 }
 
 static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err)
@@ -1308,8 +1315,10 @@ out:
     return rc;
 }
 
-/* The endpoints of a --master=etcd://A[,etcd://B|,B] URL, comma-joined,
- * into buf; -1 when it is not an etcd:// URL. */
+/* The endpoints of a --master=etcd://A[,etcd://B|,B] URL, comma-joined
+ * entry for entry (an empty one stays, for the list's own message), into
+ * buf (at least as long as v); -1 when it is not an etcd:// URL, -2 when an
+ * entry is too long to be an endpoint. */
 static int master_endpoints(const char *v, char *buf, size_t len)
 {
     static const char scheme[] = "etcd://";
@@ -1320,7 +1329,9 @@ static int master_endpoints(const char *v, char *buf, size_t len)
     char item[1024];
     const char *p = v + sl;
     int rc;
-    while ((rc = next_item(&p, item, sizeof(item))) != -1) {
+    for (int i = 0; (rc = next_item(&p, item, sizeof(item))) != -1; i++) {
+        if (rc == -2)
+            return -2;
         const char *e = item;
         if (strncasecmp(e, scheme, sl) == 0)
             e += sl;
@@ -1328,7 +1339,7 @@ static int master_endpoints(const char *v, char *buf, size_t len)
         while (n > 0 && e[n - 1] == '/') /* etcd://h:p/ */
             n--;
         used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%.*s",
-                                 used ? "," : "", (int)n, e);
+                                 i ? "," : "", (int)n, e);
     }
     return 0;
 }
@@ -1345,7 +1356,10 @@ static int resolve_master(ec_config_t *cfg, ec_error_t *err)
         return 0;
     char where[300], eps[4096], cur[4096];
     origin(cfg, EC_K_MASTER, cfg->master, where, sizeof(where));
-    if (master_endpoints(cfg->master, eps, sizeof(eps)) < 0) {
+    int mrc = master_endpoints(cfg->master, eps, sizeof(eps));
+    if (mrc == -2)
+        return ec_errorf(err, EC_EINVAL, "%s: an entry is longer than an endpoint can be", where);
+    if (mrc < 0) {
         /* ecoord sets PADDLE_MASTER for its own training processes, and a
          * Paddle pod spec may carry its HTTP master: neither is for us. */
         if (ms->kind == EC_SRC_ENV && strcmp(ms->name, "PADDLE_MASTER") == 0) {

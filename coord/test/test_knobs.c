@@ -888,6 +888,8 @@ START_TEST(paddle_master_etcd_url_is_elastic_server)
     HAS(err.msg, "--elastic_server");
     FAILS(EC_EINVAL, "launch", NOENV, "--master=etcd://", "prog");
     HAS(err.msg, "--master");
+    FAILS(EC_EINVAL, "launch", NOENV, "--master=etcd://,a:1", "prog");
+    HAS(err.msg, "entry 1 is empty");
     OK("launch", ENV("PADDLE_MASTER=10.0.0.1:8090"), "prog");
     ck_assert_int_eq(cfg.elastic_server.n, 0);
     ck_assert(has_warning("PADDLE_MASTER=10.0.0.1:8090 is ignored"));
