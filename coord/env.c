@@ -204,12 +204,20 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "GROUP_WORLD_SIZE", "%d", M);
     add(&b, "ROLE_RANK", "%lld", (long long)rank);
     add(&b, "ROLE_WORLD_SIZE", "%d", W);
-    add(&b, "ROLE_NAME", "default");
+    add(&b, "ROLE_NAME", "%s", ctx->role && *ctx->role ? ctx->role : "default");
     add(&b, "MASTER_ADDR", "%s", maddr);
     add(&b, "MASTER_PORT", "%d", mport);
     add(&b, "TORCHELASTIC_RESTART_COUNT", "%d", ctx->restart_count);
     add(&b, "TORCHELASTIC_MAX_RESTARTS", "%d", ctx->max_restarts);
     add(&b, "TORCHELASTIC_RUN_ID", "%s", ctx->job_id);
+    /* the program's env:// rendezvous hosts its own store on rank 0 (at
+     * MASTER_PORT): there is no agent store to use, whatever was inherited */
+    add(&b, "TORCHELASTIC_USE_AGENT_STORE", "False");
+    if (ctx->error_file)
+        add(&b, "TORCHELASTIC_ERROR_FILE", "%s", ctx->error_file);
+    /* torchrun's default against N processes each starting a thread per core */
+    if (ec_env_omp_default(N, base))
+        add(&b, "OMP_NUM_THREADS", "1");
     /* ecoord: what the worker library needs to follow epochs itself */
     add(&b, "ECOORD_ELASTIC_SERVER", "%s", ctx->elastic_server ? ctx->elastic_server : "");
     add(&b, "ECOORD_ETCD_PREFIX", "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
@@ -265,6 +273,11 @@ void ec_env_free(char **env)
     for (size_t i = 0; env && env[i]; i++)
         free(env[i]);
     free(env);
+}
+
+bool ec_env_omp_default(int nproc, char *const *base)
+{
+    return nproc > 1 && !ec_env_get(base, "OMP_NUM_THREADS");
 }
 
 const char *ec_env_get(char *const *env, const char *name)

@@ -4,6 +4,8 @@
 #ifndef EC_ENV_H
 #define EC_ENV_H
 
+#include <stdbool.h>
+
 #include "error.h"
 #include "records.h"
 
@@ -34,10 +36,16 @@ typedef struct ec_env_ctx {
      * launch.c names it, the configuration of the agent's own connection
      * (ec_connect_config) is used. */
     const struct ec_config *etcd;
+    /* This process's TORCHELASTIC_ERROR_FILE (torch's @record writes the
+     * exception there), an absolute path; NULL: not set. */
+    const char *error_file;
+    const char *role;            /* ROLE_NAME; NULL: "default" */
 } ec_env_ctx_t;
 
 /* Build the environment of local rank n_id on member m_id of ep: base
  * (NULL-terminated, e.g. environ) with every variable we set replaced.
+ * OMP_NUM_THREADS=1 is added, as torchrun does, when the node runs more than
+ * one process and base does not set it (see ec_env_omp_default).
  * *out is a malloc'd NULL-terminated array of malloc'd "K=V" strings; free
  * it with ec_env_free.  Returns 0, EC_EINVAL (m_id/n_id out of range),
  * EC_ESYS (the password file could not be written) or EC_ENOMEM.
@@ -45,6 +53,9 @@ typedef struct ec_env_ctx {
 int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
                  char *const *base, char ***out, ec_error_t *err);
 void ec_env_free(char **env);
+/* Whether ec_env_build sets OMP_NUM_THREADS=1 for nproc processes per node
+ * over base: the caller says so once, in its own words. */
+bool ec_env_omp_default(int nproc, char *const *base);
 /* Value of name in env, or NULL. */
 const char *ec_env_get(char *const *env, const char *name);
 

@@ -39,6 +39,9 @@ static int check_prefix(const char *v, const char *where, const char *fix, ec_er
 static int check_job_id(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_node_id(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_host(const char *v, const char *where, const char *fix, ec_error_t *err);
+static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err);
+static int check_role(const char *v, const char *where, const char *fix, ec_error_t *err);
+static void origin(const ec_config_t *cfg, int id, const char *value, char *buf, size_t len);
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const rebuilds[] = {"restart", "inprocess", NULL};
@@ -56,6 +59,21 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "etcd endpoints, comma separated; every node of a job names the same "
                 "etcd. Empty runs an embedded etcd on this node.",
         .offset = OFF(elastic_server), .check = check_endpoint},
+    /* Paddle's current launcher names its rendezvous server --master: an
+     * etcd:// URL there means etcd (its ETCDMaster); a bare HOST:PORT is
+     * a master Paddle serves over HTTP from one node, which ecoord has no
+     * use for.  resolve_master() turns the first into elastic_server. */
+    [EC_K_MASTER] = {
+        .id = EC_K_MASTER, .name = "master",
+        .spellings = {"master"}, .env = {"ECOORD_MASTER", "PADDLE_MASTER"},
+        .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
+        .max = 4096, .def = "", .def_help = "none",
+        .metavar = "etcd://HOST:PORT[,HOST:PORT...]", .example = "etcd://10.0.0.1:2379",
+        .group = "etcd",
+        .help = "Paddle's spelling of --elastic_server: etcd:// followed by the etcd "
+                "endpoints. Paddle's HTTP master (a bare HOST:PORT) is not used: ecoord meets "
+                "its peers in etcd. An inherited PADDLE_MASTER without etcd:// is ignored.",
+        .offset = OFF(master), .check = check_endpoint},
     [EC_K_ETCD_PREFIX] = {
         .id = EC_K_ETCD_PREFIX, .name = "etcd_prefix",
         .spellings = {"etcd_prefix"}, .env = {"ECOORD_ETCD_PREFIX"},
@@ -121,7 +139,8 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
     /* ---- job ----------------------------------------------------------- */
     [EC_K_JOB_ID] = {
         .id = EC_K_JOB_ID, .name = "job_id",
-        .spellings = {"job_id"}, .env = {"ECOORD_JOB_ID", "PADDLE_ELASTIC_JOB_ID"},
+        .spellings = {"job_id"},
+        .env = {"ECOORD_JOB_ID", "PADDLE_ELASTIC_JOB_ID", "PADDLE_JOB_ID"},
         .type = EC_KT_STRING, .cmds = L | S | C,
         .max = JOB_ID_MAX, .def = "default",
         .def_help = "default (with a warning: two jobs on one etcd with the same id join "
@@ -130,9 +149,26 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "name of the job; every node of the job uses the same. Letters, digits, "
                 "'.', '_' and '-', 1 to 128 characters.",
         .offset = OFF(job_id), .check = check_job_id},
+    [EC_K_ROLE] = {
+        .id = EC_K_ROLE, .name = "role",
+        .spellings = {"role"}, .env = {"ECOORD_ROLE"},
+        .type = EC_KT_STRING, .cmds = L, .max = 128,
+        .def = "default", .metavar = "NAME", .example = "trainer", .group = "job",
+        .help = "the processes' ROLE_NAME, as torchrun's --role sets it; every process of the "
+                "job has the same role.",
+        .offset = OFF(role), .check = check_role},
+    [EC_K_RUN_MODE] = {
+        .id = EC_K_RUN_MODE, .name = "run_mode",
+        .spellings = {"run_mode"}, .env = {"ECOORD_RUN_MODE", "PADDLE_RUN_MODE"},
+        .type = EC_KT_STRING, .cmds = L | C, .max = 64,
+        .def = "collective", .metavar = "collective", .example = "collective", .group = "job",
+        .help = "Paddle's run mode, accepted so Paddle command lines keep working: ecoord runs "
+                "collective jobs only (every process a trainer), so collective is the one value.",
+        .offset = OFF(run_mode), .check = check_run_mode},
     [EC_K_NP] = {
         .id = EC_K_NP, .name = "np",
-        .spellings = {"np", "nnodes"}, .env = {"ECOORD_NP", "PADDLE_ELASTIC_NP"},
+        .spellings = {"np", "nnodes"},
+        .env = {"ECOORD_NP", "PADDLE_ELASTIC_NP", "PADDLE_NNODES"},
         .type = EC_KT_RANGE, .cmds = L | C, .min = 1, .max = 65536,
         .def = "1", .metavar = "MIN[:MAX]", .example = "2:4", .group = "job",
         .help = "number of nodes: N for a fixed size (fault tolerance only), MIN:MAX to "
@@ -141,7 +177,8 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(np), .sep = ':', .part = {"MIN", "MAX"}},
     [EC_K_ELASTIC_LEVEL] = {
         .id = EC_K_ELASTIC_LEVEL, .name = "elastic_level",
-        .spellings = {"elastic_level"}, .env = {"ECOORD_ELASTIC_LEVEL"},
+        .spellings = {"elastic_level"},
+        .env = {"ECOORD_ELASTIC_LEVEL", "PADDLE_ELASTIC_LEVEL"},
         .type = EC_KT_INT, .cmds = L, .min = -1, .max = 1,
         .def = "-1", .def_help = "-1, as in Paddle",
         .metavar = "-1|0|1", .example = "1", .group = "job",
@@ -157,11 +194,21 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(elastic_level)},
     [EC_K_MAX_RESTART] = {
         .id = EC_K_MAX_RESTART, .name = "max_restart",
-        .spellings = {"max_restart"}, .env = {"ECOORD_MAX_RESTART"},
+        .spellings = {"max_restart"}, .env = {"ECOORD_MAX_RESTART", "PADDLE_MAX_RESTART"},
         .type = EC_KT_INT, .cmds = L, .min = 0, .max = 100000,
         .def = "3", .metavar = "N", .example = "3", .group = "job",
         .help = "restarts after failures before the job is declared failed.",
         .offset = OFF(max_restart)},
+    [EC_K_FIXED_FAILURE_EXIT] = {
+        .id = EC_K_FIXED_FAILURE_EXIT, .name = "fixed_failure_exit",
+        .spellings = {"fixed_failure_exit"}, .env = {"ECOORD_FIXED_FAILURE_EXIT"},
+        .type = EC_KT_INT, .cmds = L, .min = 1, .max = 255,
+        .def = "101", .def_help = "101, Paddle's (1 under ecoord torchrun, torchrun's)",
+        .metavar = "CODE", .example = "1", .group = "job",
+        .help = "exit code of a node that leaves a fixed-size job (MIN = MAX) after "
+                "--max_restart: 101 tells a scheduler to restart the pod; an elastic job's "
+                "node exits 1.",
+        .offset = OFF(fixed_failure_exit)},
     [EC_K_ELASTIC_TIMEOUT] = {
         .id = EC_K_ELASTIC_TIMEOUT, .name = "elastic_timeout",
         .spellings = {"elastic_timeout"},
@@ -171,6 +218,15 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "how long the node count must stay stable before training starts below "
                 "MAX; reaching MAX starts at once.",
         .offset = OFF(elastic_timeout_ms)},
+    [EC_K_JOIN_TIMEOUT] = {
+        .id = EC_K_JOIN_TIMEOUT, .name = "join_timeout",
+        .spellings = {"join_timeout"}, .env = {"ECOORD_JOIN_TIMEOUT"},
+        .type = EC_KT_SECONDS, .cmds = L, .min = 0, .max = 86400000,
+        .def = "0", .def_help = "0: as long as it takes (600 under ecoord torchrun, torchrun's)",
+        .metavar = "SECONDS", .example = "600", .group = "job",
+        .help = "give up (exit 1) when the job has not formed, no epoch with at least MIN "
+                "nodes, this long after start; torchrun's join_timeout.",
+        .offset = OFF(join_timeout_ms)},
     [EC_K_REPLACE_WAIT] = {
         .id = EC_K_REPLACE_WAIT, .name = "replace_wait",
         .spellings = {"replace_wait"}, .env = {"ECOORD_REPLACE_WAIT"},
@@ -211,7 +267,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(host), .check = check_host},
     [EC_K_GPUS] = {
         .id = EC_K_GPUS, .name = "gpus",
-        .spellings = {"gpus", "devices"}, .env = {"ECOORD_GPUS"},
+        .spellings = {"gpus", "devices"}, .env = {"ECOORD_GPUS", "PADDLE_DEVICES"},
         .type = EC_KT_INTLIST, .cmds = L | C, .flags = EC_KF_EMPTY_OK,
         .min = 0, .max = 4095, .def = "", .def_help = "none given",
         .metavar = "ID[,ID...]", .example = "0,1,2,3", .group = "this node",
@@ -220,7 +276,8 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(gpus)},
     [EC_K_NPROC_PER_NODE] = {
         .id = EC_K_NPROC_PER_NODE, .name = "nproc_per_node",
-        .spellings = {"nproc_per_node"}, .env = {"ECOORD_NPROC_PER_NODE"},
+        .spellings = {"nproc_per_node"},
+        .env = {"ECOORD_NPROC_PER_NODE", "PADDLE_NPROC_PER_NODE"},
         .type = EC_KT_INT, .cmds = L | C, .min = 1, .max = 1024,
         .def = "1", .def_help = "the number of --gpus if given, else 1",
         .metavar = "N", .example = "8", .group = "this node",
@@ -229,7 +286,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(nproc_per_node)},
     [EC_K_START_PORT] = {
         .id = EC_K_START_PORT, .name = "start_port",
-        .spellings = {"start_port"}, .env = {"ECOORD_START_PORT"},
+        .spellings = {"start_port"}, .env = {"ECOORD_START_PORT", "PADDLE_START_PORT"},
         .type = EC_KT_INT, .cmds = L | C, .min = 1, .max = 65535,
         .def = "36000", .metavar = "PORT", .example = "36000", .group = "this node",
         .help = "first port this node's processes listen on, counting up. Where only "
@@ -276,10 +333,41 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "when stopping processes, time between SIGTERM and SIGKILL.",
         .offset = OFF(grace_period_ms)},
 
+    /* ---- program ------------------------------------------------------- */
+    /* Paddle's launcher and torchrun run the script with their own
+     * interpreter (sys.executable -u); ecoord is not Python, so it takes the
+     * interpreter by name: the python3 first on PATH, unless told. */
+    [EC_K_PYTHON] = {
+        .id = EC_K_PYTHON, .name = "python",
+        .spellings = {"python"}, .env = {"ECOORD_PYTHON"},
+        .type = EC_KT_STRING, .cmds = L, .max = PATH_MAX,
+        .def = "python3", .def_help = "python3, found in PATH",
+        .metavar = "PATH", .example = "/usr/bin/python3", .group = "program",
+        .help = "the interpreter that runs a PROGRAM ending in .py (or a --module), as "
+                "INTERPRETER -u PROGRAM ARGS..., the way Paddle's launcher and torchrun run "
+                "it; a name is looked up in PATH.",
+        .offset = OFF(python)},
+    [EC_K_NO_PYTHON] = {
+        .id = EC_K_NO_PYTHON, .name = "no_python",
+        .spellings = {"no_python"}, .env = {"ECOORD_NO_PYTHON"},
+        .type = EC_KT_BOOL, .cmds = L, .def = "false", .example = "true",
+        .group = "program",
+        .help = "run PROGRAM as given even when it ends in .py (it then needs its execute "
+                "bit and a #! line).",
+        .offset = OFF(no_python)},
+    [EC_K_MODULE] = {
+        .id = EC_K_MODULE, .name = "module",
+        .spellings = {"module"}, .env = {"ECOORD_MODULE"},
+        .type = EC_KT_BOOL, .cmds = L, .def = "false", .example = "true",
+        .group = "program",
+        .help = "PROGRAM names a Python module: run INTERPRETER -u -m PROGRAM ARGS... "
+                "(torchrun's -m).",
+        .offset = OFF(module)},
+
     /* ---- output -------------------------------------------------------- */
     [EC_K_LOG_DIR] = {
         .id = EC_K_LOG_DIR, .name = "log_dir",
-        .spellings = {"log_dir"}, .env = {"ECOORD_LOG_DIR"},
+        .spellings = {"log_dir"}, .env = {"ECOORD_LOG_DIR", "PADDLE_LOG_DIR"},
         .type = EC_KT_STRING, .cmds = L | C, .max = PATH_MAX,
         .def = "log", .metavar = "DIR", .example = "log", .group = "output",
         .help = "directory for workerlog.N (one per local process) and endpoints.log.",
@@ -317,7 +405,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
 };
 /* clang-format on */
 
-static const char *const groups[] = {"etcd", "job", "this node", "output", NULL};
+static const char *const groups[] = {"etcd", "job", "this node", "program", "output", NULL};
 
 /* Spellings users bring from other launchers that ecoord deliberately lacks:
  * a pointed answer beats "unknown flag". */
@@ -328,8 +416,6 @@ static const struct {
     {"password", PASSWORD_WHY},
     {"ips", "ecoord finds the nodes through etcd: drop --ips and start every node with "
             "the same --elastic_server and --job_id"},
-    {"master", "ecoord meets its peers in etcd: pass its endpoints as "
-               "--elastic_server=HOST:PORT"},
     {"rank", "the leader assigns node ranks: drop --rank"},
 };
 
@@ -640,6 +726,23 @@ static int check_host(const char *v, const char *where, const char *fix, ec_erro
     return 0;
 }
 
+static int check_role(const char *v, const char *where, const char *fix, ec_error_t *err)
+{
+    (void)fix;
+    return no_space(v, where, "the role", err);
+}
+
+static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err)
+{
+    if (strcasecmp(v, "collective") == 0)
+        return 0;
+    return ec_errorf(err, EC_EINVAL,
+                     "%s: ecoord runs collective jobs only (every process a trainer, no "
+                     "parameter servers); run a parameter-server job with Paddle's own launcher, "
+                     "or write %scollective",
+                     where, fix);
+}
+
 static int check_prefix(const char *v, const char *where, const char *fix, ec_error_t *err)
 {
     if (!*v)
@@ -922,6 +1025,23 @@ static int distance(const char *a, const char *b)
     return d[n][m];
 }
 
+int ec_config_distance(const char *a, const char *b)
+{
+    return distance(a, b);
+}
+
+const ec_knob_t *ec_config_find_flag(const char *name)
+{
+    char norm[64];
+    size_t n = strlen(name);
+    if (n >= sizeof(norm))
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = name[i] == '-' ? '_' : name[i];
+    const char *spelling;
+    return find_flag(norm, &spelling);
+}
+
 /* First clause of a knob's help: "number of nodes". */
 static void gist(const ec_knob_t *k, char *buf, size_t len)
 {
@@ -1195,10 +1315,103 @@ out:
     return rc;
 }
 
+/* The endpoints of a --master=etcd://A[,etcd://B|,B] URL, comma-joined
+ * entry for entry (an empty one stays, for the list's own message), into
+ * buf (at least as long as v); -1 when it is not an etcd:// URL, -2 when an
+ * entry is too long to be an endpoint. */
+static int master_endpoints(const char *v, char *buf, size_t len)
+{
+    static const char scheme[] = "etcd://";
+    size_t sl = sizeof(scheme) - 1, used = 0;
+    if (strncasecmp(v, scheme, sl) != 0)
+        return -1;
+    buf[0] = '\0';
+    char item[1024];
+    const char *p = v + sl;
+    int rc;
+    for (int i = 0; (rc = next_item(&p, item, sizeof(item))) != -1; i++) {
+        if (rc == -2)
+            return -2;
+        const char *e = item;
+        if (strncasecmp(e, scheme, sl) == 0)
+            e += sl;
+        size_t n = strlen(e);
+        while (n > 0 && e[n - 1] == '/') /* etcd://h:p/ */
+            n--;
+        used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%.*s",
+                                 i ? "," : "", (int)n, e);
+    }
+    return 0;
+}
+
+/* --master (Paddle's name for the rendezvous server): an etcd:// URL is
+ * --elastic_server under another name.  When both are given, the rule for
+ * a flag and its aliases applies between them too: the command line beats
+ * the environment; two different values at the same level are an error on
+ * the command line and a warning (elastic_server wins) in the environment. */
+static int resolve_master(ec_config_t *cfg, ec_error_t *err)
+{
+    const ec_source_t *ms = &cfg->src[EC_K_MASTER], *es = &cfg->src[EC_K_ELASTIC_SERVER];
+    if (!(cfg->cmd & knobs[EC_K_MASTER].cmds) || !cfg->master[0])
+        return 0;
+    char where[300], eps[4096], cur[4096];
+    origin(cfg, EC_K_MASTER, cfg->master, where, sizeof(where));
+    int mrc = master_endpoints(cfg->master, eps, sizeof(eps));
+    if (mrc == -2)
+        return ec_errorf(err, EC_EINVAL, "%s: an entry is longer than an endpoint can be", where);
+    if (mrc < 0) {
+        /* ecoord sets PADDLE_MASTER for its own training processes, and a
+         * Paddle pod spec may carry its HTTP master: neither is for us. */
+        if (ms->kind == EC_SRC_ENV && strcmp(ms->name, "PADDLE_MASTER") == 0) {
+            warnf(cfg, "%s is ignored: not an etcd:// address (Paddle's HTTP master has no use "
+                       "in ecoord, which meets its peers in etcd)",
+                  where);
+            return 0;
+        }
+        return ec_errorf(err, EC_EINVAL,
+                         "%s: ecoord meets its peers in etcd, not at a master process; write "
+                         "--master=etcd://HOST:PORT[,HOST:PORT...] or --elastic_server=HOST:PORT",
+                         where);
+    }
+    if (es->kind != EC_SRC_DEFAULT) {
+        size_t used = 0;
+        cur[0] = '\0';
+        for (int i = 0; i < cfg->elastic_server.n; i++)
+            used += (size_t)snprintf(cur + used, used < sizeof(cur) ? sizeof(cur) - used : 0,
+                                     "%s%s", i ? "," : "", cfg->elastic_server.v[i]);
+        char ewhere[300];
+        origin(cfg, EC_K_ELASTIC_SERVER, cur, ewhere, sizeof(ewhere));
+        if (strcmp(cur, eps) == 0)
+            return 0;
+        if (es->kind == EC_SRC_FLAG && ms->kind == EC_SRC_FLAG)
+            return ec_errorf(err, EC_EINVAL,
+                             "%s and %s name different etcd servers; keep one (they are the "
+                             "same flag under Paddle's and ecoord's names)",
+                             where, ewhere);
+        if (es->kind == EC_SRC_FLAG || ms->kind != EC_SRC_FLAG) {
+            warnf(cfg, "%s is ignored: %s takes precedence", where, ewhere);
+            return 0;
+        }
+        warnf(cfg, "%s is ignored: %s takes precedence", ewhere, where);
+    }
+    int rc = set_value(cfg, &knobs[EC_K_ELASTIC_SERVER], eps, where, "--master=etcd://", err);
+    if (rc)
+        return rc;
+    if (cfg->elastic_server.n == 0)
+        return ec_errorf(err, EC_EINVAL,
+                         "%s names no endpoint; write --master=etcd://HOST:PORT, e.g. "
+                         "--master=etcd://10.0.0.1:2379",
+                         where);
+    cfg->src[EC_K_ELASTIC_SERVER] = *ms;
+    return 0;
+}
+
 /* Defaults that depend on other knobs or on the machine, and warnings. */
 static int resolve(ec_config_t *cfg, ec_error_t *err)
 {
     int rc;
+    if ((rc = resolve_master(cfg, err)))
+        return rc;
     if (cfg->cmd & knobs[EC_K_NPROC_PER_NODE].cmds) {
         if (cfg->src[EC_K_NPROC_PER_NODE].kind == EC_SRC_DEFAULT && cfg->gpus.n > 0) {
             cfg->nproc_per_node = cfg->gpus.n;
@@ -1446,8 +1659,10 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                              a, b);
         }
         /* One port per local process, plus one for the rendezvous store rank 0
-         * hosts (MASTER_PORT). */
-        int need = cfg->nproc_per_node + 1, have = cfg->port_hi - cfg->port_lo + 1;
+         * hosts (MASTER_PORT), plus (launch) one where the agent answers its
+         * peers' liveness probes: what launch.c and checkrun.c reserve. */
+        int probe = cmd == EC_CMD_LAUNCH;
+        int need = cfg->nproc_per_node + 1 + probe, have = cfg->port_hi - cfg->port_lo + 1;
         if (cfg->port_lo < 1 || have < need) {
             int id = cfg->src[EC_K_PORT_RANGE].kind != EC_SRC_DEFAULT ? EC_K_PORT_RANGE
                                                                       : EC_K_START_PORT;
@@ -1458,9 +1673,11 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
             origin(cfg, id, v, a, sizeof(a));
             return ec_errorf(err, EC_EINVAL,
                              "%s leaves %d port%s but this node needs %d (one per process of "
-                             "--nproc_per_node=%d, one for the rendezvous store); widen the range",
+                             "--nproc_per_node=%d, one for the rendezvous store%s); widen the "
+                             "range",
                              a, have < 0 ? 0 : have, have == 1 ? "" : "s", need,
-                             cfg->nproc_per_node);
+                             cfg->nproc_per_node,
+                             probe ? ", one where the agent answers liveness probes" : "");
         }
     }
     if (cmd & knobs[EC_K_ETCD_CERT].cmds) {
@@ -1497,6 +1714,10 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                                  ? "--etcd_password_file"
                                  : "ECOORD_ETCD_PASSWORD");
     }
+    if ((cmd & knobs[EC_K_MODULE].cmds) && cfg->module && cfg->no_python)
+        return ec_errorf(err, EC_EINVAL,
+                         "--module and --no_python contradict each other: a module is run by "
+                         "the interpreter (python -u -m PROGRAM); drop one");
     if (cmd == EC_CMD_LAUNCH && cfg->prog_argc == 0)
         return ec_errorf(err, EC_EINVAL,
                          "ecoord launch needs the training program to run: ecoord launch "

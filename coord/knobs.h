@@ -43,6 +43,7 @@ typedef enum {
 /* One id per row of the table; cfg->src[] is indexed by it. */
 typedef enum {
     EC_K_ELASTIC_SERVER,
+    EC_K_MASTER,        /* Paddle's --master=etcd://...: resolved into elastic_server */
     EC_K_ETCD_PREFIX,
     EC_K_ETCD_CACERT,
     EC_K_ETCD_CERT,
@@ -51,10 +52,14 @@ typedef enum {
     EC_K_ETCD_PASSWORD, /* environment only: no flag, by design */
     EC_K_ETCD_PASSWORD_FILE,
     EC_K_JOB_ID,
+    EC_K_ROLE,
+    EC_K_RUN_MODE,      /* Paddle's; "collective" is the only one */
     EC_K_NP,
     EC_K_ELASTIC_LEVEL,
     EC_K_MAX_RESTART,
+    EC_K_FIXED_FAILURE_EXIT,
     EC_K_ELASTIC_TIMEOUT,
+    EC_K_JOIN_TIMEOUT,
     EC_K_REPLACE_WAIT,
     EC_K_REBUILD,
     EC_K_NODE_ID,
@@ -66,6 +71,9 @@ typedef enum {
     EC_K_LEASE_TTL,
     EC_K_LEASE_MARGIN,
     EC_K_GRACE_PERIOD,
+    EC_K_PYTHON,
+    EC_K_NO_PYTHON,
+    EC_K_MODULE,
     EC_K_LOG_DIR,
     EC_K_LOG_LEVEL,
     EC_K_METRICS_PORT,
@@ -168,6 +176,8 @@ typedef struct ec_config {
 
     /* etcd */
     ec_strlist_t elastic_server; /* endpoints; n == 0: run an embedded etcd */
+    char *master;                /* as given ("" = not given); an etcd:// URL is copied
+                                  * into elastic_server by the parse */
     char *etcd_prefix;           /* "" or "/a/b" (starts with '/', no trailing '/') */
     char *etcd_cacert, *etcd_cert, *etcd_key; /* paths, readable at validation time */
     char *etcd_user;
@@ -176,10 +186,14 @@ typedef struct ec_config {
 
     /* job */
     char *job_id;                /* [A-Za-z0-9._-]{1,128}, not "." or ".." */
+    char *run_mode;              /* "collective" (Paddle's flag; nothing else is accepted) */
+    char *role;                  /* torchrun's ROLE_NAME */
     ec_range_t np;               /* nodes: min..max; min == max: fixed size */
     int elastic_level;           /* Paddle's -1|0|1: accepted, ignored (warning) */
     int max_restart;
+    int fixed_failure_exit;      /* exit code of a node leaving a fixed-size job failed */
     int64_t elastic_timeout_ms;
+    int64_t join_timeout_ms;     /* 0: wait for the job to form as long as it takes */
     int64_t replace_wait_ms;
     ec_rebuild_t rebuild;
 
@@ -194,6 +208,11 @@ typedef struct ec_config {
     int64_t lease_ttl_ms;        /* whole seconds */
     int lease_margin_pct;        /* percent of the TTL: fence that long before it ends */
     int64_t grace_period_ms;
+
+    /* the program (coord/program.h turns these into a command) */
+    char *python;                /* interpreter of a .py program or a module */
+    int no_python;               /* run the program as given, never through python */
+    int module;                  /* the program is a Python module: python -u -m PROG */
 
     /* output */
     char *log_dir;
@@ -211,6 +230,10 @@ typedef struct ec_config {
     int prog_index;
     int prog_argc;
     char **prog_argv;
+    /* Not a knob: set by `ecoord torchrun` (coord/torchrun_args.h), whose
+     * PROGRAM runs under the interpreter whatever its name unless
+     * --no_python, as torchrun runs it.  0 after a parse. */
+    int prog_always_python;
 
     /* Things worth telling the user that are not errors (the default job id
      * may collide, an environment alias was overridden...).  The library
@@ -269,6 +292,14 @@ char *ec_config_help(const char *subcommand);
  * then "program: ..." for launch.  The password is never shown, only whether
  * it is set.  Returns a malloc'd string the caller frees, or NULL. */
 char *ec_config_dump(const ec_config_t *cfg);
+
+/* Edit distance (optimal string alignment, case-insensitive) between two
+ * short names, for "did you mean" messages; 99 when either is longer than
+ * 63 characters. */
+int ec_config_distance(const char *a, const char *b);
+/* The knob spelled name (without dashes, dashes and underscores alike), or
+ * NULL. */
+const ec_knob_t *ec_config_find_flag(const char *name);
 
 /* The table: row id (0 <= id < EC_K__COUNT), NULL when out of range. */
 const ec_knob_t *ec_config_knob(int id);

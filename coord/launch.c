@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,12 +35,14 @@
 #include "embed.h"
 #include "endpoints.h"
 #include "env.h"
+#include "errorfile.h"
 #include "log.h"
 #include "metrics.h"
 #include "netaddr.h"
 #include "node.h"
 #include "planner.h"
 #include "procs.h"
+#include "program.h"
 
 #define EC_VERSION "0.1.0"
 
@@ -101,6 +104,7 @@ static void console(ec_log_level_t lvl, const char *msg, void *arg)
 
 typedef struct agent {
     const ec_config_t *cfg;
+    ec_program_t prog;  /* the command each local rank runs */
     ec_embed_t *embed;
     char *endpoints;
     ec_etcd_t *c;
@@ -108,6 +112,7 @@ typedef struct agent {
     ec_procs_t *procs;
     ec_metrics_t *metrics; /* NULL: --metrics_port=0 */
     char host[256], ifname[64];
+    char log_dir[4096]; /* --log_dir made absolute: ranks may change directory */
     int nproc;
     uint16_t *ports;
     int *resv;
@@ -245,8 +250,20 @@ static void record_start_failure(agent_t *a, int r, const char *why)
     record_failure(a, &f);
 }
 
+/* Local rank r's TORCHELASTIC_ERROR_FILE, beside its workerlog. */
+static void error_file(const agent_t *a, int r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/error.%d.json", a->log_dir, r);
+}
+
 static int start_rank(agent_t *a, int r)
 {
+    char errpath[4200];
+    error_file(a, r, errpath, sizeof(errpath));
+    /* what an earlier run of this rank reported is not about this one */
+    if (unlink(errpath) < 0 && errno != ENOENT)
+        ec_log(EC_LOG_WARN, "cannot remove the old error file %s (%s): a failure of local rank %d "
+                            "may be shown with an old exception", errpath, strerror(errno), r);
     ec_env_ctx_t ctx = {
         .job_id = a->cfg->job_id,
         .node_id = a->cfg->node_id,
@@ -262,6 +279,8 @@ static int start_rank(agent_t *a, int r)
         .lease_ttl_ms = a->cfg->lease_ttl_ms,
         .lease_margin_ms = lease_margin_ms(a->cfg),
         .etcd = a->cfg,
+        .error_file = errpath,
+        .role = a->cfg->role,
     };
     char **env = NULL;
     ec_error_t err = {0};
@@ -311,6 +330,33 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
            ep->world_size, ec_epoch_reason_name(ep->reason),
            ep->reason_detail && *ep->reason_detail ? ": " : "",
            ep->reason_detail ? ep->reason_detail : "", ep->nmembers, ep->leader_id);
+    if (ep->np_max > 0 && (ep->np_min != a->cfg->np.min || ep->np_max != a->cfg->np.max)) {
+        /* The job's node counts are its leader's; one node believing others
+         * would decide differently once it leads. */
+        char mine[32], job[32];
+        snprintf(mine, sizeof(mine), "%d:%d", a->cfg->np.min, a->cfg->np.max);
+        snprintf(job, sizeof(job), "%d:%d", ep->np_min, ep->np_max);
+        ec_log(EC_LOG_ERROR, "-node %s: this node runs --np=%s but job %s runs --np=%s (every "
+                             "node uses the same); leaving, the job goes on without it: restart "
+                             "this node with --np=%s",
+               a->cfg->node_id, mine, a->cfg->job_id, job, job);
+        ec_error_t err = {0};
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return 1;
+    }
+    if (m < 0 && ep->nproc != a->nproc) {
+        /* The leader refuses a node whose N differs (planner.c); waiting
+         * as a standby would wait forever. */
+        ec_log(EC_LOG_ERROR, "-node %s: this node runs --nproc_per_node=%d but job %s runs %d "
+                             "processes per node (every node runs the same number); leaving, the "
+                             "job goes on without it: restart this node with --nproc_per_node=%d",
+               a->cfg->node_id, a->nproc, a->cfg->job_id, ep->nproc, ep->nproc);
+        ec_error_t err = {0};
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return 1;
+    }
     if (m < 0) {
         a->m_id = -1;
         if (ec_procs_running(a->procs))
@@ -350,28 +396,28 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
 
 /* The command line for messages: whole when short, else cut at about max
  * bytes with an ellipsis and how much was left out.  malloc'd. */
-static char *command_line(const ec_config_t *cfg, size_t max)
+static char *command_line(const ec_program_t *p, size_t max)
 {
     size_t total = 0;
-    for (int i = 0; i < cfg->prog_argc; i++)
-        total += strlen(cfg->prog_argv[i]) + 1;
+    for (int i = 0; i < p->argc; i++)
+        total += strlen(p->argv[i]) + 1;
     char *s = malloc(max + 64);
     if (!s)
         return NULL;
     size_t len = 0;
     s[0] = '\0';
-    for (int i = 0; i < cfg->prog_argc && len < total; i++) {
-        size_t n = strlen(cfg->prog_argv[i]);
+    for (int i = 0; i < p->argc && len < total; i++) {
+        size_t n = strlen(p->argv[i]);
         size_t room = max - len;
         if (n + 1 > room) {
-            memcpy(s + len, cfg->prog_argv[i], room);
+            memcpy(s + len, p->argv[i], room);
             len += room;
             snprintf(s + len, 64, "... (%zu more bytes)", total - len - 1);
             return s;
         }
-        memcpy(s + len, cfg->prog_argv[i], n);
+        memcpy(s + len, p->argv[i], n);
         len += n;
-        s[len++] = i + 1 < cfg->prog_argc ? ' ' : '\0';
+        s[len++] = i + 1 < p->argc ? ' ' : '\0';
     }
     s[len] = '\0';
     return s;
@@ -387,13 +433,38 @@ static void report_failure(agent_t *a, int r, int status)
         snprintf(what, sizeof(what), "signal %d (%s)", sig, strsignal(sig));
     else
         snprintf(what, sizeof(what), "exit code %d", code);
-    char *cmd = command_line(a->cfg, 400); /* one console line (ec_log: 1 KB) */
+    char *cmd = command_line(&a->prog, 400); /* one console line (ec_log: 1 KB) */
     ec_log(EC_LOG_ERROR, "Container failed !!!");
     ec_log(EC_LOG_ERROR, "  rank %lld (local rank %d, node %s, epoch %" PRIu64 ") ended with %s",
            (long long)rank, r, a->cfg->node_id, a->epoch ? a->epoch->number : 0, what);
-    ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->cfg->prog_argv[0]);
+    ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->prog.argv[0]);
     free(cmd);
     ec_log(EC_LOG_ERROR, "  log: %s", ec_procs_log_path(a->procs, r));
+    /* What the process said about its failure (torch's @record), if anything. */
+    char errpath[4200];
+    error_file(a, r, errpath, sizeof(errpath));
+    ec_errfile_t ef = {0};
+    ec_error_t eerr = {0};
+    int erc = ec_errfile_read(errpath, &ef, &eerr);
+    if (erc == 0) {
+        char when[64] = "an unknown time";
+        if (ef.timestamp > 0) {
+            time_t t = (time_t)ef.timestamp;
+            struct tm tm;
+            localtime_r(&t, &tm);
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+        }
+        ec_log(EC_LOG_ERROR, "  exception: %.700s", ef.message);
+        if (ef.raised[0])
+            ec_log(EC_LOG_ERROR, "  raised at: %.500s%s%.300s", ef.raised,
+                   ef.raised_code[0] ? ": " : "", ef.raised_code);
+        if (ef.entered[0] && strcmp(ef.entered, ef.raised) != 0)
+            ec_log(EC_LOG_ERROR, "  entered at: %.500s", ef.entered);
+        ec_log(EC_LOG_ERROR, "  reported by rank %lld (local rank %d) on node %s at %s, in %s",
+               (long long)rank, r, a->cfg->node_id, when, errpath);
+    } else if (erc != EC_ENOTFOUND) {
+        ec_log(EC_LOG_WARN, "  the process's error file is unreadable: %s", eerr.msg);
+    }
     char **lines = NULL;
     int n = ec_procs_tail(a->procs, r, 10, &lines);
     for (int i = 0; i < n; i++)
@@ -414,8 +485,16 @@ static void report_failure(agent_t *a, int r, int status)
         .log_path = (char *)ec_procs_log_path(a->procs, r),
         .nlines = n,
         .last_lines = lines,
+        .message = erc == 0 ? ef.message : NULL,
+        .raised_at = erc == 0 ? ef.raised : NULL,
     };
+    /* one etcd value: a message of a few pages is cut, the log has it all */
+    if (f.message && strlen(f.message) > 2000)
+        f.message[2000] = '\0';
+    if (f.raised_at && strlen(f.raised_at) > 1000)
+        f.raised_at[1000] = '\0';
     record_failure(a, &f);
+    ec_errfile_release(&ef);
     for (int i = 0; i < n; i++)
         free(lines[i]);
     free(lines);
@@ -469,11 +548,14 @@ again:
         bool fixed = a->cfg->np.min == a->cfg->np.max;
         ec_log(EC_LOG_ERROR, "-node %s: --max_restart=%d exhausted; leaving the job%s",
                a->cfg->node_id, a->cfg->max_restart,
-               fixed ? " (exit 101: fixed-size job, let the scheduler restart this pod)" : "");
+               fixed ? a->cfg->fixed_failure_exit == 101
+                           ? " (exit 101: fixed-size job, let the scheduler restart this pod)"
+                           : " (fixed-size job: --fixed_failure_exit)"
+                     : "");
         ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
-        return fixed ? 101 : 1;
+        return fixed ? a->cfg->fixed_failure_exit : 1;
     }
     ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
            a->cfg->max_restart);
@@ -578,6 +660,20 @@ static int run(agent_t *a)
             ec_node_leave(a->node, &err);
             return 128 + s;
         }
+        /* --join_timeout: the job never formed (no epoch at all) */
+        if (cfg->join_timeout_ms > 0 && a->epochs_seen == 0 &&
+            mono_ms() - a->start_ms >= cfg->join_timeout_ms) {
+            char t[32];
+            snprintf(t, sizeof(t), "%.3g", (double)cfg->join_timeout_ms / 1000.0);
+            ec_log(EC_LOG_ERROR, "-node %s: job %s did not form within --join_timeout=%s: it "
+                                 "needs at least %d nodes registered under the same --job_id "
+                                 "and --elastic_server; `ecoord status --job_id=%s` shows who "
+                                 "did. Leaving (exit 1)",
+                   cfg->node_id, cfg->job_id, t, cfg->np.min, cfg->job_id);
+            ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
+            ec_node_leave(a->node, &err);
+            return 1;
+        }
         /* The fence before the reap: an agent thawed after a freeze fences
          * (its lease is unconfirmed) and so does not count the ranks its
          * janitor killed meanwhile as failures. */
@@ -650,6 +746,21 @@ int ec_cmd_launch(const ec_config_t *cfg)
     ec_log(EC_LOG_INFO, "Job: %s, mode collective, replicas %d[%d:%d], elastic %s", cfg->job_id,
            cfg->np.max, cfg->np.min, cfg->np.max, cfg->np.min != cfg->np.max ? "True" : "False");
 
+    /* The program first: one that cannot run here is this node's
+     * configuration error (exit 1), found before it joins anything. */
+    if (ec_program_resolve(cfg, ec_config_environ, NULL, &a.prog, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    if (a.prog.python) {
+        char *cmd = command_line(&a.prog, 400);
+        ec_log(EC_LOG_INFO, "running %s with %s (%s -u%s, as Paddle's launcher and torchrun do; "
+                            "--no_python runs the program as given): %s",
+               cfg->prog_argv[0], a.prog.resolved, cfg->python, cfg->module ? " -m" : "",
+               cmd ? cmd : "");
+        free(cmd);
+    }
+
     /* etcd: given, or our own on loopback */
     if (cfg->elastic_server.n == 0) {
         ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
@@ -709,10 +820,17 @@ int ec_cmd_launch(const ec_config_t *cfg)
         goto out;
     }
     a.reserved = true;
-    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, cfg->prog_argv, console_q, &err))) {
+    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, a.prog.argv, console_q, &err))) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
+    char absdir[PATH_MAX];
+    snprintf(a.log_dir, sizeof(a.log_dir), "%s",
+             realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
+    if (ec_env_omp_default(a.nproc, environ))
+        ec_log(EC_LOG_INFO, "OMP_NUM_THREADS is not set and this node runs %d processes: each "
+                            "gets OMP_NUM_THREADS=1 (torchrun's default), so they do not all start "
+                            "a thread per core; set OMP_NUM_THREADS to choose", a.nproc);
 
     if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
         goto out;
@@ -788,6 +906,7 @@ out:
     free(a.ports);
     free(a.resv);
     free(a.done);
+    ec_program_release(&a.prog);
     pthread_mutex_destroy(&a.lock);
     if (console_q) {
         uint64_t dropped = ec_outq_dropped(console_q);

@@ -1,5 +1,7 @@
 /* ecoord: one binary, subcommands dispatched here; the knob table parses
  * every flag (coord/knobs.c). */
+#include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "knobs.h"
 #include "launch.h"
 #include "status.h"
+#include "torchrun_args.h"
 
 #define EC_VERSION "0.1.0"
 
@@ -17,8 +20,74 @@ static int usage(FILE *f)
 {
     char *h = ec_config_help(NULL);
     fprintf(f, "%s", h ? h : "usage: ecoord {launch|status|check} [flags]\n");
+    fprintf(f, "\nand, for torchrun users:\n  torchrun\n      ecoord launch under torchrun's "
+               "command line: change torchrun to ecoord torchrun\n      (ecoord torchrun "
+               "--help).\n");
     free(h);
     return f == stderr ? 2 : 0;
+}
+
+/* What --nproc_per_node=gpu|cpu|auto count on this machine: the GPUs
+ * CUDA_VISIBLE_DEVICES shows (up to its first invalid entry, as CUDA reads
+ * it), else the NVIDIA device nodes; the online CPUs. */
+static ec_torchrun_host_t host_facts(void)
+{
+    ec_torchrun_host_t h = {0, 0};
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    h.ncpus = n > 0 ? (int)n : 1;
+    const char *cvd = ec_config_environ("CUDA_VISIBLE_DEVICES", NULL);
+    if (cvd) {
+        for (const char *p = cvd; *p;) {
+            size_t len = strcspn(p, ",");
+            if (len == 0 || p[0] == '-')
+                break;
+            h.ngpus++;
+            p += len + (p[len] == ',');
+        }
+        return h;
+    }
+    DIR *d = opendir("/dev");
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, "nvidia", 6) && isdigit((unsigned char)e->d_name[6]) &&
+            strspn(e->d_name + 6, "0123456789") == strlen(e->d_name + 6))
+            h.ngpus++;
+    if (d)
+        closedir(d);
+    return h;
+}
+
+/* `ecoord torchrun ARGS`: translated (coord/torchrun_args.h), then parsed
+ * by the knob table like `ecoord launch`. */
+static int cmd_torchrun(int argc, char **argv, const char *host)
+{
+    ec_torchrun_host_t facts = host_facts();
+    ec_torchrun_t t;
+    ec_error_t err = {0};
+    if (ec_torchrun_translate(argc, argv, &facts, &t, &err) < 0) {
+        fprintf(stderr, "ecoord torchrun: %s\n", err.msg);
+        return 2;
+    }
+    if (t.help) {
+        char *h = ec_torchrun_help();
+        printf("%s", h ? h : "");
+        free(h);
+        ec_torchrun_release(&t);
+        return 0;
+    }
+    ec_config_t cfg = EC_CONFIG_INITIALIZER;
+    cfg.hostname = host;
+    int rc = 2;
+    if (ec_config_parse(&cfg, "launch", t.argc, t.argv, ec_config_environ, NULL, &err) < 0 ||
+        ec_torchrun_apply(&t, &cfg, ec_config_environ, NULL, &err) < 0)
+        fprintf(stderr, "ecoord torchrun: %s\n", err.msg);
+    else if (cfg.help)
+        rc = usage(stdout);
+    else
+        rc = ec_cmd_launch(&cfg);
+    ec_config_release(&cfg);
+    ec_torchrun_release(&t);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -35,13 +104,15 @@ int main(int argc, char **argv)
         printf("ecoord %s\n", EC_VERSION);
         return 0;
     }
-    if (!ec_config_cmd(sub)) {
-        fprintf(stderr, "ecoord: unknown command '%s'; the commands are launch, status and check "
-                        "(ecoord --help)\n", sub);
-        return 2;
-    }
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
+    if (!strcmp(sub, "torchrun"))
+        return cmd_torchrun(argc - 2, argv + 2, host);
+    if (!ec_config_cmd(sub)) {
+        fprintf(stderr, "ecoord: unknown command '%s'; the commands are launch, status, check "
+                        "and torchrun (ecoord --help)\n", sub);
+        return 2;
+    }
     ec_config_t cfg = EC_CONFIG_INITIALIZER;
     cfg.hostname = host;
     ec_error_t err = {0};

@@ -53,6 +53,8 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
      * what its members saw. */
     ep->number = d->epoch > n->epoch_seen_max ? d->epoch : n->epoch_seen_max + 1;
     ep->job_id = strdup(n->job_id);
+    ep->np_min = n->o.np_min;
+    ep->np_max = n->o.np_max;
     ep->reason = (ec_epoch_reason_t)d->reason;
     ep->reason_detail = d->why ? strdup(d->why) : NULL;
     ep->leader_id = strdup(n->node_id);

@@ -450,6 +450,8 @@ ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src)
     ep->planner_us = src->planner_us;
     ep->published_at_ms = src->published_at_ms;
     ep->run = src->run;
+    ep->np_min = src->np_min;
+    ep->np_max = src->np_max;
     bool ok = (!src->reason_detail || (ep->reason_detail = strdup(src->reason_detail))) &&
               (!src->job_id || (ep->job_id = strdup(src->job_id))) &&
               (!src->leader_id || (ep->leader_id = strdup(src->leader_id)));
@@ -660,6 +662,8 @@ int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *e
     m.published_at_ms = ep->published_at_ms;
     m.run = ep->run;
     m.job_id = pb_str(ep->job_id);
+    m.np_min = ep->np_min > 0 ? (uint32_t)ep->np_min : 0;
+    m.np_max = ep->np_max > 0 ? (uint32_t)ep->np_max : 0;
     rc = pack(&m.base, &v, buf, len);
 out:
     free(mem);
@@ -742,6 +746,12 @@ int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **o
     ep->planner_us = m->planner_us;
     ep->published_at_ms = m->published_at_ms;
     ep->run = m->run ? m->run : 1;
+    /* informational (a node compares its own --np): out of range reads as
+     * not recorded rather than refusing the epoch */
+    if (m->np_min >= 1 && m->np_min <= m->np_max && m->np_max <= INT_MAX) {
+        ep->np_min = (int)m->np_min;
+        ep->np_max = (int)m->np_max;
+    }
     if (!(ep->reason_detail = dup_str(m->reason_detail)) ||
         !(ep->leader_id = dup_str(m->leader_id)) || !(ep->job_id = dup_str(m->job_id))) {
         rc = enomem(&v);
@@ -954,6 +964,8 @@ void ec_failure_free(ec_failure_t *f)
         for (int i = 0; i < f->nlines; i++)
             free(f->last_lines[i]);
     free(f->last_lines);
+    free(f->message);
+    free(f->raised_at);
     free(f);
     errno = saved;
 }
@@ -1012,6 +1024,8 @@ int ec_failure_encode(const ec_failure_t *f, void **buf, size_t *len, ec_error_t
     m.log_path = pb_str(f->log_path);
     m.n_last_lines = (size_t)f->nlines;
     m.last_lines = f->last_lines;
+    m.message = pb_str(f->message);
+    m.raised_at = pb_str(f->raised_at);
     return pack(&m.base, &v, buf, len);
 }
 
@@ -1045,6 +1059,7 @@ int ec_failure_decode(const void *buf, size_t len, const char *key, ec_failure_t
     f->epoch = m->epoch;
     f->time_ms = m->time_ms;
     if (!(f->node_id = dup_str(m->node_id)) || !(f->log_path = dup_str(m->log_path)) ||
+        !(f->message = dup_str(m->message)) || !(f->raised_at = dup_str(m->raised_at)) ||
         !(f->last_lines = calloc(m->n_last_lines + 1, sizeof(char *)))) {
         rc = enomem(&v);
         goto error;

@@ -154,6 +154,7 @@ typedef struct ec_epoch {
     int64_t published_at_ms;
     uint64_t run;           /* run of the job that published it (>= 1 once decoded) */
     char *job_id;           /* the job it was published for; NULL or "" when not recorded */
+    int np_min, np_max;     /* the job's --np (its leader's); 0, 0 when not recorded */
 } ec_epoch_t;
 
 /* A zeroed epoch with nmembers members (m_id set to the index), each with
@@ -227,6 +228,8 @@ typedef struct ec_failure {
     char *log_path;         /* may be NULL */
     int nlines;
     char **last_lines;      /* tail of the log, oldest first */
+    char *message;          /* the exception the process reported (error file); NULL or "": none */
+    char *raised_at;        /* the frame that raised it; NULL or "": unknown */
 } ec_failure_t;
 
 void ec_failure_free(ec_failure_t *f);

@@ -52,6 +52,8 @@
  *   failures        array, newest first, at most STATUS_MAX_FAILURES, of
  *                   {key, node_id, kind, local_rank, global_rank, exit_code,
  *                    signal, epoch, time_ms, log_path, last_lines [string],
+ *                    message, raised_at (the exception the process reported
+ *                    in its TORCHELASTIC_ERROR_FILE and where; "" when none),
  *                    error (null | string)}; ranks are -1 for node-lost
  */
 #define _GNU_SOURCE /* open_memstream, vasprintf */
@@ -784,6 +786,16 @@ static void print_failures(FILE *f, const st_snap_t *s, int64_t now)
             fprintf(f, "      log: %s\n", safe ? safe : "?");
             free(safe);
         }
+        if (fl->message && fl->message[0]) {
+            safe = safe_dup(fl->message);
+            fprintf(f, "      exception: %s\n", safe ? safe : "?");
+            free(safe);
+            if (fl->raised_at && fl->raised_at[0]) {
+                safe = safe_dup(fl->raised_at);
+                fprintf(f, "      raised at: %s\n", safe ? safe : "?");
+                free(safe);
+            }
+        }
         if (fl->nlines > 0) {
             safe = safe_dup(fl->last_lines[fl->nlines - 1]);
             fprintf(f, "      last line: %s\n", safe ? safe : "?");
@@ -922,6 +934,8 @@ static void json_failure(FILE *f, const st_fail_t *x)
         json_str(f, fl->last_lines[i]);
     }
     fputc(']', f);
+    json_kstr(f, &first, "message", fl && fl->message ? fl->message : "");
+    json_kstr(f, &first, "raised_at", fl && fl->raised_at ? fl->raised_at : "");
     json_kstr(f, &first, "error", x->error);
     fputc('}', f);
 }

@@ -179,7 +179,9 @@ START_TEST(environment_matches_epoch)
                 {"MASTER_PORT", mp}, {"TORCHELASTIC_RESTART_COUNT", "0"},
                 {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCHELASTIC_RUN_ID", "jenv"},
                 {"ECOORD_JOB_ID", "jenv"}, {"ECOORD_EPOCH", "1"}, {"ECOORD_NODE_ID", node},
-                {"ECOORD_REBUILD", "restart"},
+                {"ECOORD_REBUILD", "restart"}, {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                /* two processes per node: 1, unless the user chose */
+                {"OMP_NUM_THREADS", getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "1"},
             };
             for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
                 ck_assert_msg(!strcmp(dump_get(p, want[i].k), want[i].v), "%s of %s/%d: '%s', want '%s'",
@@ -188,6 +190,10 @@ START_TEST(environment_matches_epoch)
             ec_epoch_rank0_endpoint(ep, r0, sizeof(r0));
             ck_assert_str_eq(dump_get(p, "PADDLE_MASTER"), r0);
             ck_assert_str_ne(dump_get(p, "ECOORD_ELASTIC_SERVER"), "");
+            /* its own error file, an absolute path beside its workerlog */
+            char ef[400];
+            snprintf(ef, sizeof(ef), "%s/jenv-%s/error.%d.json", tmp, node, lr);
+            ck_assert_str_eq(dump_get(p, "TORCHELASTIC_ERROR_FILE"), ef);
         }
     }
     /* logs: a marker per epoch, endpoints.log rewritten per epoch */
@@ -202,7 +208,9 @@ START_TEST(environment_matches_epoch)
     ck_assert(ec_test_file_contains(path, first));
     /* local rank 0's output is on the console, in LAUNCH INFO form around it */
     snprintf(path, sizeof(path), "%s/jenv-a.console", tmp);
-    ck_assert(ec_test_file_contains(path, "test-prog rank="));
+    /* the program wrote its dump before printing, and the console is copied
+     * by the agent's writer thread: wait for it */
+    wait_file(path, "test-prog rank=", 5000);
     ck_assert(ec_test_file_contains(path, "LAUNCH INFO"));
     ck_assert(ec_test_file_contains(path, "+epoch 1 world=6"));
     free(eps);
@@ -395,6 +403,157 @@ START_TEST(bad_input_stops_before_anything_starts)
 }
 END_TEST
 
+/* Every node runs the same number of processes; one started with another
+ * --nproc_per_node is refused by the leader, and its agent exits 1 naming
+ * both numbers instead of waiting as a standby forever, while the job goes
+ * on without it. */
+START_TEST(nproc_mismatch_node_exits_and_job_goes_on)
+{
+    start_agent("jnp", "a", "1:3", "--elastic_timeout=1", "0");
+    start_agent("jnp", "b", "1:3", "--elastic_timeout=1", "0");
+    ec_epoch_t *ep = wait_epoch("/jnp/", 1, 4, 15000);
+    uint64_t before = ep->number;
+    ec_epoch_free(ep);
+    agent_t odd = start_agent("jnp", "c", "1:3", "--elastic_timeout=1 --nproc_per_node=1", "0");
+    ck_assert_int_eq(ec_test_reap(odd.pid, 15000), 1);
+    ck_assert_msg(ec_test_file_contains(odd.log, "--nproc_per_node=1"), "no value in %s", odd.log);
+    ck_assert_msg(ec_test_file_contains(odd.log, "runs 2 processes per node"),
+                  "the job's value is not named in %s", odd.log);
+    /* the job goes on: same members, same world */
+    ep = ec_test_epoch(c, "/jnp/");
+    ck_assert_ptr_nonnull(ep);
+    ck_assert_int_eq(ep->world_size, 4);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
+    ck_assert_uint_eq(ep->number, before);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+/* The same for --np: the job's node counts are its leader's; a node started
+ * with others exits 1 naming both, and the job goes on without it. */
+START_TEST(np_mismatch_node_exits_and_job_goes_on)
+{
+    start_agent("jnpm", "a", "1:3", "--elastic_timeout=1", "0");
+    ec_epoch_free(wait_epoch("/jnpm/", 1, 2, 15000));
+    agent_t odd = start_agent("jnpm", "b", "1:2", "--elastic_timeout=1", "0");
+    ck_assert_int_eq(ec_test_reap(odd.pid, 15000), 1);
+    ck_assert_msg(ec_test_file_contains(odd.log, "--np=1:2"), "no value in %s", odd.log);
+    ck_assert_msg(ec_test_file_contains(odd.log, "runs --np=1:3"), "the job's value is not in %s",
+                  odd.log);
+    /* the job goes on, without b */
+    ec_epoch_t *ep = ec_test_epoch(c, "/jnpm/");
+    ck_assert_ptr_nonnull(ep);
+    ck_assert_int_eq(ec_epoch_find_member(ep, "a"), 0);
+    ec_epoch_free(ep);
+    ep = wait_epoch("/jnpm/", 1, 2, 15000);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "b"), 0);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+/* --join_timeout (torchrun's join_timeout): a job that does not form within
+ * it is given up with exit 1 and what it was waiting for, instead of waiting
+ * for MIN nodes forever (the default, 0). */
+START_TEST(join_timeout_gives_up_a_job_that_does_not_form)
+{
+    agent_t a = start_agent("jjoin", "a", "2", "--join_timeout=1", "0");
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(ec_test_reap(a.pid, 15000), 1);
+    ck_assert_int_ge(ec_test_now_ms() - t0, 900);
+    ck_assert_msg(ec_test_file_contains(a.log, "--join_timeout=1"), "no reason in %s", a.log);
+    ck_assert_msg(ec_test_file_contains(a.log, "at least 2 nodes"), "no count in %s", a.log);
+}
+END_TEST
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, mode);
+}
+
+/* Nothing of the job in etcd: the agent stopped before registering. */
+static void job_untouched(const char *job)
+{
+    char pfx[128];
+    snprintf(pfx, sizeof(pfx), "/%s/", job);
+    ec_kv_list_t l;
+    ck_assert_int_eq(ec_etcd_get_prefix(c, pfx, 0, &l, NULL), 0);
+    ck_assert_msg(l.n == 0, "job %s left %zu keys in etcd: it registered", job, (size_t)l.n);
+    ec_kv_list_free(&l);
+}
+
+/* Run `envs ecoord launch ... flags -- program`; expect exit want_rc with
+ * needle in the output, quickly, and nothing registered. */
+static void refused(const char *job, const char *envs, const char *flags, const char *program,
+                    int want_rc, const char *needle)
+{
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof(cmd),
+             "%s exec %s launch --elastic_server=%s --job_id=%s --log_dir=%s/%s %s -- %s", envs,
+             ecoord(), ec_embed_endpoint(etcd), job, tmp, job, flags, program);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int64_t t0 = ec_test_now_ms();
+    int rc = ec_test_run(argv, out, sizeof(out));
+    ck_assert_msg(rc == want_rc, "'%.300s': exit %d, want %d: %.1500s", cmd, rc, want_rc, out);
+    ck_assert_msg(strstr(out, needle) != NULL, "'%.300s': message lacks '%s': %.1500s", cmd, needle, out);
+    ck_assert_int_lt(ec_test_now_ms() - t0, ec_test_ms(10000));
+    job_untouched(job);
+}
+
+/* A program that cannot run is a configuration error of this node: exit 1
+ * with what is wrong, before the node registers (not a failing rank that
+ * restarts, nor 101 "restart this pod"). */
+START_TEST(unrunnable_program_exits_1_before_joining)
+{
+    char py[400], notx[400];
+    snprintf(py, sizeof(py), "%s/missing/train.py", tmp);
+    refused("jmiss1", "", "", py, 1, "train.py");
+    refused("jmiss2", "", "", "no-such-program-ec15 --x", 1, "no-such-program-ec15");
+    snprintf(notx, sizeof(notx), "%s/notx.sh", tmp);
+    write_text(notx, "#!/bin/sh\nexit 0\n", 0644);
+    refused("jmiss3", "", "", notx, 1, "notx.sh");
+    snprintf(py, sizeof(py), "%s/ok.py", tmp);
+    write_text(py, "print('hi')\n", 0644);
+    refused("jmiss4", "ECOORD_PYTHON=/nonexistent/python3", "", py, 1, "ECOORD_PYTHON");
+    refused("jmiss5", "", "--no_python", py, 1, "ok.py");
+}
+END_TEST
+
+/* A .py program runs under the interpreter as Paddle's launcher and torchrun
+ * run it (python -u prog.py ARGS): no execute bit or #! line needed, output
+ * unbuffered; its arguments are passed through untouched. */
+START_TEST(python_program_runs_with_interpreter)
+{
+    char py[400], out[400], cmd[2048];
+    snprintf(py, sizeof(py), "%s/show.py", tmp);
+    snprintf(out, sizeof(out), "%s/show.out", tmp);
+    write_text(py,
+               "import os, sys\n"
+               "open(sys.argv[1] + '.' + os.environ['RANK'], 'w').write("
+               "'unbuffered=%d argv=%s\\n' % (b'-u' in open('/proc/self/cmdline', 'rb')"
+               ".read().split(b'\\0'), ' '.join(sys.argv[1:])))\n",
+               0644);
+    snprintf(cmd, sizeof(cmd),
+             "exec %s launch --elastic_server=%s --job_id=jpy --np=1 --nproc_per_node=2 "
+             "--log_dir=%s/jpy -- %s %s --np=5",
+             ecoord(), ec_embed_endpoint(etcd), tmp, py, out);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    char res[8192];
+    int rc = ec_test_run(argv, res, sizeof(res));
+    ck_assert_msg(rc == 0, "exit %d: %.1500s", rc, res);
+    for (int r = 0; r < 2; r++) {
+        char p[420];
+        snprintf(p, sizeof(p), "%s.%d", out, r);
+        ck_assert_msg(ec_test_file_contains(p, "unbuffered=1"), "rank %d: not python -u", r);
+        ck_assert(ec_test_file_contains(p, "--np=5"));
+    }
+    ck_assert_msg(strstr(res, "python") != NULL, "the program line does not say python: %.1500s", res);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3000-launch");
@@ -402,6 +561,11 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     ec_tcase_add(t, bad_input_stops_before_anything_starts);
     ec_tcase_add(t, environment_matches_epoch);
+    ec_tcase_add(t, unrunnable_program_exits_1_before_joining);
+    ec_tcase_add(t, python_program_runs_with_interpreter);
+    ec_tcase_add(t, nproc_mismatch_node_exits_and_job_goes_on);
+    ec_tcase_add(t, np_mismatch_node_exits_and_job_goes_on);
+    ec_tcase_add(t, join_timeout_gives_up_a_job_that_does_not_form);
     ec_tcase_add(t, job_completes_everywhere);
     ec_tcase_add(t, completed_job_id_runs_again);
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);

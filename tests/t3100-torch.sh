@@ -11,8 +11,8 @@ if ! $PY -c 'import torch.distributed' 2>/dev/null; then
     exit 0
 fi
 ETCD=${ETCD:-etcd}
-ECOORD=${ECOORD:-./ecoord}
-SRCDIR=${srcdir:-.}
+ECOORD=${ECOORD:-$(pwd)/ecoord}
+SRCDIR=$(cd "${srcdir:-.}" && pwd)
 T=$(mktemp -d /tmp/ec-t3100-XXXXXX)
 mult=${EC_TEST_TIMEOUT_MULTIPLIER:-1}
 pids=""
@@ -23,7 +23,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-echo "1..3"
+echo "1..8"
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 peer=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$ETCD" --name t --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$port" \
@@ -71,4 +71,81 @@ if [ "$ranks" = "0 1 2 " ]; then
     echo "ok 3 - ranks in epoch 2 are exactly 0..2"
 else
     echo "not ok 3 - ranks in epoch 2: $ranks"
+fi
+
+# An exception raised under torch's @record reaches ecoord's console and
+# `ecoord status` (TORCHELASTIC_ERROR_FILE, one per process), with its type,
+# message and where it was raised.  A .py program runs under --python.
+OUT_DIR="$T/out" "$ECOORD" launch --elastic_server="127.0.0.1:$port" --job_id=torcherr \
+    --np=1 --nproc_per_node=1 --node_id=e --max_restart=0 --log_dir="$T/log-e" \
+    --python=$PY -- "$SRCDIR/tests/progs/torch_raise.py" > "$T/e.console" 2>&1 &
+epid=$!
+pids="$pids $epid"
+deadline=$(( $(date +%s) + 60 * mult ))
+while kill -0 "$epid" 2>/dev/null; do
+    [ "$(date +%s)" -gt "$deadline" ] && break
+    sleep 0.05
+done
+# (the log's tail shows the traceback anyway: look for the agent's own lines)
+if grep -q "LAUNCH ERROR .* exception: ValueError: loss is nan at step 7 (ec15)" "$T/e.console" &&
+   grep -q "LAUNCH ERROR .* raised at: .*torch_raise.py\", line [0-9]*, in step" "$T/e.console" &&
+   grep -q "LAUNCH ERROR .* entered at: .*torch_raise.py\", line [0-9]*, in main" "$T/e.console"; then
+    echo "ok 4 - the console shows the exception raised under @record and where"
+else
+    echo "not ok 4 - no exception in the console"; tail -30 "$T/e.console" | sed 's/^/# /'
+fi
+"$ECOORD" status --elastic_server="127.0.0.1:$port" --job_id=torcherr > "$T/e.status" 2>&1
+"$ECOORD" status --elastic_server="127.0.0.1:$port" --job_id=torcherr --json > "$T/e.json" 2>&1
+if grep -q "ValueError: loss is nan at step 7 (ec15)" "$T/e.status" &&
+   grep -q '"message":"ValueError: loss is nan at step 7 (ec15)"' "$T/e.json"; then
+    echo "ok 5 - ecoord status (text and --json) carries the exception"
+else
+    echo "not ok 5 - status lacks the exception"; cat "$T/e.status" "$T/e.json" | sed 's/^/# /'
+fi
+
+# Switching is changing one word: the same program with the same arguments
+# under torchrun and under `ecoord torchrun` sees the same ranks and world
+# size and ends with the same exit code.  (ECOORD_PYTHON: Debian's torch is
+# under /usr/bin/python3, which may not be the first python3 on PATH;
+# torchrun uses its own interpreter.  Debian's torch 1.13 torchrun dies at
+# once under Python 3.11; tests/progs/torchrun_py311.py is torchrun with the
+# one-line fix, used when the plain one is broken.)
+ARGS="--standalone --nnodes=1 --nproc_per_node=2"
+TORCHRUN="$PY -m torch.distributed.run"
+if ! $PY -c 'from torch.distributed.elastic.multiprocessing.api import Std; import sys; sys.exit(Std.from_str("0") is None)' 2>/dev/null; then
+    TORCHRUN="$PY $SRCDIR/tests/progs/torchrun_py311.py"
+fi
+mkdir -p "$T/tr-torch" "$T/tr-ecoord"
+(cd "$T" && OUT_DIR="$T/tr-torch" STEPS=1 timeout $((120 * mult)) $TORCHRUN \
+    $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tr-torch.console" 2>&1)
+rc_torch=$?
+(cd "$T" && OUT_DIR="$T/tr-ecoord" STEPS=1 ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun \
+    $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tr-ecoord.console" 2>&1)
+rc_ecoord=$?
+seen() { cat "$1"/torch.* 2>/dev/null | awk '{print $2, $3, $4}' | sort | tr '\n' ';'; }
+if [ "$(seen "$T/tr-torch")" = "0 2 2;1 2 2;" ] && [ "$(seen "$T/tr-ecoord")" = "$(seen "$T/tr-torch")" ]; then
+    echo "ok 6 - torchrun $ARGS and ecoord torchrun $ARGS: ranks 0 and 1 of world 2 in both"
+else
+    echo "not ok 6 - torchrun saw '$(seen "$T/tr-torch")', ecoord torchrun '$(seen "$T/tr-ecoord")'"
+    tail -n 15 "$T/tr-torch.console" "$T/tr-ecoord.console" | sed 's/^/# /'
+fi
+if [ "$rc_torch" = 0 ] && [ "$rc_ecoord" = "$rc_torch" ]; then
+    echo "ok 7 - both exit $rc_torch"
+else
+    echo "not ok 7 - torchrun exited $rc_torch, ecoord torchrun $rc_ecoord"
+fi
+
+# ... and a program that fails ends both the same way: torchrun exits 1 (not
+# Paddle's 101, which ecoord launch uses for a fixed-size job).
+(cd "$T" && timeout $((120 * mult)) $TORCHRUN $ARGS "$SRCDIR/tests/progs/torch_raise.py" \
+    > "$T/tr-torch-fail.console" 2>&1)
+rc_torch=$?
+(cd "$T" && ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun $ARGS \
+    "$SRCDIR/tests/progs/torch_raise.py" > "$T/tr-ecoord-fail.console" 2>&1)
+rc_ecoord=$?
+if [ "$rc_torch" = 1 ] && [ "$rc_ecoord" = "$rc_torch" ]; then
+    echo "ok 8 - a failing program: both exit $rc_torch"
+else
+    echo "not ok 8 - a failing program: torchrun exited $rc_torch, ecoord torchrun $rc_ecoord"
+    tail -n 5 "$T/tr-torch-fail.console" "$T/tr-ecoord-fail.console" | sed 's/^/# /'
 fi

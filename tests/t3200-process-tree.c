@@ -523,14 +523,26 @@ START_TEST(exec_failure_logged_by_agent)
     snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
     snprintf(console, sizeof(console), "%s/console", tmp);
     snprintf(err, sizeof(err), "%s/stderr", tmp);
+    /* A program that is there and executable, so it passes the agent's
+     * check before joining (a missing one exits 1 there: t3000), but whose
+     * #! interpreter is missing: exec itself fails. */
+    char train[320];
+    snprintf(train, sizeof(train), "%s/ec-train", tmp);
+    FILE *f = fopen(train, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("#!/nonexistent/interpreter\n", f);
+    fclose(f);
+    chmod(train, 0755);
     char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jexec", "--np=1", "--nproc_per_node=1",
-                    "--node_id=a", ld, "--max_restart=0", "--", "/nonexistent/ec-train", "x", NULL};
+                    "--node_id=a", ld, "--max_restart=0", "--", train, "x", NULL};
     int out = open_log(console);
     pid_t agent = spawn_agent(argv, out, err);
     close(out);
     ck_assert_int_eq(ec_test_reap(agent, 20000), 101);
-    ck_assert_msg(line_has(console, "LAUNCH ERROR", "cannot start local rank 0: cannot run "
-                                           "'/nonexistent/ec-train': No such file or directory"),
+    char want[400];
+    snprintf(want, sizeof(want), "cannot start local rank 0: cannot run '%s': No such file or "
+                                 "directory", train);
+    ck_assert_msg(line_has(console, "LAUNCH ERROR", want),
                   "the agent did not report the exec failure as its own error");
     ck_assert_msg(!ec_test_file_contains(console, "exit code 127"),
                   "an exec failure was reported as a process exiting 127");

@@ -190,6 +190,7 @@ static const struct {
     const char *extra_arg, *extra_env;
 } samples[] = {
     {EC_K_ELASTIC_SERVER, "10.0.0.1:2379,10.0.0.2:2379", "10.0.0.1:2379,10.0.0.2:2379", NULL, NULL},
+    {EC_K_MASTER, "etcd://10.0.0.1:2379", "etcd://10.0.0.1:2379", NULL, NULL},
     {EC_K_ETCD_PREFIX, "/ecoord", "/ecoord", NULL, NULL},
     {EC_K_ETCD_CACERT, "@", "@", NULL, NULL},
     {EC_K_ETCD_CERT, "@", "@", "--etcd_key=@", NULL},
@@ -198,10 +199,14 @@ static const struct {
     {EC_K_ETCD_PASSWORD, "pw", "(set, hidden)", "--etcd_user=trainer", NULL},
     {EC_K_ETCD_PASSWORD_FILE, "#", "#", "--etcd_user=trainer", NULL},
     {EC_K_JOB_ID, "job1", "job1", NULL, NULL},
+    {EC_K_RUN_MODE, "collective", "collective", NULL, NULL},
+    {EC_K_ROLE, "trainer", "trainer", NULL, NULL},
     {EC_K_NP, "2:4", "2:4", NULL, NULL},
     {EC_K_ELASTIC_LEVEL, "1", "1", NULL, NULL},
     {EC_K_MAX_RESTART, "7", "7", NULL, NULL},
+    {EC_K_FIXED_FAILURE_EXIT, "1", "1", NULL, NULL},
     {EC_K_ELASTIC_TIMEOUT, "45", "45s", NULL, NULL},
+    {EC_K_JOIN_TIMEOUT, "600", "600s", NULL, NULL},
     {EC_K_REPLACE_WAIT, "60", "60s", NULL, NULL},
     {EC_K_REBUILD, "inprocess", "inprocess", NULL, NULL},
     {EC_K_NODE_ID, "node-3", "node-3", NULL, NULL},
@@ -213,6 +218,9 @@ static const struct {
     {EC_K_LEASE_TTL, "20", "20s", NULL, NULL},
     {EC_K_LEASE_MARGIN, "25", "25", NULL, NULL},
     {EC_K_GRACE_PERIOD, "0.5", "0.5s", NULL, NULL},
+    {EC_K_PYTHON, "/usr/bin/python3", "/usr/bin/python3", NULL, NULL},
+    {EC_K_NO_PYTHON, "true", "true", NULL, NULL},
+    {EC_K_MODULE, "true", "true", NULL, NULL},
     {EC_K_LOG_DIR, "/tmp/logs", "/tmp/logs", NULL, NULL},
     {EC_K_LOG_LEVEL, "DEBUG", "debug", NULL, NULL},
     {EC_K_METRICS_PORT, "9400", "9400", NULL, NULL},
@@ -651,10 +659,16 @@ START_TEST(port_range_parsing)
     FAILS(EC_EINVAL, "launch", NOENV, "--start_port=40000", "--port_range=36000-36100", "prog");
     HAS(err.msg, "--start_port=40000");
     HAS(err.msg, "--port_range=36000-36100");
-    /* enough ports for the processes plus the store */
-    FAILS(EC_EINVAL, "launch", NOENV, "--port_range=36000-36001", "--nproc_per_node=2", "prog");
+    /* enough ports for what the agent reserves: the processes, the store,
+     * and the port where it answers its peers' liveness probes (N+2);
+     * `ecoord check` opens no probe port (N+1) */
+    FAILS(EC_EINVAL, "launch", NOENV, "--port_range=36000-36002", "--nproc_per_node=2", "prog");
+    HAS(err.msg, "needs 4");
+    HAS(err.msg, "liveness probes");
+    OK("launch", NOENV, "--port_range=36000-36003", "--nproc_per_node=2", "prog");
+    FAILS(EC_EINVAL, "check", NOENV, "--port_range=36000-36001", "--nproc_per_node=2");
     HAS(err.msg, "needs 3");
-    OK("launch", NOENV, "--port_range=36000-36002", "--nproc_per_node=2", "prog");
+    OK("check", NOENV, "--port_range=36000-36002", "--nproc_per_node=2");
     FAILS(EC_EINVAL, "launch", NOENV, "--start_port=65535", "prog");
 }
 END_TEST
@@ -833,8 +847,134 @@ START_TEST(single_dash_and_unsupported_flags)
     HAS(err.msg, "unknown flag -x");
     FAILS(EC_EINVAL, "launch", NOENV, "--ips=a,b", "prog");
     HAS(err.msg, "--elastic_server");
-    FAILS(EC_EINVAL, "launch", NOENV, "--master=etcd://a:1", "prog");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Paddle's current launcher, word for word                                 */
+
+/* Paddle's current launcher names its rendezvous server --master (env
+ * PADDLE_MASTER); an etcd:// URL there is what ecoord calls
+ * --elastic_server.  Paddle's other master, a bare HOST:PORT served over
+ * HTTP by one of the nodes, has no counterpart: refused when typed, ignored
+ * with a warning when inherited (ecoord itself sets PADDLE_MASTER for the
+ * training processes). */
+START_TEST(paddle_master_etcd_url_is_elastic_server)
+{
+    OK("launch", NOENV, "--master=etcd://10.0.0.1:2379,10.0.0.2:2379", "prog");
+    ck_assert_int_eq(cfg.elastic_server.n, 2);
+    ck_assert_str_eq(cfg.elastic_server.v[0], "10.0.0.1:2379");
+    ck_assert_str_eq(cfg.elastic_server.v[1], "10.0.0.2:2379");
+    ck_assert_int_eq(cfg.src[EC_K_ELASTIC_SERVER].kind, EC_SRC_FLAG);
+    ck_assert_str_eq(cfg.src[EC_K_ELASTIC_SERVER].name, "master");
+    ck_assert_str_eq(dump_line("elastic_server"),
+                     "elastic_server: 10.0.0.1:2379,10.0.0.2:2379 (source: flag --master)");
+    /* every entry may carry the scheme; status and check take it too */
+    OK("status", NOENV, "--master", "etcd://10.0.0.1:2379,etcd://10.0.0.2:2379");
+    ck_assert_int_eq(cfg.elastic_server.n, 2);
+    ck_assert_str_eq(cfg.elastic_server.v[1], "10.0.0.2:2379");
+    OK("check", NOENV, "--master=etcd://10.0.0.9:2379");
+    ck_assert_str_eq(cfg.elastic_server.v[0], "10.0.0.9:2379");
+    /* the environment */
+    OK("launch", ENV("PADDLE_MASTER=etcd://10.0.0.3:2379"), "prog");
+    ck_assert_int_eq(cfg.elastic_server.n, 1);
+    ck_assert_str_eq(cfg.elastic_server.v[0], "10.0.0.3:2379");
+    ck_assert_int_eq(cfg.src[EC_K_ELASTIC_SERVER].kind, EC_SRC_ENV);
+    ck_assert_str_eq(cfg.src[EC_K_ELASTIC_SERVER].name, "PADDLE_MASTER");
+    /* Paddle's HTTP master */
+    FAILS(EC_EINVAL, "launch", NOENV, "--master=10.0.0.1:8090", "prog");
+    HAS(err.msg, "--master=10.0.0.1:8090");
+    HAS(err.msg, "etcd://");
     HAS(err.msg, "--elastic_server");
+    FAILS(EC_EINVAL, "launch", NOENV, "--master=etcd://", "prog");
+    HAS(err.msg, "--master");
+    FAILS(EC_EINVAL, "launch", NOENV, "--master=etcd://,a:1", "prog");
+    HAS(err.msg, "entry 1 is empty");
+    OK("launch", ENV("PADDLE_MASTER=10.0.0.1:8090"), "prog");
+    ck_assert_int_eq(cfg.elastic_server.n, 0);
+    ck_assert(has_warning("PADDLE_MASTER=10.0.0.1:8090 is ignored"));
+    /* both on the command line: the same servers, or keep one */
+    OK("launch", NOENV, "--master=etcd://a:1", "--elastic_server=a:1", "prog");
+    ck_assert_str_eq(cfg.elastic_server.v[0], "a:1");
+    FAILS(EC_EINVAL, "launch", NOENV, "--master=etcd://a:1", "--elastic_server=b:2", "prog");
+    HAS(err.msg, "keep one");
+    /* a flag beats the environment, whichever spelling each uses */
+    OK("launch", ENV("PADDLE_MASTER=etcd://e:1"), "--elastic_server=f:2", "prog");
+    ck_assert_str_eq(cfg.elastic_server.v[0], "f:2");
+    ck_assert(has_warning("PADDLE_MASTER=etcd://e:1 is ignored"));
+    OK("launch", ENV("PADDLE_ELASTIC_SERVER=e:1"), "--master=etcd://f:2", "prog");
+    ck_assert_str_eq(cfg.elastic_server.v[0], "f:2");
+    ck_assert(has_warning("PADDLE_ELASTIC_SERVER=e:1 is ignored"));
+    /* no prefix matching */
+    FAILS(EC_EINVAL, "launch", NOENV, "--mast=etcd://a:1", "prog");
+    HAS(err.msg, "did you mean --master");
+}
+END_TEST
+
+/* ecoord runs collective jobs (every process a trainer); Paddle's
+ * parameter-server modes are refused by name, not by "unknown flag". */
+START_TEST(run_mode_collective_only)
+{
+    OK("launch", NOENV, "--run_mode=collective", "prog");
+    ck_assert_int_eq(cfg.src[EC_K_RUN_MODE].kind, EC_SRC_FLAG);
+    OK("launch", ENV("PADDLE_RUN_MODE=collective"), "prog");
+    ck_assert_str_eq(cfg.src[EC_K_RUN_MODE].name, "PADDLE_RUN_MODE");
+    const char *other[] = {"ps", "ps-heter", "rpc", "auto"};
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        char a[64];
+        snprintf(a, sizeof(a), "--run_mode=%s", other[i]);
+        FAILS(EC_EINVAL, "launch", NOENV, a, "prog");
+        HAS(err.msg, a);
+        HAS(err.msg, "collective jobs only");
+    }
+    FAILS(EC_EINVAL, "launch", ENV("PADDLE_RUN_MODE=ps"), "prog");
+    HAS(err.msg, "PADDLE_RUN_MODE=ps");
+    HAS(err.msg, "collective jobs only");
+    FAILS(EC_EINVAL, "launch", NOENV, "--run=collective", "prog");
+    HAS(err.msg, "unknown flag --run");
+}
+END_TEST
+
+/* What Paddle's current launcher reads from the environment, read by ecoord
+ * for the same knobs (and after ECOORD_ and the older elastic names). */
+START_TEST(paddle_launcher_env_aliases_apply)
+{
+    OK("launch",
+       ENV("PADDLE_JOB_ID=pj", "PADDLE_NNODES=2:4", "PADDLE_NPROC_PER_NODE=2",
+           "PADDLE_LOG_DIR=/tmp/plog", "PADDLE_MAX_RESTART=5"),
+       "prog");
+    ck_assert_str_eq(cfg.job_id, "pj");
+    ck_assert_str_eq(cfg.src[EC_K_JOB_ID].name, "PADDLE_JOB_ID");
+    ck_assert_int_eq(cfg.np.min, 2);
+    ck_assert_int_eq(cfg.np.max, 4);
+    ck_assert_str_eq(cfg.src[EC_K_NP].name, "PADDLE_NNODES");
+    ck_assert_int_eq(cfg.nproc_per_node, 2);
+    ck_assert_str_eq(cfg.src[EC_K_NPROC_PER_NODE].name, "PADDLE_NPROC_PER_NODE");
+    ck_assert_str_eq(cfg.log_dir, "/tmp/plog");
+    ck_assert_str_eq(cfg.src[EC_K_LOG_DIR].name, "PADDLE_LOG_DIR");
+    ck_assert_int_eq(cfg.max_restart, 5);
+    ck_assert_str_eq(cfg.src[EC_K_MAX_RESTART].name, "PADDLE_MAX_RESTART");
+    /* ECOORD_ first, then the older elastic launcher's name, then Paddle's */
+    OK("launch", ENV("PADDLE_JOB_ID=new", "PADDLE_ELASTIC_JOB_ID=old", "ECOORD_JOB_ID=ours"),
+       "prog");
+    ck_assert_str_eq(cfg.job_id, "ours");
+    OK("launch", ENV("PADDLE_JOB_ID=new", "PADDLE_ELASTIC_JOB_ID=old"), "prog");
+    ck_assert_str_eq(cfg.job_id, "old");
+    ck_assert(has_warning("PADDLE_JOB_ID=new is ignored"));
+    OK("launch", ENV("PADDLE_NNODES=3", "PADDLE_ELASTIC_NP=2"), "prog");
+    ck_assert_int_eq(cfg.np.max, 2);
+    /* the flag wins */
+    OK("launch", ENV("PADDLE_NPROC_PER_NODE=4"), "--nproc_per_node=1", "prog");
+    ck_assert_int_eq(cfg.nproc_per_node, 1);
+    /* the rest of what that launcher reads that ecoord has a knob for */
+    OK("launch", ENV("PADDLE_DEVICES=0,1", "PADDLE_START_PORT=6070", "PADDLE_ELASTIC_LEVEL=1"),
+       "prog");
+    ck_assert_int_eq(cfg.gpus.n, 2);
+    ck_assert_str_eq(cfg.src[EC_K_GPUS].name, "PADDLE_DEVICES");
+    ck_assert_int_eq(cfg.nproc_per_node, 2);
+    ck_assert_int_eq(cfg.start_port, 6070);
+    ck_assert_int_eq(cfg.elastic_level, 1);
+    ck_assert(has_warning("PADDLE_ELASTIC_LEVEL=1 has no effect"));
 }
 END_TEST
 
@@ -1110,6 +1250,9 @@ static Suite *suite(void)
     tcase_add_test(tc, program_args_pass_through);
     tcase_add_test(tc, subcommand_scoping);
     tcase_add_test(tc, single_dash_and_unsupported_flags);
+    tcase_add_test(tc, paddle_master_etcd_url_is_elastic_server);
+    tcase_add_test(tc, run_mode_collective_only);
+    tcase_add_test(tc, paddle_launcher_env_aliases_apply);
     tcase_add_test(tc, help_flag_stops_parsing);
     tcase_add_test(tc, help_mentions_every_knob_of_its_subcommand);
     tcase_add_test(tc, elastic_level_is_accepted_but_says_it_has_no_effect);

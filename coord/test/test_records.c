@@ -269,6 +269,43 @@ START_TEST(epoch_round_trip)
 }
 END_TEST
 
+/* The leader's --np travels with the epoch (nodes compare their own);
+ * epochs written before it, or with nonsense there, read as 0:0. */
+START_TEST(epoch_np_round_trips)
+{
+    ec_epoch_t *ep = sample_epoch(2, 2, 0);
+    ep->np_min = 2;
+    ep->np_max = 4;
+    void *buf;
+    size_t len;
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_epoch_encode(ep, &buf, &len, &err), 0);
+    ec_epoch_t *d = NULL;
+    ck_assert_int_eq(ec_epoch_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_int_eq(d->np_min, 2);
+    ck_assert_int_eq(d->np_max, 4);
+    ec_epoch_t *cp = ec_epoch_dup(d);
+    ck_assert_int_eq(cp->np_max, 4);
+    ec_epoch_free(cp);
+    ec_epoch_free(d);
+    free(buf);
+    ep->np_min = 5; /* > max: not something a leader writes */
+    ck_assert_int_eq(ec_epoch_encode(ep, &buf, &len, &err), 0);
+    ck_assert_int_eq(ec_epoch_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_int_eq(d->np_min, 0);
+    ck_assert_int_eq(d->np_max, 0);
+    ec_epoch_free(d);
+    free(buf);
+    ep->np_min = ep->np_max = 0;
+    ck_assert_int_eq(ec_epoch_encode(ep, &buf, &len, &err), 0);
+    ck_assert_int_eq(ec_epoch_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_int_eq(d->np_max, 0);
+    ec_epoch_free(d);
+    free(buf);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 START_TEST(epoch_dup_is_deep_and_equal)
 {
     ec_epoch_t *ep = sample_epoch(5, 8, 1);
@@ -316,12 +353,40 @@ START_TEST(status_round_trip)
 }
 END_TEST
 
+/* The exception a process reported (its error file) travels with the
+ * failure; a record written without it (an older agent) decodes with "". */
+START_TEST(failure_message_round_trips)
+{
+    ec_failure_t f = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
+                      (char *)"log/workerlog.1", 0, NULL, NULL, NULL};
+    f.message = (char *)"ValueError: loss is nan at step 7";
+    f.raised_at = (char *)"File \"train.py\", line 9, in step";
+    void *buf;
+    size_t len;
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_failure_encode(&f, &buf, &len, &err), 0);
+    ec_failure_t *d;
+    ck_assert_int_eq(ec_failure_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_str_eq(d->message, f.message);
+    ck_assert_str_eq(d->raised_at, f.raised_at);
+    ec_failure_free(d);
+    free(buf);
+    f.message = f.raised_at = NULL;
+    ck_assert_int_eq(ec_failure_encode(&f, &buf, &len, &err), 0);
+    ck_assert_int_eq(ec_failure_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_str_eq(d->message, "");
+    ck_assert_str_eq(d->raised_at, "");
+    ec_failure_free(d);
+    free(buf);
+}
+END_TEST
+
 START_TEST(failure_round_trip)
 {
     char *lines[] = {(char *)"Traceback (most recent call last):",
                      (char *)"RuntimeError: NCCL error 2", (char *)""};
     ec_failure_t f = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
-                      (char *)"log/workerlog.1", 3, lines};
+                      (char *)"log/workerlog.1", 3, lines, NULL, NULL};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -343,7 +408,7 @@ START_TEST(failure_round_trip)
     free(buf);
 
     /* rank 0 killed by SIGKILL: rank 0 must survive proto3's zero default */
-    ec_failure_t k = {(char *)"n0", EC_FAILURE_SIGNALED, 0, 0, 0, 9, 1, 5, NULL, 0, NULL};
+    ec_failure_t k = {(char *)"n0", EC_FAILURE_SIGNALED, 0, 0, 0, 9, 1, 5, NULL, 0, NULL, NULL, NULL};
     ck_assert_int_eq(ec_failure_encode(&k, &buf, &len, &err), 0);
     ck_assert_int_eq(ec_failure_decode(buf, len, NULL, &d, &err), 0);
     ck_assert_int_eq(d->kind, EC_FAILURE_SIGNALED);
@@ -355,7 +420,7 @@ START_TEST(failure_round_trip)
     free(buf);
 
     /* a lost node has no ranks: decode says -1 whatever the writer put */
-    ec_failure_t lost = {(char *)"n5", EC_FAILURE_NODE_LOST, -1, 7, 3, 0, 2, 5, NULL, 0, NULL};
+    ec_failure_t lost = {(char *)"n5", EC_FAILURE_NODE_LOST, -1, 7, 3, 0, 2, 5, NULL, 0, NULL, NULL, NULL};
     ck_assert_int_eq(ec_failure_encode(&lost, &buf, &len, &err), 0);
     /* on the wire, fields that do not apply are left unset, not 0xffffffff */
     Ecoord__Failure *w = ecoord__failure__unpack(NULL, len, buf);
@@ -545,7 +610,7 @@ START_TEST(other_records_refuse_invalid)
     st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, 1, (char *)"a b", 1};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
 
-    ec_failure_t f = {(char *)"n1", EC_FAILURE_EXITED, 0, 0, 256, 0, 1, 1, NULL, 0, NULL};
+    ec_failure_t f = {(char *)"n1", EC_FAILURE_EXITED, 0, 0, 256, 0, 1, 1, NULL, 0, NULL, NULL, NULL};
     ck_assert_int_eq(ec_failure_encode(&f, &buf, &len, &err), EC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "exit code 256"));
     f.exit_code = 1;
@@ -969,7 +1034,7 @@ START_TEST(records_do_not_decode_as_each_other)
     ec_job_status_t st = {EC_JOB_RUNNING, NULL, 3, 1700000000000LL, (char *)"n0", 1};
     char *lines[] = {(char *)"boom"};
     ec_failure_t fl = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
-                       (char *)"log/workerlog.1", 1, lines};
+                       (char *)"log/workerlog.1", 1, lines, NULL, NULL};
     ec_worker_timing_t tm = {3, 17, (char *)"n2", 1, 1, 2, 3, 4, 5};
     const void *recs[NCODECS] = {nr, ep, &st, &fl, &tm};
     for (size_t i = 0; i < NCODECS; i++) {
@@ -1273,6 +1338,8 @@ static Suite *suite(void)
     tcase_add_test(rt, epoch_dup_is_deep_and_equal);
     tcase_add_test(rt, status_round_trip);
     tcase_add_test(rt, failure_round_trip);
+    tcase_add_test(rt, failure_message_round_trips);
+    tcase_add_test(rt, epoch_np_round_trips);
     tcase_add_test(rt, worker_timing_round_trip);
     tcase_add_test(rt, free_accepts_null);
     tcase_add_test(rt, enum_names);

@@ -1,8 +1,10 @@
 /* libFuzzer target: the knob table's parser (coord/knobs.c) fed arbitrary
  * command lines and environments, as `ecoord launch|status|check` is by
- * users, pod specs and inherited PADDLE_* variables.
+ * users, pod specs and inherited PADDLE_* variables; and `ecoord torchrun`'s
+ * translation (coord/torchrun_args.c) in front of it.
  *
- * Input: the first byte picks the subcommand; the rest is split at NUL
+ * Input: the first byte picks the subcommand (0 launch, 1 status, 2 check,
+ * 3 torchrun); the rest is split at NUL
  * bytes into tokens.  A token starting with '\x01' is an environment entry
  * NAME=VALUE (seen only through the getenv function we pass, never the real
  * environment); every other token is an argv element.
@@ -12,11 +14,15 @@
  * string knob is non-NULL, np is MIN <= MAX, nproc_per_node >= 1, the port
  * range is ordered, the configuration validates again, and the dump and
  * --help render; parsing again into the same config (release + reuse) gives
- * the same result. */
+ * the same result.  torchrun: the translation returns 0 or a documented code
+ * with a message, its argv is NULL-terminated, and what it gives the table
+ * parses (or is refused) like any launch command line, with the same checks
+ * after torchrun's defaults are applied. */
 #include <string.h>
 
 #include "fuzz.h"
 #include "knobs.h"
+#include "torchrun_args.h"
 
 #define MAXTOK 64
 
@@ -71,12 +77,42 @@ static void check_cfg(const ec_config_t *c, const char *sub, env_t *env)
     free(d);
 }
 
+/* `ecoord torchrun ARGV`: translate, parse as launch, apply. */
+static void torchrun(int argc, char **argv, env_t *env)
+{
+    static const ec_torchrun_host_t host = {.ngpus = 2, .ncpus = 4};
+    ec_torchrun_t t;
+    ec_error_t err = {0};
+    int rc = ec_torchrun_translate(argc, argv, &host, &t, &err);
+    if (rc < 0) {
+        FUZZ_CHECK((rc == EC_EINVAL || rc == EC_ENOMEM) && err.code == rc && err.msg[0],
+                   "translate returned %d with message '%s'", rc, err.msg);
+        FUZZ_CHECK(t.argv == NULL && t.argc == 0, "a failed translation left arguments");
+        return;
+    }
+    FUZZ_CHECK(t.argv && !t.argv[t.argc], "translated argv not NULL-terminated");
+    if (!t.help) {
+        ec_config_t cfg = EC_CONFIG_INITIALIZER;
+        cfg.hostname = "fuzz-host";
+        rc = ec_config_parse(&cfg, "launch", t.argc, t.argv, fuzz_env, env, &err);
+        if (rc == 0 && !cfg.help)
+            rc = ec_torchrun_apply(&t, &cfg, fuzz_env, env, &err);
+        if (rc < 0)
+            FUZZ_CHECK((rc == EC_EINVAL || rc == EC_EIO || rc == EC_ENOMEM) && err.msg[0],
+                       "torchrun: parse returned %d with message '%s'", rc, err.msg);
+        else
+            check_cfg(&cfg, "launch", env);
+        ec_config_release(&cfg);
+    }
+    ec_torchrun_release(&t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *subs[] = {"launch", "status", "check"};
+    static const char *subs[] = {"launch", "status", "check", "torchrun"};
     if (size < 1 || size > 4096)
         return 0;
-    const char *sub = subs[data[0] % 3];
+    const char *sub = subs[data[0] % 4];
     char *copy = malloc(size); /* tokens: data[1..] split at NUL, NUL-terminated */
     memcpy(copy, data + 1, size - 1);
     copy[size - 1] = '\0';
@@ -100,6 +136,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     argv[argc] = NULL;
+    if (!strcmp(sub, "torchrun")) {
+        torchrun(argc, argv, &env);
+        goto out;
+    }
 
     ec_config_t cfg = EC_CONFIG_INITIALIZER;
     cfg.hostname = "fuzz-host";

@@ -100,7 +100,7 @@ static void records(void)
 
 static void flags(void)
 {
-    /* first byte: 0 launch, 1 status, 2 check; tokens NUL-separated;
+    /* first byte: 0 launch, 1 status, 2 check, 3 torchrun; tokens NUL-separated;
      * "\x01NAME=VALUE" is an environment entry */
     static const char launch[] =
         "\0--np=2:4\0--nproc_per_node\0002\0--job_id=j1\0--elastic_server=127.0.0.1:2379\0"
@@ -114,6 +114,13 @@ static void flags(void)
     put("flags", "env", env, sizeof(env) - 1, NULL, 0);
     put("flags", "status", status, sizeof(status) - 1, NULL, 0);
     put("flags", "check", check, sizeof(check) - 1, NULL, 0);
+    static const char torchrun[] =
+        "\003--nnodes=1:2\0--nproc_per_node=auto\0--rdzv_backend=etcd\0--rdzv_endpoint=h:2379\0"
+        "--rdzv_conf=last_call_timeout=5,join_timeout=60,read_timeout=3\0--max_restarts=1\0-m\0"
+        "pkg.train\0--lr=1";
+    static const char standalone[] = "\003--standalone\0--nproc-per-node\0002\0--\0train.py";
+    put("flags", "torchrun", torchrun, sizeof(torchrun) - 1, NULL, 0);
+    put("flags", "standalone", standalone, sizeof(standalone) - 1, NULL, 0);
 }
 
 static void endpoints(void)

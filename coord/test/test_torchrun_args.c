@@ -1,0 +1,261 @@
+/* The rule under test: a torchrun command line means the same under
+ * `ecoord torchrun`, by translation onto the one knob table: each torchrun
+ * flag lands on its knob (or is accepted with a warning saying what ecoord
+ * does instead, or refused with why), the program and its arguments are
+ * found and passed as torchrun finds them, torchrun's defaults hold where
+ * they differ from ecoord launch's, and nothing is matched by a prefix.
+ */
+#include "torchrun_args.h"
+
+#include <ec_check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARGS(...) ((char *[]){__VA_ARGS__, NULL})
+
+static ec_torchrun_t t;
+static ec_config_t cfg;
+static ec_error_t err;
+static const ec_torchrun_host_t host = {.ngpus = 4, .ncpus = 16};
+static const ec_torchrun_host_t no_gpu = {.ngpus = 0, .ncpus = 8};
+
+static const char *no_env(const char *name, void *arg)
+{
+    (void)name;
+    (void)arg;
+    return NULL;
+}
+
+static int argc_of(char **argv)
+{
+    int n = 0;
+    while (argv[n])
+        n++;
+    return n;
+}
+
+/* translate, parse as launch, apply torchrun's defaults */
+static int run(const ec_torchrun_host_t *h, char **argv)
+{
+    ec_torchrun_release(&t);
+    ec_config_release(&cfg);
+    ec_error_clear(&err);
+    int rc = ec_torchrun_translate(argc_of(argv), argv, h, &t, &err);
+    if (rc || t.help)
+        return rc;
+    rc = ec_config_parse(&cfg, "launch", t.argc, t.argv, no_env, NULL, &err);
+    return rc ? rc : ec_torchrun_apply(&t, &cfg, no_env, NULL, &err);
+}
+
+#define OK(h, ...) ck_assert_msg(run(h, ARGS(__VA_ARGS__)) == 0, "refused: %s", err.msg)
+#define REFUSED(needle, ...)                                                        \
+    do {                                                                            \
+        ck_assert_int_eq(run(&host, ARGS(__VA_ARGS__)), EC_EINVAL);                 \
+        ck_assert_msg(strstr(err.msg, (needle)), "'%s' not in: %s", (needle), err.msg); \
+    } while (0)
+
+static int warned(const char *needle)
+{
+    for (int i = 0; i < cfg.nwarnings; i++)
+        if (strstr(cfg.warnings[i], needle))
+            return 1;
+    return 0;
+}
+
+static void setup(void)
+{
+    ec_config_t fresh = EC_CONFIG_INITIALIZER;
+    cfg = fresh;
+    cfg.hostname = "host-a";
+    memset(&t, 0, sizeof(t));
+}
+
+static void teardown(void)
+{
+    ec_torchrun_release(&t);
+    ec_config_release(&cfg);
+}
+
+START_TEST(torchrun_flags_land_on_knobs)
+{
+    OK(&host, "--nnodes=2:4", "--nproc_per_node=8", "--rdzv_backend=etcd",
+       "--rdzv_endpoint=10.0.0.5:2379", "--rdzv_id=job7", "--max_restarts=2", "--role=trainer",
+       "--log_dir=/tmp/l", "--local_addr=10.0.0.9", "--rdzv_conf=last_call_timeout=12",
+       "train.py", "--lr=0.1");
+    ck_assert_int_eq(cfg.np.min, 2);
+    ck_assert_int_eq(cfg.np.max, 4);
+    ck_assert_int_eq(cfg.nproc_per_node, 8);
+    ck_assert_int_eq(cfg.elastic_server.n, 1);
+    ck_assert_str_eq(cfg.elastic_server.v[0], "10.0.0.5:2379");
+    ck_assert_str_eq(cfg.job_id, "job7");
+    ck_assert_int_eq(cfg.max_restart, 2);
+    ck_assert_str_eq(cfg.role, "trainer");
+    ck_assert_str_eq(cfg.log_dir, "/tmp/l");
+    ck_assert_str_eq(cfg.host, "10.0.0.9");
+    ck_assert_int_eq(cfg.elastic_timeout_ms, 12000);
+    ck_assert_int_eq(cfg.prog_argc, 2);
+    ck_assert_str_eq(cfg.prog_argv[0], "train.py");
+    ck_assert_str_eq(cfg.prog_argv[1], "--lr=0.1");
+    /* torch 2's dashed spellings, separate values, every etcd backend name */
+    const char *backends[] = {"etcd", "etcd-v2", "etcd-v3"};
+    for (int i = 0; i < 3; i++) {
+        char be[64];
+        snprintf(be, sizeof(be), "--rdzv-backend=%s", backends[i]);
+        OK(&host, "--nproc-per-node", "2", be, "--rdzv-endpoint", "etcd.local", "t.py");
+        ck_assert_int_eq(cfg.nproc_per_node, 2);
+        ck_assert_str_eq(cfg.elastic_server.v[0], "etcd.local:2379"); /* etcd's port */
+    }
+    /* -m and --no_python */
+    OK(&host, "--standalone", "-m", "pkg.train", "--x");
+    ck_assert_int_eq(cfg.module, 1);
+    ck_assert_str_eq(cfg.prog_argv[0], "pkg.train");
+    OK(&host, "--standalone", "--no_python", "./run.sh");
+    ck_assert_int_eq(cfg.no_python, 1);
+    /* etcd TLS through --rdzv_conf, as torch's etcd rendezvous takes it */
+    OK(&host, "--rdzv_backend=etcd", "--rdzv_endpoint=e:2379",
+       "--rdzv_conf=protocol=https,cacert=/dev/null", "t.py");
+    ck_assert_str_eq(cfg.elastic_server.v[0], "https://e:2379");
+    ck_assert_str_eq(cfg.etcd_cacert, "/dev/null");
+}
+END_TEST
+
+START_TEST(nproc_per_node_words)
+{
+    OK(&host, "--standalone", "--nproc_per_node=gpu", "t.py");
+    ck_assert_int_eq(cfg.nproc_per_node, 4);
+    OK(&host, "--standalone", "--nproc_per_node=cpu", "t.py");
+    ck_assert_int_eq(cfg.nproc_per_node, 16);
+    OK(&host, "--standalone", "--nproc_per_node=auto", "t.py");
+    ck_assert_int_eq(cfg.nproc_per_node, 4);
+    OK(&no_gpu, "--standalone", "--nproc_per_node=auto", "t.py");
+    ck_assert_int_eq(cfg.nproc_per_node, 8);
+    ck_assert_int_eq(run(&no_gpu, ARGS("--standalone", "--nproc_per_node=gpu", "t.py")), EC_EINVAL);
+    ck_assert(strstr(err.msg, "no GPU"));
+    REFUSED("--nproc_per_node=many", "--nproc_per_node=many", "t.py");
+}
+END_TEST
+
+START_TEST(torchrun_defaults_where_they_differ)
+{
+    /* no --max_restarts: torchrun restarts nothing */
+    OK(&host, "--standalone", "t.py");
+    ck_assert_int_eq(cfg.max_restart, 0);
+    ck_assert_int_eq(cfg.src[EC_K_MAX_RESTART].kind, EC_SRC_DEFAULT);
+    ck_assert_ptr_nonnull(strstr(cfg.src[EC_K_MAX_RESTART].name, "torchrun"));
+    /* torchrun gives up a rendezvous after 600 s */
+    ck_assert_int_eq(cfg.join_timeout_ms, 600000);
+    OK(&host, "--standalone", "--rdzv_conf=timeout=30", "t.py");
+    ck_assert_int_eq(cfg.join_timeout_ms, 30000);
+    OK(&host, "--standalone", "t.py");
+    /* any script runs under the interpreter, as torchrun runs it */
+    ck_assert_int_eq(cfg.prog_always_python, 1);
+    /* a failed node exits 1 as torchrun does, not Paddle's 101 */
+    ck_assert_int_eq(cfg.fixed_failure_exit, 1);
+    /* --standalone: an etcd of this node's own, so no warning about a shared job id */
+    ck_assert_int_eq(cfg.elastic_server.n, 0);
+    ck_assert(!warned("no --job_id"));
+    /* no rendezvous flag at all, one node: the same */
+    OK(&host, "--nproc_per_node=2", "t.py");
+    ck_assert_int_eq(cfg.elastic_server.n, 0);
+    ck_assert_int_eq(cfg.np.max, 1);
+}
+END_TEST
+
+START_TEST(refused_with_why)
+{
+    REFUSED("leader assigns node ranks", "--node_rank=0", "t.py");
+    REFUSED("ecoord coordinates through etcd", "--master_addr=10.0.0.1", "t.py");
+    REFUSED("--rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379", "--rdzv_backend=c10d",
+            "--rdzv_endpoint=h:29400", "t.py");
+    REFUSED("--rdzv_endpoint", "--rdzv_backend=etcd", "t.py");
+    REFUSED("nodes meet in an etcd", "--nnodes=2", "t.py");
+    REFUSED("single-node job", "--standalone", "--nnodes=1:2", "t.py");
+    REFUSED("ecoord coordinates through etcd", "--rdzv_backend=zookeeper", "t.py");
+    REFUSED("no training script given", "--standalone");
+    REFUSED("takes no value", "--standalone=1", "t.py");
+    REFUSED("needs a value", "--rdzv_id", "--standalone", "t.py");
+    REFUSED("contradict", "--standalone", "--run_path", "--no_python", "t.py");
+}
+END_TEST
+
+START_TEST(accepted_with_a_warning)
+{
+    OK(&host, "--standalone", "--monitor_interval=5", "--start_method=spawn", "-r", "3",
+       "--tee=0:1,1:2", "--rdzv_conf=join_timeout=900,read_timeout=60", "t.py");
+    ck_assert(warned("--monitor_interval=5 has no effect"));
+    ck_assert(warned("--start_method=spawn has no effect"));
+    ck_assert(warned("--redirects=3 is ignored"));
+    ck_assert(warned("--tee=0:1,1:2 is ignored"));
+    ck_assert_int_eq(cfg.join_timeout_ms, 900000); /* mapped, not ignored */
+    ck_assert(warned("read_timeout=60 is ignored"));
+    REFUSED("write 0 (none)", "--standalone", "--redirects=7", "t.py");
+    REFUSED("spawn, fork or forkserver", "--standalone", "--start_method=clone", "t.py");
+}
+END_TEST
+
+START_TEST(program_found_as_torchrun_finds_it)
+{
+    /* the first word that is not a flag; after it everything is the program's */
+    OK(&host, "--standalone", "train.py", "--nnodes=5", "--", "-x");
+    ck_assert_int_eq(cfg.prog_argc, 4);
+    ck_assert_str_eq(cfg.prog_argv[1], "--nnodes=5");
+    ck_assert_str_eq(cfg.prog_argv[2], "--");
+    ck_assert_int_eq(cfg.np.max, 1);
+    /* -- ends the flags */
+    OK(&host, "--standalone", "--", "--weird-name.py", "a");
+    ck_assert_str_eq(cfg.prog_argv[0], "--weird-name.py");
+    /* ecoord's own flags pass through to the table, with separate values */
+    OK(&host, "--standalone", "--lease_ttl", "5", "--grace_period=1", "t.py");
+    ck_assert_int_eq(cfg.lease_ttl_ms, 5000);
+    ck_assert_int_eq(cfg.grace_period_ms, 1000);
+}
+END_TEST
+
+START_TEST(no_prefix_matching_and_did_you_mean)
+{
+    REFUSED("did you mean --nproc_per_node", "--nproc=2", "t.py");
+    REFUSED("did you mean --rdzv_endpoint", "--rdzv_endpont=e:1", "t.py");
+    REFUSED("did you mean --max_restarts", "--max_restartz=1", "t.py");
+    REFUSED("spelled in full", "--rdzv=etcd", "t.py");
+    /* a typo of an ecoord flag gets the table's own suggestion */
+    REFUSED("did you mean --lease_ttl", "--standalone", "--lease_tt=3", "t.py");
+    REFUSED("-m, -r and -t", "-x", "t.py");
+}
+END_TEST
+
+START_TEST(help_and_lifecycle)
+{
+    ck_assert_int_eq(ec_torchrun_translate(2, ARGS("--nnodes=2", "--help"), &host, &t, &err), 0);
+    ck_assert_int_eq(t.help, 1);
+    char *h = ec_torchrun_help();
+    ck_assert_ptr_nonnull(strstr(h, "--rdzv_endpoint"));
+    ck_assert_ptr_nonnull(strstr(h, "--node_rank"));
+    free(h);
+    ec_torchrun_release(&t);
+    ec_torchrun_release(&t);
+    ec_torchrun_release(NULL);
+    /* a failed translation leaves nothing to release */
+    ck_assert_int_eq(ec_torchrun_translate(1, ARGS("--node_rank=1"), &host, &t, &err), EC_EINVAL);
+    ck_assert_ptr_null(t.argv);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("torchrun_args");
+    TCase *tc = tcase_create("torchrun_args");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, torchrun_flags_land_on_knobs);
+    tcase_add_test(tc, nproc_per_node_words);
+    tcase_add_test(tc, torchrun_defaults_where_they_differ);
+    tcase_add_test(tc, refused_with_why);
+    tcase_add_test(tc, accepted_with_a_warning);
+    tcase_add_test(tc, program_found_as_torchrun_finds_it);
+    tcase_add_test(tc, no_prefix_matching_and_did_you_mean);
+    tcase_add_test(tc, help_and_lifecycle);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+EC_CHECK_MAIN(suite)

@@ -1,0 +1,626 @@
+/* torchrun's command line onto ecoord's knobs (see torchrun_args.h). */
+#define _GNU_SOURCE /* open_memstream */
+#include "torchrun_args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum {
+    T_NNODES, T_NPROC, T_BACKEND, T_ENDPOINT, T_ID, T_CONF, T_STANDALONE, T_MAX_RESTARTS,
+    T_MONITOR, T_START_METHOD, T_ROLE, T_MODULE, T_NO_PYTHON, T_RUN_PATH, T_LOG_DIR,
+    T_REDIRECTS, T_TEE, T_LOCAL_ADDR, T_NODE_RANK, T_MASTER_ADDR, T_MASTER_PORT, T__COUNT
+} tflag_t;
+
+static const struct {
+    tflag_t id;
+    const char *name; /* underscores; torch 2 spells it with dashes, both work */
+    char shortopt;    /* -m, -r, -t */
+    int boolean;
+    const char *what; /* for "did you mean" */
+} tflags[] = {
+    {T_NNODES, "nnodes", 0, 0, "number of nodes, N or MIN:MAX"},
+    {T_NPROC, "nproc_per_node", 0, 0, "processes per node"},
+    {T_BACKEND, "rdzv_backend", 0, 0, "rendezvous backend"},
+    {T_ENDPOINT, "rdzv_endpoint", 0, 0, "rendezvous endpoint"},
+    {T_ID, "rdzv_id", 0, 0, "job id"},
+    {T_CONF, "rdzv_conf", 0, 0, "rendezvous settings"},
+    {T_STANDALONE, "standalone", 0, 1, "single-node job"},
+    {T_MAX_RESTARTS, "max_restarts", 0, 0, "restarts before failing"},
+    {T_MONITOR, "monitor_interval", 0, 0, "worker polling interval"},
+    {T_START_METHOD, "start_method", 0, 0, "how workers are started"},
+    {T_ROLE, "role", 0, 0, "the workers' role name"},
+    {T_MODULE, "module", 'm', 1, "run a Python module"},
+    {T_NO_PYTHON, "no_python", 0, 1, "run the program as given"},
+    {T_RUN_PATH, "run_path", 0, 1, "run the script with runpy"},
+    {T_LOG_DIR, "log_dir", 0, 0, "log directory"},
+    {T_REDIRECTS, "redirects", 'r', 0, "redirect output to files"},
+    {T_TEE, "tee", 't', 0, "copy output to files"},
+    {T_LOCAL_ADDR, "local_addr", 0, 0, "this node's address"},
+    {T_NODE_RANK, "node_rank", 0, 0, "this node's rank"},
+    {T_MASTER_ADDR, "master_addr", 0, 0, "static rendezvous address"},
+    {T_MASTER_PORT, "master_port", 0, 0, "static rendezvous port"},
+};
+#define NTFLAGS (sizeof(tflags) / sizeof(tflags[0]))
+
+#define ETCD_DEFAULT_PORT "2379" /* torch's etcd rendezvous assumes it too */
+
+typedef struct {
+    char **v;
+    int n, cap;
+    int oom;
+} vec_t;
+
+static void push(vec_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void push(vec_t *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    if (b->n + 2 > b->cap) {
+        int nc = b->cap ? b->cap * 2 : 32;
+        char **nv = realloc(b->v, (size_t)nc * sizeof(char *));
+        if (!nv) {
+            b->oom = 1;
+            return;
+        }
+        b->v = nv;
+        b->cap = nc;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vasprintf(&b->v[b->n], fmt, ap);
+    va_end(ap);
+    if (rc < 0) {
+        b->oom = 1;
+        return;
+    }
+    b->v[++b->n] = NULL;
+}
+
+static void warn(ec_torchrun_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(ec_torchrun_t *t, const char *fmt, ...)
+{
+    if (t->nwarnings >= EC_TORCHRUN_MAX_WARNINGS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->warnings[t->nwarnings++], sizeof(t->warnings[0]), fmt, ap);
+    va_end(ap);
+}
+
+static int find_tflag(const char *norm, char shortopt)
+{
+    for (size_t i = 0; i < NTFLAGS; i++)
+        if (shortopt ? tflags[i].shortopt == shortopt : strcmp(norm, tflags[i].name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* "did you mean --rdzv_endpoint (rendezvous endpoint)?": torchrun names that
+ * the typed one begins, else the closest within a typo's distance. */
+static int suggest(const char *typed, char *buf, size_t len)
+{
+    size_t tl = strlen(typed), used = 0;
+    int found = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NTFLAGS && tl; i++)
+        if (strncasecmp(typed, tflags[i].name, tl) == 0 && found < 4)
+            used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s--%s (%s)",
+                                     found++ ? ", " : "", tflags[i].name, tflags[i].what);
+    if (found)
+        return 1;
+    int best = 99;
+    size_t bi = 0;
+    for (size_t i = 0; i < NTFLAGS; i++) {
+        int d = ec_config_distance(typed, tflags[i].name);
+        if (d < best)
+            best = d, bi = i;
+    }
+    int limit = tl <= 4 ? 1 : (int)(tl / 3 > 2 ? tl / 3 : 2);
+    if (best > limit)
+        return 0;
+    snprintf(buf, len, "--%s (%s)", tflags[bi].name, tflags[bi].what);
+    return 1;
+}
+
+static int positive_int(const char *v, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < 0)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+/* torchrun's -r/-t value: 0..3, or local_rank:value pairs ("0:1,1:2"). */
+static int std_streams_ok(const char *v)
+{
+    if (strlen(v) == 1)
+        return *v >= '0' && *v <= '3';
+    for (const char *p = v; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        const char *colon = memchr(p, ':', n);
+        if (!colon || colon == p || (size_t)(colon - p) + 2 != n || colon[1] < '0' || colon[1] > '3')
+            return 0;
+        for (const char *q = p; q < colon; q++)
+            if (!isdigit((unsigned char)*q))
+                return 0;
+        p = e ? e + 1 : p + n;
+    }
+    return 1;
+}
+
+typedef struct {
+    const char *val[T__COUNT]; /* the last value given; booleans "1" */
+    const char *as[T__COUNT];  /* how it was typed, for messages */
+} seen_t;
+
+/* --rdzv_conf=k=v,k=v: the keys ecoord has a knob for, into b. */
+static int rdzv_conf(const char *conf, vec_t *b, const char **protocol, ec_torchrun_t *t,
+                     ec_error_t *err)
+{
+    char item[512];
+    for (const char *p = conf; p && *p;) {
+        const char *start = p, *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        p = e ? e + 1 : NULL;
+        if (n == 0)
+            continue;
+        if (n >= sizeof(item))
+            return ec_errorf(err, EC_EINVAL, "--rdzv_conf: an entry is longer than %zu characters",
+                             sizeof(item) - 1);
+        memcpy(item, start, n);
+        item[n] = '\0';
+        char *eq = strchr(item, '=');
+        if (!eq)
+            return ec_errorf(err, EC_EINVAL,
+                             "--rdzv_conf=%s: '%s' is not KEY=VALUE; write e.g. "
+                             "--rdzv_conf=last_call_timeout=30",
+                             conf, item);
+        *eq = '\0';
+        const char *k = item, *v = eq + 1;
+        if (!strcmp(k, "last_call_timeout")) {
+            push(b, "--elastic_timeout=%s", v);
+        } else if (!strcmp(k, "join_timeout") || !strcmp(k, "timeout")) {
+            /* c10d's join_timeout, etcd's timeout: how long the rendezvous
+             * may take before the agent gives up */
+            push(b, "--join_timeout=%s", v);
+            t->join_timeout_set = 1;
+        } else if (!strcmp(k, "cacert")) {
+            push(b, "--etcd_cacert=%s", v);
+        } else if (!strcmp(k, "cert")) {
+            push(b, "--etcd_cert=%s", v);
+        } else if (!strcmp(k, "key")) {
+            push(b, "--etcd_key=%s", v);
+        } else if (!strcmp(k, "protocol")) {
+            if (strcasecmp(v, "http") && strcasecmp(v, "https"))
+                return ec_errorf(err, EC_EINVAL,
+                                 "--rdzv_conf protocol=%s: etcd speaks http or https", v);
+            *protocol = strcasecmp(v, "https") == 0 ? "https" : NULL;
+        } else {
+            warn(t, "--rdzv_conf %s=%s is ignored: ecoord has no such setting (its etcd "
+                    "coordination is configured by its own flags, see ecoord launch --help)",
+                 k, v);
+        }
+    }
+    return 0;
+}
+
+/* The endpoint as --elastic_server: HOST[:PORT], port 2379 when left out. */
+static void push_endpoint(vec_t *b, const char *ep, const char *protocol)
+{
+    const char *host = ep;
+    const char *scheme = strstr(ep, "://");
+    if (scheme)
+        host = scheme + 3;
+    int has_port = host[0] == '[' ? strstr(host, "]:") != NULL : strchr(host, ':') != NULL;
+    if (protocol && !scheme)
+        push(b, "--elastic_server=%s://%s%s%s", protocol, ep, has_port ? "" : ":",
+             has_port ? "" : ETCD_DEFAULT_PORT);
+    else
+        push(b, "--elastic_server=%s%s%s", ep, has_port ? "" : ":",
+             has_port ? "" : ETCD_DEFAULT_PORT);
+}
+
+/* Largest node count of an --nnodes value ("2" or "1:4"); 0 when not a count
+ * (the knob table says why later). */
+static long nnodes_max(const char *v)
+{
+    const char *c = strchr(v, ':');
+    long x;
+    return positive_int(c ? c + 1 : v, &x) == 0 ? x : 0;
+}
+
+static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host,
+                     ec_torchrun_t *t, vec_t *b, ec_error_t *err)
+{
+    seen_t s = {0};
+    vec_t own = {0}; /* ecoord's own flags, passed through as typed */
+    int prog = -1, rc = 0;
+    char norm[64];
+
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            prog = i + 1 < argc ? i + 1 : -1;
+            break;
+        }
+        if (a[0] != '-' || a[1] == '\0') {
+            prog = i;
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            t->help = 1;
+            goto out;
+        }
+        int single = a[1] != '-';
+        const char *name = a + (single ? 1 : 2);
+        const char *eq = strchr(name, '=');
+        size_t nl = eq ? (size_t)(eq - name) : strlen(name);
+        if (nl >= sizeof(norm))
+            nl = sizeof(norm) - 1;
+        for (size_t j = 0; j < nl; j++)
+            norm[j] = name[j] == '-' ? '_' : name[j];
+        norm[nl] = '\0';
+        int f = single ? (nl == 1 ? find_tflag("", norm[0]) : -1) : find_tflag(norm, 0);
+        if (f < 0) {
+            char sug[300];
+            if (single) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "unknown flag %s; torchrun's single-dash flags are -m, -r and -t "
+                               "(see ecoord torchrun --help)",
+                               a);
+                goto out;
+            }
+            const ec_knob_t *k = ec_config_find_flag(norm);
+            if (!k && suggest(norm, sug, sizeof(sug))) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "unknown flag --%s; did you mean %s? Flags must be spelled in "
+                               "full (abbreviations are never expanded); see ecoord torchrun "
+                               "--help",
+                               norm, sug);
+                goto out;
+            }
+            /* ecoord's own flag (or an unknown one, which the knob table
+             * answers with its own "did you mean"), with its value */
+            push(&own, "%s", a);
+            if (k && k->type != EC_KT_BOOL && !eq && i + 1 < argc)
+                push(&own, "%s", argv[++i]);
+            continue;
+        }
+        const char *v;
+        if (tflags[f].boolean) {
+            if (eq) {
+                rc = ec_errorf(err, EC_EINVAL, "%s: --%s takes no value; write --%s", a,
+                               tflags[f].name, tflags[f].name);
+                goto out;
+            }
+            v = "1";
+        } else if (eq) {
+            v = eq + 1;
+        } else if (i + 1 < argc && (argv[i + 1][0] != '-' || argv[i + 1][1] == '\0')) {
+            v = argv[++i];
+        } else {
+            rc = ec_errorf(err, EC_EINVAL, "%s needs a value; write --%s=VALUE (see ecoord "
+                                           "torchrun --help)",
+                           a, tflags[f].name);
+            goto out;
+        }
+        s.val[tflags[f].id] = v;
+        s.as[tflags[f].id] = a;
+    }
+    if (prog < 0) {
+        rc = ec_errorf(err, EC_EINVAL, "no training script given; write it after the flags, as "
+                                       "for torchrun: ecoord torchrun [FLAGS] SCRIPT [ARGS...], "
+                                       "e.g. ecoord torchrun --standalone --nproc_per_node=2 "
+                                       "train.py");
+        goto out;
+    }
+
+    /* refused, with why */
+    if (s.val[T_NODE_RANK]) {
+        rc = ec_errorf(err, EC_EINVAL,
+                       "--node_rank=%s is not accepted: the leader assigns node ranks (GROUP_RANK) "
+                       "in the order nodes join and renumbers them when nodes come and go; drop "
+                       "--node_rank and start every node with the same command",
+                       s.val[T_NODE_RANK]);
+        goto out;
+    }
+    if (s.val[T_MASTER_ADDR] || s.val[T_MASTER_PORT]) {
+        rc = ec_errorf(err, EC_EINVAL,
+                       "%s is not accepted: it belongs to torchrun's static rendezvous, where one "
+                       "node hosts a store; ecoord coordinates through etcd (and gives rank 0's "
+                       "store address to the processes as MASTER_ADDR/MASTER_PORT itself): pass "
+                       "--rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on every node, or "
+                       "--standalone for one node",
+                       s.as[s.val[T_MASTER_ADDR] ? T_MASTER_ADDR : T_MASTER_PORT]);
+        goto out;
+    }
+    if (s.val[T_RUN_PATH] && s.val[T_NO_PYTHON]) {
+        rc = ec_errorf(err, EC_EINVAL, "--run_path and --no_python contradict each other (torchrun "
+                                       "refuses them together too): drop one");
+        goto out;
+    }
+
+    /* where the nodes meet */
+    const char *backend = s.val[T_BACKEND] ? s.val[T_BACKEND] : "static";
+    const char *ep = s.val[T_ENDPOINT];
+    long maxn = s.val[T_NNODES] ? nnodes_max(s.val[T_NNODES]) : 1;
+    const char *protocol = NULL;
+    vec_t conf = {0};
+    if (s.val[T_CONF] && (rc = rdzv_conf(s.val[T_CONF], &conf, &protocol, t, err)))
+        goto conf_out;
+    int etcd = !strcmp(backend, "etcd") || !strcmp(backend, "etcd-v2") ||
+               !strcmp(backend, "etcd_v2") || !strcmp(backend, "etcd-v3");
+    if (!etcd && strcmp(backend, "c10d") && strcmp(backend, "static")) {
+        rc = ec_errorf(err, EC_EINVAL,
+                       "--rdzv_backend=%s: ecoord coordinates through etcd; write "
+                       "--rdzv_backend=etcd (etcd-v2, etcd-v3 and c10d are accepted too)",
+                       backend);
+        goto conf_out;
+    }
+    if (s.val[T_STANDALONE]) {
+        if (maxn > 1) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--standalone runs a single-node job (ecoord starts an etcd of its "
+                           "own on loopback) but --nnodes=%s asks for more; drop --standalone "
+                           "and pass --rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on every "
+                           "node",
+                           s.val[T_NNODES]);
+            goto conf_out;
+        }
+        if (s.val[T_BACKEND] || ep || s.val[T_ID])
+            warn(t, "--standalone: --rdzv_backend, --rdzv_endpoint and --rdzv_id are ignored, "
+                    "as torchrun ignores them (an etcd of this node's own is used)");
+        /* the etcd is this node's alone: no other job can share the id */
+        push(b, "--job_id=standalone");
+    } else if (etcd) {
+        if (!ep) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--rdzv_backend=%s needs the etcd's address: pass "
+                           "--rdzv_endpoint=ETCD_HOST:2379 (the same on every node)",
+                           backend);
+            goto conf_out;
+        }
+        push_endpoint(b, ep, protocol);
+    } else if (ep) {
+        rc = ec_errorf(err, EC_EINVAL,
+                       "--rdzv_endpoint=%s with --rdzv_backend=%s is a store one node hosts; "
+                       "ecoord coordinates through etcd instead: start etcd (deploy/local/etcd.sh) "
+                       "and pass --rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on every "
+                       "node, or --standalone for a single node",
+                       ep, backend);
+        goto conf_out;
+    } else if (maxn > 1) {
+        rc = ec_errorf(err, EC_EINVAL,
+                       "--nnodes=%s: nodes meet in an etcd every node names; pass "
+                       "--rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 (start one with "
+                       "deploy/local/etcd.sh), or --standalone for a single node",
+                       s.val[T_NNODES]);
+        goto conf_out;
+    }
+    if (s.val[T_ID] && !s.val[T_STANDALONE])
+        push(b, "--job_id=%s", s.val[T_ID]);
+    for (int i = 0; i < conf.n; i++)
+        push(b, "%s", conf.v[i]);
+
+    /* the job and this node */
+    if (s.val[T_NNODES])
+        push(b, "--np=%s", s.val[T_NNODES]);
+    if (s.val[T_NPROC]) {
+        const char *v = s.val[T_NPROC];
+        long n;
+        if (!strcmp(v, "gpu")) {
+            if (host->ngpus < 1) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "--nproc_per_node=gpu: this node shows no GPU (check "
+                               "CUDA_VISIBLE_DEVICES and the driver), or pass a number");
+                goto conf_out;
+            }
+            push(b, "--nproc_per_node=%d", host->ngpus);
+        } else if (!strcmp(v, "cpu")) {
+            push(b, "--nproc_per_node=%d", host->ncpus > 0 ? host->ncpus : 1);
+        } else if (!strcmp(v, "auto")) {
+            push(b, "--nproc_per_node=%d",
+                 host->ngpus > 0 ? host->ngpus : host->ncpus > 0 ? host->ncpus : 1);
+        } else if (positive_int(v, &n) == 0) {
+            push(b, "--nproc_per_node=%s", v);
+        } else {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--nproc_per_node=%s: write a number, gpu (one per GPU), cpu (one per "
+                           "CPU) or auto (gpu if there are GPUs, else cpu)",
+                           v);
+            goto conf_out;
+        }
+    }
+    if (s.val[T_MAX_RESTARTS]) {
+        push(b, "--max_restart=%s", s.val[T_MAX_RESTARTS]);
+        t->max_restarts_set = 1;
+    }
+    if (s.val[T_ROLE])
+        push(b, "--role=%s", s.val[T_ROLE]);
+    if (s.val[T_LOG_DIR])
+        push(b, "--log_dir=%s", s.val[T_LOG_DIR]);
+    if (s.val[T_LOCAL_ADDR])
+        push(b, "--host=%s", s.val[T_LOCAL_ADDR]);
+    if (s.val[T_MODULE])
+        push(b, "--module");
+    if (s.val[T_NO_PYTHON])
+        push(b, "--no_python");
+
+    /* accepted, with what ecoord does instead */
+    long x;
+    if (s.val[T_MONITOR]) {
+        if (positive_int(s.val[T_MONITOR], &x) < 0 && strspn(s.val[T_MONITOR], "0123456789.") !=
+                                                          strlen(s.val[T_MONITOR])) {
+            rc = ec_errorf(err, EC_EINVAL, "%s: not a number of seconds", s.as[T_MONITOR]);
+            goto conf_out;
+        }
+        warn(t, "--monitor_interval=%s has no effect: ecoord learns of a process's exit at once "
+                "(SIGCHLD), not by polling",
+             s.val[T_MONITOR]);
+    }
+    if (s.val[T_START_METHOD]) {
+        const char *m = s.val[T_START_METHOD];
+        if (strcmp(m, "spawn") && strcmp(m, "fork") && strcmp(m, "forkserver")) {
+            rc = ec_errorf(err, EC_EINVAL, "--start_method=%s: write spawn, fork or forkserver", m);
+            goto conf_out;
+        }
+        warn(t, "--start_method=%s has no effect: ecoord starts every process as a new program "
+                "(fork and exec)",
+             m);
+    }
+    for (int k = T_REDIRECTS; k <= T_TEE; k++)
+        if (s.val[k]) {
+            if (!std_streams_ok(s.val[k])) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "%s: write 0 (none), 1 (stdout), 2 (stderr), 3 (both), or "
+                               "LOCAL_RANK:N pairs such as 0:1,1:2",
+                               s.as[k]);
+                goto conf_out;
+            }
+            if (strcmp(s.val[k], "0") != 0) /* 0, torchrun's default, is what ecoord does */
+                warn(t, "--%s=%s is ignored: ecoord always writes each process's stdout and "
+                        "stderr to log_dir/workerlog.N and copies local rank 0's to the console",
+                     tflags[k].name, s.val[k]);
+        }
+    if (s.val[T_RUN_PATH] && !s.val[T_MODULE])
+        warn(t, "--run_path: the script runs under the interpreter as with torchrun's default "
+                "(python3 -u SCRIPT), not through runpy");
+
+    /* ecoord's own flags, then the program: argv[prog..] untouched */
+    for (int i = 0; i < own.n; i++)
+        push(b, "%s", own.v[i]);
+    push(b, "--");
+    for (int i = prog; i < argc; i++)
+        push(b, "%s", argv[i]);
+conf_out:
+    for (int i = 0; i < conf.n; i++)
+        free(conf.v[i]);
+    free(conf.v);
+out:
+    for (int i = 0; i < own.n; i++)
+        free(own.v[i]);
+    free(own.v);
+    if (!rc && (b->oom || own.oom))
+        rc = ec_errorf(err, EC_ENOMEM, "out of memory translating the torchrun command line");
+    return rc;
+}
+
+int ec_torchrun_translate(int argc, char *const *argv, const ec_torchrun_host_t *host,
+                          ec_torchrun_t *out, ec_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    vec_t b = {0};
+    ec_torchrun_host_t none = {0, 0};
+    int rc = translate(argc, argv, host ? host : &none, out, &b, err);
+    if (rc) {
+        for (int i = 0; i < b.n; i++)
+            free(b.v[i]);
+        free(b.v);
+        memset(out, 0, sizeof(*out));
+        return rc;
+    }
+    if (!b.v) { /* --help, or nothing pushed */
+        if (!(b.v = calloc(1, sizeof(char *))))
+            return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    out->argc = b.n;
+    out->argv = b.v;
+    return 0;
+}
+
+int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
+                      ec_error_t *err)
+{
+    /* torchrun restarts nothing unless told; ecoord's launch default is 3 */
+    if (!t->max_restarts_set && cfg->src[EC_K_MAX_RESTART].kind == EC_SRC_DEFAULT) {
+        cfg->max_restart = 0;
+        cfg->src[EC_K_MAX_RESTART].name = "torchrun's --max_restarts";
+    }
+    /* torchrun gives up a rendezvous after 600 s (join_timeout, timeout) */
+    if (!t->join_timeout_set && cfg->src[EC_K_JOIN_TIMEOUT].kind == EC_SRC_DEFAULT) {
+        cfg->join_timeout_ms = 600000;
+        cfg->src[EC_K_JOIN_TIMEOUT].name = "torchrun's join_timeout";
+    }
+    /* torchrun puts the interpreter before any script unless --no_python */
+    cfg->prog_always_python = 1;
+    /* a failed torchrun exits 1, whatever the job's size */
+    if (cfg->src[EC_K_FIXED_FAILURE_EXIT].kind == EC_SRC_DEFAULT) {
+        cfg->fixed_failure_exit = 1;
+        cfg->src[EC_K_FIXED_FAILURE_EXIT].name = "torchrun's exit code";
+    }
+    for (int i = 0; i < t->nwarnings && cfg->nwarnings < EC_CONFIG_MAX_WARNINGS; i++)
+        snprintf(cfg->warnings[cfg->nwarnings++], sizeof(cfg->warnings[0]), "%s", t->warnings[i]);
+    return ec_config_validate(cfg, env, env_arg, err);
+}
+
+void ec_torchrun_release(ec_torchrun_t *t)
+{
+    if (!t)
+        return;
+    int saved = errno;
+    for (int i = 0; i < t->argc; i++)
+        free(t->argv[i]);
+    free(t->argv);
+    memset(t, 0, sizeof(*t));
+    errno = saved;
+}
+
+char *ec_torchrun_help(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    fputs(
+        "usage: ecoord torchrun [TORCHRUN FLAGS] [ECOORD FLAGS] [--] SCRIPT [ARGS...]\n"
+        "\n"
+        "Run a torchrun command line with ecoord as the agent: change `torchrun` (or\n"
+        "`python -m torch.distributed.run`) to `ecoord torchrun`. Flags are spelled in\n"
+        "full (never abbreviated); dashes and underscores are the same. SCRIPT runs as\n"
+        "python3 -u SCRIPT, as torchrun runs it (ECOORD_PYTHON or --python picks the\n"
+        "interpreter); --no_python runs it as given.\n"
+        "\n"
+        "torchrun flag                    ecoord\n"
+        "  --nnodes=N|MIN:MAX               --np\n"
+        "  --nproc_per_node=N|gpu|cpu|auto  --nproc_per_node (gpu: GPUs shown, cpu: CPUs)\n"
+        "  --rdzv_backend=etcd|etcd-v2|etcd-v3|c10d|static\n"
+        "                                   etcd coordination; c10d and static only\n"
+        "                                   without an endpoint (one node)\n"
+        "  --rdzv_endpoint=HOST[:PORT]      --elastic_server (an etcd; port 2379 if left out)\n"
+        "  --rdzv_id=ID                     --job_id\n"
+        "  --rdzv_conf=K=V,...              last_call_timeout: --elastic_timeout;\n"
+        "                                   join_timeout, timeout: --join_timeout\n"
+        "                                   (600 s when not given, as torchrun's);\n"
+        "                                   cacert, cert, key, protocol: etcd TLS;\n"
+        "                                   other keys ignored with a warning\n"
+        "  --standalone                     an etcd of this node's own (one node)\n"
+        "  --max_restarts=N                 --max_restart (default 0, as torchrun's)\n"
+        "  --role=NAME                      --role (ROLE_NAME)\n"
+        "  --log_dir=DIR                    --log_dir (workerlog.N, error.N.json)\n"
+        "  --local_addr=ADDR                --host\n"
+        "  -m, --module                     --module\n"
+        "  --no_python                      --no_python\n"
+        "  --run_path                       accepted (the script runs under python3)\n"
+        "  --monitor_interval, --start_method, -r/--redirects, -t/--tee\n"
+        "                                   accepted, no effect (a warning says why)\n"
+        "  --node_rank                      refused: the leader assigns node ranks\n"
+        "  --master_addr, --master_port     refused: static rendezvous; use etcd\n"
+        "\n"
+        "Any other flag is ecoord's own (ecoord launch --help).\n",
+        f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
