@@ -180,6 +180,18 @@ int ec_key_epoch_comm(const ec_keys_t *k, uint64_t n, const char *name, char *bu
     return build(k, buf, len, "epochs/%020" PRIu64 "/comm/%s", n, name);
 }
 
+int ec_kv_name_check(const char *name, ec_error_t *err)
+{
+    return id_check("epoch key name", name, EC_KV_NAME_MAX, err);
+}
+
+int ec_key_epoch_kv(const ec_keys_t *k, uint64_t n, const char *name, char *buf, size_t len)
+{
+    if (n == 0 || ec_kv_name_check(name, NULL) < 0)
+        return EC_EINVAL;
+    return build(k, buf, len, "epochs/%020" PRIu64 "/kv/%s", n, name);
+}
+
 int ec_key_epoch_timing(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len)
 {
     if (n == 0 || rank < 0)

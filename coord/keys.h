@@ -41,6 +41,7 @@
 #define EC_JOB_ID_MAX 128
 #define EC_NODE_ID_MAX 253  /* a DNS name; k8s pod names fit */
 #define EC_COMM_NAME_MAX 128
+#define EC_KV_NAME_MAX 64   /* a program's per-epoch key (ecw_epoch_put) */
 #define EC_KEY_MAX 1024     /* fits every key built from valid ids */
 
 /* A job id is 1..EC_JOB_ID_MAX characters from [A-Za-z0-9._-], and not "."
@@ -80,6 +81,13 @@ int ec_key_epoch_history(const ec_keys_t *k, uint64_t n, char *buf, size_t len);
 int ec_key_epoch_worker_prefix(const ec_keys_t *k, uint64_t n, char *buf, size_t len);
 /* epochs/<n>/comm/<name>, name checked like a node id (1..EC_COMM_NAME_MAX). */
 int ec_key_epoch_comm(const ec_keys_t *k, uint64_t n, const char *name, char *buf, size_t len);
+/* epochs/<n>/kv/<name>: a program's own per-epoch value (ecw_epoch_put), a
+ * namespace apart from the library's comm/ keys; name checked by
+ * ec_kv_name_check. */
+int ec_key_epoch_kv(const ec_keys_t *k, uint64_t n, const char *name, char *buf, size_t len);
+/* 1..EC_KV_NAME_MAX characters from [A-Za-z0-9._-], not "." or "..": 0, or
+ * EC_EINVAL with a message naming the rule. */
+int ec_kv_name_check(const char *name, ec_error_t *err);
 /* epochs/<n>/timings/<rank>, rank >= 0. */
 int ec_key_epoch_timing(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len);
 /* epochs/<n>/state/<rank>, rank >= 0. */

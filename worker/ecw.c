@@ -59,8 +59,23 @@ void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
     errno = saved;
 }
 
-/* Copy an internal error out to the caller's struct; returns rc. */
-static int out(ecw_error_t *u, const ec_error_t *e, int rc)
+void ecw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - ecw__mono_ms();
+    if (left <= 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += left / 1000;
+    ts.tv_nsec += (left % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+int ecw__out(ecw_error_t *u, const ec_error_t *e, int rc)
 {
     if (u && rc < 0) {
         u->code = rc;
@@ -128,12 +143,16 @@ uint64_t ecw_epoch(const ecw_t *w) { return w ? atomic_load(&w->cur_num) : 0; }
 int ecw_rank(const ecw_t *w) { return w ? atomic_load(&w->rank) : -1; }
 int ecw_world_size(const ecw_t *w) { return w ? atomic_load(&w->world) : 0; }
 int ecw_nnodes(const ecw_t *w) { return w ? atomic_load(&w->nnodes) : 0; }
+int ecw_member_index(const ecw_t *w) { return w ? atomic_load(&w->m_id) : -1; }
+int ecw_nproc(const ecw_t *w) { return w ? atomic_load(&w->nproc) : 0; }
 int ecw_local_rank(const ecw_t *w) { return w ? w->o.local_rank : -1; }
 const char *ecw_node_id(const ecw_t *w) { return w ? w->o.node_id : NULL; }
 uint64_t ecw_latest_epoch(const ecw_t *w) { return w ? atomic_load(&w->latest_num) : 0; }
 
 ecw_backend_t ecw_backend(const ecw_t *w)
 {
+    if (w && w->be == &ecw__none_backend)
+        return ECW_BACKEND_NONE;
 #ifdef HAVE_NCCL
     if (w && w->be == &ecw__nccl_backend)
         return ECW_BACKEND_NCCL;
@@ -321,6 +340,9 @@ static int rebuild(ecw_t *w, ec_error_t *err)
             atomic_store(&w->rank, rank);
             atomic_store(&w->world, s.world);
             atomic_store(&w->nnodes, s.nmembers);
+            atomic_store(&w->m_id, s.m_id);
+            atomic_store(&w->nproc, s.nproc);
+            atomic_store(&w->built_num, s.number);
             atomic_store(&w->broken, 0);
             atomic_store(&w->cur_num, s.number);
             ecw__timing_mark(w, s.number, ECW__T_READY);
@@ -354,8 +376,8 @@ int ecw_rebuild(ecw_t *w, ecw_error_t *uerr)
 {
     ec_error_t err = {0};
     if (!w)
-        return out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_rebuild: NULL handle"));
-    return out(uerr, &err, rebuild(w, &err));
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_rebuild: NULL handle"));
+    return ecw__out(uerr, &err, rebuild(w, &err));
 }
 
 /* ---- collectives ------------------------------------------------------------------------ */
@@ -366,6 +388,10 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
         return ec_errorf(err, EC_EINVAL, "%s: NULL handle", what);
     if (atomic_load(&w->finalizing))
         return ec_errorf(err, EC_EABORTED, "%s: the handle is being finalized", what);
+    if (w->be == &ecw__none_backend)
+        return ec_errorf(err, EC_EINVAL, "%s: backend none builds no communicator "
+                         "(ECOORD_WORKER_BACKEND=none): run collectives on the program's own "
+                         "group, or use backend gloo or nccl", what);
     uint64_t cur = atomic_load(&w->cur_num), latest = atomic_load(&w->latest_num);
     if (!cur || !w->comm)
         return ec_errorf(err, EC_EINVAL, "%s: no communicator (the last ecw_rebuild failed): "
@@ -527,7 +553,7 @@ int ecw_allreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_t
                   ecw_error_t *uerr)
 {
     ec_error_t err = {0};
-    return out(uerr, &err, allreduce_in(w, buf, count, dtype, op, false, &err));
+    return ecw__out(uerr, &err, allreduce_in(w, buf, count, dtype, op, false, &err));
 }
 
 int ecw_broadcast(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, int root,
@@ -537,7 +563,7 @@ int ecw_broadcast(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, int root
     int rc = begin(w, "broadcast", &err);
     if (rc == 0)
         rc = end(w, "broadcast", w->be->broadcast(w->comm, buf, count, dtype, root, &err), &err);
-    return out(uerr, &err, rc);
+    return ecw__out(uerr, &err, rc);
 }
 
 int ecw_allgather(ecw_t *w, const void *sendbuf, void *recvbuf, size_t count, ecw_dtype_t dtype,
@@ -548,7 +574,7 @@ int ecw_allgather(ecw_t *w, const void *sendbuf, void *recvbuf, size_t count, ec
     if (rc == 0)
         rc = end(w, "allgather",
                  w->be->allgather(w->comm, sendbuf, recvbuf, count, dtype, &err), &err);
-    return out(uerr, &err, rc);
+    return ecw__out(uerr, &err, rc);
 }
 
 int ecw_barrier(ecw_t *w, ecw_error_t *uerr)
@@ -557,7 +583,7 @@ int ecw_barrier(ecw_t *w, ecw_error_t *uerr)
     int rc = begin(w, "barrier", &err);
     if (rc == 0)
         rc = end(w, "barrier", w->be->barrier(w->comm, &err), &err);
-    return out(uerr, &err, rc);
+    return ecw__out(uerr, &err, rc);
 }
 
 /* ---- state recovery ------------------------------------------------------------------------ */
@@ -567,6 +593,10 @@ static int sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src
 {
     if (!w || !step || (len && !state) || len > (size_t)INT64_MAX)
         return ec_errorf(err, EC_EINVAL, "ecw_sync_state: NULL handle, step or state");
+    if (w->be == &ecw__none_backend)
+        return ec_errorf(err, EC_EINVAL, "ecw_sync_state: backend none builds no communicator "
+                         "to carry state (ECOORD_WORKER_BACKEND=none): sync it over the "
+                         "program's own group");
     int64_t mine = *step < 0 ? -1 : *step;
     /* One agreement: greatest step, least step, and the sizes (all as maxima). */
     int64_t a[4] = {mine, -mine, (int64_t)len, -(int64_t)len};
@@ -608,7 +638,7 @@ int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_ra
                    ecw_error_t *uerr)
 {
     ec_error_t err = {0};
-    return out(uerr, &err, sync_state(w, state, len, step, src_rank, &err));
+    return ecw__out(uerr, &err, sync_state(w, state, len, step, src_rank, &err));
 }
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
@@ -622,6 +652,10 @@ static void log_forward(ec_log_level_t lvl, const char *msg, void *arg)
 static int pick_backend(ecw_t *w, ec_error_t *err)
 {
     ecw_backend_t want = w->o.backend;
+    if (want == ECW_BACKEND_NONE) {
+        w->be = &ecw__none_backend;
+        return 0;
+    }
 #ifdef HAVE_NCCL
     if (want != ECW_BACKEND_GLOO) {
         ec_error_t why = {0};
@@ -688,15 +722,16 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
 {
     ec_error_t err = {0};
     if (!outp)
-        return out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_init: NULL out pointer"));
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_init: NULL out pointer"));
     *outp = NULL;
     ecw_t *w = calloc(1, sizeof(*w));
     if (!w)
-        return out(uerr, &err, ec_errorf(&err, EC_ENOMEM, "out of memory"));
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_ENOMEM, "out of memory"));
+    atomic_store(&w->m_id, -1);
     int rc = ecw__opts_resolve(opts, &w->o, &err);
     if (rc < 0) {
         free(w);
-        return out(uerr, &err, rc);
+        return ecw__out(uerr, &err, rc);
     }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -757,7 +792,7 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
     return 0;
 fail:
     ecw_finalize(w);
-    return out(uerr, &err, rc);
+    return ecw__out(uerr, &err, rc);
 }
 
 void ecw_finalize(ecw_t *w)
@@ -766,10 +801,20 @@ void ecw_finalize(ecw_t *w)
         return;
     int saved = errno;
     atomic_store(&w->finalizing, 1);
+    /* Calls from other threads (ecw_wait_epoch, ecw_epoch_get) end with
+     * ECW_EABORTED; one inside an etcd request ends with the request. */
+    bool drained = ecw__api_drain(w, 10000);
     ecw__fence_stop(w);
     ecw__follow_stop(w); /* no abort from the watcher after this */
     if (w->be)
         drop_comm(w);
+    if (!drained) {
+        /* Freeing now would pull the handle from under them: leak it. */
+        ecw__log(w, ECW_LOG_ERROR, "ecw_finalize: calls from other threads did not return "
+                 "within 10 s; the handle is left allocated");
+        errno = saved;
+        return;
+    }
     ec_etcd_destroy(w->etcd);
     if (w->o.log_cb)
         ec_log_set_sink(NULL, NULL, EC_LOG_INFO);

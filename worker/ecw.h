@@ -274,7 +274,7 @@ int ecw_rebuild(ecw_t *w, ecw_error_t *err);
  * holds that step nothing is copied and *src_rank is 0.  Every member must pass the
  * same len (ECW_EINVAL otherwise).  state is host memory for Gloo and device
  * memory for NCCL.  Collective: every member calls it after each rebuild.
- * Errors as for the collectives. */
+ * Errors as for the collectives; ECW_EINVAL with ECW_BACKEND_NONE. */
 int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
                    ecw_error_t *err);
 

@@ -10,6 +10,8 @@
  *                    rendezvous store; the node's lease, followed
  *   backend_gloo.c   Gloo through the C shim (gloo_shim.h)
  *   backend_nccl.c   NCCL, non-blocking init polled against deadline and abort
+ *   backend_none.c   no communicator: epochs and claims only (ECW_BACKEND_NONE)
+ *   epoch_kv.c       a program's per-epoch key/value (ecw_epoch_put/get)
  *
  * Internal names carry a double underscore (ecw__) and are not exported.
  */
@@ -62,6 +64,7 @@ typedef struct ecw__backend {
     int (*barrier)(void *comm, ec_error_t *err);
 } ecw__backend_t;
 
+extern const ecw__backend_t ecw__none_backend;
 #ifdef HAVE_GLOO
 extern const ecw__backend_t ecw__gloo_backend;
 #endif
@@ -115,6 +118,8 @@ struct ecw {
     ecw__timing_t timing;      /* of the epoch being built or current */
     bool watch_restart;        /* the watch stopped (compaction): relist */
     bool stopping;
+    int api_calls;             /* ecw_wait_epoch/ecw_epoch_get/put in progress: finalize
+                                  waits for them to leave (cv) before it frees */
 
     _Atomic uint64_t latest_num; /* latest->number, readable without mu */
     _Atomic uint64_t cur_num;    /* epoch of the live communicator, 0 for none */
@@ -134,6 +139,11 @@ struct ecw {
     /* The current epoch as the training thread built it; atomics so that the
      * accessors may be called from any thread. */
     _Atomic int rank, world, nnodes;
+    /* The last epoch built successfully, this node's index in it, its
+     * processes per node: kept while a later rebuild runs (drop_comm clears
+     * cur_num), for ecw_epoch_put/get and the accessors. */
+    _Atomic uint64_t built_num;
+    _Atomic int m_id, nproc;
     uint64_t first_marked;     /* epoch whose first collective was recorded */
     int ndevices;              /* NCCL: visible devices */
 
@@ -170,6 +180,13 @@ int ecw__follow_start(ecw_t *w, ec_error_t *err);
 void ecw__follow_stop(ecw_t *w);
 /* Wait until latest_num > after or the monotonic deadline; true if it is. */
 bool ecw__wait_newer(ecw_t *w, uint64_t after, int64_t deadline_ms);
+/* Count a call of the any-thread API in (false, counting nothing, once
+ * finalize started) and out; finalize waits for the count to reach 0. */
+bool ecw__api_enter(ecw_t *w);
+void ecw__api_leave(ecw_t *w);
+/* Finalize: wake every such call and wait up to timeout_ms for them to
+ * leave; false if some did not (the handle must then not be freed). */
+bool ecw__api_drain(ecw_t *w, int timeout_ms);
 /* Record a stage of the current epoch's timing and have it written. */
 enum { ECW__T_READY, ECW__T_SYNCED, ECW__T_FIRST };
 void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage);
@@ -183,6 +200,10 @@ int ecw__fence_start(ecw_t *w, const ec_etcd_opts_t *eo, ec_error_t *err);
 void ecw__fence_stop(ecw_t *w);
 /* 0, or ECW_EUNCONFIRMED with err saying for how long, for `what`. */
 int ecw__fence_check(ecw_t *w, const char *what, ec_error_t *err);
+/* Whether the fence is up now (the flag or the bound), and from when it will
+ * be by the bound alone (monotonic ms; INT64_MAX without a fence).  No I/O. */
+bool ecw__fence_up(const ecw_t *w);
+int64_t ecw__fence_due_ms(const ecw_t *w);
 /* Wait until membership is confirmed or the deadline (monotonic ms): 0 or
  * ECW_EUNCONFIRMED. */
 int ecw__fence_wait(ecw_t *w, const char *what, int64_t deadline_ms, ec_error_t *err);
@@ -218,6 +239,11 @@ int ecw__claim(ecw_t *w, uint64_t epoch, int rank, bool takeover, ec_error_t *er
 void ecw__build_tick(ecw_t *w, uint64_t epoch);
 int64_t ecw__mono_ms(void);
 int64_t ecw__wall_us(void);
+/* pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable until the
+ * monotonic deadline_ms. */
+void ecw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
+/* Copy an internal error out to the caller's struct; returns rc. */
+int ecw__out(ecw_error_t *u, const ec_error_t *e, int rc);
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,58 +1,152 @@
 /* The per-epoch key/value of ecw.h: epochs/<n>/kv/<name> on the node's
  * lease, for programs whose collectives are their own (the address of the
- * store member rank 0 hosts, say).  A separate namespace from the library's
- * own comm/ keys, so a program's name never meets a claim or a Gloo address. */
+ * store member rank 0 hosts, say).  A namespace apart from the library's own
+ * comm/ keys, so that a program's name never meets a claim or a Gloo
+ * address.
+ *
+ * ecw_epoch_get waits by reading the key again after 2, 4, ... 50 ms: a
+ * watch per call would cost a stream per waiter for a key that usually
+ * appears within milliseconds.  The pauses are spent on the epoch's
+ * condition variable, so a newer epoch, the fence and finalize end the wait
+ * at once rather than at the next read. */
 #include "ecw_impl.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int ecw_epoch_put(ecw_t *w, const char *name, const void *value, size_t len, ecw_error_t *err)
+/* The key of name in the handle's current epoch, or an error. */
+static int kv_key(ecw_t *w, const char *what, const char *name, uint64_t *epoch, char *key,
+                  size_t len, ec_error_t *err)
 {
-    (void)w, (void)name, (void)value, (void)len;
-    if (err) {
-        err->code = ECW_EINTERNAL;
-        snprintf(err->msg, sizeof(err->msg), "ecw_epoch_put: not implemented yet");
+    int rc = ec_kv_name_check(name, err);
+    if (rc < 0)
+        return ec_error_prefix(err, "%s", what);
+    *epoch = atomic_load(&w->built_num);
+    if (!*epoch)
+        return ec_errorf(err, EC_EINVAL, "%s '%s': the handle has no epoch yet (ecw_init or "
+                         "ecw_rebuild has not succeeded): rebuild first", what, name);
+    if (ec_key_epoch_kv(&w->keys, *epoch, name, key, len) < 0)
+        return ec_errorf(err, EC_EINTERNAL, "%s: cannot build the key of '%s' in epoch %" PRIu64
+                         " (a bug in the worker library)", what, name, *epoch);
+    return 0;
+}
+
+static int put(ecw_t *w, const char *name, const void *value, size_t len, ec_error_t *err)
+{
+    if (len && !value)
+        return ec_errorf(err, EC_EINVAL, "ecw_epoch_put '%s': NULL value of %zu bytes",
+                         name ? name : "(null)", len);
+    if (len > ECW_EPOCH_VALUE_MAX)
+        return ec_errorf(err, EC_ETOOLARGE, "ecw_epoch_put '%s': %zu bytes, more than the %d "
+                         "a per-epoch value may hold: publish where to find it instead",
+                         name ? name : "(null)", len, ECW_EPOCH_VALUE_MAX);
+    char key[EC_KEY_MAX];
+    uint64_t epoch = 0;
+    int rc = kv_key(w, "ecw_epoch_put", name, &epoch, key, sizeof(key), err);
+    if (rc < 0)
+        return rc;
+    rc = ecw__put(w, key, len ? value : "", len, err);
+    if (rc < 0)
+        return ec_error_prefix(err, "ecw_epoch_put '%s' in epoch %" PRIu64, name, epoch);
+    ecw__log(w, ECW_LOG_DEBUG, "epoch %" PRIu64 ": put %s (%zu bytes)", epoch, name, len);
+    return 0;
+}
+
+int ecw_epoch_put(ecw_t *w, const char *name, const void *value, size_t len, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (!w)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_epoch_put: NULL handle"));
+    if (!ecw__api_enter(w))
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EABORTED, "ecw_epoch_put: the handle "
+                                              "is being finalized"));
+    int rc = put(w, name, value, len, &err);
+    ecw__api_leave(w);
+    return ecw__out(uerr, &err, rc);
+}
+
+/* Sleep on the epoch's cv until `until` (monotonic ms) unless a newer epoch than epoch,
+ * the fence or finalize already ends the wait. */
+static void pause_on_cv(ecw_t *w, uint64_t epoch, int64_t until)
+{
+    int64_t due = ecw__fence_due_ms(w);
+    pthread_mutex_lock(&w->mu);
+    if (atomic_load(&w->latest_num) <= epoch && !atomic_load(&w->finalizing) && !w->stopping &&
+        !ecw__fence_up(w))
+        ecw__cond_wait_until(&w->cv, &w->mu, due < until ? due : until);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms,
+               ec_error_t *err)
+{
+    if (!len)
+        return ec_errorf(err, EC_EINVAL, "ecw_epoch_get: NULL len");
+    *len = 0;
+    if (cap && !buf)
+        return ec_errorf(err, EC_EINVAL, "ecw_epoch_get: NULL buffer of %zu bytes", cap);
+    char key[EC_KEY_MAX];
+    uint64_t epoch = 0;
+    int rc = kv_key(w, "ecw_epoch_get", name, &epoch, key, sizeof(key), err);
+    if (rc < 0)
+        return rc;
+    int64_t deadline = ecw__mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int pause = 2;
+    for (;;) {
+        if (atomic_load(&w->finalizing))
+            return ec_errorf(err, EC_EABORTED, "ecw_epoch_get '%s': the handle is being "
+                             "finalized", name);
+        if ((rc = ecw__fence_check(w, "ecw_epoch_get", err)) < 0)
+            return rc;
+        ec_kv_t kv;
+        bool found = false;
+        rc = ec_etcd_get(w->etcd, key, &kv, &found, NULL, err);
+        if (rc == 0 && found) {
+            *len = kv.value_len;
+            if (kv.value_len > cap)
+                rc = ec_errorf(err, EC_ETOOLARGE, "ecw_epoch_get '%s' in epoch %" PRIu64 ": "
+                               "the value is %zu bytes, the buffer %zu: call again with %zu",
+                               name, epoch, kv.value_len, cap, kv.value_len);
+            else if (kv.value_len)
+                memcpy(buf, kv.value, kv.value_len);
+            ec_kv_free(&kv);
+            return rc;
+        }
+        /* etcd briefly away (an election, a restart): keep trying until the
+         * deadline rather than fail at the first refusal. */
+        if (rc < 0 && rc != EC_EUNAVAILABLE && rc != EC_ETIMEDOUT)
+            return ec_error_prefix(err, "ecw_epoch_get '%s' in epoch %" PRIu64, name, epoch);
+        uint64_t latest = atomic_load(&w->latest_num);
+        if (latest > epoch)
+            return ec_errorf(err, EC_EEPOCHCHANGED, "ecw_epoch_get '%s': epoch %" PRIu64 " was "
+                             "published while waiting for it in epoch %" PRIu64 ": call "
+                             "ecw_rebuild, then get it in the new epoch", name, latest, epoch);
+        int64_t now = ecw__mono_ms();
+        if (now >= deadline && rc < 0)
+            return ec_error_prefix(err, "ecw_epoch_get '%s' in epoch %" PRIu64, name, epoch);
+        if (now >= deadline)
+            return ec_errorf(err, EC_ETIMEDOUT, "ecw_epoch_get '%s': not in epoch %" PRIu64
+                             " within %d ms (under '%s'): the member that writes it is late "
+                             "or dead; wait for the next epoch", name, epoch,
+                             timeout_ms > 0 ? timeout_ms : 0, key);
+        pause_on_cv(w, epoch, now + pause < deadline ? now + pause : deadline);
+        if (pause < 50)
+            pause = pause * 2 > 50 ? 50 : pause * 2;
     }
-    return ECW_EINTERNAL;
 }
 
 int ecw_epoch_get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms,
-                  ecw_error_t *err)
+                  ecw_error_t *uerr)
 {
-    (void)w, (void)name, (void)buf, (void)cap, (void)len, (void)timeout_ms;
-    if (err) {
-        err->code = ECW_EINTERNAL;
-        snprintf(err->msg, sizeof(err->msg), "ecw_epoch_get: not implemented yet");
-    }
-    return ECW_EINTERNAL;
-}
-
-int ecw_wait_epoch(ecw_t *w, uint64_t after, int timeout_ms, uint64_t *latest, ecw_error_t *err)
-{
-    (void)w, (void)after, (void)timeout_ms;
-    if (latest)
-        *latest = 0;
-    if (err) {
-        err->code = ECW_EINTERNAL;
-        snprintf(err->msg, sizeof(err->msg), "ecw_wait_epoch: not implemented yet");
-    }
-    return ECW_EINTERNAL;
-}
-
-int ecw_confirmed(const ecw_t *w)
-{
-    (void)w;
-    return 1;
-}
-
-int ecw_member_index(const ecw_t *w)
-{
-    (void)w;
-    return -1;
-}
-
-int ecw_nproc(const ecw_t *w)
-{
-    (void)w;
-    return 0;
+    ec_error_t err = {0};
+    if (!w)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_epoch_get: NULL handle"));
+    if (!ecw__api_enter(w))
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EABORTED, "ecw_epoch_get: the handle "
+                                              "is being finalized"));
+    int rc = get(w, name, buf, cap, len, timeout_ms, &err);
+    ecw__api_leave(w);
+    return ecw__out(uerr, &err, rc);
 }

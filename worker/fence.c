@@ -87,6 +87,10 @@ static void update(ecw_t *w)
         pthread_mutex_lock(&w->fence_mu);
         pthread_cond_broadcast(&w->fence_cv);
         pthread_mutex_unlock(&w->fence_mu);
+        /* and whoever waits on the epoch's cv (ecw_wait_epoch, ecw_epoch_get) */
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
     }
 }
 
@@ -205,16 +209,30 @@ void ecw__fence_stop(ecw_t *w)
     w->fence_on = false;
 }
 
-int ecw__fence_check(ecw_t *w, const char *what, ec_error_t *err)
+int64_t ecw__fence_due_ms(const ecw_t *w)
 {
     if (!w->fence_on)
-        return 0;
+        return INT64_MAX;
+    return atomic_load(&w->lease_until_ms) - w->o.lease_margin_ms;
+}
+
+bool ecw__fence_up(const ecw_t *w)
+{
     /* Not only the flag: the bound itself, so that a collective is refused on
      * time even if the threads were late. */
-    int64_t now = ecw__mono_ms();
-    if (!atomic_load(&w->fenced) &&
-        now < atomic_load(&w->lease_until_ms) - w->o.lease_margin_ms)
+    return w->fence_on && (atomic_load(&w->fenced) || ecw__mono_ms() >= ecw__fence_due_ms(w));
+}
+
+int ecw_confirmed(const ecw_t *w)
+{
+    return w && !ecw__fence_up(w);
+}
+
+int ecw__fence_check(ecw_t *w, const char *what, ec_error_t *err)
+{
+    if (!ecw__fence_up(w))
         return 0;
+    int64_t now = ecw__mono_ms();
     return ec_errorf(err, ECW_EUNCONFIRMED, "%s: membership cannot be confirmed: etcd has not "
                      "confirmed node %s's lease for %" PRId64 " ms (unreachable?), and the job may "
                      "re-form without it; refused so that two groups never train at once: wait "

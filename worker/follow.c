@@ -289,6 +289,91 @@ void ecw__follow_stop(ecw_t *w)
     w->watch = NULL;
 }
 
+bool ecw__api_enter(ecw_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool ok = !atomic_load(&w->finalizing);
+    if (ok)
+        w->api_calls++;
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+void ecw__api_leave(ecw_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (--w->api_calls == 0)
+        pthread_cond_broadcast(&w->cv); /* finalize may wait for it */
+    pthread_mutex_unlock(&w->mu);
+}
+
+bool ecw__api_drain(ecw_t *w, int timeout_ms)
+{
+    int64_t deadline = ecw__mono_ms() + timeout_ms;
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_broadcast(&w->cv); /* they see finalizing and leave */
+    while (w->api_calls > 0 && ecw__mono_ms() < deadline)
+        ecw__cond_wait_until(&w->cv, &w->mu, deadline);
+    bool done = w->api_calls == 0;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+/* The watcher thread's wait: on w->cv, which adopt() (a newer epoch), the
+ * fence (a change either way) and finalize broadcast; it also wakes at the
+ * moment the fence's bound says it is up, should the fence's threads be
+ * late.  No polling. */
+int ecw_wait_epoch(ecw_t *w, uint64_t after, int timeout_ms, uint64_t *latest, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (latest)
+        *latest = w ? atomic_load(&w->latest_num) : 0;
+    if (!w)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_wait_epoch: NULL handle"));
+    if (!ecw__api_enter(w))
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EABORTED, "ecw_wait_epoch: the handle "
+                                              "is being finalized"));
+    int64_t t0 = ecw__mono_ms();
+    int64_t deadline = t0 + (timeout_ms > 0 ? timeout_ms : 0);
+    int rc;
+    uint64_t seen;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        seen = atomic_load(&w->latest_num);
+        if (atomic_load(&w->finalizing) || w->stopping) {
+            rc = EC_EABORTED;
+            break;
+        }
+        if (seen > after) {
+            rc = 0;
+            break;
+        }
+        if (ecw__fence_up(w)) {
+            rc = ECW_EUNCONFIRMED;
+            break;
+        }
+        if (ecw__mono_ms() >= deadline) {
+            rc = EC_ETIMEDOUT;
+            break;
+        }
+        int64_t due = ecw__fence_due_ms(w);
+        ecw__cond_wait_until(&w->cv, &w->mu, due < deadline ? due : deadline);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (latest)
+        *latest = seen;
+    if (rc == EC_EABORTED)
+        ec_errorf(&err, rc, "ecw_wait_epoch: the handle is being finalized");
+    else if (rc == ECW_EUNCONFIRMED)
+        ecw__fence_check(w, "ecw_wait_epoch", &err);
+    else if (rc == EC_ETIMEDOUT)
+        ec_errorf(&err, rc, "ecw_wait_epoch: no epoch after %" PRIu64 " within %d ms (the "
+                  "newest is %" PRIu64 "): the membership has not changed; wait again", after,
+                  timeout_ms > 0 ? timeout_ms : 0, seen);
+    ecw__api_leave(w); /* w may be freed from here on */
+    return ecw__out(uerr, &err, rc);
+}
+
 bool ecw__wait_newer(ecw_t *w, uint64_t after, int64_t deadline_ms)
 {
     pthread_mutex_lock(&w->mu);

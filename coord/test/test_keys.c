@@ -59,6 +59,8 @@ START_TEST(every_key_builder)
         "/ecoord/job1/epochs/00000000000000000007/");
     KEQ(ec_key_epoch_comm(&k, 7, "nccl-world", b, sizeof b),
         "/ecoord/job1/epochs/00000000000000000007/comm/nccl-world");
+    KEQ(ec_key_epoch_kv(&k, 7, "torch.store", b, sizeof b),
+        "/ecoord/job1/epochs/00000000000000000007/kv/torch.store");
     KEQ(ec_key_epoch_timing(&k, 7, 12, b, sizeof b),
         "/ecoord/job1/epochs/00000000000000000007/timings/12");
     KEQ(ec_key_epoch_state(&k, 7, 0, b, sizeof b),
@@ -89,6 +91,14 @@ START_TEST(invalid_arguments_refused)
     ck_assert_int_eq(ec_key_epoch_state(&k, 1, -1, b, sizeof b), EC_EINVAL);
     ck_assert_int_eq(ec_key_epoch_comm(&k, 1, "a b", b, sizeof b), EC_EINVAL);
     ck_assert_int_eq(ec_key_epoch_comm(&k, 1, "", b, sizeof b), EC_EINVAL);
+    ck_assert_int_eq(ec_key_epoch_kv(&k, 1, "a/b", b, sizeof b), EC_EINVAL);
+    ck_assert_int_eq(ec_key_epoch_kv(&k, 1, "..", b, sizeof b), EC_EINVAL);
+    ck_assert_int_eq(ec_key_epoch_kv(&k, 0, "x", b, sizeof b), EC_EINVAL);
+    char n65[66];
+    memset(n65, 'x', 65);
+    n65[65] = '\0';
+    ck_assert_int_eq(ec_key_epoch_kv(&k, 1, n65, b, sizeof b), EC_EINVAL);
+    ck_assert_int_gt(ec_key_epoch_kv(&k, 1, n65 + 1, b, sizeof b), 0);
     ck_assert_int_eq(ec_key_failure(&k, 1, "..", 0, b, sizeof b), EC_EINVAL);
     ec_keys_t uninit;
     memset(&uninit, 0, sizeof uninit);
