@@ -15,7 +15,10 @@ A small MLP fits a fixed synthetic regression (seed 0: every rank starts
 from the same model; batch b of rank r is a pure function of (step, r)).
 
 One line per step on stdout (tests parse them):
-    torch_ddp step=S epoch=E rank=R world=W loss=L pid=P
+    torch_ddp step=S epoch=E rank=R world=W loss=L pid=P cs=C
+(L: the mean loss over the ranks; C: CRC-32 of the parameters after the
+step, equal on every rank when the state recovery was exact: momentum
+included, since a rank without it would update differently.)
 after each rebuild, once the first step in the new group is done:
     torch_ddp rebuilt epoch=E rank=R world=W step=S detect_at=T epoch_ms=A group_ms=B
               sync_ms=C step_ms=D total_ms=A+B+C+D at=T' pid=P why=...
@@ -29,6 +32,7 @@ import argparse
 import os
 import sys
 import time
+import zlib
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "python"))  # the build tree's ecoord package
@@ -86,9 +90,11 @@ def main():
                 lsum = loss.detach().clone()
                 torch.distributed.all_reduce(lsum)
             step += 1
-            print("torch_ddp step=%d epoch=%d rank=%d world=%d loss=%.6f pid=%d" %
-                  (step, ctx.epoch, ctx.rank, ctx.world_size, lsum.item() / ctx.world_size, pid),
-                  flush=True)
+            cs = zlib.crc32(torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+                            .numpy().tobytes())
+            print("torch_ddp step=%d epoch=%d rank=%d world=%d loss=%.6f pid=%d cs=%08x" %
+                  (step, ctx.epoch, ctx.rank, ctx.world_size, lsum.item() / ctx.world_size, pid,
+                   cs), flush=True)
             if timing is not None:
                 timing["step_ms"] = (time.monotonic() - t) * 1000
                 tot = timing["epoch_ms"] + timing["group_ms"] + timing.get("sync_ms", 0) + \
