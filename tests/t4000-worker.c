@@ -10,6 +10,13 @@
  * peer is released by the epoch change, long before its own timeout.  Every
  * member records its per-epoch timings in etcd.  The library's own entry
  * point refuses bad options and gives up at its deadline when no epoch comes.
+ * ecw_sync_state is all or nothing: an epoch change mid-broadcast leaves each
+ * rank its old (step, bytes) or the source's, never a mix.  For programs with
+ * their own collectives (backend none): epochs are followed and ranks
+ * claimed without a communicator; ecw_wait_epoch wakes on a new epoch, times
+ * out, and returns ECW_EUNCONFIRMED when the fence trips; a per-epoch value
+ * put by one member is got by another, a get gives up at its deadline or at
+ * once on a newer epoch.
  * NCCL needs a GPU; none is visible here, so that case skips with the reason. */
 #include <inttypes.h>
 #include <pthread.h>
@@ -824,7 +831,7 @@ static bool all_bytes(const unsigned char *buf, size_t len, unsigned char b)
  * pair: never bytes partly overwritten under the old step (two ranks would
  * later report the same step with different bytes), never the new step over
  * partial bytes.  Rank 0 holds step 5 (bytes 0xAA), rank 1 step 3 (0xBB);
- * the epoch is published once a quarter of the state has been sent. */
+ * the epoch is published once an eighth of the state has been sent. */
 START_TEST(sync_state_interrupted_leaves_old_or_new_state_never_torn)
 {
     const size_t len = 256u << 20;
@@ -843,7 +850,7 @@ START_TEST(sync_state_interrupted_leaves_old_or_new_state_never_torn)
         _Atomic int done = 0;
         big_sync_t s[2] = {{m[0].w, st[0], len, 5, -9, 0, {0}, &done},
                            {m[1].w, st[1], len, 3, -9, 0, {0}, &done}};
-        arriving_t a = {wchar(), (long long)(len / 4), &done};
+        arriving_t a = {wchar(), (long long)(len / 8), &done};
         ck_assert_int_ge(a.from, 0);
         for (int i = 0; i < 2; i++)
             ck_assert_int_eq(pthread_create(&t[i], NULL, big_sync_thread, &s[i]), 0);
@@ -878,6 +885,351 @@ START_TEST(sync_state_interrupted_leaves_old_or_new_state_never_torn)
         free(st[i]);
         ecw_finalize(m[i].w);
     }
+}
+END_TEST
+
+/* ---- programs with their own collectives (ECW_BACKEND_NONE) ---------------------- */
+
+static ecw_t *none_init(const char *job, int lr)
+{
+    ecw_options_t o = lib_opts(job, lr);
+    o.backend = ECW_BACKEND_NONE;
+    ecw_t *w = NULL;
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_init(&o, &w, &err) == 0, "local rank %d: %s", lr, err.msg);
+    return w;
+}
+
+/* Whether epochs/<n>/comm/claim.<rank> of job exists. */
+static bool claimed(const char *job, uint64_t n, int rank)
+{
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
+    char name[32], key[EC_KEY_MAX];
+    snprintf(name, sizeof(name), "claim.%d", rank);
+    ck_assert_int_gt(ec_key_epoch_comm(&k, n, name, key, sizeof(key)), 0);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    if (found)
+        ec_kv_free(&kv);
+    return found;
+}
+
+/* Backend none: init and rebuild take the newest epoch that includes the
+ * node, its rank (member index * nproc + local rank) and claim it, and
+ * build nothing; the collectives and ecw_sync_state refuse; a new epoch
+ * makes ecw_epoch_pending 1.  ECOORD_WORKER_BACKEND=none selects it. */
+START_TEST(none_backend_follows_epochs_and_claims_ranks)
+{
+    publish_epoch("jnone2", 1, 2, EC_REASON_START);
+    ecw_t *w[2];
+    w[0] = none_init("jnone2", 0);
+    /* the environment's spelling, for the second */
+    setenv("ECOORD_WORKER_BACKEND", "none", 1);
+    ecw_options_t o = lib_opts("jnone2", 1);
+    o.backend = ECW_BACKEND_AUTO; /* unset: taken from the environment */
+    o.from_env = 1;
+    ecw_error_t err = {0};
+    int rc = ecw_init(&o, &w[1], &err);
+    unsetenv("ECOORD_WORKER_BACKEND");
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(ecw_backend(w[i]), ECW_BACKEND_NONE);
+        ck_assert_int_eq(ecw_epoch(w[i]), 1);
+        ck_assert_int_eq(ecw_rank(w[i]), i);
+        ck_assert_int_eq(ecw_world_size(w[i]), 2);
+        ck_assert_int_eq(ecw_member_index(w[i]), 0);
+        ck_assert_int_eq(ecw_nproc(w[i]), 2);
+        ck_assert_int_eq(ecw_epoch_pending(w[i]), 0);
+        ck_assert_int_eq(ecw_confirmed(w[i]), 1); /* no fence configured */
+        ck_assert_msg(claimed("jnone2", 1, i), "rank %d did not claim its rank in epoch 1", i);
+    }
+    ck_assert_str_eq(ecw_backend_name(ECW_BACKEND_NONE), "none");
+    double v = 1;
+    ck_assert_int_eq(ecw_allreduce(w[0], &v, 1, ECW_F64, ECW_SUM, &err), ECW_EINVAL);
+    ck_assert_msg(strstr(err.msg, "builds no communicator"), "%s", err.msg);
+    ck_assert_int_eq(ecw_barrier(w[1], &err), ECW_EINVAL);
+    int64_t step = 1;
+    char st[4] = "abc";
+    ck_assert_int_eq(ecw_sync_state(w[0], st, sizeof(st), &step, NULL, &err), ECW_EINVAL);
+    ck_assert_msg(strstr(err.msg, "builds no communicator"), "%s", err.msg);
+
+    publish_epoch("jnone2", 2, 2, EC_REASON_RESTART);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(ec_test_wait(pending, w[i], 5000), "rank %d never saw epoch 2", i);
+        ck_assert_msg(ecw_rebuild(w[i], &err) == 0, "%s", err.msg); /* no peer needed */
+        ck_assert_int_eq(ecw_epoch(w[i]), 2);
+        ck_assert_int_eq(ecw_epoch_pending(w[i]), 0);
+        ck_assert(claimed("jnone2", 2, i));
+    }
+    for (int i = 0; i < 2; i++)
+        ecw_finalize(w[i]);
+}
+END_TEST
+
+typedef struct {
+    ecw_t *w;
+    uint64_t after, latest;
+    int timeout_ms, rc;
+    int64_t done_ms;
+    ecw_error_t err;
+    _Atomic int finished;
+} waiter_t;
+
+static void *wait_thread(void *arg)
+{
+    waiter_t *x = arg;
+    x->rc = ecw_wait_epoch(x->w, x->after, x->timeout_ms, &x->latest, &x->err);
+    x->done_ms = ec_test_now_ms();
+    atomic_store(&x->finished, 1);
+    return NULL;
+}
+
+static bool waiting(void *arg)
+{
+    return !atomic_load(&((waiter_t *)arg)->finished);
+}
+
+/* ecw_wait_epoch, from a thread of its own as a watcher calls it: returns
+ * when a newer epoch is published (measured: how soon), times out without
+ * one, does not wait with timeout 0, and ends with ECW_EABORTED when the
+ * handle is finalized under it. */
+START_TEST(wait_epoch_wakes_on_new_epoch_and_times_out)
+{
+    publish_epoch("jwait", 1, 1, EC_REASON_START);
+    ecw_t *w = none_init("jwait", 0);
+    ecw_error_t err = {0};
+    uint64_t latest = 0;
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(ecw_wait_epoch(w, 1, 200, &latest, &err), ECW_ETIMEDOUT);
+    int64_t took = ec_test_now_ms() - t0;
+    ck_assert_msg(took >= 190 && took < ec_test_ms(2000), "a 200 ms wait took %" PRId64 " ms",
+                  took);
+    ck_assert_int_eq(latest, 1);
+    ck_assert_msg(strstr(err.msg, "no epoch after 1"), "%s", err.msg);
+    ck_assert_int_eq(ecw_wait_epoch(w, 0, 0, &latest, &err), 0);
+    ck_assert_int_eq(latest, 1);
+    t0 = ec_test_now_ms();
+    ck_assert_int_eq(ecw_wait_epoch(w, 1, 0, &latest, &err), ECW_ETIMEDOUT);
+    ck_assert_int_lt(ec_test_now_ms() - t0, 100);
+
+    int64_t worst = 0;
+    for (uint64_t n = 2; n <= 6; n++) {
+        waiter_t x = {.w = w, .after = n - 1, .timeout_ms = 10000};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &x), 0);
+        ck_assert_msg(ec_test_holds(waiting, &x, 50), "ecw_wait_epoch returned early: %s",
+                      x.err.msg);
+        publish_epoch("jwait", n, 1, EC_REASON_RESTART);
+        int64_t published = ec_test_now_ms();
+        pthread_join(th, NULL);
+        ck_assert_msg(x.rc == 0, "%s", x.err.msg);
+        ck_assert_int_eq(x.latest, n);
+        if (x.done_ms - published > worst)
+            worst = x.done_ms - published;
+    }
+    ck_assert_msg(worst < ec_test_ms(1000), "ecw_wait_epoch woke %" PRId64 " ms after the epoch "
+                  "was written", worst);
+    printf("# ecw_wait_epoch woke at most %" PRId64 " ms after the epoch was written (5 "
+           "epochs)\n", worst);
+    ck_assert_int_eq(ecw_epoch_pending(w), 1);
+    ck_assert_msg(ecw_rebuild(w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(ecw_epoch(w), 6);
+
+    /* finalize under a waiter: it returns ECW_EABORTED, finalize returns */
+    waiter_t x = {.w = w, .after = 6, .timeout_ms = 30000};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &x), 0);
+    ck_assert(ec_test_holds(waiting, &x, 50));
+    t0 = ec_test_now_ms();
+    ecw_finalize(w);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(x.rc, ECW_EABORTED);
+    ck_assert_int_lt(x.done_ms - t0, ec_test_ms(2000));
+}
+END_TEST
+
+typedef struct {
+    ecw_t *w;
+    const char *name;
+    int timeout_ms, rc;
+    char buf[256];
+    size_t len;
+    int64_t done_ms;
+    ecw_error_t err;
+    _Atomic int finished;
+} getter_t;
+
+static void *get_thread(void *arg)
+{
+    getter_t *g = arg;
+    g->rc = ecw_epoch_get(g->w, g->name, g->buf, sizeof(g->buf), &g->len, g->timeout_ms,
+                          &g->err);
+    g->done_ms = ec_test_now_ms();
+    atomic_store(&g->finished, 1);
+    return NULL;
+}
+
+static bool getting(void *arg)
+{
+    return !atomic_load(&((getter_t *)arg)->finished);
+}
+
+/* The per-epoch key/value: what one member puts the other gets (also when
+ * it asked before the put); a value too big for the buffer says its size; a
+ * missing key times out; bad names and oversized values are refused; each
+ * epoch has its own keys. */
+START_TEST(epoch_kv_put_by_one_member_got_by_another)
+{
+    publish_epoch("jkv", 1, 2, EC_REASON_START);
+    ecw_t *w[2] = {none_init("jkv", 0), none_init("jkv", 1)};
+    ecw_error_t err = {0};
+    const char addr[] = "127.0.0.1:29500";
+    ck_assert_msg(ecw_epoch_put(w[0], "torch.store", addr, strlen(addr), &err) == 0, "%s",
+                  err.msg);
+    char buf[64];
+    size_t len = 0;
+    ck_assert_msg(ecw_epoch_get(w[1], "torch.store", buf, sizeof(buf), &len, 1000, &err) == 0,
+                  "%s", err.msg);
+    ck_assert_uint_eq(len, strlen(addr));
+    ck_assert(!memcmp(buf, addr, len));
+    /* under the epoch's own keys */
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, "jkv", NULL), 0);
+    char key[EC_KEY_MAX];
+    ck_assert_int_gt(ec_key_epoch_kv(&k, 1, "torch.store", key, sizeof(key)), 0);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ec_kv_free(&kv);
+
+    /* too small a buffer: ECW_ETOOLARGE with the size; a size query */
+    ck_assert_int_eq(ecw_epoch_get(w[1], "torch.store", buf, 4, &len, 0, &err), ECW_ETOOLARGE);
+    ck_assert_uint_eq(len, strlen(addr));
+    ck_assert_int_eq(ecw_epoch_get(w[1], "torch.store", NULL, 0, &len, 0, &err), ECW_ETOOLARGE);
+    ck_assert_uint_eq(len, strlen(addr));
+    /* an empty value is a value */
+    ck_assert_int_eq(ecw_epoch_put(w[0], "empty", NULL, 0, &err), 0);
+    ck_assert_int_eq(ecw_epoch_get(w[1], "empty", NULL, 0, &len, 0, &err), 0);
+    ck_assert_uint_eq(len, 0);
+
+    /* missing: times out at its deadline */
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(ecw_epoch_get(w[1], "missing", buf, sizeof(buf), &len, 300, &err),
+                     ECW_ETIMEDOUT);
+    int64_t took = ec_test_now_ms() - t0;
+    ck_assert_msg(took >= 290 && took < ec_test_ms(3000), "a 300 ms get took %" PRId64 " ms",
+                  took);
+    ck_assert_msg(strstr(err.msg, "missing") && strstr(err.msg, "late or dead"), "%s", err.msg);
+
+    /* asked before it is put: returns once it is */
+    getter_t g = {.w = w[1], .name = "late", .timeout_ms = 10000};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, get_thread, &g), 0);
+    ck_assert(ec_test_holds(getting, &g, 100));
+    ck_assert_int_eq(ecw_epoch_put(w[0], "late", "v2", 2, &err), 0);
+    int64_t put_ms = ec_test_now_ms();
+    pthread_join(th, NULL);
+    ck_assert_msg(g.rc == 0, "%s", g.err.msg);
+    ck_assert(g.len == 2 && !memcmp(g.buf, "v2", 2));
+    printf("# ecw_epoch_get returned %" PRId64 " ms after the put\n", g.done_ms - put_ms);
+
+    /* refused */
+    char n65[66];
+    memset(n65, 'n', 65);
+    n65[65] = '\0';
+    const char *bad[] = {"", "a/b", "..", ".", "sp ace", n65, NULL};
+    for (int i = 0; i < 7; i++) {
+        ck_assert_int_eq(ecw_epoch_put(w[0], bad[i], "x", 1, &err), ECW_EINVAL);
+        ck_assert_int_eq(ecw_epoch_get(w[0], bad[i], buf, sizeof(buf), &len, 0, &err),
+                         ECW_EINVAL);
+        ck_assert_msg(strstr(err.msg, "epoch key name"), "%s", err.msg);
+    }
+    ck_assert_int_eq(ecw_epoch_put(w[0], n65 + 1, "x", 1, &err), 0); /* 64 is fine */
+    static char big[ECW_EPOCH_VALUE_MAX + 1];
+    ck_assert_int_eq(ecw_epoch_put(w[0], "big", big, sizeof(big), &err), ECW_ETOOLARGE);
+    ck_assert_int_eq(ecw_epoch_put(w[0], "big", big, sizeof(big) - 1, &err), 0);
+    ck_assert_int_eq(ecw_epoch_get(w[1], "torch.store", buf, sizeof(buf), NULL, 0, &err),
+                     ECW_EINVAL);
+
+    /* each epoch its own keys */
+    publish_epoch("jkv", 2, 2, EC_REASON_RESTART);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(ec_test_wait(pending, w[i], 5000), "rank %d never saw epoch 2", i);
+        ck_assert_msg(ecw_rebuild(w[i], &err) == 0, "%s", err.msg);
+    }
+    ck_assert_int_eq(ecw_epoch_get(w[1], "torch.store", buf, sizeof(buf), &len, 0, &err),
+                     ECW_ETIMEDOUT);
+    for (int i = 0; i < 2; i++)
+        ecw_finalize(w[i]);
+}
+END_TEST
+
+/* A get waiting for a key of epoch n returns ECW_EEPOCHCHANGED as soon as
+ * epoch n + 1 is published, not at its deadline. */
+START_TEST(epoch_get_returns_epoch_changed_when_newer_epoch_arrives)
+{
+    publish_epoch("jkvc", 1, 1, EC_REASON_START);
+    ecw_t *w = none_init("jkvc", 0);
+    getter_t g = {.w = w, .name = "torch.store", .timeout_ms = 20000};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, get_thread, &g), 0);
+    ck_assert(ec_test_holds(getting, &g, 200));
+    publish_epoch("jkvc", 2, 1, EC_REASON_RESTART);
+    int64_t published = ec_test_now_ms();
+    pthread_join(th, NULL);
+    ck_assert_int_eq(g.rc, ECW_EEPOCHCHANGED);
+    ck_assert_msg(strstr(g.err.msg, "ecw_rebuild"), "%s", g.err.msg);
+    ck_assert_msg(g.done_ms - published < ec_test_ms(1000), "returned %" PRId64 " ms after the "
+                  "epoch", g.done_ms - published);
+    printf("# ecw_epoch_get: ECW_EEPOCHCHANGED %" PRId64 " ms after the epoch was written\n",
+           g.done_ms - published);
+    ecw_finalize(w);
+}
+END_TEST
+
+/* With a lease nobody renews, the fence trips before etcd can expire it:
+ * ecw_confirmed turns 0, a waiting ecw_wait_epoch returns
+ * ECW_EUNCONFIRMED at once, and ecw_epoch_get refuses. */
+START_TEST(wait_epoch_returns_unconfirmed_when_fence_trips)
+{
+    publish_epoch("jfence", 1, 1, EC_REASON_START);
+    int64_t lease = 0, granted = 0;
+    ck_assert_int_eq(ec_etcd_lease_grant(c, 3, &lease, &granted, NULL), 0);
+    int64_t granted_ms = ec_test_now_ms();
+    ecw_options_t o = lib_opts("jfence", 0);
+    o.backend = ECW_BACKEND_NONE;
+    o.lease = lease;
+    o.lease_ttl_ms = 3000;
+    o.lease_margin_ms = 1000;
+    ecw_t *w = NULL;
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_init(&o, &w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(ecw_confirmed(w), 1);
+    ck_assert_int_eq(ecw_epoch_put(w, "k", "v", 1, &err), 0);
+    /* expires 3 s after the grant (etcd rounds the TTL it reports down): the
+     * fence is up 1 s before, i.e. within ~1-2 s of the grant */
+    waiter_t x = {.w = w, .after = 1, .timeout_ms = 20000};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &x), 0);
+    pthread_join(th, NULL);
+    ck_assert_msg(x.rc == ECW_EUNCONFIRMED, "%s: %s", ecw_err_name(x.rc), x.err.msg);
+    ck_assert_msg(x.done_ms - granted_ms < ec_test_ms(3000), "fence seen %" PRId64 " ms after "
+                  "the grant", x.done_ms - granted_ms);
+    printf("# ecw_wait_epoch: ECW_EUNCONFIRMED %" PRId64 " ms after the 3 s lease was granted "
+           "(margin 1 s)\n", x.done_ms - granted_ms);
+    ck_assert_int_eq(ecw_confirmed(w), 0);
+    char buf[8];
+    size_t len = 0;
+    ck_assert_int_eq(ecw_epoch_get(w, "k", buf, sizeof(buf), &len, 1000, &err),
+                     ECW_EUNCONFIRMED);
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(ecw_wait_epoch(w, 1, 5000, NULL, &err), ECW_EUNCONFIRMED);
+    ck_assert_int_lt(ec_test_now_ms() - t0, 100);
+    ck_assert_msg(strstr(err.msg, "membership cannot be confirmed"), "%s", err.msg);
+    ecw_finalize(w);
 }
 END_TEST
 
@@ -922,6 +1274,11 @@ static Suite *suite(void)
     ec_tcase_add(t, epoch_followed_after_etcd_lost_its_data);
     ec_tcase_add(t, nccl_rebuilds_per_epoch);
     ec_tcase_add(t, sync_state_interrupted_leaves_old_or_new_state_never_torn);
+    ec_tcase_add(t, none_backend_follows_epochs_and_claims_ranks);
+    ec_tcase_add(t, wait_epoch_wakes_on_new_epoch_and_times_out);
+    ec_tcase_add(t, epoch_kv_put_by_one_member_got_by_another);
+    ec_tcase_add(t, epoch_get_returns_epoch_changed_when_newer_epoch_arrives);
+    ec_tcase_add(t, wait_epoch_returns_unconfirmed_when_fence_trips);
     ec_tcase_add(t, job_completes_in_place);
     ec_tcase_add(t, membership_changes_rebuild_in_place);
     suite_add_tcase(s, t);

@@ -365,6 +365,39 @@ static int n_barrier(void *comm, ec_error_t *err)
     return n_allreduce(comm, &one, 1, ECW_I32, ECW_SUM, true, err);
 }
 
+/* Staging for ecw_sync_state: device memory on this rank's GPU; the copy
+ * into the caller's buffer runs on our stream and is complete on return. */
+static int n_stage_alloc(void *comm, size_t len, void **buf, ec_error_t *err)
+{
+    ncomm_t *c = comm;
+    cudaError_t ce = cudaMalloc(buf, len);
+    if (ce != cudaSuccess) {
+        *buf = NULL;
+        return ec_errorf(err, EC_ENOMEM, "ecw_sync_state: cannot stage %zu bytes of state on "
+                         "device %d (%s): it needs twice the state's size while it receives",
+                         len, c->device, cudaGetErrorString(ce));
+    }
+    return 0;
+}
+
+static int n_stage_commit(void *comm, void *dst, const void *src, size_t len, ec_error_t *err)
+{
+    ncomm_t *c = comm;
+    cudaError_t ce = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, c->stream);
+    if (ce == cudaSuccess)
+        ce = cudaStreamSynchronize(c->stream);
+    if (ce != cudaSuccess)
+        return ec_errorf(err, EC_EIO, "ecw_sync_state: copying %zu bytes of received state "
+                         "on device %d failed: %s", len, c->device, cudaGetErrorString(ce));
+    return 0;
+}
+
+static void n_stage_free(void *comm, void *buf)
+{
+    (void)comm;
+    cudaFree(buf);
+}
+
 const ecw__backend_t ecw__nccl_backend = {
     .name = "nccl",
     .create = n_create,
@@ -375,4 +408,7 @@ const ecw__backend_t ecw__nccl_backend = {
     .broadcast = n_broadcast,
     .allgather = n_allgather,
     .barrier = n_barrier,
+    .stage_alloc = n_stage_alloc,
+    .stage_commit = n_stage_commit,
+    .stage_free = n_stage_free,
 };

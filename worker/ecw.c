@@ -588,6 +588,45 @@ int ecw_barrier(ecw_t *w, ecw_error_t *uerr)
 
 /* ---- state recovery ------------------------------------------------------------------------ */
 
+/* Broadcast len bytes of state from rank src, all or nothing: the other
+ * ranks receive into a staging buffer (in the memory the backend's
+ * collectives take) and copy it over state only once the broadcast
+ * completed here.  An epoch change or a failure mid-way leaves state as it
+ * was: never partly overwritten bytes under the old step (issue 13). */
+static int broadcast_state(ecw_t *w, void *state, size_t len, int src, ec_error_t *err)
+{
+    const ecw__backend_t *be = w->be;
+    void *stage = NULL;
+    bool staged = atomic_load(&w->rank) != src;
+    if (staged) {
+        int rc = be->stage_alloc ? be->stage_alloc(w->comm, len, &stage, err)
+                                 : ((stage = malloc(len)) ? 0 : EC_ENOMEM);
+        if (rc < 0)
+            return rc == EC_ENOMEM && !be->stage_alloc
+                       ? ec_errorf(err, EC_ENOMEM, "ecw_sync_state: no memory to stage %zu "
+                                   "bytes of state (it needs twice the state's size while "
+                                   "it receives)", len)
+                       : rc;
+    }
+    int rc = begin(w, "state broadcast", err);
+    if (rc == 0)
+        rc = end(w, "state broadcast",
+                 be->broadcast(w->comm, staged ? stage : state, len, ECW_U8, src, err), err);
+    if (rc == 0 && staged) {
+        if (be->stage_commit)
+            rc = be->stage_commit(w->comm, state, stage, len, err);
+        else
+            memcpy(state, stage, len);
+    }
+    if (staged) {
+        if (be->stage_free)
+            be->stage_free(w->comm, stage);
+        else
+            free(stage);
+    }
+    return rc;
+}
+
 static int sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
                       ec_error_t *err)
 {
@@ -616,14 +655,8 @@ static int sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src
         if ((rc = allreduce_in(w, &who, 1, ECW_I64, ECW_MIN, true, err)) < 0)
             return rc;
         src = (int)who;
-        if (len) {
-            if ((rc = begin(w, "state broadcast", err)) < 0)
-                return rc;
-            rc = end(w, "state broadcast",
-                     w->be->broadcast(w->comm, state, len, ECW_U8, src, err), err);
-            if (rc < 0)
-                return rc;
-        }
+        if (len && (rc = broadcast_state(w, state, len, src, err)) < 0)
+            return rc;
         ecw__log(w, ECW_LOG_INFO, "+state step %" PRId64 " from rank %d (this rank had %" PRId64
                  ")", max_step, src, mine);
     }

@@ -274,7 +274,16 @@ int ecw_rebuild(ecw_t *w, ecw_error_t *err);
  * holds that step nothing is copied and *src_rank is 0.  Every member must pass the
  * same len (ECW_EINVAL otherwise).  state is host memory for Gloo and device
  * memory for NCCL.  Collective: every member calls it after each rebuild.
- * Errors as for the collectives; ECW_EINVAL with ECW_BACKEND_NONE. */
+ * Errors as for the collectives; ECW_EINVAL with ECW_BACKEND_NONE.
+ *
+ * All or nothing on each rank: a rank that receives the state takes it into
+ * a staging buffer of len bytes (host memory for Gloo, device memory for
+ * NCCL: it needs twice the state's size meanwhile, ECW_ENOMEM otherwise) and
+ * copies it over state, and sets *step, only once the broadcast completed on
+ * this rank.  On any error (a newer epoch published mid-way, a peer lost)
+ * state and *step are exactly what the caller passed: never new bytes under
+ * the old step, nor the new step over partial bytes.  Ranks may differ in
+ * which of the two they hold: call ecw_rebuild and ecw_sync_state again. */
 int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_rank,
                    ecw_error_t *err);
 
@@ -302,7 +311,8 @@ int ecw_sync_state(ecw_t *w, void *state, size_t len, int64_t *step, int *src_ra
  * epoch seen; ECW_EUNCONFIRMED at once when the fence is up or trips during
  * the wait (the node's membership cannot be confirmed: etcd unreachable;
  * every call returns it at once while the fence stays up, so a loop should
- * wait before calling again, e.g. until ecw_confirmed()); ECW_EABORTED when
+ * wait before calling again, e.g. until ecw_confirmed(); a newer epoch is
+ * still reported first, with 0); ECW_EABORTED when
  * ecw_finalize started; ECW_EINVAL for a NULL handle.  It sleeps on a
  * condition variable that the epoch watch, the fence and ecw_finalize
  * signal: no polling. */
@@ -331,9 +341,9 @@ int ecw_epoch_put(ecw_t *w, const char *name, const void *value, size_t len, ecw
  * fence is up or trips; ECW_ETIMEDOUT at the deadline (the writer has not
  * written it: it is late or dead); ECW_EABORTED when ecw_finalize started;
  * ECW_EINVAL (bad name, NULL len, no current epoch); ECW_EUNAVAILABLE (etcd
- * gone for the whole wait).  While it waits it reads the key again after 2,
- * 4, ... up to 50 ms, sleeping on the condition variable that a new epoch,
- * the fence and ecw_finalize signal. */
+ * gone for the whole wait).  While it waits it watches the key (and reads
+ * it again each second), sleeping on the condition variable that the watch,
+ * a new epoch, the fence and ecw_finalize signal. */
 int ecw_epoch_get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms,
                   ecw_error_t *err);
 

@@ -62,6 +62,13 @@ typedef struct ecw__backend {
     int (*allgather)(void *comm, const void *sendbuf, void *recvbuf, size_t count,
                      ecw_dtype_t dt, ec_error_t *err);
     int (*barrier)(void *comm, ec_error_t *err);
+    /* Staging for ecw_sync_state: a buffer of len bytes in the memory the
+     * collectives take (device memory for NCCL), and the copy of it into the
+     * caller's buffer once the broadcast completed.  NULL: host memory
+     * (malloc, memcpy, free). */
+    int (*stage_alloc)(void *comm, size_t len, void **buf, ec_error_t *err);
+    int (*stage_commit)(void *comm, void *dst, const void *src, size_t len, ec_error_t *err);
+    void (*stage_free)(void *comm, void *buf);
 } ecw__backend_t;
 
 extern const ecw__backend_t ecw__none_backend;

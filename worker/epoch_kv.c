@@ -4,11 +4,11 @@
  * comm/ keys, so that a program's name never meets a claim or a Gloo
  * address.
  *
- * ecw_epoch_get waits by reading the key again after 2, 4, ... 50 ms: a
- * watch per call would cost a stream per waiter for a key that usually
- * appears within milliseconds.  The pauses are spent on the epoch's
- * condition variable, so a newer epoch, the fence and finalize end the wait
- * at once rather than at the next read. */
+ * ecw_epoch_get reads the key, and while it is absent watches it from just
+ * after that read; the watch, a newer epoch, the fence and finalize all wake
+ * it through the epoch's condition variable.  It reads again once a second
+ * as well (a watch that broke), or, when no watch could be started, after
+ * 2, 4, ... 50 ms. */
 #include "ecw_impl.h"
 
 #include <inttypes.h>
@@ -67,16 +67,62 @@ int ecw_epoch_put(ecw_t *w, const char *name, const void *value, size_t len, ecw
     return ecw__out(uerr, &err, rc);
 }
 
-/* Sleep on the epoch's cv until `until` (monotonic ms) unless a newer epoch than epoch,
- * the fence or finalize already ends the wait. */
-static void pause_on_cv(ecw_t *w, uint64_t epoch, int64_t until)
+/* A get's watch on its key: any event but the stream's (re)creation means
+ * "read it again"; it wakes the getter through the epoch's cv. */
+typedef struct kv_wait {
+    ecw_t *w;
+    _Atomic int changed;
+} kv_wait_t;
+
+static void on_key(const ec_watch_event_t *ev, void *arg)
+{
+    kv_wait_t *kw = arg;
+    if (ev->type == EC_WATCH_CREATED)
+        return;
+    pthread_mutex_lock(&kw->w->mu);
+    atomic_store(&kw->changed, 1);
+    pthread_cond_broadcast(&kw->w->cv);
+    pthread_mutex_unlock(&kw->w->mu);
+}
+
+/* Sleep on the epoch's cv until `until` (monotonic ms) unless the key
+ * changed, a newer epoch than epoch, the fence or finalize already ends the
+ * wait. */
+static void pause_on_cv(ecw_t *w, kv_wait_t *kw, uint64_t epoch, int64_t until)
 {
     int64_t due = ecw__fence_due_ms(w);
     pthread_mutex_lock(&w->mu);
-    if (atomic_load(&w->latest_num) <= epoch && !atomic_load(&w->finalizing) && !w->stopping &&
-        !ecw__fence_up(w))
+    if (!atomic_load(&kw->changed) && atomic_load(&w->latest_num) <= epoch &&
+        !atomic_load(&w->finalizing) && !w->stopping && !ecw__fence_up(w))
         ecw__cond_wait_until(&w->cv, &w->mu, due < until ? due : until);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* One look at the key: 1 and the value copied (or ECW_ETOOLARGE), 0 when
+ * absent (or etcd briefly away: rc_out says which), < 0 on error. */
+static int look(ecw_t *w, const char *name, uint64_t epoch, const char *key, void *buf,
+                size_t cap, size_t *len, int64_t *rev, int *rc_out, ec_error_t *err)
+{
+    ec_kv_t kv;
+    bool found = false;
+    int rc = ec_etcd_get(w->etcd, key, &kv, &found, rev, err);
+    *rc_out = rc;
+    if (rc == 0 && found) {
+        *len = kv.value_len;
+        if (kv.value_len > cap)
+            rc = ec_errorf(err, EC_ETOOLARGE, "ecw_epoch_get '%s' in epoch %" PRIu64 ": the "
+                           "value is %zu bytes, the buffer %zu: call again with %zu", name,
+                           epoch, kv.value_len, cap, kv.value_len);
+        else if (kv.value_len)
+            memcpy(buf, kv.value, kv.value_len);
+        ec_kv_free(&kv);
+        return rc < 0 ? rc : 1;
+    }
+    /* etcd briefly away (an election, a restart): keep trying until the
+     * deadline rather than fail at the first refusal. */
+    if (rc < 0 && rc != EC_EUNAVAILABLE && rc != EC_ETIMEDOUT)
+        return ec_error_prefix(err, "ecw_epoch_get '%s' in epoch %" PRIu64, name, epoch);
+    return 0;
 }
 
 static int get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms,
@@ -93,48 +139,55 @@ static int get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, i
     if (rc < 0)
         return rc;
     int64_t deadline = ecw__mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    kv_wait_t kw = {.w = w};
+    ec_watch_t *watch = NULL;
     int pause = 2;
     for (;;) {
-        if (atomic_load(&w->finalizing))
-            return ec_errorf(err, EC_EABORTED, "ecw_epoch_get '%s': the handle is being "
-                             "finalized", name);
-        if ((rc = ecw__fence_check(w, "ecw_epoch_get", err)) < 0)
-            return rc;
-        ec_kv_t kv;
-        bool found = false;
-        rc = ec_etcd_get(w->etcd, key, &kv, &found, NULL, err);
-        if (rc == 0 && found) {
-            *len = kv.value_len;
-            if (kv.value_len > cap)
-                rc = ec_errorf(err, EC_ETOOLARGE, "ecw_epoch_get '%s' in epoch %" PRIu64 ": "
-                               "the value is %zu bytes, the buffer %zu: call again with %zu",
-                               name, epoch, kv.value_len, cap, kv.value_len);
-            else if (kv.value_len)
-                memcpy(buf, kv.value, kv.value_len);
-            ec_kv_free(&kv);
-            return rc;
+        if (atomic_load(&w->finalizing)) {
+            rc = ec_errorf(err, EC_EABORTED, "ecw_epoch_get '%s': the handle is being "
+                           "finalized", name);
+            break;
         }
-        /* etcd briefly away (an election, a restart): keep trying until the
-         * deadline rather than fail at the first refusal. */
-        if (rc < 0 && rc != EC_EUNAVAILABLE && rc != EC_ETIMEDOUT)
-            return ec_error_prefix(err, "ecw_epoch_get '%s' in epoch %" PRIu64, name, epoch);
+        if ((rc = ecw__fence_check(w, "ecw_epoch_get", err)) < 0)
+            break;
+        atomic_store(&kw.changed, 0);
+        int64_t rev = 0;
+        int got = 0;
+        rc = look(w, name, epoch, key, buf, cap, len, &rev, &got, err);
+        if (rc != 0) {
+            rc = rc > 0 ? 0 : rc;
+            break;
+        }
         uint64_t latest = atomic_load(&w->latest_num);
-        if (latest > epoch)
-            return ec_errorf(err, EC_EEPOCHCHANGED, "ecw_epoch_get '%s': epoch %" PRIu64 " was "
-                             "published while waiting for it in epoch %" PRIu64 ": call "
-                             "ecw_rebuild, then get it in the new epoch", name, latest, epoch);
+        if (latest > epoch) {
+            rc = ec_errorf(err, EC_EEPOCHCHANGED, "ecw_epoch_get '%s': epoch %" PRIu64 " was "
+                           "published while waiting for it in epoch %" PRIu64 ": call "
+                           "ecw_rebuild, then get it in the new epoch", name, latest, epoch);
+            break;
+        }
         int64_t now = ecw__mono_ms();
-        if (now >= deadline && rc < 0)
-            return ec_error_prefix(err, "ecw_epoch_get '%s' in epoch %" PRIu64, name, epoch);
-        if (now >= deadline)
-            return ec_errorf(err, EC_ETIMEDOUT, "ecw_epoch_get '%s': not in epoch %" PRIu64
-                             " within %d ms (under '%s'): the member that writes it is late "
-                             "or dead; wait for the next epoch", name, epoch,
-                             timeout_ms > 0 ? timeout_ms : 0, key);
-        pause_on_cv(w, epoch, now + pause < deadline ? now + pause : deadline);
+        if (now >= deadline) {
+            rc = got < 0 ? ec_error_prefix(err, "ecw_epoch_get '%s' in epoch %" PRIu64, name,
+                                           epoch)
+                         : ec_errorf(err, EC_ETIMEDOUT, "ecw_epoch_get '%s': not in epoch %"
+                                     PRIu64 " within %d ms (under '%s'): the member that "
+                                     "writes it is late or dead; wait for the next epoch", name,
+                                     epoch, timeout_ms > 0 ? timeout_ms : 0, key);
+            break;
+        }
+        /* Watch the key from just after the read: a put after it wakes us
+         * at once.  Without a watch (or should it break), re-read after a
+         * pause; with one, still once a second. */
+        if (!watch && got == 0)
+            watch = ec_watch_start_ex(w->etcd, key, false, rev + 1, EC_WATCH_NO_PREV_KV, on_key,
+                                      &kw, NULL);
+        int64_t next = now + (watch ? 1000 : pause);
+        pause_on_cv(w, &kw, epoch, next < deadline ? next : deadline);
         if (pause < 50)
             pause = pause * 2 > 50 ? 50 : pause * 2;
     }
+    ec_watch_stop(watch); /* no callback after this: kw may go */
+    return rc;
 }
 
 int ecw_epoch_get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, int timeout_ms,

@@ -51,7 +51,8 @@ static const knob_t knobs[] = {
     {"lease", {"ECOORD_LEASE"}, K_LEASE, IN(lease), OUT(lease), 0, 0, 0, "0",
      "etcd lease (hex) of this node: every key the library writes is attached to it"},
     {"backend", {"ECOORD_WORKER_BACKEND"}, K_BACKEND, IN(backend), OUT(backend), ECW_BACKEND_AUTO,
-     0, 0, "auto", "auto (NCCL when a GPU is visible), gloo, nccl, or none (follow epochs and claim ranks, build no communicator)"},
+     0, 0, "auto", "auto (NCCL when a GPU is visible), gloo, nccl, or none (follow epochs "
+     "and claim ranks, build no communicator)"},
     {"host", {"PADDLE_CURRENT_ENDPOINT"}, K_HOSTOF, IN(host), OUT(host), 0, 0, 0, "",
      "address Gloo binds (default: this node's host in the epoch)"},
     {"device", {"FLAGS_selected_gpus"}, K_INT, IN(device), OUT(device), -1, -1, 4095, "-1",
