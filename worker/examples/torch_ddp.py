@@ -16,6 +16,7 @@ from the same model; batch b of rank r is a pure function of (step, r)).
 
 One line per step on stdout (tests parse them):
     torch_ddp step=S epoch=E rank=R world=W loss=L pid=P cs=C
+and with TORCH_DDP_TIMESTAMPS=1 a last field t=<wall clock ms> (benchmarks).
 (L: the mean loss over the ranks; C: CRC-32 of the parameters after the
 step, equal on every rank when the state recovery was exact: momentum
 included, since a rank without it would update differently.)
@@ -60,6 +61,7 @@ def main():
                     help="the process group's timeout, s")
     a = ap.parse_args()
     pid = os.getpid()
+    stamps = os.environ.get("TORCH_DDP_TIMESTAMPS") == "1"
     ctx = et.init(backend="gloo", timeout=a.timeout)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, a.hidden), torch.nn.Tanh(),
@@ -77,9 +79,11 @@ def main():
             if ddp is None:
                 t = time.monotonic()
                 step = max(ctx.sync(model, opt, step), 0)
+                t1 = time.monotonic()
                 ddp = ctx.wrap(model)
                 if timing is not None:
                     timing["sync_ms"] = (time.monotonic() - t) * 1000
+                    timing["wrap_ms"] = (time.monotonic() - t1) * 1000
             t = time.monotonic()
             with ctx.step():
                 x, y = batch(step, ctx.rank)
@@ -92,20 +96,20 @@ def main():
             step += 1
             cs = zlib.crc32(torch.cat([p.detach().reshape(-1) for p in model.parameters()])
                             .numpy().tobytes())
-            print("torch_ddp step=%d epoch=%d rank=%d world=%d loss=%.6f pid=%d cs=%08x" %
+            print("torch_ddp step=%d epoch=%d rank=%d world=%d loss=%.6f pid=%d cs=%08x%s" %
                   (step, ctx.epoch, ctx.rank, ctx.world_size, lsum.item() / ctx.world_size, pid,
-                   cs), flush=True)
+                   cs, " t=%d" % int(time.time() * 1000) if stamps else ""), flush=True)
             if timing is not None:
                 timing["step_ms"] = (time.monotonic() - t) * 1000
                 tot = timing["epoch_ms"] + timing["group_ms"] + timing.get("sync_ms", 0) + \
                     timing["step_ms"]
                 print("torch_ddp rebuilt epoch=%d rank=%d world=%d step=%d detect_at=%d "
                       "epoch_ms=%.1f group_ms=%.1f sync_ms=%.1f step_ms=%.1f total_ms=%.1f at=%d "
-                      "pid=%d why=%s" %
+                      "pid=%d store_ms=%.1f wrap_ms=%.1f why=%s" %
                       (timing["epoch"], ctx.rank, ctx.world_size, step, timing["detected_at_ms"],
                        timing["epoch_ms"], timing["group_ms"], timing.get("sync_ms", 0),
                        timing["step_ms"], tot, int(time.time() * 1000), pid,
-                       timing["why"].replace(" ", "_")[:120]), flush=True)
+                       timing.get("store_ms", 0), timing.get("wrap_ms", 0), timing["why"].replace(" ", "_")[:120]), flush=True)
                 timing = None
             if a.delay_ms > 0:
                 time.sleep(a.delay_ms / 1000.0)

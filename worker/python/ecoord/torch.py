@@ -312,14 +312,17 @@ class Context:
                                       timeout=datetime.timedelta(seconds=min(left, 15)))
                 store.set_timeout(self.timeout)
             gen.store = store
+            gen.t_store = _now_ms()
             self._raise_if_aborted(gen)
             pre = set(_sockets.socket_inodes())
             opts = {}
             if self.backend == "nccl":
                 torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
-            dist.init_process_group(self.backend,
-                                    store=dist.PrefixStore("ecoord/%d" % gen.epoch, store),
-                                    rank=rank, world_size=world, timeout=self.timeout, **opts)
+            with _barrier_without_polling():
+                dist.init_process_group(self.backend,
+                                        store=dist.PrefixStore("ecoord/%d" % gen.epoch, store),
+                                        rank=rank, world_size=world, timeout=self.timeout,
+                                        **opts)
             gen.pg = dist.distributed_c10d._get_default_group()
             pinned = None
             if self.backend == "gloo":
@@ -410,6 +413,7 @@ class Context:
                 "detected_at_ms": det[1], "why": det[2],
                 "epoch_ms": t_epoch - det[0],     # first notice -> the new epoch joined
                 "group_ms": t_group - t_epoch,     # store + init_process_group
+                "store_ms": getattr(gen, "t_store", t_epoch) - t_epoch,
                 "total_ms": t_group - det[0],
             }
             with self._lock:
@@ -463,9 +467,13 @@ class Context:
         is due, and turns a collective error caused by a membership change
         into EpochChanged."""
         gen = self._cur
-        if gen is None or gen.aborted is not None or self._w.latest_epoch() > gen.epoch:
-            self._abort(gen, "epoch %d published" % self._w.latest_epoch())
-            raise self._translate(EpochChanged("rebuild due"))
+        if gen is None:
+            raise EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
+        latest = self._w.latest_epoch()
+        if gen.aborted is None and latest > gen.epoch:
+            self._abort(gen, "epoch %d published" % latest)
+        if gen.aborted is not None:
+            self._raise_if_aborted(gen)
         try:
             yield self
         except Exception as e:
@@ -668,6 +676,33 @@ def _wrap(model, backend, local_rank, **ddp_args):
     if backend == "nccl" and "device_ids" not in ddp_args:
         ddp_args["device_ids"] = [torch.cuda.current_device()]
     return torch.nn.parallel.DistributedDataParallel(model, **ddp_args)
+
+
+@contextlib.contextmanager
+def _barrier_without_polling():
+    """During our init_process_group: torch 1.13 ends it with a store barrier
+    that polls the store every 10 ms (_store_based_barrier), 5-10 ms of every
+    rebuild.  The same barrier (same key, every rank checked in) with a
+    blocking store.wait instead: the last rank to check in sets a key the
+    others wait on.  Torch versions without that function are left alone."""
+    c10d = dist.distributed_c10d
+    orig = getattr(c10d, "_store_based_barrier", None)
+    prefix = getattr(c10d, "STORE_BASED_BARRIER_PREFIX", None)
+    if orig is None or prefix is None:
+        yield
+        return
+
+    def barrier(rank, store, timeout, *args, **kwargs):
+        key = "%s:%s" % (prefix, c10d._group_count)
+        if store.add(key, 1) == c10d.get_world_size():
+            store.set(key + ":all", "1")
+        store.wait([key + ":all"], timeout)
+
+    c10d._store_based_barrier = barrier
+    try:
+        yield
+    finally:
+        c10d._store_based_barrier = orig
 
 
 def _torch_abort(pg):
