@@ -15,6 +15,7 @@ fatal), and so are the connections to etcd (the worker library's), which a
 gRPC reconnect may open at any moment.
 """
 import ctypes
+import errno
 import os
 import socket
 
@@ -23,6 +24,9 @@ __all__ = ["socket_inodes", "Pinned", "pin_new_sockets"]
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.shutdown.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.shutdown.restype = ctypes.c_int
+_libc.recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.recv.restype = ctypes.c_ssize_t
+_MSG_PEEK, _MSG_DONTWAIT = 0x2, 0x40
 
 
 def socket_inodes():
@@ -75,6 +79,21 @@ class Pinned:
             if _libc.shutdown(fd, how) == 0:
                 n += 1
         return n
+
+    def broken(self):
+        """A description of the first pinned socket whose peer is gone (end
+        of stream or an error such as a reset, seen by a peek that neither
+        blocks nor consumes anything), or None when all look alive."""
+        buf = ctypes.create_string_buffer(1)
+        for fd, what in self.socks:
+            n = _libc.recv(fd, buf, 1, _MSG_PEEK | _MSG_DONTWAIT)
+            if n == 0:
+                return what + " closed by the peer"
+            if n < 0:
+                e = ctypes.get_errno()
+                if e not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR):
+                    return "%s: %s" % (what, os.strerror(e))
+        return None
 
     def close(self):
         socks, self.socks = self.socks, []

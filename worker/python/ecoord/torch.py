@@ -124,8 +124,9 @@ def init(backend=None, timeout=300, rebuild_timeout=None, epoch_wait=60, log_lev
     rebuild_timeout: bound of one rebuild, waiting for a membership included
       (default: the worker library's, 120 s).
     epoch_wait: after a collective failed by itself (a killed peer fails
-      Gloo's collectives in ~14 ms, before the job re-forms), how long to
-      wait for the epoch that explains it before the error is raised as is.
+      Gloo's collectives in ~14 ms, before the job re-forms), how long
+      rebuild() waits for the epoch that replaces the group before it
+      raises ecoord.Error (ECW_ETIMEDOUT).
     log_level: least severe libecworker message passed to the "ecoord"
       logger ("debug", "info", "warn", "error").
     Returns a Context.  Raises ecoord.Error when the worker library cannot
@@ -437,25 +438,33 @@ class Context:
 
     def _translate(self, exc):
         """The EpochChanged that explains exc, or None when it is not about
-        membership.  A failure the watcher has not explained yet waits up to
-        epoch_wait for the epoch that does."""
+        membership.  A collective that failed by itself (a killed peer fails
+        Gloo's collectives in ~14 ms, before the job re-forms) counts when
+        the group's connections are broken: the group is aborted at once,
+        so that the peers still blocked in it learn now, and rebuild()
+        waits for the epoch that replaces it."""
         if isinstance(exc, EpochChanged):
             return exc
         gen = self._cur
         if gen is None:
-            return EpochChanged("no process group (rebuild)", None, self._w.latest_epoch())
+            return EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
         if gen.aborted is None:
             if not isinstance(exc, RuntimeError):
                 return None
-            self._note_change("collective failed: %s" % str(exc).splitlines()[0][:200])
-            rc, latest = self._w.wait_epoch(gen.epoch, self._epoch_wait_ms)
-            if rc == _ecw.ECW_EUNCONFIRMED:
-                self._abort(gen, "fenced: this node's membership cannot be confirmed", True)
-            elif rc == 0:
+            latest = self._w.latest_epoch()
+            if latest > gen.epoch:
                 self._abort(gen, "epoch %d published" % latest)
+            elif not self._w.confirmed():
+                self._abort(gen, "fenced: this node's membership cannot be confirmed", True)
             else:
-                self._abort(gen, "failed")  # let the peers know; no epoch explains it
-                return None
+                why = gen.pinned.broken() if gen.pinned is not None else None
+                if why is None and self.backend == "nccl":
+                    why = _nccl_failure(exc)
+                if why is None:
+                    return None  # not a membership change: the caller's error, as it is
+                self._abort(gen, "collective failed: %s" % why)
+                # Without it a node killed with its agent waits for its lease to expire.
+                self._w.report_failure()
         cls = Fenced if gen.fenced else EpochChanged
         return cls("the group of epoch %d is gone: %s (%s)" % (gen.epoch, gen.aborted,
                                                               str(exc).splitlines()[0][:200]),
@@ -703,6 +712,16 @@ def _barrier_without_polling():
         yield
     finally:
         c10d._store_based_barrier = orig
+
+
+def _nccl_failure(exc):
+    """NCCL reports a peer's failure only in the error text."""
+    msg = str(exc)
+    for m in ("NCCL error", "ncclRemoteError", "ncclSystemError", "Connection reset",
+              "Connection closed", "aborted"):
+        if m in msg:
+            return msg.splitlines()[0][:200]
+    return None
 
 
 def _torch_abort(pg):
