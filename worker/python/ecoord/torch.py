@@ -46,7 +46,8 @@ Gloo (torch has no abort for it) by shutdown(2) of the sockets the group
 created (see ecoord/_sockets.py); NCCL with torch's own abort where torch
 has one (_abort_process_group, torch >= 2.5).  The old group is never
 destroyed on the training thread (its destructor can block ~20 s while a
-collective is stuck): it is kept and released by a reaper thread later.
+collective is stuck, holding the GIL): it is kept, and a reaper thread frees
+it once the group timeout has passed since its retirement.
 """
 import contextlib
 import datetime
@@ -258,8 +259,17 @@ class Context:
             if self._detect is None:
                 self._detect = (_now_ms(), _wall_ms(), why)
 
-    def _abort(self, gen, why, fenced=False):
-        """Make everything blocked in gen's group fail now (any thread)."""
+    def _abort(self, gen, why, fenced=False, how=socket.SHUT_RD):
+        """Make everything blocked in gen's group fail now (any thread).
+
+        Only the read side by default, as the C Gloo shim does: every pair
+        then reads end-of-file and fails, waking each receive, while our own
+        writes keep working.  A write that failed because we shut the write
+        side would leave its unbound send queued on the pair, where Gloo
+        never wakes it: the collective then waits out the group timeout
+        (seen: "Timed out waiting 120000ms for send operation to complete").
+        The write side goes once the collective has failed (_retire), so
+        the peers learn of it then."""
         with self._lock:
             if gen is None or gen.aborted is not None:
                 return
@@ -269,7 +279,7 @@ class Context:
             if gen.pg is not None and self.backend == "nccl":
                 _torch_abort(gen.pg)
             if gen.pinned is not None:
-                gen.pinned.shutdown()
+                gen.pinned.shutdown(how)
             elif gen.before is not None:
                 # Still building: the store client and whatever Gloo
                 # connected so far; never the store server's own sockets.
@@ -355,6 +365,9 @@ class Context:
         if gen is None:
             return
         self._abort(gen, "retired")
+        with self._lock:
+            if gen.pinned is not None:
+                gen.pinned.shutdown(socket.SHUT_RDWR)  # its collective is over: tell the peers
         if gen.pg is not None and dist.is_initialized() and \
                 dist.distributed_c10d._get_default_group() is gen.pg:
             dist.destroy_process_group()
@@ -462,7 +475,9 @@ class Context:
                     why = _nccl_failure(exc)
                 if why is None:
                     return None  # not a membership change: the caller's error, as it is
-                self._abort(gen, "collective failed: %s" % why)
+                # Our collective is over: the write side too, so the peers
+                # still blocked in the group learn of it now.
+                self._abort(gen, "collective failed: %s" % why, how=socket.SHUT_RDWR)
                 # Without it a node killed with its agent waits for its lease to expire.
                 self._w.report_failure()
         cls = Fenced if gen.fenced else EpochChanged
@@ -526,6 +541,7 @@ class Context:
             except Exception:
                 pass
         self._cur = None
+        self._leak_retired()
 
     # ---- the threads ----
 
@@ -558,22 +574,37 @@ class Context:
                     self._stop.wait(0.05)
 
     def _reap(self):
-        """Free retired groups off the training thread, once their sockets
-        have been shut down for a while (their collectives have failed by
-        then, so torch's destructor does not wait on a stuck one)."""
+        """Free retired groups off the training thread, and only once the
+        group timeout has passed since their retirement.  A Gloo operation
+        can outlive the abort (an unbound send Gloo never wakes waits for its
+        timeout, see worker/gloo_shim.cc), and torch's destructor joins it
+        holding the GIL: freed earlier, a group could freeze every thread of
+        the process, the watcher included, for up to the timeout."""
         keep = os.environ.get("ECOORD_TORCH_KEEP_GROUPS") == "1"
+        grace = self.timeout.total_seconds() + 5
         while not self._stop.wait(1.0):
             if keep:
                 continue
             now = time.monotonic()
             with self._lock:
-                ripe = [g for g in self._old if g.retired_at and now - g.retired_at > 10]
+                ripe = [g for g in self._old if g.retired_at and now - g.retired_at > grace]
                 self._old = [g for g in self._old if g not in ripe]
             for g in ripe:
                 for p in (g.pinned, g.build_pinned):
                     if p is not None:
                         p.close()
                 g.pg = g.store = None
+
+    def _leak_retired(self):
+        """At close: the groups not freed yet are never freed (their
+        destructors could block interpreter exit up to the group timeout)."""
+        import ctypes
+        with self._lock:
+            old, self._old = self._old, []
+        for g in old:
+            for o in (g.pg, g.store):
+                if o is not None:
+                    ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
 
 
 class _FallbackContext:
