@@ -97,6 +97,8 @@ survivors_ok() {
     for x in "$@"; do
         [ "$(pids_of "$x" | wc -w)" = 1 ] || { echo "# $x: several PIDs: $(pids_of "$x")"; return 1; }
         increasing "$x" || { echo "# $x: steps went back"; return 1; }
+        # a collective held to the group timeout instead of released by the epoch
+        ! grep -q 'Timed out' "$(log "$x")" || { echo "# $x: a collective timed out"; return 1; }
     done
 }
 

@@ -69,7 +69,9 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     # A process started into a running job (a joiner, a restarted rank)
     # holds no state: -1 makes it take the live one.
-    step = -1 if ctx.elastic and int(os.environ.get("ECOORD_EPOCH", "1")) > 1 else 0
+    fresh = int(os.environ.get("ECOORD_EPOCH", "1")) <= 1 and \
+        int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) == 0
+    step = 0 if fresh else -1
     ddp, rebuild, timing = None, False, None
     while step < a.steps:
         try:
