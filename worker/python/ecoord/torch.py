@@ -185,11 +185,17 @@ class Context:
         self.last_rebuild = None  # the timings of the last rebuild()
         self.last_sync_ms = None
         self.rebuilds = 0
-        self._rebuild_loop(first=True)
+        # The watcher runs before the first group is built: a member lost
+        # during that first rendezvous releases it too.
         self._watcher = threading.Thread(target=self._watch, name="ecoord-watcher", daemon=True)
         self._watcher.start()
         self._reaper = threading.Thread(target=self._reap, name="ecoord-reaper", daemon=True)
         self._reaper.start()
+        try:
+            self._rebuild_loop(first=True)
+        except BaseException:
+            self.close()
+            raise
         import atexit
         atexit.register(self.close)
 
@@ -420,6 +426,17 @@ class Context:
                 old_epoch = self._cur.epoch if self._cur is not None else old_epoch
                 self._retire(self._cur)
                 continue
+            except Exception as e:
+                # A build that failed by itself (a member died during the
+                # rendezvous, its store went away): never this epoch again;
+                # the loop waits for the next one within epoch_wait.
+                failed = self._cur
+                old_epoch = failed.epoch if failed is not None else w.epoch
+                log.warning("building the group of epoch %d failed: %s; waiting for the next "
+                            "epoch", old_epoch, str(e).splitlines()[0][:300] if str(e) else e)
+                self._note_change("building epoch %d failed" % old_epoch)
+                self._retire(failed)
+                continue
             t_group = _now_ms()
             det = self._detect or (t_start, _wall_ms() - int(_now_ms() - t_start), "rebuild()")
             self.last_rebuild = {
@@ -529,11 +546,13 @@ class Context:
         if self._stop.is_set():
             return
         self._stop.set()
-        w = self._w
-        if w is not None:
-            w.finalize()  # makes the watcher's ecw_wait_epoch return ECW_EABORTED
+        # No call may start on the handle once ecw_finalize has: the watcher
+        # leaves first (its waits last at most 500 ms).
         if self._watcher.is_alive() and threading.current_thread() is not self._watcher:
             self._watcher.join(5)
+        w = self._w
+        if w is not None:
+            w.finalize()
         gen = self._cur
         if gen is not None and dist.is_initialized():
             try:
@@ -550,9 +569,9 @@ class Context:
         w = self._w
         while not self._stop.is_set():
             gen = self._cur
-            after = max(seen, gen.epoch if gen is not None else 0)
+            after = max(seen, gen.epoch if gen is not None else w.epoch)
             try:
-                rc, latest = w.wait_epoch(after, 1000)
+                rc, latest = w.wait_epoch(after, 500)
             except _ecw.Error as e:
                 log.warning("ecoord watcher: %s", e)
                 self._stop.wait(0.2)
@@ -564,7 +583,7 @@ class Context:
                 gen = self._cur
                 if gen is not None and gen.epoch < latest:
                     self._abort(gen, "epoch %d published" % latest)
-                else:
+                elif gen is None and self._w.epoch:
                     self._note_change("epoch %d published" % latest)
             elif rc == _ecw.ECW_EUNCONFIRMED:
                 self._abort(self._cur, "fenced: this node's membership cannot be confirmed "
