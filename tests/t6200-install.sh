@@ -4,7 +4,9 @@
 # runs; libecworker with its header and a pkg-config file that compiles,
 # links and runs a program against the installed copy; the systemd units
 # with the installed paths substituted; the example environment file; man
-# pages made from --help (or the --help text when help2man is missing).
+# pages made from --help (or the --help text when help2man is missing); the
+# ecoord Python package, which imports with the system's python3 and loads
+# the installed libecworker (found relative to itself, so also in DESTDIR).
 set -u
 build=${EC_BUILDDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 dest=$(mktemp -d /tmp/ec-t6200-XXXXXX)
@@ -99,5 +101,25 @@ if [ -f "$dest$mandir/man1/ecoord-launch.1" ]; then
 else
     grep -q -- '--metrics_port' "$dest$docdir/ecoord-launch.txt" 2>/dev/null
     result $? "--help text installed in $docdir (no help2man)"
+fi
+pythondir=$(var pythondir)
+if [ -z "$pythondir" ]; then
+    echo "# configured without Python: no package installed"; result 0 "no Python package (no python3 at configure)"
+else
+    # Outside the build tree, with nothing but the installed copy on the path.
+    out=$(cd / && env -u ECOORD_LIBECWORKER PYTHONPATH="$dest$pythondir" /usr/bin/python3 -c '
+import sys, ecoord
+p = ecoord.library_path()
+print(p, ecoord.strerror(-15))
+sys.exit(not (ecoord.__file__.startswith(sys.argv[1]) and p.startswith(sys.argv[2])))
+' "$dest$pythondir" "$dest$libdir" 2>&1)
+    rc=$?
+    echo "# $out"
+    if [ $rc = 0 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        out=$(cd / && env -u ECOORD_LIBECWORKER PYTHONPATH="$dest$pythondir" /usr/bin/python3 -c \
+            'import ecoord.torch as t; print(t.__file__)' 2>&1) || rc=1
+        echo "# $out"
+    fi
+    result $rc "the ecoord package in $pythondir imports with /usr/bin/python3 and loads the installed libecworker"
 fi
 [ "$fails" = 0 ]

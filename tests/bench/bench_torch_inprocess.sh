@@ -1,0 +1,129 @@
+#!/bin/sh
+# PyTorch recovery benchmark: K nodes x 2 processes of worker/examples/torch_ddp.py
+# (DDP, Gloo on loopback, ecoord.torch) through a graceful leave (SIGTERM to a
+# non-leader agent) and a node kill (kill -9 of a non-leader agent: its
+# processes die with it), in place (--rebuild=inprocess) and by restart
+# (--rebuild=restart); each on a fresh job, REPS repetitions.  Prints p50 and
+# max (ms) per phase over every survivor rank.  Not a pass/fail test.
+#
+#   tests/bench/bench_torch_inprocess.sh [REPS=3] [K=3]
+#   env: TTL (lease TTL, s; default 10), MODES, SCENARIOS, DELAY_MS (step delay, 10)
+#
+# Phases, from t0 (just before the signal), per survivor rank; in place they
+# come from the rank's own "torch_ddp rebuilt" line, in wall-clock ms:
+#   detect   the rank first learned of the change (its collective failed or
+#            its watcher saw the new epoch)
+#   epoch    it joined the new epoch (ecw_rebuild returned)
+#   group    its new store and process group were up
+#   synced   state recovered from the most advanced rank and DDP re-wrapped
+#   step     its first training step at the new world size was done
+# Restart mode has "step" only: the agent restarts every process (torch
+# import and env:// rendezvous included; the example keeps no checkpoint,
+# so it also starts again from step 0 there).
+set -u
+cd "$(dirname "$0")/../.."
+TOP=$(pwd)
+REPS=${1:-3}; K=${2:-3}; TTL=${TTL:-10}; DELAY_MS=${DELAY_MS:-10}
+PY=/usr/bin/python3
+ECOORD=${ECOORD:-$TOP/ecoord}; PROG=$TOP/worker/examples/torch_ddp.py
+[ -x "$ECOORD" ] || { echo "build first: make" >&2; exit 1; }
+$PY -c 'import torch.distributed' 2>/dev/null || { echo "no torch under $PY (apt-get install python3-torch)" >&2; exit 1; }
+export ECOORD_LIBECWORKER=${ECOORD_LIBECWORKER:-$TOP/.libs/libecworker.so.0}
+export OMP_NUM_THREADS=1 TORCH_DDP_TIMESTAMPS=1
+W=$(mktemp -d /tmp/ec-bench-torch-XXXXXX)
+set -- $(sh deploy/local/etcd.sh "$W/etcd")
+EP=$1; EPID=$2
+PIDS=""; JOB_AGENTS=""
+cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
+trap cleanup EXIT INT TERM
+now_ms() { date +%s%3N; }
+
+start_agent() {  # JOB NODE MODE
+    mkdir -p "$W/$1"
+    "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="1:$K" --nproc_per_node=2 --node_id="$2" \
+        --rebuild="$3" --elastic_timeout=30 --lease_ttl="$TTL" --grace_period=2 --log_dir="$W/$1/$2" \
+        -- $PY "$PROG" --steps 1000000 --delay-ms "$DELAY_MS" > "$W/$1.$2.console" 2>&1 &
+    echo $!
+}
+leader_of() { "$ECOORD" status --elastic_server="$EP" --job_id="$1" --json 2>/dev/null | sed -n 's/.*"leader":"\([^"]*\)".*/\1/p'; }
+# until every rank of NODES logged a step at world WORLD after wall ms AFTER
+all_stepped() {  # JOB WORLD AFTER NODES...
+    job=$1; world=$2; after=$3; shift 3
+    for n in "$@"; do for r in 0 1; do
+        grep "^torch_ddp step=.* world=$world " "$W/$job/$n/workerlog.$r" 2>/dev/null |
+            awk -v a="$after" '{ sub(/.* t=/, ""); if ($1 + 0 > a) { f = 1; exit } } END { exit !f }' || return 1
+    done; done
+}
+wait_cond() {  # SECONDS COMMAND...
+    dl=$(( $(now_ms) + $1 * 1000 )); shift
+    until "$@"; do [ "$(now_ms)" -gt "$dl" ] && return 1; sleep 0.02; done
+}
+record() { printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >> "$W/results"; }  # mode scenario phase ms
+
+run_scenario() {  # MODE SCENARIO REP
+    mode=$1; sc=$2; job="t-$mode-$sc-$3"; nodes=""; i=0
+    while [ $i -lt "$K" ]; do
+        pid=$(start_agent "$job" "n$i" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+        eval "A_n$i=$pid"; nodes="$nodes n$i"; i=$((i + 1))
+    done
+    wait_cond 90 all_stepped "$job" $((2 * K)) 0 $nodes || { echo "  $job: never trained at world $((2 * K))" >&2; return 1; }
+    sleep 0.5   # steady state: not a synchronisation, every wait below polls
+    leader=$(leader_of "$job"); victim=""
+    for n in $nodes; do [ "$n" != "$leader" ] && victim=$n; done
+    survivors=""; for n in $nodes; do [ "$n" != "$victim" ] && survivors="$survivors $n"; done
+    t0=$(now_ms)
+    case $sc in
+        leave) eval "kill -TERM \$A_$victim" ;;
+        kill9) eval "kill -9 \$A_$victim" ;;
+    esac
+    wait_cond $((TTL + 60)) all_stepped "$job" $((2 * K - 2)) "$t0" $survivors ||
+        { echo "  $job: survivors never stepped at world $((2 * K - 2))" >&2; return 1; }
+    for n in $survivors; do for r in 0 1; do
+        f="$W/$job/$n/workerlog.$r"
+        t_step=$(grep "^torch_ddp step=.* world=$((2 * K - 2)) " "$f" |
+            awk -v a="$t0" '{ sub(/.* t=/, ""); if ($1 + 0 > a) { print $1; exit } }')
+        record "$mode" "$sc" step $((t_step - t0))
+        [ "$mode" = inprocess ] || continue
+        line=$(grep "^torch_ddp rebuilt .* world=$((2 * K - 2)) " "$f" | head -n 1)
+        [ -n "$line" ] || continue
+        get() { printf '%s\n' "$line" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+        det=$(( $(get detect_at) - t0 ))
+        record "$mode" "$sc" detect "$det"
+        e=$(awk -v d="$det" -v a="$(get epoch_ms)" 'BEGIN { printf "%d", d + a }')
+        record "$mode" "$sc" epoch "$e"
+        g=$(awk -v d="$e" -v a="$(get group_ms)" 'BEGIN { printf "%d", d + a }')
+        record "$mode" "$sc" group "$g"
+        s=$(awk -v d="$g" -v a="$(get sync_ms)" 'BEGIN { printf "%d", d + a }')
+        record "$mode" "$sc" synced "$s"
+    done; done
+    return 0
+}
+
+echo "torch recovery benchmark: $K nodes x 2 processes of torch_ddp.py (DDP, Gloo, loopback), $REPS repetitions, lease TTL ${TTL} s, etcd $EP"
+for mode in ${MODES:-inprocess restart}; do
+    for sc in ${SCENARIOS:-leave kill9}; do
+        rep=0
+        while [ $rep -lt "$REPS" ]; do
+            run_scenario $mode $sc $rep || true
+            for a in $JOB_AGENTS; do kill -9 "$a" 2>/dev/null; done
+            JOB_AGENTS=""
+            rep=$((rep + 1))
+        done
+    done
+done
+[ -s "$W/results" ] || { echo "no results" >&2; exit 1; }
+awk '
+function pct(a, n, p,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return a[int((n - 1) * p) + 1] }
+{ key = $1 " " $2 " " $3; n[key]++; v[key, n[key]] = $4; if (!(($1 " " $2) in seen)) { seen[$1 " " $2] = 1; order[++no] = $1 " " $2 } }
+END {
+    printf "%-10s %-6s %5s %14s %14s %14s %14s %14s\n", "mode", "change", "ranks", "detect p50/max", "epoch p50/max", "group p50/max", "synced p50/max", "step p50/max"
+    split("detect epoch group synced step", ph, " ")
+    for (o = 1; o <= no; o++) {
+        split(order[o], mp, " "); line = sprintf("%-10s %-6s %5d", mp[1], mp[2], n[order[o] " step"])
+        for (q = 1; q <= 5; q++) { key = order[o] " " ph[q]; m = n[key]
+            if (!m) { line = line sprintf(" %14s", "-"); continue }
+            for (i = 1; i <= m; i++) a[i] = v[key, i]
+            line = line sprintf(" %6d/%-7d", pct(a, m, 0.5), pct(a, m, 1.0)) }
+        print line }
+}' "$W/results"

@@ -1,0 +1,793 @@
+"""ecoord.torch: PyTorch training that survives membership changes in place.
+
+Under ``ecoord launch --rebuild=inprocess`` the training processes are never
+restarted when a node dies, leaves or joins: each follows the job's epochs
+through libecworker and rebuilds torch.distributed's default process group
+for every new epoch, then recovers the model and optimizer state from the
+most advanced member.  The same program runs unchanged under
+``ecoord launch --rebuild=restart`` and plain ``torchrun``: there init() makes
+an ordinary env:// process group and no rebuild ever happens.
+
+A training loop::
+
+    import ecoord.torch as et
+
+    ctx = et.init(timeout=300)              # joins the job: ctx.rank, ctx.world_size, ctx.epoch
+    torch.manual_seed(0)                    # the same initial model everywhere
+    model = Net(); opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step, ddp, rebuild = 0, None, False
+    while step < steps:
+        try:
+            if rebuild:
+                ctx.rebuild()                       # the newest epoch's group
+                rebuild = False
+            if ddp is None:
+                step = ctx.sync(model, opt, step)   # the most advanced member's state
+                ddp = ctx.wrap(model)               # DistributedDataParallel on the new group
+            with ctx.step():                        # a collective cut off by a new epoch
+                loss = train_one_step(ddp, opt)     # raises et.EpochChanged
+            step += 1
+        except et.EpochChanged:
+            rebuild, ddp = True, None
+    ctx.close()
+
+A process that starts with no state (a joiner, a restarted process) passes
+step=-1 (or anything lower than the others') to sync() and gets the live
+state.  Inside ``with ctx.step()`` and in sync()/wrap(), every collective
+that fails because the job re-formed (a peer died, left, joined, or this
+node's etcd lease cannot be confirmed) raises EpochChanged; other errors
+pass through unchanged.  dist.* keeps working as usual on the default group.
+
+How a blocked collective is released: a watcher thread waits on
+ecw_wait_epoch(); when a newer epoch is published, or the fence trips (this
+node's lease cannot be confirmed: it must stop collectives before etcd can
+expire it and the others re-form without it), it aborts the current group:
+Gloo (torch has no abort for it) by shutdown(2) of the sockets the group
+created (see ecoord/_sockets.py); NCCL with torch's own abort where torch
+has one (_abort_process_group, torch >= 2.5).  The old group is never
+destroyed on the training thread (its destructor can block ~20 s while a
+collective is stuck, holding the GIL): it is kept, and a reaper thread frees
+it once the group timeout has passed since its retirement.
+"""
+import contextlib
+import datetime
+import io
+import logging
+import os
+import socket
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import _ecw, _sockets
+
+__all__ = ["init", "Context", "EpochChanged", "Fenced", "STORE_KEY"]
+
+log = logging.getLogger("ecoord.torch")
+
+STORE_KEY = "torch-store"  # the epoch key under which rank 0 publishes its TCPStore
+
+
+class EpochChanged(RuntimeError):
+    """The job re-formed (or is re-forming): the current process group is
+    gone.  Call ctx.rebuild(), then ctx.sync() and ctx.wrap(), and redo the
+    step.  epoch is the group's epoch, latest the newest seen (may be None)."""
+
+    def __init__(self, msg, epoch=None, latest=None):
+        super().__init__(msg)
+        self.epoch, self.latest = epoch, latest
+
+
+class Fenced(EpochChanged):
+    """This node's membership cannot be confirmed (etcd unreachable for
+    longer than its lease TTL minus the margin): collectives stopped.  The
+    state is kept; ctx.rebuild() waits for the confirmation and the epoch
+    the job re-forms into."""
+
+
+def _now_ms():
+    return time.monotonic() * 1000.0
+
+
+def _wall_ms():
+    return int(time.time() * 1000)
+
+
+def _seconds(t, default):
+    if t is None:
+        return default
+    return t.total_seconds() if isinstance(t, datetime.timedelta) else float(t)
+
+
+def _default_backend():
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
+
+
+def _mode():
+    """'inprocess' under `ecoord launch --rebuild=inprocess`, else 'fallback'
+    (restart mode, torchrun, or a plain single process)."""
+    if os.environ.get("ECOORD_JOB_ID") and os.environ.get("ECOORD_REBUILD") == "inprocess":
+        return "inprocess"
+    return "fallback"
+
+
+def init(backend=None, timeout=300, rebuild_timeout=None, epoch_wait=60, log_level="warn"):
+    """Join the job and build the process group of its newest epoch.
+
+    backend: "gloo" or "nccl" (default: NCCL when torch sees a GPU, else Gloo).
+    timeout: the group's timeout, seconds or timedelta (torch's default is 30
+      min; here 300 s).  Under ecoord in place it is only the last resort: a
+      new epoch releases a blocked collective at once.
+    rebuild_timeout: bound of one rebuild, waiting for a membership included
+      (default: the worker library's, 120 s).
+    epoch_wait: after a collective failed by itself (a killed peer fails
+      Gloo's collectives in ~14 ms, before the job re-forms), how long
+      rebuild() waits for the epoch that replaces the group before it
+      raises ecoord.Error (ECW_ETIMEDOUT).
+    log_level: least severe libecworker message passed to the "ecoord"
+      logger ("debug", "info", "warn", "error").
+    Returns a Context.  Raises ecoord.Error when the worker library cannot
+    join (etcd unreachable, no membership within rebuild_timeout)."""
+    backend = backend or _default_backend()
+    if _mode() == "inprocess":
+        return Context(backend, timeout, rebuild_timeout, epoch_wait, log_level)
+    return _FallbackContext(backend, timeout)
+
+
+class _Gen:
+    """One epoch's group, from the start of its build to its retirement."""
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+        self.pg = None
+        self.store = None
+        self.store_port = None
+        self.before = None     # socket inodes when the build started
+        self.pinned = None     # the group's sockets (Gloo)
+        self.build_pinned = None
+        self.aborted = None    # reason, once aborted
+        self.fenced = False
+        self.retired_at = None
+
+
+class Context:
+    """A process's membership in an elastic job under `ecoord launch
+    --rebuild=inprocess`.  Methods are for the training thread; pending()
+    and the properties may be read from any thread."""
+
+    elastic = True
+
+    def __init__(self, backend, timeout, rebuild_timeout, epoch_wait, log_level):
+        self.backend = backend
+        self.timeout = datetime.timedelta(seconds=_seconds(timeout, 300))
+        self._rebuild_timeout = _seconds(rebuild_timeout, 120)
+        self._epoch_wait_ms = int(_seconds(epoch_wait, 60) * 1000)
+        levels = {"debug": 0, "info": 1, "warn": 2, "warning": 2, "error": 3}
+        lib_log = logging.getLogger("ecoord")
+        pylevels = [logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR]
+        opts = {}
+        if rebuild_timeout is not None:
+            opts["rebuild_timeout_ms"] = int(self._rebuild_timeout * 1000)
+        self._w = _ecw.Worker(backend=_ecw.BACKEND_NONE,
+                              log=lambda lvl, msg: lib_log.log(pylevels[min(lvl, 3)], "%s", msg),
+                              log_level=levels.get(str(log_level).lower(), 2), **opts)
+        self._lock = threading.Lock()
+        self._cur = None
+        self._old = []            # retired generations, freed by the reaper
+        self._detect = None       # (monotonic ms, wall ms, why) of the first notice of a change
+        self._stop = threading.Event()
+        self._host = self._store_host()
+        self._etcd = self._etcd_peers()
+        self.last_rebuild = None  # the timings of the last rebuild()
+        self.last_sync_ms = None
+        self.rebuilds = 0
+        # The watcher runs before the first group is built: a member lost
+        # during that first rendezvous releases it too.
+        self._watcher = threading.Thread(target=self._watch, name="ecoord-watcher", daemon=True)
+        self._watcher.start()
+        self._reaper = threading.Thread(target=self._reap, name="ecoord-reaper", daemon=True)
+        self._reaper.start()
+        try:
+            self._rebuild_loop(first=True)
+        except BaseException:
+            self.close()
+            raise
+        import atexit
+        atexit.register(self.close)
+
+    # ---- where this process stands ----
+
+    @property
+    def rank(self):
+        return self._w.rank
+
+    @property
+    def world_size(self):
+        return self._w.world_size
+
+    @property
+    def local_rank(self):
+        return self._w.local_rank
+
+    @property
+    def epoch(self):
+        return self._w.epoch
+
+    @property
+    def nnodes(self):
+        return self._w.nnodes
+
+    @property
+    def node_id(self):
+        return self._w.node_id
+
+    def pending(self):
+        """True when the group is no longer usable (a newer epoch was
+        published, the fence tripped, or a collective failed): rebuild.
+        No I/O."""
+        cur = self._cur
+        return cur is None or cur.aborted is not None or self._w.epoch_pending()
+
+    # ---- the group of one epoch ----
+
+    @staticmethod
+    def _store_host():
+        ep = os.environ.get("PADDLE_CURRENT_ENDPOINT", "")
+        if ":" in ep:
+            return ep.rsplit(":", 1)[0]
+        return os.environ.get("POD_IP") or socket.gethostname()
+
+    @staticmethod
+    def _etcd_peers():
+        """(ip, port) of the etcd endpoints: the worker library's own
+        connections, never to be shut down."""
+        peers = set()
+        for ep in os.environ.get("ECOORD_ELASTIC_SERVER", "").split(","):
+            ep = ep.strip()
+            if "://" in ep:
+                ep = ep.split("://", 1)[1]
+            if ":" not in ep:
+                continue
+            host, port = ep.rsplit(":", 1)
+            try:
+                for ai in socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM):
+                    peers.add((ai[4][0], ai[4][1]))
+            except (OSError, ValueError):
+                pass
+        return peers
+
+    def _note_change(self, why):
+        with self._lock:
+            if self._detect is None:
+                self._detect = (_now_ms(), _wall_ms(), why)
+
+    def _abort(self, gen, why, fenced=False, how=socket.SHUT_RD):
+        """Make everything blocked in gen's group fail now (any thread).
+
+        Only the read side by default, as the C Gloo shim does: every pair
+        then reads end-of-file and fails, waking each receive, while our own
+        writes keep working.  A write that failed because we shut the write
+        side would leave its unbound send queued on the pair, where Gloo
+        never wakes it: the collective then waits out the group timeout
+        (seen: "Timed out waiting 120000ms for send operation to complete").
+        The write side goes once the collective has failed (_retire), so
+        the peers learn of it then."""
+        with self._lock:
+            if gen is None or gen.aborted is not None:
+                return
+            gen.aborted, gen.fenced = why, fenced
+            if self._detect is None:
+                self._detect = (_now_ms(), _wall_ms(), why)
+            if gen.pg is not None and self.backend == "nccl":
+                _torch_abort(gen.pg)
+            if gen.pinned is not None:
+                gen.pinned.shutdown(how)
+            elif gen.before is not None:
+                # Still building: the store client and whatever Gloo
+                # connected so far; never the store server's own sockets.
+                try:
+                    gen.build_pinned = _sockets.pin_new_sockets(
+                        gen.before, self._etcd, listening=True,
+                        exclude_local_ports={gen.store_port} if gen.store_port else ())
+                    gen.build_pinned.shutdown()
+                except OSError as e:
+                    log.warning("cannot release the build of epoch %d: %s", gen.epoch, e)
+
+    def _build(self, deadline):
+        """The process group of the worker library's current epoch."""
+        w = self._w
+        gen = _Gen(w.epoch)
+        rank, world = w.rank, w.world_size
+        gen.before = set(_sockets.socket_inodes())
+        with self._lock:
+            self._cur = gen
+        if w.latest_epoch() > gen.epoch:
+            self._abort(gen, "epoch %d published" % w.latest_epoch())
+        self._raise_if_aborted(gen)
+        try:
+            left = max(1.0, deadline - time.monotonic())
+            if rank == 0:
+                store = dist.TCPStore(self._host, 0, world, True, timeout=self.timeout,
+                                      wait_for_workers=False)
+                gen.store_port = store.port
+                w.epoch_put(STORE_KEY, "%s:%d" % (self._host, store.port))
+            else:
+                try:
+                    addr = w.epoch_get(STORE_KEY, int(left * 1000)).decode()
+                except _ecw.Error as e:
+                    if e.code in (_ecw.ECW_EEPOCHCHANGED, _ecw.ECW_EUNCONFIRMED):
+                        raise EpochChanged("epoch %d: %s" % (gen.epoch, e), gen.epoch) from e
+                    raise
+                host, port = addr.rsplit(":", 1)
+                # A short connect bound: a dead rank 0's port refuses, and
+                # torch retries until this timeout, which no abort can cut.
+                store = dist.TCPStore(host, int(port), world, False,
+                                      timeout=datetime.timedelta(seconds=min(left, 15)))
+                store.set_timeout(self.timeout)
+            gen.store = store
+            gen.t_store = _now_ms()
+            self._raise_if_aborted(gen)
+            pre = set(_sockets.socket_inodes())
+            opts = {}
+            if self.backend == "nccl":
+                torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
+            with _barrier_without_polling():
+                dist.init_process_group(self.backend,
+                                        store=dist.PrefixStore("ecoord/%d" % gen.epoch, store),
+                                        rank=rank, world_size=world, timeout=self.timeout,
+                                        **opts)
+            gen.pg = dist.distributed_c10d._get_default_group()
+            pinned = None
+            if self.backend == "gloo":
+                pinned = _sockets.pin_new_sockets(pre, self._etcd,
+                                                  exclude_local_ports={gen.store_port}
+                                                  if gen.store_port else ())
+        except EpochChanged:
+            raise
+        except Exception as e:
+            if gen.aborted is not None:
+                raise EpochChanged("building the group of epoch %d: %s" % (gen.epoch, gen.aborted),
+                                   gen.epoch) from e
+            raise
+        with self._lock:
+            gen.pinned = pinned
+            if gen.aborted is not None and pinned is not None:
+                pinned.shutdown()  # aborted between init_process_group and the pin
+        self._raise_if_aborted(gen)
+        return gen
+
+    def _raise_if_aborted(self, gen):
+        if gen.aborted is not None:
+            cls = Fenced if gen.fenced else EpochChanged
+            raise cls("the group of epoch %d was aborted: %s" % (gen.epoch, gen.aborted),
+                      gen.epoch, self._w.latest_epoch())
+
+    def _retire(self, gen):
+        """Take gen's group out of torch.distributed without destroying it."""
+        if gen is None:
+            return
+        self._abort(gen, "retired")
+        with self._lock:
+            if gen.pinned is not None:
+                gen.pinned.shutdown(socket.SHUT_RDWR)  # its collective is over: tell the peers
+        if gen.pg is not None and dist.is_initialized() and \
+                dist.distributed_c10d._get_default_group() is gen.pg:
+            dist.destroy_process_group()
+        with self._lock:
+            gen.retired_at = time.monotonic()
+            self._old.append(gen)
+            if self._cur is gen:
+                self._cur = None
+
+    def _rebuild_loop(self, first=False):
+        deadline = time.monotonic() + self._rebuild_timeout
+        w = self._w
+        t_start = _now_ms()
+        old = self._cur
+        old_epoch = old.epoch if old is not None else 0
+        self._retire(old)
+        while True:
+            if time.monotonic() > deadline:
+                raise _ecw.Error(_ecw.ECW_ETIMEDOUT, "no process group could be built within "
+                                 "%.0f s (see the agent's log for the epochs)" %
+                                 self._rebuild_timeout, "rebuild")
+            if not first and w.latest_epoch() <= old_epoch:
+                # A collective failed before the job re-formed (a peer died:
+                # Gloo notices in ms, the agents in tens of ms).  The same
+                # epoch is never rebuilt: wait for the one that replaces it.
+                left = int(min(self._epoch_wait_ms, (deadline - time.monotonic()) * 1000))
+                rc, latest = w.wait_epoch(old_epoch, max(left, 1))
+                if rc == _ecw.ECW_EABORTED:
+                    raise _ecw.Error(rc, "closed", "rebuild")
+                if rc == _ecw.ECW_ETIMEDOUT:
+                    raise _ecw.Error(rc, "the group of epoch %d failed and no new epoch was "
+                                     "published within %d ms: the job did not re-form (see the "
+                                     "agents' logs)" % (old_epoch, left), "rebuild")
+                if rc == _ecw.ECW_EUNCONFIRMED:
+                    self._wait_confirmed(deadline)
+                    continue
+            if not first:
+                try:
+                    w.rebuild()
+                except _ecw.Error as e:
+                    if e.code == _ecw.ECW_EUNCONFIRMED:
+                        self._wait_confirmed(deadline)
+                        continue
+                    raise
+            first = False
+            t_epoch = _now_ms()
+            try:
+                gen = self._build(deadline)
+            except EpochChanged:
+                old_epoch = self._cur.epoch if self._cur is not None else old_epoch
+                self._retire(self._cur)
+                continue
+            except Exception as e:
+                # A build that failed by itself (a member died during the
+                # rendezvous, its store went away): never this epoch again;
+                # the loop waits for the next one within epoch_wait.
+                failed = self._cur
+                old_epoch = failed.epoch if failed is not None else w.epoch
+                log.warning("building the group of epoch %d failed: %s; waiting for the next "
+                            "epoch", old_epoch, str(e).splitlines()[0][:300] if str(e) else e)
+                self._note_change("building epoch %d failed" % old_epoch)
+                self._retire(failed)
+                continue
+            t_group = _now_ms()
+            det = self._detect or (t_start, _wall_ms() - int(_now_ms() - t_start), "rebuild()")
+            self.last_rebuild = {
+                "epoch": gen.epoch, "rank": self.rank, "world_size": self.world_size,
+                "detected_at_ms": det[1], "why": det[2],
+                "epoch_ms": t_epoch - det[0],     # first notice -> the new epoch joined
+                "group_ms": t_group - t_epoch,     # store + init_process_group
+                "store_ms": getattr(gen, "t_store", t_epoch) - t_epoch,
+                "total_ms": t_group - det[0],
+            }
+            with self._lock:
+                self._detect = None
+            return self.last_rebuild
+
+    def _wait_confirmed(self, deadline):
+        while not self._w.confirmed() and time.monotonic() < deadline:
+            self._stop.wait(0.05)
+
+    # ---- the training thread's calls ----
+
+    def rebuild(self):
+        """Retire the current group and build the newest epoch's; returns the
+        timings (ms) as a dict: epoch_ms (from the first notice of the change
+        to the new epoch joined), group_ms (its store and process group),
+        total_ms, and detected_at_ms (wall clock of that first notice).
+        Raises ecoord.Error when no group can be built within rebuild_timeout."""
+        self.rebuilds += 1
+        return self._rebuild_loop()
+
+    def _translate(self, exc):
+        """The EpochChanged that explains exc, or None when it is not about
+        membership.  A collective that failed by itself (a killed peer fails
+        Gloo's collectives in ~14 ms, before the job re-forms) counts when
+        the group's connections are broken: the group is aborted at once,
+        so that the peers still blocked in it learn now, and rebuild()
+        waits for the epoch that replaces it."""
+        if isinstance(exc, EpochChanged):
+            return exc
+        gen = self._cur
+        if gen is None:
+            return EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
+        if gen.aborted is None:
+            if not isinstance(exc, RuntimeError):
+                return None
+            latest = self._w.latest_epoch()
+            if latest > gen.epoch:
+                self._abort(gen, "epoch %d published" % latest)
+            elif not self._w.confirmed():
+                self._abort(gen, "fenced: this node's membership cannot be confirmed", True)
+            else:
+                why = gen.pinned.broken() if gen.pinned is not None else None
+                if why is None and self.backend == "nccl":
+                    why = _nccl_failure(exc)
+                if why is None:
+                    return None  # not a membership change: the caller's error, as it is
+                # Our collective is over: the write side too, so the peers
+                # still blocked in the group learn of it now.
+                self._abort(gen, "collective failed: %s" % why, how=socket.SHUT_RDWR)
+                # Without it a node killed with its agent waits for its lease to expire.
+                self._w.report_failure()
+        cls = Fenced if gen.fenced else EpochChanged
+        return cls("the group of epoch %d is gone: %s (%s)" % (gen.epoch, gen.aborted,
+                                                              str(exc).splitlines()[0][:200]),
+                   gen.epoch, self._w.latest_epoch())
+
+    @contextlib.contextmanager
+    def step(self):
+        """Wraps a training step: raises EpochChanged at once when a rebuild
+        is due, and turns a collective error caused by a membership change
+        into EpochChanged."""
+        gen = self._cur
+        if gen is None:
+            raise EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
+        latest = self._w.latest_epoch()
+        if gen.aborted is None and latest > gen.epoch:
+            self._abort(gen, "epoch %d published" % latest)
+        if gen.aborted is not None:
+            self._raise_if_aborted(gen)
+        try:
+            yield self
+        except Exception as e:
+            ec = self._translate(e)
+            if ec is None or ec is e:
+                raise
+            raise ec from e
+
+    def sync(self, model, optimizer=None, step=-1, extra=None):
+        """Collective: agree on the most advanced state.  Every rank gives
+        its step (< 0: holds no state); the lowest rank with the greatest
+        step broadcasts model.state_dict(), optimizer.state_dict() and each
+        extra object's state_dict() ({name: obj}); ranks behind it load them
+        only once the whole transfer arrived (no torn state if another epoch
+        cuts it).  Returns the agreed step (the greatest; -1 if nobody held
+        state)."""
+        with self.step():
+            return _sync(model, optimizer, step, extra, self)
+
+    def wrap(self, model, **ddp_args):
+        """DistributedDataParallel(model) on the current group (build a new
+        one after every rebuild)."""
+        with self.step():
+            return _wrap(model, self.backend, self.local_rank, **ddp_args)
+
+    def close(self):
+        """Stop the watcher, leave torch.distributed, free the handle.
+        Idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        # No call may start on the handle once ecw_finalize has: the watcher
+        # leaves first (its waits last at most 500 ms).
+        if self._watcher.is_alive() and threading.current_thread() is not self._watcher:
+            self._watcher.join(5)
+        w = self._w
+        if w is not None:
+            w.finalize()
+        gen = self._cur
+        if gen is not None and dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:
+                pass
+        self._cur = None
+        self._leak_retired()
+
+    # ---- the threads ----
+
+    def _watch(self):
+        seen = 0
+        w = self._w
+        while not self._stop.is_set():
+            gen = self._cur
+            after = max(seen, gen.epoch if gen is not None else w.epoch)
+            try:
+                rc, latest = w.wait_epoch(after, 500)
+            except _ecw.Error as e:
+                log.warning("ecoord watcher: %s", e)
+                self._stop.wait(0.2)
+                continue
+            if rc == _ecw.ECW_EABORTED:
+                return
+            if rc == 0:
+                seen = latest
+                gen = self._cur
+                if gen is not None and gen.epoch < latest:
+                    self._abort(gen, "epoch %d published" % latest)
+                elif gen is None and self._w.epoch:
+                    self._note_change("epoch %d published" % latest)
+            elif rc == _ecw.ECW_EUNCONFIRMED:
+                self._abort(self._cur, "fenced: this node's membership cannot be confirmed "
+                            "(etcd unreachable)", fenced=True)
+                while not self._stop.is_set() and not w.confirmed() and \
+                        w.latest_epoch() <= after:
+                    self._stop.wait(0.05)
+
+    def _reap(self):
+        """Free retired groups off the training thread, and only once the
+        group timeout has passed since their retirement.  A Gloo operation
+        can outlive the abort (an unbound send Gloo never wakes waits for its
+        timeout, see worker/gloo_shim.cc), and torch's destructor joins it
+        holding the GIL: freed earlier, a group could freeze every thread of
+        the process, the watcher included, for up to the timeout."""
+        keep = os.environ.get("ECOORD_TORCH_KEEP_GROUPS") == "1"
+        grace = self.timeout.total_seconds() + 5
+        while not self._stop.wait(1.0):
+            if keep:
+                continue
+            now = time.monotonic()
+            with self._lock:
+                ripe = [g for g in self._old if g.retired_at and now - g.retired_at > grace]
+                self._old = [g for g in self._old if g not in ripe]
+            for g in ripe:
+                for p in (g.pinned, g.build_pinned):
+                    if p is not None:
+                        p.close()
+                g.pg = g.store = None
+
+    def _leak_retired(self):
+        """At close: the groups not freed yet are never freed (their
+        destructors could block interpreter exit up to the group timeout)."""
+        import ctypes
+        with self._lock:
+            old, self._old = self._old, []
+        for g in old:
+            for o in (g.pg, g.store):
+                if o is not None:
+                    ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
+
+
+class _FallbackContext:
+    """No ecoord agent in place (restart mode, torchrun, a single process):
+    one ordinary process group from the env:// variables, never rebuilt."""
+
+    elastic = False
+
+    def __init__(self, backend, timeout):
+        self.backend = backend
+        self.timeout = datetime.timedelta(seconds=_seconds(timeout, 300))
+        self.last_rebuild = None
+        self.last_sync_ms = None
+        self.rebuilds = 0
+        if not dist.is_initialized():
+            if self.backend == "nccl":
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) %
+                                      torch.cuda.device_count())
+            if "WORLD_SIZE" in os.environ:
+                dist.init_process_group(self.backend, init_method="env://", timeout=self.timeout)
+            else:  # a plain single process
+                dist.init_process_group(self.backend, store=dist.HashStore(), rank=0,
+                                        world_size=1, timeout=self.timeout)
+
+    rank = property(lambda self: dist.get_rank())
+    world_size = property(lambda self: dist.get_world_size())
+    local_rank = property(lambda self: int(os.environ.get("LOCAL_RANK", "0")))
+    epoch = property(lambda self: int(os.environ.get("ECOORD_EPOCH", "0")))
+    nnodes = property(lambda self: int(os.environ.get("GROUP_WORLD_SIZE", "1")))
+    node_id = property(lambda self: os.environ.get("ECOORD_NODE_ID"))
+
+    def pending(self):
+        return False
+
+    def rebuild(self):
+        raise RuntimeError("ecoord.torch: this process runs without `ecoord launch "
+                           "--rebuild=inprocess` (ECOORD_REBUILD=%s): its group is never "
+                           "rebuilt in place; the launcher restarts it" %
+                           os.environ.get("ECOORD_REBUILD", "unset"))
+
+    @contextlib.contextmanager
+    def step(self):
+        yield self
+
+    def sync(self, model, optimizer=None, step=-1, extra=None):
+        return _sync(model, optimizer, step, extra, self)
+
+    def wrap(self, model, **ddp_args):
+        return _wrap(model, self.backend, self.local_rank, **ddp_args)
+
+    def close(self):
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+# ---- state recovery and DDP --------------------------------------------------------------
+
+def _unwrap(model):
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def _sync(model, optimizer, step, extra, ctx):
+    t0 = _now_ms()
+    model = _unwrap(model)
+    dev = torch.device("cuda", torch.cuda.current_device()) if ctx.backend == "nccl" \
+        else torch.device("cpu")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    mine = torch.tensor([int(step)], dtype=torch.int64, device=dev)
+    steps = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+    dist.all_gather(steps, mine)
+    steps = [int(s.item()) for s in steps]
+    best = max(steps)
+    if best < 0 or min(steps) == best:
+        ctx.last_sync_ms = _now_ms() - t0
+        return best
+    src = steps.index(best)
+    if rank == src:
+        buf = io.BytesIO()
+        state = {"model": model.state_dict(), "step": best}
+        if optimizer is not None:
+            state["optimizer"] = optimizer.state_dict()
+        for k, o in (extra or {}).items():
+            state["extra." + k] = o.state_dict()
+        torch.save(state, buf)
+        payload = torch.frombuffer(bytearray(buf.getbuffer()), dtype=torch.uint8).to(dev)
+        n = torch.tensor([payload.numel()], dtype=torch.int64, device=dev)
+    else:
+        n = torch.zeros(1, dtype=torch.int64, device=dev)
+    dist.broadcast(n, src)
+    if rank != src:
+        payload = torch.empty(int(n.item()), dtype=torch.uint8, device=dev)
+    dist.broadcast(payload, src)
+    # The whole transfer is here: only now is anything loaded (staged first,
+    # so an error while decoding leaves the live state as it was).
+    if int(step) < best:
+        staged = torch.load(io.BytesIO(payload.cpu().numpy().tobytes()), map_location="cpu")
+        model.load_state_dict(staged["model"])
+        if optimizer is not None and "optimizer" in staged:
+            optimizer.load_state_dict(staged["optimizer"])
+        for k, o in (extra or {}).items():
+            if "extra." + k in staged:
+                o.load_state_dict(staged["extra." + k])
+    ctx.last_sync_ms = _now_ms() - t0
+    return best
+
+
+def _wrap(model, backend, local_rank, **ddp_args):
+    model = _unwrap(model)
+    if backend == "nccl" and "device_ids" not in ddp_args:
+        ddp_args["device_ids"] = [torch.cuda.current_device()]
+    return torch.nn.parallel.DistributedDataParallel(model, **ddp_args)
+
+
+@contextlib.contextmanager
+def _barrier_without_polling():
+    """During our init_process_group: torch 1.13 ends it with a store barrier
+    that polls the store every 10 ms (_store_based_barrier), 5-10 ms of every
+    rebuild.  The same barrier (same key, every rank checked in) with a
+    blocking store.wait instead: the last rank to check in sets a key the
+    others wait on.  Torch versions without that function are left alone."""
+    c10d = dist.distributed_c10d
+    orig = getattr(c10d, "_store_based_barrier", None)
+    prefix = getattr(c10d, "STORE_BASED_BARRIER_PREFIX", None)
+    if orig is None or prefix is None:
+        yield
+        return
+
+    def barrier(rank, store, timeout, *args, **kwargs):
+        key = "%s:%s" % (prefix, c10d._group_count)
+        if store.add(key, 1) == c10d.get_world_size():
+            store.set(key + ":all", "1")
+        store.wait([key + ":all"], timeout)
+
+    c10d._store_based_barrier = barrier
+    try:
+        yield
+    finally:
+        c10d._store_based_barrier = orig
+
+
+def _nccl_failure(exc):
+    """NCCL reports a peer's failure only in the error text."""
+    msg = str(exc)
+    for m in ("NCCL error", "ncclRemoteError", "ncclSystemError", "Connection reset",
+              "Connection closed", "aborted"):
+        if m in msg:
+            return msg.splitlines()[0][:200]
+    return None
+
+
+def _torch_abort(pg):
+    """torch's own abort of an NCCL group, where this torch has one: the
+    public helper of torch >= 2.5, else the backend's abort().  torch 1.13
+    has none (its watchdog aborts at the group timeout).  Never raises."""
+    try:
+        fn = getattr(dist.distributed_c10d, "_abort_process_group", None)
+        if fn is not None:
+            fn(pg)
+            return True
+        be = pg._get_backend(torch.device("cuda")) if hasattr(pg, "_get_backend") else pg
+        for name in ("abort", "_abort"):
+            if hasattr(be, name):
+                getattr(be, name)()
+                return True
+    except Exception as e:  # an abort must not take the watcher down
+        log.warning("torch abort of the NCCL group failed: %s", e)
+    return False
