@@ -1001,6 +1001,70 @@ static bool waiting(void *arg)
  * when a newer epoch is published (measured: how soon), times out without
  * one, does not wait with timeout 0, and ends with ECW_EABORTED when the
  * handle is finalized under it. */
+/* A program whose own collective failed (torch's, say) tells the library:
+ * the handle's epoch is no longer usable (pending), and the members whose
+ * agents do not answer a probe are reported under the epoch's suspect key,
+ * so that the leader evicts them at once instead of at their lease's
+ * expiry.  Epoch 1 has n1 (this process) and n2, whose agent never
+ * registered (no record: nothing answers). */
+START_TEST(report_failure_marks_the_epoch_and_reports_silent_members)
+{
+    const char *job = "jrepfail";
+    ec_epoch_t *ep = ec_epoch_new(2, 1);
+    ck_assert_ptr_nonnull(ep);
+    ep->number = 1;
+    for (int m = 0; m < 2; m++) {
+        ep->members[m].node_id = strdup(m ? "n2" : "n1");
+        ep->members[m].host = strdup("127.0.0.1");
+        ep->members[m].ports[0] = (uint16_t)(41100 + m);
+        ep->members[m].master_port = (uint16_t)(41198 + m);
+        ep->members[m].incarnation = 1;
+    }
+    ep->reason = EC_REASON_START;
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
+    char key[EC_KEY_MAX];
+    ec_key_leader(&k, key, sizeof(key));
+    ck_assert_int_eq(ec_etcd_put(c, key, "n1", 2, 0, NULL, NULL), 0);
+    ec_kv_t lk;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &lk, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ep->leader_id = strdup("n1");
+    ep->leader_rev = lk.create_revision;
+    ep->job_id = strdup(job);
+    ec_kv_free(&lk);
+    void *buf = NULL;
+    size_t len = 0;
+    ec_error_t eerr = {0};
+    ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &eerr) == 0, "%s", eerr.msg);
+    ec_key_epoch(&k, key, sizeof(key));
+    ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, NULL), 0);
+    free(buf);
+    ec_epoch_free(ep);
+
+    ecw_options_t o = lib_opts(job, 0);
+    o.backend = ECW_BACKEND_NONE;
+    ecw_t *w = NULL;
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_init(&o, &w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(ecw_world_size(w), 2);
+    ck_assert_int_eq(ecw_epoch_pending(w), 0);
+    ck_assert_int_eq(ecw_report_failure(NULL, &err), ECW_EINVAL);
+    ck_assert_msg(ecw_report_failure(w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(ecw_epoch_pending(w), 1);
+    ck_assert_int_gt(ec_key_epoch_suspect(&k, 1, "n1", key, sizeof(key)), 0);
+    ec_kv_t kv;
+    found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert_msg(found, "no suspect report under %s", key);
+    ck_assert_msg(kv.value_len == 2 && !memcmp(kv.value, "n2", 2), "reported '%.*s', not n2",
+                  (int)kv.value_len, (char *)kv.value);
+    ec_kv_free(&kv);
+    ecw_finalize(w);
+}
+END_TEST
+
 START_TEST(wait_epoch_wakes_on_new_epoch_and_times_out)
 {
     publish_epoch("jwait", 1, 1, EC_REASON_START);
@@ -1577,6 +1641,7 @@ static Suite *suite(void)
     ec_tcase_add(t, iallreduce_waits_with_a_deadline_and_is_released_by_an_epoch);
     ec_tcase_add(t, sync_state_interrupted_leaves_old_or_new_state_never_torn);
     ec_tcase_add(t, none_backend_follows_epochs_and_claims_ranks);
+    ec_tcase_add(t, report_failure_marks_the_epoch_and_reports_silent_members);
     ec_tcase_add(t, wait_epoch_wakes_on_new_epoch_and_times_out);
     ec_tcase_add(t, epoch_kv_put_by_one_member_got_by_another);
     ec_tcase_add(t, epoch_get_returns_epoch_changed_when_newer_epoch_arrives);

@@ -619,6 +619,27 @@ out:
     }
 }
 
+int ecw_report_failure(ecw_t *w, ecw_error_t *uerr)
+{
+    ec_error_t err = {0};
+    if (!w)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_report_failure: NULL handle"));
+    if (atomic_load(&w->finalizing))
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EABORTED, "ecw_report_failure: the "
+                                              "handle is being finalized"));
+    uint64_t cur = atomic_load(&w->cur_num);
+    if (!cur)
+        return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_report_failure: no epoch "
+                                              "was built yet (ecw_init or ecw_rebuild first)"));
+    atomic_store(&w->broken, 1);
+    if (atomic_load(&w->latest_num) <= cur) {
+        ecw__log(w, ECW_LOG_WARN, "epoch %" PRIu64 ": the program's collective failed; probing "
+                 "the members' agents", cur);
+        report_suspects(w, cur);
+    }
+    return 0;
+}
+
 void ecw__build_tick(ecw_t *w, uint64_t epoch)
 {
     if (!w->probe_at_ms || ecw__mono_ms() < w->probe_at_ms)

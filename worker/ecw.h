@@ -275,6 +275,17 @@ int ecw_epoch_pending(const ecw_t *w);
  * fence is configured (no lease or TTL in the options); 0 while the fence is
  * up.  An atomic read and a clock read, no I/O; any thread. */
 int ecw_confirmed(const ecw_t *w);
+/* For a program whose collectives are its own (ECW_BACKEND_NONE; torch's
+ * process groups): one of them failed in the current epoch, by itself (a
+ * peer's connection broke), not because a newer epoch or the fence ended
+ * it.  The handle's epoch is then done (ecw_epoch_pending() is 1 and
+ * ecw_rebuild waits for the next epoch), and, while no newer epoch is out,
+ * the members' agents are probed and the silent ones reported, exactly as
+ * after a failed ecw_allreduce: the leader evicts a node killed with its
+ * agent at once instead of at its lease's expiry.  Blocks for the probes
+ * (at most ~200 ms) and one etcd write; training thread.  Returns 0;
+ * ECW_EINVAL (no epoch built yet); ECW_EABORTED after ecw_finalize started. */
+int ecw_report_failure(ecw_t *w, ecw_error_t *err);
 
 /* ---- membership changes ----------------------------------------------------------- */
 

@@ -21,7 +21,7 @@ _CODES = {
     "ECOMPACTED": -6, "EUNAUTH": -7, "ETOOLARGE": -8, "ECANCELED": -9, "EPROTO": -10,
     "EINTERNAL": -11, "EPERM": -12, "ENOTLEADER": -13, "EFENCED": -14, "EEPOCHCHANGED": -15,
     "EABORTED": -16, "ECORRUPT": -17, "EEXIST": -18, "EIO": -19, "ESYS": -20,
-    "EUNCONFIRMED": -21,
+    "EUNCONFIRMED": -21, "ERESTART": -22,
 }
 globals().update({"ECW_" + k: v for k, v in _CODES.items()})  # ECW_EINVAL ... ECW_EUNCONFIRMED
 __all__ += ["ECW_" + k for k in _CODES]
@@ -85,6 +85,7 @@ class Options(ctypes.Structure):
         ("suspect_after_ms", ctypes.c_int),
         ("lease_ttl_ms", ctypes.c_int),
         ("lease_margin_ms", ctypes.c_int),
+        ("cuda_libdir", ctypes.c_char_p),
     ]
 
     def __init__(self, **kw):
