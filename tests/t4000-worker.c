@@ -762,6 +762,16 @@ START_TEST(init_refuses_bad_options_and_keeps_deadlines)
     ck_assert_int_eq(ecw_init(&o, &w, &err), ECW_EINVAL);
     ck_assert_msg(strstr(err.msg, "node"), "%s", err.msg);
 
+    /* the NCCL rebuild knob is checked at init, whatever the backend */
+    o = lib_opts("jnone", 0);
+    o.nccl_rebuild = "grow";
+    ck_assert_int_eq(ecw_init(&o, &w, &err), ECW_EINVAL);
+    ck_assert_msg(strstr(err.msg, "nccl_rebuild must be auto, shrink or init"), "%s", err.msg);
+    o = lib_opts("jnone", 0);
+    o.nccl_roots = -2;
+    ck_assert_int_eq(ecw_init(&o, &w, &err), ECW_EINVAL);
+    ck_assert_msg(strstr(err.msg, "nccl_roots"), "%s", err.msg);
+
     o = lib_opts("jnone", 0);
     o.rebuild_timeout_ms = 300;
     int64_t t0 = ec_test_now_ms();

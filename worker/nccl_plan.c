@@ -212,7 +212,7 @@ int ecw__nccl_plan(const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *out, ec_erro
     out->excluded = excl;
     out->nexcluded = nex;
     out->abort = in->prev_errored;
-    out->nroots = 0;
+    /* out->nroots stays: the roots of the init should the shrink fail */
     WHY("epoch %llu only removes %d of epoch %llu's %d ranks%s", (unsigned long long)nx->number,
         nex, (unsigned long long)pv->number, pworld,
         out->abort ? ", from a failed communicator (NCCL_SHRINK_ABORT)" : "");

@@ -72,7 +72,8 @@ typedef struct ecw__nccl_plan {
     int *excluded;
     int nexcluded;
     bool abort;
-    /* INIT: number of unique ids, 1 = ncclCommInitRankConfig. */
+    /* Number of unique ids of the init (for SHRINK: of the init that
+     * follows a failed shrink), 1 = ncclCommInitRankConfig. */
     int nroots;
     char why[ECW__PLAN_WHY_MAX]; /* one line: why this way (for the log) */
 } ecw__nccl_plan_t;
