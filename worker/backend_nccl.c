@@ -586,9 +586,14 @@ static int do_shrink(ncomm_t *c, const ecw__nccl_plan_t *plan, int64_t deadline,
         nap_us(50);
     }
     free(slot);
-    rc = wait_ready(c, "ncclCommShrink", deadline, err); /* on failure c->comm is aborted */
+    rc = wait_ready(c, "ncclCommShrink", deadline, err);
     if (rc < 0) {
+        /* an error NCCL would let a communicator keep still ends this one:
+         * the init that follows replaces it */
+        if (rc != EC_ERESTART && c->comm && !do_abort(c))
+            return restart_err(c, "ncclCommShrink", err);
         c->aborted = false;
+        c->errored = false;
         return rc;
     }
     c->shrunk = true;
