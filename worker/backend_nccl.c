@@ -404,7 +404,8 @@ static void plan_input(ncomm_t *c, ecw__nccl_plan_in_t *in, ecw__nccl_epoch_t *p
 /* Every member builds the same way: rank 0's.  The plan is computed from
  * the two epochs, the same for all, but what it rests on locally (the
  * previous communicator alive or failed, the NCCL version, the knobs) can
- * differ.  Rank 0 publishes "<shrink|init> <roots> <why>" under the epoch's
+ * differ.  Rank 0 publishes "<shrink|init> <roots> <previous epoch> <why>"
+ * (the previous epoch: whose communicator it shrinks) under the epoch's
  * keys (epochs/<n>/comm/nccl.plan); the others read it.  Rank 0 inits: every
  * rank inits, with rank 0's roots.  Rank 0 shrinks and this rank cannot:
  * it inits, and the shrinkers wait for it until the shrink's deadline, then
@@ -412,10 +413,9 @@ static void plan_input(ncomm_t *c, ecw__nccl_plan_in_t *in, ecw__nccl_epoch_t *p
 static int agree_plan(ncomm_t *c, const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *plan,
                       ec_error_t *err)
 {
-    char text[ECW__PLAN_WHY_MAX + 48];
+    char text[ECW__PLAN_WHY_MAX + 64];
     if (c->rank == 0) {
-        snprintf(text, sizeof(text), "%s %d %s", plan->kind == ECW__PLAN_SHRINK ? "shrink"
-                 : "init", plan->nroots, plan->why);
+        ecw__nccl_plan_format(in, plan, text, sizeof(text));
         int rc = ecw__comm_put(c->w, c->epoch, "nccl.plan", text, strlen(text), err);
         return rc < 0 ? ec_error_prefix(err, "publishing how epoch %" PRIu64 "'s NCCL "
                                         "communicator is built", c->epoch) : 0;
@@ -433,29 +433,13 @@ static int agree_plan(ncomm_t *c, const ecw__nccl_plan_in_t *in, ecw__nccl_plan_
     snprintf(text, sizeof(text), "%.*s", (int)(len < sizeof(text) ? len : sizeof(text) - 1),
              (const char *)val);
     free(val);
-    char kind[8] = "";
-    int roots = 0, off = 0;
-    if (sscanf(text, "%7s %d %n", kind, &roots, &off) < 2 || roots < 1 ||
-        (strcmp(kind, "shrink") && strcmp(kind, "init")))
-        return ec_errorf(err, EC_EPROTO, "rank 0 of epoch %" PRIu64 " published '%.80s' as its "
-                         "NCCL plan (another ecoord version on rank 0?)", c->epoch, text);
-    if (roots > 1 && !(in->have_scalable && in->nccl_version >= ECW__NCCL_SCALABLE_MIN))
-        return ec_errorf(err, EC_EINVAL, "rank 0 of epoch %" PRIu64 " inits NCCL with %d roots "
-                         "(ncclCommInitRankScalable, NCCL 2.23+), this process's NCCL %d has "
-                         "none: run one NCCL version on every node", c->epoch, roots,
-                         in->nccl_version);
-    plan->nroots = roots;
-    bool theirs_shrink = !strcmp(kind, "shrink");
-    if (!theirs_shrink && plan->kind == ECW__PLAN_SHRINK) {
-        ecw__nccl_plan_free(plan);
-        plan->kind = ECW__PLAN_INIT;
-        plan->abort = false;
-        snprintf(plan->why, sizeof(plan->why), "rank 0 inits: %.200s", text + off);
-    } else if (theirs_shrink && plan->kind != ECW__PLAN_SHRINK) {
+    bool holds_up = false;
+    if ((rc = ecw__nccl_plan_follow(in, plan, text, &holds_up, err)) < 0)
+        return ec_error_prefix(err, "epoch %" PRIu64, c->epoch);
+    if (holds_up)
         ecw__log(c->w, ECW_LOG_WARN, "nccl epoch %" PRIu64 ": rank 0 shrinks, rank %d cannot "
                  "(%s): the shrink waits for it until its deadline, then every rank inits",
                  c->epoch, c->rank, plan->why);
-    }
     return 0;
 }
 

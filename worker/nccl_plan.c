@@ -234,3 +234,56 @@ void ecw__nccl_plan_free(ecw__nccl_plan_t *p)
     p->excluded = NULL;
     p->nexcluded = 0;
 }
+
+void ecw__nccl_plan_format(const ecw__nccl_plan_in_t *in, const ecw__nccl_plan_t *plan,
+                           char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %d %llu %s", plan->kind == ECW__PLAN_SHRINK ? "shrink" : "init",
+             plan->nroots, in->prev ? (unsigned long long)in->prev->number : 0ULL, plan->why);
+}
+
+static void become_init(ecw__nccl_plan_t *out)
+{
+    free(out->excluded);
+    out->excluded = NULL;
+    out->nexcluded = 0;
+    out->abort = false;
+    out->kind = ECW__PLAN_INIT;
+}
+
+int ecw__nccl_plan_follow(const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *out,
+                          const char *line, bool *holds_up, ec_error_t *err)
+{
+    *holds_up = false;
+    char kind[8] = "";
+    int roots = 0, off = 0;
+    unsigned long long from = 0;
+    if (!line || sscanf(line, "%7s %d %llu %n", kind, &roots, &from, &off) < 3 || roots < 1 ||
+        (strcmp(kind, "shrink") && strcmp(kind, "init")))
+        return ec_errorf(err, EC_EPROTO, "rank 0 published '%.80s' as its NCCL plan, not "
+                         "'<shrink|init> <roots> <epoch> <why>' (another ecoord version on rank "
+                         "0?)", line ? line : "");
+    if (roots > 1 && !(in->have_scalable && in->nccl_version >= ECW__NCCL_SCALABLE_MIN))
+        return ec_errorf(err, EC_EINVAL, "rank 0 inits NCCL with %d roots "
+                         "(ncclCommInitRankScalable, NCCL 2.23 or newer), and this process's "
+                         "NCCL %d has none: run one NCCL version on every node", roots,
+                         in->nccl_version);
+    out->nroots = roots;
+    unsigned long long mine = in->prev ? (unsigned long long)in->prev->number : 0ULL;
+    if (strcmp(kind, "shrink")) {
+        if (out->kind == ECW__PLAN_SHRINK) {
+            become_init(out);
+            WHY("rank 0 inits: %.200s", line + off);
+        }
+        return 0;
+    }
+    if (out->kind == ECW__PLAN_SHRINK && mine == from)
+        return 0;
+    if (out->kind == ECW__PLAN_SHRINK) {
+        become_init(out);
+        WHY("rank 0 shrinks epoch %llu's communicator, this process holds epoch %llu's", from,
+            mine);
+    }
+    *holds_up = true;
+    return 0;
+}

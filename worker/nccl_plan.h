@@ -17,6 +17,7 @@
 #define ECW_NCCL_PLAN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -90,6 +91,22 @@ void ecw__nccl_plan_fallback(const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *pl
                              const char *why);
 
 void ecw__nccl_plan_free(ecw__nccl_plan_t *p);
+
+/* Every member builds rank 0's way.  Rank 0 publishes its plan as one line,
+ * "<shrink|init> <roots> <previous epoch> <why>" (previous epoch: the one
+ * whose communicator it shrinks, 0 for none); the others follow it.
+ * format: the line for rank 0's plan (in: rank 0's input).  follow: this
+ * rank's plan made to agree with rank 0's line: rank 0 inits, so does this
+ * rank, with rank 0's roots; rank 0 shrinks the communicator of the same
+ * previous epoch and so would this rank: a shrink; otherwise this rank
+ * inits and *holds_up is set (rank 0's shrink waits for it until its
+ * deadline, then every rank inits).  EC_EPROTO for a line that is not a
+ * plan, EC_EINVAL when rank 0's roots need ncclCommInitRankScalable and
+ * this process's NCCL has none. */
+void ecw__nccl_plan_format(const ecw__nccl_plan_in_t *in, const ecw__nccl_plan_t *plan,
+                           char *buf, size_t len);
+int ecw__nccl_plan_follow(const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *plan,
+                          const char *line, bool *holds_up, ec_error_t *err);
 
 /* Number of roots for an INIT of world ranks on nmembers nodes: 1 below
  * scalable_min or without ncclCommInitRankScalable; else roots (0: one per

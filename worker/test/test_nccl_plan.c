@@ -7,7 +7,8 @@
  * with NCCL_SHRINK_ABORT only when the knob says shrink, never when it was
  * itself a shrink; a failed shrink falls back to an init; a large world
  * inits with several roots, each created by the first rank NCCL assigns to
- * it, on nodes of their own. */
+ * it, on nodes of their own; every rank follows rank 0's published plan,
+ * shrinking only the communicator of the epoch rank 0 shrinks. */
 #include <stdio.h>
 #include <string.h>
 
@@ -335,6 +336,69 @@ START_TEST(bad_inputs_and_the_knob_spellings)
 }
 END_TEST
 
+START_TEST(every_rank_follows_rank_0s_plan)
+{
+    ecw__nccl_epoch_t prev = {7, 4, 1, n8};
+    ecw__nccl_epoch_t next = {8, 3, 1, n8};
+    ecw__nccl_plan_in_t in0 = base(&prev, 0, &next, 0);
+    ecw__nccl_plan_t p0, p;
+    PLAN(in0, p0);
+    char line[400];
+    ecw__nccl_plan_format(&in0, &p0, line, sizeof(line));
+    ck_assert_msg(!strncmp(line, "shrink 1 7 epoch 8 only removes", 31), "%s", line);
+    ec_error_t e = {0};
+    bool holds = true;
+    /* a rank that would shrink the same communicator shrinks */
+    ecw__nccl_plan_in_t in = base(&prev, 2, &next, 2);
+    PLAN(in, p);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, line, &holds, &e), 0);
+    ck_assert_msg(p.kind == ECW__PLAN_SHRINK && !holds, "%s", p.why);
+    ck_assert_int_eq(p.excluded[0], 3);
+    ecw__nccl_plan_free(&p);
+    /* one whose communicator is of another epoch inits, and holds rank 0 up */
+    ecw__nccl_epoch_t older = {6, 4, 1, n8};
+    in = base(&older, 2, &next, 2);
+    PLAN(in, p);
+    ck_assert_int_eq(p.kind, ECW__PLAN_SHRINK);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, line, &holds, &e), 0);
+    ck_assert_int_eq(p.kind, ECW__PLAN_INIT);
+    ck_assert_ptr_null(p.excluded);
+    ck_assert(holds);
+    ck_assert_msg(strstr(p.why, "rank 0 shrinks epoch 7's communicator, this process holds "
+                             "epoch 6's"), "%s", p.why);
+    ecw__nccl_plan_free(&p);
+    /* one without a communicator: init, holding rank 0 up */
+    in = base(NULL, -1, &next, 1);
+    PLAN(in, p);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, line, &holds, &e), 0);
+    ck_assert(p.kind == ECW__PLAN_INIT && holds);
+    ecw__nccl_plan_free(&p);
+    ecw__nccl_plan_free(&p0);
+    /* rank 0 inits (its communicator failed, auto): everyone inits, with its roots */
+    in = base(&prev, 1, &next, 1);
+    PLAN(in, p);
+    ck_assert_int_eq(p.kind, ECW__PLAN_SHRINK);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init 3 7 the communicator of epoch 7 "
+                                           "failed", &holds, &e), 0);
+    ck_assert(p.kind == ECW__PLAN_INIT && !holds);
+    ck_assert_int_eq(p.nroots, 3);
+    ck_assert_msg(strstr(p.why, "rank 0 inits: the communicator of epoch 7 failed"), "%s", p.why);
+    ecw__nccl_plan_free(&p);
+    /* rank 0's roots need ncclCommInitRankScalable */
+    in.have_scalable = false;
+    PLAN(in, p);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init 3 0 big", &holds, &e), EC_EINVAL);
+    ck_assert_msg(strstr(e.msg, "run one NCCL version on every node"), "%s", e.msg);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init 1 0 small", &holds, &e), 0);
+    ck_assert_int_eq(p.nroots, 1);
+    /* not a plan */
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "grow 1 0 x", &holds, &e), EC_EPROTO);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init", &holds, &e), EC_EPROTO);
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init 0 0 x", &holds, &e), EC_EPROTO);
+    ecw__nccl_plan_free(&p);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("test_nccl_plan");
@@ -350,6 +414,7 @@ static Suite *suite(void)
     tcase_add_test(t, a_failed_shrink_falls_back_to_an_init);
     tcase_add_test(t, large_worlds_init_with_several_roots_on_nodes_of_their_own);
     tcase_add_test(t, bad_inputs_and_the_knob_spellings);
+    tcase_add_test(t, every_rank_follows_rank_0s_plan);
     suite_add_tcase(s, t);
     return s;
 }
