@@ -396,7 +396,8 @@ static void plan_input(ncomm_t *c, ecw__nccl_plan_in_t *in, ecw__nccl_epoch_t *p
         in->prev = pv;
         in->prev_rank = p->rank;
         in->prev_alive = p->comm && !p->lost && !p->aborted;
-        in->prev_errored = p->errored || p->interrupted;
+        in->prev_errored = p->errored;
+        in->prev_interrupted = p->interrupted;
         in->prev_shrunk = p->shrunk;
     }
 }

@@ -146,15 +146,18 @@ int ecw__nccl_plan(const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *out, ec_erro
         WHY("the communicator of epoch %llu was aborted", (unsigned long long)pv->number);
         return 0;
     }
+    /* NCCL issue 2397: collectives failing after a shrink. */
     if (in->prev_errored && in->prev_shrunk) {
         WHY("the communicator of epoch %llu, itself a shrink, failed: a full init",
             (unsigned long long)pv->number);
         return 0;
     }
-    if (in->prev_errored && in->mode == ECW__REBUILD_AUTO) {
-        WHY("the communicator of epoch %llu failed, and auto shrinks only a healthy one "
+    bool unhealthy = in->prev_errored || in->prev_interrupted;
+    if (unhealthy && in->mode == ECW__REBUILD_AUTO) {
+        WHY("the communicator of epoch %llu %s, and auto shrinks only a healthy one "
             "(NCCL issue 2397; ECOORD_WORKER_NCCL_REBUILD=shrink tries NCCL_SHRINK_ABORT)",
-            (unsigned long long)pv->number);
+            (unsigned long long)pv->number, in->prev_errored ? "failed"
+            : "had a collective cut off");
         return 0;
     }
     if (in->prev_rank < 0 || in->prev_rank >= pworld) {
@@ -211,11 +214,12 @@ int ecw__nccl_plan(const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *out, ec_erro
     out->kind = ECW__PLAN_SHRINK;
     out->excluded = excl;
     out->nexcluded = nex;
-    out->abort = in->prev_errored;
+    out->abort = unhealthy;
     /* out->nroots stays: the roots of the init should the shrink fail */
     WHY("epoch %llu only removes %d of epoch %llu's %d ranks%s", (unsigned long long)nx->number,
         nex, (unsigned long long)pv->number, pworld,
-        out->abort ? ", from a failed communicator (NCCL_SHRINK_ABORT)" : "");
+        !out->abort ? "" : in->prev_errored ? ", from a failed communicator (NCCL_SHRINK_ABORT)"
+        : ", from a communicator cut off mid-collective (NCCL_SHRINK_ABORT)");
     return 0;
 }
 

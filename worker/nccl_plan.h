@@ -53,7 +53,8 @@ typedef struct ecw__nccl_plan_in {
     const ecw__nccl_epoch_t *prev;
     int prev_rank;           /* this process's rank in it */
     bool prev_alive;         /* not aborted or freed */
-    bool prev_errored;       /* it failed, or a collective was cut off by the epoch */
+    bool prev_errored;       /* NCCL reported an error on it and kept it */
+    bool prev_interrupted;   /* an epoch cut one of its collectives off */
     bool prev_shrunk;        /* it was itself made by a shrink */
     /* The epoch being built, and this process's rank in it. */
     const ecw__nccl_epoch_t *next;
@@ -69,7 +70,8 @@ typedef enum { ECW__PLAN_INIT = 0, ECW__PLAN_SHRINK } ecw__plan_kind_t;
 typedef struct ecw__nccl_plan {
     ecw__plan_kind_t kind;
     /* SHRINK: old ranks to exclude, ascending (what ncclCommShrink takes);
-     * abort: NCCL_SHRINK_ABORT (the previous communicator failed). */
+     * abort: NCCL_SHRINK_ABORT (the previous communicator failed or was
+     * cut off mid-collective). */
     int *excluded;
     int nexcluded;
     bool abort;

@@ -234,6 +234,20 @@ START_TEST(a_failed_communicator_is_shrunk_with_abort_only_when_asked)
     ck_assert_int_eq(p.kind, ECW__PLAN_INIT);
     ck_assert_msg(strstr(p.why, "itself a shrink"), "%s", p.why);
     ecw__nccl_plan_free(&p);
+    /* one whose collective an epoch cut off (a silent peer): like a failed
+     * one, with the abort, but a shrunk one too (nothing says it broke) */
+    in.prev_errored = false;
+    in.prev_interrupted = true;
+    PLAN(in, p);
+    ck_assert_msg(p.kind == ECW__PLAN_SHRINK && p.abort, "%s", p.why);
+    ck_assert_msg(strstr(p.why, "cut off mid-collective (NCCL_SHRINK_ABORT)"), "%s", p.why);
+    ecw__nccl_plan_free(&p);
+    in.mode = ECW__REBUILD_AUTO;
+    PLAN(in, p);
+    ck_assert_int_eq(p.kind, ECW__PLAN_INIT);
+    ck_assert_msg(strstr(p.why, "had a collective cut off, and auto shrinks only a healthy one"),
+                  "%s", p.why);
+    ecw__nccl_plan_free(&p);
 }
 END_TEST
 
