@@ -498,20 +498,24 @@ END_TEST
 
 /* ---- the library in this process, against epochs the test publishes ---------------- */
 
-/* Write epoch n of one node "n1" with nproc local ranks on loopback into
- * job's epoch key, the record naming job rec_job and writer `writer`. */
-static void write_epoch(const char *job, uint64_t n, int nproc, ec_epoch_reason_t why,
-                        const char *rec_job, const char *writer)
+/* Write epoch n of nodes ids[0..nmembers) (M_id order) with nproc local
+ * ranks each on loopback into job's epoch key, the record naming job
+ * rec_job and writer `writer`. */
+static void write_epoch_of(const char *job, uint64_t n, const char *const *ids, int nmembers,
+                           int nproc, ec_epoch_reason_t why, const char *rec_job,
+                           const char *writer)
 {
-    ec_epoch_t *ep = ec_epoch_new(1, nproc);
+    ec_epoch_t *ep = ec_epoch_new(nmembers, nproc);
     ck_assert_ptr_nonnull(ep);
     ep->number = n;
-    ep->members[0].node_id = strdup("n1");
-    ep->members[0].host = strdup("127.0.0.1");
-    for (int i = 0; i < nproc; i++)
-        ep->members[0].ports[i] = (uint16_t)(41000 + i);
-    ep->members[0].master_port = 41999;
-    ep->members[0].incarnation = n;
+    for (int m = 0; m < nmembers; m++) {
+        ep->members[m].node_id = strdup(ids[m]);
+        ep->members[m].host = strdup("127.0.0.1");
+        for (int i = 0; i < nproc; i++)
+            ep->members[m].ports[i] = (uint16_t)(41000 + 100 * m + i);
+        ep->members[m].master_port = (uint16_t)(41999 - m);
+        ep->members[m].incarnation = n;
+    }
     ep->reason = why;
     /* Written as a leader would (readers check it, coord/epoch_check.h):
      * naming the job, under the leader key "n1" current at its revision. */
@@ -536,6 +540,14 @@ static void write_epoch(const char *job, uint64_t n, int nproc, ec_epoch_reason_
     ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, NULL), 0);
     free(buf);
     ec_epoch_free(ep);
+}
+
+/* Epoch n of one node "n1" with nproc local ranks. */
+static void write_epoch(const char *job, uint64_t n, int nproc, ec_epoch_reason_t why,
+                        const char *rec_job, const char *writer)
+{
+    const char *const ids[] = {"n1"};
+    write_epoch_of(job, n, ids, 1, nproc, why, rec_job, writer);
 }
 
 /* Publish epoch n as the job's leader "n1" would. */
@@ -1275,6 +1287,8 @@ typedef struct {
     int lr, rc;
     ecw_backend_t backend;
     const char *rebuild; /* ECOORD_WORKER_NCCL_REBUILD; NULL: auto */
+    const char *node;    /* NULL: "n1" */
+    int roots, scalable_min;
     logbuf_t *log;
     double v;
     ecw_error_t err;
@@ -1286,6 +1300,10 @@ static ecw_options_t gpu_opts(const gpu_member_t *m)
     o.backend = m->backend;
     o.cuda_libdir = m->libdir;
     o.nccl_rebuild = m->rebuild;
+    o.nccl_roots = m->roots;
+    o.nccl_scalable_min = m->scalable_min;
+    if (m->node)
+        o.node_id = m->node;
     if (m->log) {
         o.log_cb = log_into;
         o.log_arg = m->log;
@@ -1754,6 +1772,83 @@ START_TEST(nccl_shrinks_an_epoch_that_only_removes_ranks)
 }
 END_TEST
 
+/* Three nodes, one process each, a scalable init with three roots (each id
+ * created and published by its own root rank), then the middle node leaves:
+ * n3's old rank 2 becomes rank 1, as the shrink numbers it.  Against the
+ * fake CUDA and NCCL, like the test above. */
+START_TEST(nccl_inits_with_several_roots_and_shrinks_a_middle_node)
+{
+    char stub[PATH_MAX], slog[400];
+    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
+        printf("# SKIP nccl_inits_with_several_roots_and_shrinks_a_middle_node: no "
+               "tests/stub/cuda (built without NCCL)\n");
+        return;
+    }
+    snprintf(slog, sizeof(slog), "%s/cuda_stub_roots.log", tmp);
+    setenv("CUDA_STUB_LOG", slog, 1);
+    unsetenv("CUDA_STUB_SHRINK");
+    unsetenv("CUDA_STUB_STREAM");
+    const char *job = "jroots";
+    const char *const ids[] = {"n1", "n2", "n3"};
+    write_epoch_of(job, 1, ids, 3, 1, EC_REASON_START, job, "n1");
+    static logbuf_t logs[3] = {{.mu = PTHREAD_MUTEX_INITIALIZER},
+                               {.mu = PTHREAD_MUTEX_INITIALIZER},
+                               {.mu = PTHREAD_MUTEX_INITIALIZER}};
+    gpu_member_t m[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        m[i] = (gpu_member_t){.job = job, .libdir = stub, .lr = 0, .node = ids[i],
+                              .backend = ECW_BACKEND_NCCL, .roots = 3, .scalable_min = 2,
+                              .log = &logs[i]};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, gpu_init_thread, &m[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(m[i].rc == 0, "node %s: %s", ids[i], m[i].err.msg);
+        ck_assert_int_eq(ecw_rank(m[i].w), i);
+        ck_assert_msg(strstr(logs[i].text, "+nccl epoch 1: init (3 roots) of 3 ranks"), "%s",
+                      logs[i].text);
+    }
+    const char *out = slurp(slog);
+    for (int i = 0; i < 3; i++) {
+        char want[80];
+        snprintf(want, sizeof(want), "init rank=%d nranks=3 roots=3\n", i);
+        ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+    }
+    /* each root's id under the epoch's keys: nccl.id, nccl.id.1, nccl.id.2 */
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        char name[32], key[EC_KEY_MAX];
+        if (i)
+            snprintf(name, sizeof(name), "nccl.id.%d", i);
+        else
+            snprintf(name, sizeof(name), "nccl.id");
+        ck_assert_int_gt(ec_key_epoch_comm(&k, 1, name, key, sizeof(key)), 0);
+        ec_kv_t kv;
+        bool found = false;
+        ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+        ck_assert_msg(found, "no %s", key);
+        ec_kv_free(&kv);
+    }
+    method_want_t mw = {.job = job, .epoch = 1, .rank = 2, .method = "init 3 roots"};
+    ck_assert(ec_test_wait(timing_has_method, &mw, 5000));
+
+    /* n2, the middle node, leaves */
+    const char *const rest[] = {"n1", "n3"};
+    write_epoch_of(job, 2, rest, 2, 1, EC_REASON_LEAVE, job, "n1");
+    rebuild_to(&m[0], 2);
+    rebuild_to(&m[2], 2);
+    ck_assert_int_eq(ecw_rank(m[2].w), 1);
+    out = slurp(slog);
+    ck_assert_msg(strstr(out, "shrink rank=0 nranks=3 excl=1 flags=0 share=0 -> rank 0 of 2\n") &&
+                      strstr(out, "shrink rank=2 nranks=3 excl=1 flags=0 share=0 -> rank 1 of 2\n"),
+                  "%s", out);
+    for (int i = 0; i < 3; i++)
+        ecw_finalize(m[i].w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t4000-worker");
@@ -1765,6 +1860,7 @@ static Suite *suite(void)
     ec_tcase_add(t, epoch_followed_after_etcd_lost_its_data);
     ec_tcase_add(t, nccl_rebuilds_per_epoch);
     ec_tcase_add(t, nccl_shrinks_an_epoch_that_only_removes_ranks);
+    ec_tcase_add(t, nccl_inits_with_several_roots_and_shrinks_a_middle_node);
     ec_tcase_add(t, gloo_runs_where_cuda_libraries_cannot_be_loaded);
     ec_tcase_add(t, auto_takes_the_nccl_already_loaded);
     ec_tcase_add(t, members_refuse_a_backend_other_than_rank_0s);
