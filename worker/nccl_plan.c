@@ -267,6 +267,11 @@ int ecw__nccl_plan_follow(const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *out,
         return ec_errorf(err, EC_EPROTO, "rank 0 published '%.80s' as its NCCL plan, not "
                          "'<shrink|init> <roots> <epoch> <why>' (another ecoord version on rank "
                          "0?)", line ? line : "");
+    int world = in->next->nmembers * in->next->nproc;
+    if (roots > world)
+        return ec_errorf(err, EC_EPROTO, "rank 0 inits NCCL with %d roots, more than the %d "
+                         "ranks of epoch %llu", roots, world,
+                         (unsigned long long)in->next->number);
     if (roots > 1 && !(in->have_scalable && in->nccl_version >= ECW__NCCL_SCALABLE_MIN))
         return ec_errorf(err, EC_EINVAL, "rank 0 inits NCCL with %d roots "
                          "(ncclCommInitRankScalable, NCCL 2.23 or newer), and this process's "

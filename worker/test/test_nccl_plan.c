@@ -409,6 +409,9 @@ START_TEST(every_rank_follows_rank_0s_plan)
     ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "grow 1 0 x", &holds, &e), EC_EPROTO);
     ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init", &holds, &e), EC_EPROTO);
     ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init 0 0 x", &holds, &e), EC_EPROTO);
+    in.have_scalable = true;
+    ck_assert_int_eq(ecw__nccl_plan_follow(&in, &p, "init 4 0 x", &holds, &e), EC_EPROTO);
+    ck_assert_msg(strstr(e.msg, "4 roots, more than the 3 ranks of epoch 8"), "%s", e.msg);
     ecw__nccl_plan_free(&p);
 }
 END_TEST
