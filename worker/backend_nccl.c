@@ -527,7 +527,8 @@ static int do_shrink(ncomm_t *c, const ecw__nccl_plan_t *plan, int64_t deadline,
         c->comm = child;
         do_abort(c); /* if NCCL left one */
         c->aborted = false;
-        return ec_errorf(err, EC_EIO, "ncclCommShrink: %s (%s)", cu->ncclGetErrorString(r),
+        return ec_errorf(err, EC_EIO, "ncclCommShrink of epoch %" PRIu64 "'s communicator on "
+                         "rank %d returned %s (%s)", p->epoch, p->rank, cu->ncclGetErrorString(r),
                          ecw__nccl_verdict((int)r).name);
     }
     /* NCCL's thread stores the child when its init ends, well or not. */
