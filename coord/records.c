@@ -1088,6 +1088,7 @@ void ec_worker_timing_free(ec_worker_timing_t *t)
         return;
     int saved = errno;
     free(t->node_id);
+    free(t->comm_method);
     free(t);
     errno = saved;
 }
@@ -1106,10 +1107,11 @@ static int timing_validate(const ec_worker_timing_t *t, const vctx_t *v)
         return bad(v, "epoch %llu rank %d: local rank %d is outside 0..%d",
                    (unsigned long long)t->epoch, t->rank, t->local_rank, EC_NPROC_MAX - 1);
     const int64_t ts[] = {t->epoch_seen_at_us, t->comm_aborted_at_us, t->comm_ready_at_us,
-                          t->state_synced_at_us, t->first_collective_at_us};
+                          t->state_synced_at_us, t->first_collective_at_us, t->shrink_us,
+                          t->init_us};
     for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
         if (ts[i] < 0)
-            return bad(v, "epoch %llu rank %d: timestamp %zu is negative (%lld)",
+            return bad(v, "epoch %llu rank %d: time %zu is negative (%lld)",
                        (unsigned long long)t->epoch, t->rank, i, (long long)ts[i]);
     return 0;
 }
@@ -1137,6 +1139,9 @@ int ec_worker_timing_encode(const ec_worker_timing_t *t, void **buf, size_t *len
     m.comm_ready_at_us = t->comm_ready_at_us;
     m.state_synced_at_us = t->state_synced_at_us;
     m.first_collective_at_us = t->first_collective_at_us;
+    m.comm_method = t->comm_method ? t->comm_method : (char *)"";
+    m.shrink_us = t->shrink_us;
+    m.init_us = t->init_us;
     return pack(&m.base, &v, buf, len);
 }
 
@@ -1169,6 +1174,12 @@ int ec_worker_timing_decode(const void *buf, size_t len, const char *key,
     t->comm_ready_at_us = m->comm_ready_at_us;
     t->state_synced_at_us = m->state_synced_at_us;
     t->first_collective_at_us = m->first_collective_at_us;
+    t->shrink_us = m->shrink_us;
+    t->init_us = m->init_us;
+    if (m->comm_method && *m->comm_method && !(t->comm_method = dup_str(m->comm_method))) {
+        rc = enomem(&v);
+        goto error;
+    }
     if ((rc = timing_validate(t, &v)) < 0)
         goto error;
     protobuf_c_message_free_unpacked(&m->base, NULL);

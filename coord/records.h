@@ -251,6 +251,9 @@ typedef struct ec_worker_timing {
     int64_t comm_ready_at_us;
     int64_t state_synced_at_us;
     int64_t first_collective_at_us;
+    char *comm_method;      /* NCCL: "init", "init 4 roots", "shrink", ...; NULL or "": none */
+    int64_t shrink_us;      /* durations, microseconds; 0: not done */
+    int64_t init_us;
 } ec_worker_timing_t;
 
 void ec_worker_timing_free(ec_worker_timing_t *t);

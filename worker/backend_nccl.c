@@ -50,6 +50,7 @@
 
 #include "cuda_dl.h"
 #include "gpu_policy.h"
+#include "nccl_plan.h"
 #include "offthread.h"
 
 /* gpu_policy.c's tables are by number: hold them to the headers. */
@@ -82,7 +83,19 @@ typedef struct ncomm {
     _Atomic int abort_req;
     bool aborted;
     bool lost;           /* an abort or free did not return by its deadline */
+    /* For the next epoch's plan (nccl_plan.h): this epoch's members, and
+     * what became of this communicator. */
+    int nmembers, nproc;
+    char **node_ids;     /* NULL: membership unknown (no shrink from it) */
+    struct ncomm *prev;  /* the previous epoch's, handed over: connect shrinks or drops it */
+    bool ready;          /* connected */
+    bool shrunk;         /* made by ncclCommShrink */
+    bool errored;        /* a call failed and NCCL kept the communicator */
+    bool interrupted;    /* an epoch cut a call off and the communicator was kept to be
+                            shrunk with NCCL_SHRINK_ABORT (ECOORD_WORKER_NCCL_REBUILD=shrink) */
 } ncomm_t;
+
+static void n_destroy(void *comm);
 
 int ecw__nccl_device_count(ecw_t *w, ec_error_t *err)
 {
@@ -223,6 +236,8 @@ static int nccl_fail(ncomm_t *c, const char *what, ncclResult_t r, ec_error_t *e
                        PRIu64 "): %s (%s)%s%s%s", what, c->rank, c->world, c->epoch,
                        cu->ncclGetErrorString(r), ecw__nccl_verdict((int)r).name,
                        last && *last ? ": " : "", last ? last : "", advice);
+    if (v.keeps_comm)
+        c->errored = true;
     if (!v.keeps_comm && !do_abort(c))
         return restart_err(c, what, err);
     if (v.cls == ECW__GPU_FATAL)
@@ -251,8 +266,28 @@ static int cuda_fail(ncomm_t *c, const char *what, cudaError_t ce, ec_error_t *e
     return rc;
 }
 
+/* Whether an epoch that cuts a call off keeps this communicator, for
+ * ncclCommShrink(NCCL_SHRINK_ABORT) to end the call and drop the dead ranks
+ * (ECOORD_WORKER_NCCL_REBUILD=shrink only: auto shrinks only a healthy
+ * communicator, nccl_plan.c). */
+static bool keep_on_epoch(const ncomm_t *c)
+{
+    bool have = false;
+#if ECW__NCCL_HDR_SHRINK
+    have = cu->ncclCommShrink && cu->nccl_version >= ECW__NCCL_SHRINK_MIN;
+#endif
+    return have && c->ready && c->node_ids && c->comm && !c->lost &&
+           c->w->o.nccl_rebuild == ECW__REBUILD_SHRINK;
+}
+
 static int aborted_err(ncomm_t *c, const char *what, ec_error_t *err)
 {
+    if (keep_on_epoch(c)) {
+        c->interrupted = true; /* the shrink aborts what is in flight */
+        return ec_errorf(err, EC_EABORTED, "nccl %s on rank %d of %d (epoch %" PRIu64 ") cut "
+                         "off: a newer epoch was published; rebuild", what, c->rank, c->world,
+                         c->epoch);
+    }
     if (!do_abort(c))
         return restart_err(c, what, err);
     return ec_errorf(err, EC_EABORTED, "nccl %s on rank %d of %d (epoch %" PRIu64 ") aborted: "
@@ -261,11 +296,15 @@ static int aborted_err(ncomm_t *c, const char *what, ec_error_t *err)
 
 static int n_create(ecw_t *w, const ecw__build_t *b, void **out, ec_error_t *err)
 {
-    if (!cu)
+    if (!cu) {
+        n_destroy(b->prev);
         return ec_errorf(err, EC_EINTERNAL, "nccl: CUDA and NCCL were never loaded");
+    }
     ncomm_t *c = calloc(1, sizeof(*c));
-    if (!c)
+    if (!c) {
+        n_destroy(b->prev); /* ours from here, success or not */
         return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
     c->w = w;
     c->epoch = b->epoch;
     c->rank = b->rank;
@@ -273,6 +312,20 @@ static int n_create(ecw_t *w, const ecw__build_t *b, void **out, ec_error_t *err
     c->device = b->device;
     c->timeout_ms = b->timeout_ms;
     c->deadline_ms = b->deadline_ms;
+    c->prev = b->prev;
+    c->nmembers = b->nmembers;
+    c->nproc = b->nproc;
+    if (b->node_ids && b->nmembers > 0 && (c->node_ids = calloc((size_t)b->nmembers,
+                                                                 sizeof(char *)))) {
+        for (int i = 0; i < b->nmembers; i++)
+            if (!(c->node_ids[i] = strdup(b->node_ids[i] ? b->node_ids[i] : ""))) {
+                n_destroy(c);
+                return ec_errorf(err, EC_ENOMEM, "out of memory");
+            }
+    } else if (b->node_ids && b->nmembers > 0) {
+        n_destroy(c);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
     *out = c;
     return 0;
 }
@@ -303,6 +356,310 @@ static int wait_ready(ncomm_t *c, const char *what, int64_t deadline, ec_error_t
     }
 }
 
+/* ---- building: shrink or init, by nccl_plan.c ---- */
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int ms_left(int64_t deadline)
+{
+    int64_t left = deadline - ecw__mono_ms();
+    return left > 0 ? (left > INT32_MAX ? INT32_MAX : (int)left) : 0;
+}
+
+static void plan_input(ncomm_t *c, ecw__nccl_plan_in_t *in, ecw__nccl_epoch_t *pv,
+                       ecw__nccl_epoch_t *nx)
+{
+    memset(in, 0, sizeof(*in));
+    *nx = (ecw__nccl_epoch_t){c->epoch, c->nmembers, c->nproc,
+                              (const char *const *)c->node_ids};
+    in->mode = (ecw__rebuild_mode_t)c->w->o.nccl_rebuild;
+    in->nccl_version = cu->nccl_version;
+#if ECW__NCCL_HDR_SHRINK
+    in->have_shrink = cu->ncclCommShrink != NULL;
+#endif
+#if ECW__NCCL_HDR_SCALABLE
+    in->have_scalable = cu->ncclCommInitRankScalable != NULL;
+#endif
+    in->next = nx;
+    in->rank = c->rank;
+    in->roots = c->w->o.nccl_roots;
+    in->scalable_min = c->w->o.nccl_scalable_min;
+    const ncomm_t *p = c->prev;
+    if (p && p->node_ids) {
+        *pv = (ecw__nccl_epoch_t){p->epoch, p->nmembers, p->nproc,
+                                  (const char *const *)p->node_ids};
+        in->prev = pv;
+        in->prev_rank = p->rank;
+        in->prev_alive = p->comm && !p->lost && !p->aborted;
+        in->prev_errored = p->errored;
+        in->prev_interrupted = p->interrupted;
+        in->prev_shrunk = p->shrunk;
+    }
+}
+
+/* Every member builds the same way: rank 0's.  The plan is computed from
+ * the two epochs, the same for all, but what it rests on locally (the
+ * previous communicator alive or failed, the NCCL version, the knobs) can
+ * differ.  Rank 0 publishes "<shrink|init> <roots> <previous epoch> <why>"
+ * (the previous epoch: whose communicator it shrinks) under the epoch's
+ * keys (epochs/<n>/comm/nccl.plan); the others read it.  Rank 0 inits: every
+ * rank inits, with rank 0's roots.  Rank 0 shrinks and this rank cannot:
+ * it inits, and the shrinkers wait for it until the shrink's deadline, then
+ * init too (bounded, logged). */
+static int agree_plan(ncomm_t *c, const ecw__nccl_plan_in_t *in, ecw__nccl_plan_t *plan,
+                      ec_error_t *err)
+{
+    char text[ECW__PLAN_WHY_MAX + 64];
+    if (c->rank == 0) {
+        ecw__nccl_plan_format(in, plan, text, sizeof(text));
+        int rc = ecw__comm_put(c->w, c->epoch, "nccl.plan", text, strlen(text), err);
+        return rc < 0 ? ec_error_prefix(err, "publishing how epoch %" PRIu64 "'s NCCL "
+                                        "communicator is built", c->epoch) : 0;
+    }
+    void *val = NULL;
+    size_t len = 0;
+    int rc = ecw__comm_get(c->w, c->epoch, "nccl.plan", &val, &len, ms_left(c->deadline_ms),
+                           &c->abort_req, err);
+    if (rc == EC_ETIMEDOUT)
+        return ec_errorf(err, EC_ETIMEDOUT, "rank 0 of epoch %" PRIu64 " did not say how the "
+                         "NCCL communicator is built by the rebuild deadline (it has not "
+                         "started, or died): wait for the next epoch", c->epoch);
+    if (rc < 0)
+        return rc;
+    snprintf(text, sizeof(text), "%.*s", (int)(len < sizeof(text) ? len : sizeof(text) - 1),
+             (const char *)val);
+    free(val);
+    bool holds_up = false;
+    if ((rc = ecw__nccl_plan_follow(in, plan, text, &holds_up, err)) < 0)
+        return ec_error_prefix(err, "epoch %" PRIu64, c->epoch);
+    if (holds_up)
+        ecw__log(c->w, ECW_LOG_WARN, "nccl epoch %" PRIu64 ": rank 0 shrinks, rank %d cannot "
+                 "(%s): the shrink waits for it until its deadline, then every rank inits",
+                 c->epoch, c->rank, plan->why);
+    return 0;
+}
+
+/* ncclCommShrink, called off the training thread: with NCCL_SHRINK_ABORT
+ * it first waits for the parent's kernels to stop, which nothing bounds.
+ * slot is where NCCL's own thread stores the new communicator when its
+ * (non-blocking) init ends: heap memory of its own, leaked if never
+ * filled. */
+typedef struct shrink_call {
+    int device, flags, nexcl;
+    ncclComm_t parent;
+    ncclComm_t *slot;
+    int *excl;
+    ncclResult_t r;
+} shrink_call_t;
+
+static void shrink_free(void *p)
+{
+    shrink_call_t *s = p;
+    if (s)
+        free(s->excl);
+    free(s);
+}
+
+static void shrink_run(void *p)
+{
+#if ECW__NCCL_HDR_SHRINK
+    shrink_call_t *s = p;
+    cu->cudaSetDevice(s->device);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    /* No shared resources: whether NCCL shares them depends on the flag,
+     * which may differ between ranks (each knows only whether its own call
+     * was cut off), and must not. */
+    cfg.shrinkShare = 0;
+    s->r = cu->ncclCommShrink(s->parent, s->excl, s->nexcl, s->slot, &cfg, s->flags);
+#else
+    ((shrink_call_t *)p)->r = ncclInvalidUsage;
+#endif
+}
+
+/* Shrink c->prev into c->comm by plan, by deadline.  0; EC_EABORTED (a
+ * newer epoch); EC_ERESTART (a call did not return: the GPU state is
+ * unknown); any other code: the shrink failed and left nothing behind
+ * (c->comm NULL, the parent aborted): init instead. */
+static int do_shrink(ncomm_t *c, const ecw__nccl_plan_t *plan, int64_t deadline,
+                     ec_error_t *err)
+{
+    ncomm_t *p = c->prev;
+    ncclComm_t *slot = calloc(1, sizeof(*slot));
+    shrink_call_t *s = calloc(1, sizeof(*s));
+    int *excl = malloc(sizeof(int) * (size_t)plan->nexcluded);
+    if (!slot || !s || !excl) {
+        free(slot);
+        free(s);
+        free(excl);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    memcpy(excl, plan->excluded, sizeof(int) * (size_t)plan->nexcluded);
+    *s = (shrink_call_t){.device = c->device, .nexcl = plan->nexcluded, .parent = p->comm,
+                         .slot = slot, .excl = excl, .r = ncclInternalError,
+#if ECW__NCCL_HDR_SHRINK
+                         .flags = plan->abort ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT,
+#endif
+    };
+    int limit = ms_left(deadline);
+    int rc = ecw__run_with_deadline(shrink_run, s, shrink_free, limit > 0 ? limit : 1);
+    if (rc == EC_ETIMEDOUT) {
+        /* s and slot belong to the stuck call now; the parent is inside it */
+        p->lost = true;
+        c->lost = true;
+        ecw__restart(c->w, "ncclCommShrink of epoch %" PRIu64 "'s communicator on CUDA device "
+                     "%d did not return within %d ms (%d such calls still running): this "
+                     "GPU's state is unknown", p->epoch, c->device, limit, ecw__stuck_calls());
+        return restart_err(c, "ncclCommShrink", err);
+    }
+    if (rc < 0)
+        shrink_run(s); /* no thread to spare: here, unbounded */
+    ncclResult_t r = s->r;
+    shrink_free(s);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        ncclComm_t child = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+        free(slot);
+        c->comm = child;
+        do_abort(c); /* if NCCL left one */
+        c->aborted = false;
+        return ec_errorf(err, EC_EIO, "ncclCommShrink of epoch %" PRIu64 "'s communicator on "
+                         "rank %d returned %s (%s)", p->epoch, p->rank, cu->ncclGetErrorString(r),
+                         ecw__nccl_verdict((int)r).name);
+    }
+    /* NCCL's thread stores the child when its init ends, well or not. */
+    const char *why = NULL;
+    for (;;) {
+        ncclComm_t child = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+        if (child) {
+            c->comm = child;
+            break;
+        }
+        if (atomic_load(&c->abort_req))
+            why = "a newer epoch was published";
+        else if (ecw__mono_ms() > deadline)
+            why = "it did not finish by its deadline (a survivor is missing, or died)";
+        if (why) {
+            /* Aborting the parent aborts its child's init (NCCL raises the
+             * child's abort flag with the parent's); the child then
+             * appears, failed, and is aborted in turn. */
+            do_abort(p);
+            int64_t until = ecw__mono_ms() + ABORT_MIN_MS;
+            while (!(child = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) &&
+                   ecw__mono_ms() < until)
+                nap_us(200);
+            if (!child) {
+                c->lost = true;
+                ecw__restart(c->w, "ncclCommShrink of epoch %" PRIu64 "'s communicator was "
+                             "abandoned (%s), and its new communicator never appeared within "
+                             "%d ms of aborting the old one: this GPU's state is unknown",
+                             p->epoch, why, ABORT_MIN_MS);
+                return restart_err(c, "ncclCommShrink", err); /* slot: NCCL's, leaked */
+            }
+            c->comm = child;
+            free(slot);
+            if (!do_abort(c))
+                return restart_err(c, "ncclCommShrink", err);
+            c->aborted = false;
+            return ec_errorf(err, atomic_load(&c->abort_req) ? EC_EABORTED : EC_ETIMEDOUT,
+                             "ncclCommShrink on rank %d of epoch %" PRIu64 " given up: %s",
+                             c->rank, c->epoch, why);
+        }
+        nap_us(50);
+    }
+    free(slot);
+    rc = wait_ready(c, "ncclCommShrink", deadline, err);
+    if (rc < 0) {
+        /* an error NCCL would let a communicator keep still ends this one:
+         * the init that follows replaces it */
+        if (rc != EC_ERESTART && c->comm && !do_abort(c))
+            return restart_err(c, "ncclCommShrink", err);
+        c->aborted = false;
+        c->errored = false;
+        return rc;
+    }
+    c->shrunk = true;
+    return 0;
+}
+
+static void id_key(int root, char *key, size_t len)
+{
+    if (root == 0)
+        snprintf(key, len, "nccl.id"); /* the one-root key, as before */
+    else
+        snprintf(key, len, "nccl.id.%d", root);
+}
+
+/* A full init with nroots unique ids: id i is created and published by the
+ * first rank NCCL's bootstrap assigns to root i (nccl_plan.c), every rank
+ * reads the others. */
+static int do_init(ncomm_t *c, int nroots, ec_error_t *err)
+{
+    ncclUniqueId *ids = calloc((size_t)nroots, sizeof(*ids));
+    if (!ids)
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    int rc = 0;
+    char key[32];
+    for (int i = 0; i < nroots; i++) {
+        if (ecw__nccl_root_rank(i, c->world, nroots) != c->rank)
+            continue;
+        ncclResult_t r = cu->ncclGetUniqueId(&ids[i]);
+        if (r != ncclSuccess) {
+            rc = nccl_fail(c, "ncclGetUniqueId", r, err);
+            goto out;
+        }
+        id_key(i, key, sizeof(key));
+        if ((rc = ecw__comm_put(c->w, c->epoch, key, &ids[i], sizeof(ids[i]), err)) < 0)
+            goto out;
+    }
+    for (int i = 0; i < nroots; i++) {
+        if (ecw__nccl_root_rank(i, c->world, nroots) == c->rank)
+            continue;
+        void *val = NULL;
+        size_t len = 0;
+        id_key(i, key, sizeof(key));
+        rc = ecw__comm_get(c->w, c->epoch, key, &val, &len, ms_left(c->deadline_ms),
+                           &c->abort_req, err);
+        if (rc < 0)
+            goto out;
+        if (len != sizeof(ids[i])) {
+            free(val);
+            rc = ec_errorf(err, EC_EPROTO, "the NCCL id %d of epoch %" PRIu64 " is %zu bytes, "
+                           "not %zu (another NCCL version on rank %d?)", i, c->epoch, len,
+                           sizeof(ids[i]), ecw__nccl_root_rank(i, c->world, nroots));
+            goto out;
+        }
+        memcpy(&ids[i], val, sizeof(ids[i]));
+        free(val);
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r;
+    const char *fn = "ncclCommInitRankConfig";
+    if (nroots == 1) {
+        r = cu->ncclCommInitRankConfig(&c->comm, c->world, ids[0], c->rank, &cfg);
+    } else {
+#if ECW__NCCL_HDR_SCALABLE
+        fn = "ncclCommInitRankScalable";
+        r = cu->ncclCommInitRankScalable(&c->comm, c->world, c->rank, nroots, ids, &cfg);
+#else
+        r = ncclInvalidUsage; /* agree_plan refused this already */
+#endif
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
+        rc = nccl_fail(c, fn, r, err);
+        goto out;
+    }
+    rc = wait_ready(c, "init", c->deadline_ms, err);
+out:
+    free(ids);
+    return rc;
+}
+
 static int n_connect(void *comm, ec_error_t *err)
 {
     ncomm_t *c = comm;
@@ -314,40 +671,78 @@ static int n_connect(void *comm, ec_error_t *err)
         return ec_errorf(err, EC_ENOTFOUND, "CUDA device %d is not usable by rank %d: %s (%s)",
                          c->device, c->rank, cu->cudaGetErrorString(ce), v.name);
     }
-    ncclUniqueId id;
+    ecw__nccl_plan_in_t in;
+    ecw__nccl_epoch_t pv, nx;
+    ecw__nccl_plan_t plan;
+    plan_input(c, &in, &pv, &nx);
     int rc;
-    if (c->rank == 0) {
-        ncclResult_t r = cu->ncclGetUniqueId(&id);
-        if (r != ncclSuccess)
-            return nccl_fail(c, "ncclGetUniqueId", r, err);
-        rc = ecw__comm_put(c->w, c->epoch, "nccl.id", &id, sizeof(id), err);
-        if (rc < 0)
+    if (c->node_ids) {
+        if ((rc = ecw__nccl_plan(&in, &plan, err)) < 0)
             return rc;
     } else {
-        void *val = NULL;
-        size_t len = 0;
-        int64_t left = c->deadline_ms - ecw__mono_ms();
-        rc = ecw__comm_get(c->w, c->epoch, "nccl.id", &val, &len, left > 0 ? (int)left : 0,
-                           &c->abort_req, err);
-        if (rc < 0)
-            return rc;
-        if (len != sizeof(id)) {
-            free(val);
-            return ec_errorf(err, EC_EPROTO, "the NCCL id of epoch %" PRIu64 " is %zu bytes, "
-                             "not %zu (another NCCL version on rank 0?)", c->epoch, len,
-                             sizeof(id));
-        }
-        memcpy(&id, val, sizeof(id));
-        free(val);
+        memset(&plan, 0, sizeof(plan));
+        plan.kind = ECW__PLAN_INIT;
+        plan.nroots = 1;
+        snprintf(plan.why, sizeof(plan.why), "epoch %" PRIu64 "'s members were not known here",
+                 c->epoch);
     }
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
-    ncclResult_t r = cu->ncclCommInitRankConfig(&c->comm, c->world, id, c->rank, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress)
-        return nccl_fail(c, "ncclCommInitRankConfig", r, err);
-    rc = wait_ready(c, "init", c->deadline_ms, err);
-    if (rc < 0)
-        return rc;
+    if ((rc = agree_plan(c, &in, &plan, err)) < 0)
+        goto out;
+    int pworld = c->prev ? c->prev->world : 0;
+    int64_t shrink_us = 0, init_us = 0, t0 = mono_us();
+    char failed[160] = "";
+    if (plan.kind == ECW__PLAN_SHRINK) {
+        /* leave the init that may follow half of what is left */
+        int64_t now = ecw__mono_ms(), deadline = c->deadline_ms;
+        if (deadline - now > 2 * (int64_t)c->timeout_ms)
+            deadline = now + c->timeout_ms;
+        else
+            deadline = now + (deadline - now) / 2;
+        rc = do_shrink(c, &plan, deadline, err);
+        shrink_us = mono_us() - t0;
+        if (rc == EC_EABORTED || rc == EC_ERESTART || rc == EC_ENOMEM)
+            goto out;
+        if (rc < 0) {
+            snprintf(failed, sizeof(failed), "%.150s", err ? err->msg : ec_strerror(rc));
+            ecw__log(c->w, ECW_LOG_WARN, "nccl epoch %" PRIu64 ": shrink from %d to %d ranks "
+                     "failed after %" PRId64 " ms (%s): a full init instead", c->epoch, pworld,
+                     c->world, shrink_us / 1000, failed);
+            int roots = plan.nroots; /* rank 0's, agreed */
+            ecw__nccl_plan_fallback(&in, &plan, failed);
+            plan.nroots = roots;
+        }
+    }
+    /* The old communicator goes before a new one is made (its memory),
+     * and after a shrink (its child no longer needs it): with ncclCommAbort,
+     * which NCCL requires after NCCL_SHRINK_ABORT. */
+    if (c->prev) {
+        bool lost = c->prev->lost;
+        n_destroy(c->prev);
+        c->prev = NULL;
+        if (lost)
+            c->lost = true;
+    }
+    if (c->lost) {
+        rc = restart_err(c, "dropping the previous communicator", err);
+        goto out;
+    }
+    char method[32];
+    if (plan.kind == ECW__PLAN_SHRINK && !failed[0]) {
+        snprintf(method, sizeof(method), "shrink");
+        ecw__log(c->w, ECW_LOG_INFO, "+nccl epoch %" PRIu64 ": shrink from %d to %d ranks in %"
+                 PRId64 " ms (%s)", c->epoch, pworld, c->world, shrink_us / 1000, plan.why);
+    } else {
+        int64_t ti = mono_us();
+        if ((rc = do_init(c, plan.nroots, err)) < 0)
+            goto out;
+        init_us = mono_us() - ti;
+        snprintf(method, sizeof(method), "%sinit %d root%s", failed[0] ? "shrink failed, " : "",
+                 plan.nroots, plan.nroots == 1 ? "" : "s");
+        ecw__log(c->w, ECW_LOG_INFO, "+nccl epoch %" PRIu64 ": init (%d root%s) of %d ranks in "
+                 "%" PRId64 " ms (%s)", c->epoch, plan.nroots, plan.nroots == 1 ? "" : "s",
+                 c->world, init_us / 1000, plan.why);
+    }
+    ecw__timing_build(c->w, c->epoch, method, shrink_us, init_us);
     ce = cu->cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (ce == cudaSuccess)
         ce = cu->cudaEventCreateWithFlags(&c->ordered, cudaEventDisableTiming);
@@ -355,9 +750,15 @@ static int n_connect(void *comm, ec_error_t *err)
         c->scratch_len = 64;
         ce = cu->cudaMalloc(&c->scratch, c->scratch_len);
     }
-    if (ce != cudaSuccess)
-        return cuda_fail(c, "setting up its stream", ce, err);
-    return 0;
+    if (ce != cudaSuccess) {
+        rc = cuda_fail(c, "setting up its stream", ce, err);
+        goto out;
+    }
+    c->ready = true;
+    rc = 0;
+out:
+    ecw__nccl_plan_free(&plan);
+    return rc;
 }
 
 static void n_abort(void *comm)
@@ -380,7 +781,29 @@ static void n_destroy(void *comm)
                         .ordered = c->ordered, .scratch = c->scratch};
         teardown_bounded(c, &t, c->comm ? "ncclCommAbort" : "freeing the stream and memory");
     }
+    n_destroy(c->prev);
+    for (int i = 0; c->node_ids && i < c->nmembers; i++)
+        free(c->node_ids[i]);
+    free(c->node_ids);
     free(c);
+}
+
+/* Whether rebuild should hand this communicator to the next epoch's build
+ * (b->prev) instead of destroying it: it may be shrunk. */
+static bool n_reusable(void *comm)
+{
+    ncomm_t *c = comm;
+    bool have = false;
+#if ECW__NCCL_HDR_SHRINK
+    have = cu && cu->ncclCommShrink && cu->nccl_version >= ECW__NCCL_SHRINK_MIN;
+#endif
+    if (!have || !c || !c->ready || !c->comm || c->lost || c->aborted || !c->node_ids)
+        return false;
+    int mode = c->w->o.nccl_rebuild;
+    if (mode == ECW__REBUILD_INIT)
+        return false;
+    /* auto never shrinks a failed one: drop it now, as before */
+    return mode == ECW__REBUILD_SHRINK || !(c->errored || c->interrupted);
 }
 
 /* Make the library's stream wait for what the caller enqueued so far on its
@@ -668,6 +1091,7 @@ const ecw__backend_t ecw__nccl_backend = {
     .connect = n_connect,
     .abort = n_abort,
     .destroy = n_destroy,
+    .reusable = n_reusable,
     .allreduce = n_allreduce,
     .broadcast = n_broadcast,
     .allgather = n_allgather,

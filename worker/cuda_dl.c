@@ -65,6 +65,18 @@ static const sym_t syms[] = {
     S(ncclGetLastError, true), S(ncclAllReduce, true), S(ncclBroadcast, true),
     S(ncclAllGather, true),
 };
+
+/* Resolved when present, NULL otherwise: their absence only means the
+ * older way (a full init with one root; nccl_plan.c decides). */
+static const sym_t opt_syms[] = {
+#if ECW__NCCL_HDR_SHRINK
+    S(ncclCommShrink, true),
+#endif
+#if ECW__NCCL_HDR_SCALABLE
+    S(ncclCommInitRankScalable, true),
+#endif
+    {NULL, 0, true},
+};
 #undef S
 
 static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -185,14 +197,26 @@ int ecw__cuda_load(const char *libdir, const ecw__cuda_t **out, ec_error_t *err)
         }
         memcpy((char *)&t + syms[i].off, &f, sizeof(f));
     }
+    for (size_t i = 0; opt_syms[i].name; i++) {
+        void *f = dlsym(hn, opt_syms[i].name);
+        memcpy((char *)&t + opt_syms[i].off, &f, sizeof(f));
+    }
     if (t.ncclGetVersion(&t.nccl_version) != ncclSuccess || t.nccl_version < NCCL_MIN_VERSION) {
         rc = ec_errorf(err, EC_ENOTFOUND, "%s is NCCL version code %d; 2.14 (21400) or newer "
                        "is needed (non-blocking communicators)", t.nccl_path, t.nccl_version);
         goto out;
     }
-    snprintf(t.how, sizeof(t.how), "NCCL %d.%d.%d: %s; CUDA runtime: %s",
-             t.nccl_version / 10000, t.nccl_version / 100 % 100, t.nccl_version % 100,
-             how_nccl, how_cudart);
+    bool shrink = false, scalable = false;
+#if ECW__NCCL_HDR_SHRINK
+    shrink = t.ncclCommShrink != NULL;
+#endif
+#if ECW__NCCL_HDR_SCALABLE
+    scalable = t.ncclCommInitRankScalable != NULL;
+#endif
+    snprintf(t.how, sizeof(t.how), "NCCL %d.%d.%d (ncclCommShrink: %s, "
+             "ncclCommInitRankScalable: %s): %s; CUDA runtime: %s", t.nccl_version / 10000,
+             t.nccl_version / 100 % 100, t.nccl_version % 100, shrink ? "yes" : "no",
+             scalable ? "yes" : "no", how_nccl, how_cudart);
     table = t;
     loaded = true;
     *out = &table;

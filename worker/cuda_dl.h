@@ -19,6 +19,11 @@
 
 #define ECW__DL(fn) __typeof__(fn) *fn
 
+/* What the nccl.h built against declares (the library loaded may still
+ * lack it: the pointers are then NULL). */
+#define ECW__NCCL_HDR_SHRINK (NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0))
+#define ECW__NCCL_HDR_SCALABLE (NCCL_VERSION_CODE >= NCCL_VERSION(2, 23, 0))
+
 typedef struct ecw__cuda {
     /* CUDA runtime (libcudart) */
     ECW__DL(cudaGetDeviceCount);
@@ -47,6 +52,14 @@ typedef struct ecw__cuda {
     ECW__DL(ncclAllReduce);
     ECW__DL(ncclBroadcast);
     ECW__DL(ncclAllGather);
+    /* Optional: NULL when the NCCL loaded has none (cuda_dl.c, opt_syms);
+     * only built against a header that declares them. */
+#if ECW__NCCL_HDR_SHRINK
+    ECW__DL(ncclCommShrink);           /* 2.27 */
+#endif
+#if ECW__NCCL_HDR_SCALABLE
+    ECW__DL(ncclCommInitRankScalable); /* 2.23 */
+#endif
     int nccl_version; /* ncclGetVersion: 22809 for 2.28.9 */
     char cudart_path[512], nccl_path[512];
     char how[1024];   /* one line: which files, and why those (for the log) */

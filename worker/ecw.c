@@ -206,8 +206,26 @@ int ecw_epoch_pending(const ecw_t *w)
 
 /* ---- the communicator ----------------------------------------------------------------- */
 
-/* Abort and destroy the communicator (training thread only). */
-static void drop_comm(ecw_t *w)
+/* Destroy the communicator kept for the next build, if any (training
+ * thread only). */
+static void drop_prev(ecw_t *w)
+{
+    void *c = w->prev_comm;
+    w->prev_comm = NULL;
+    if (c) {
+        int64_t t0 = ecw__mono_ms();
+        w->prev_be->abort(c);
+        w->prev_be->destroy(c);
+        ecw__log(w, ECW_LOG_DEBUG, "previous communicator destroyed in %" PRId64 " ms",
+                 ecw__mono_ms() - t0);
+    }
+}
+
+/* Abort and destroy the communicator (training thread only).  keep: a
+ * communicator the backend may derive the next one from (be->reusable:
+ * NCCL's shrink) is kept in w->prev_comm for the next build instead; it
+ * takes no collective meanwhile (w->comm is NULL). */
+static void drop_comm(ecw_t *w, bool keep)
 {
     pthread_mutex_lock(&w->comm_mu);
     void *c = w->comm;
@@ -215,7 +233,16 @@ static void drop_comm(ecw_t *w)
     atomic_store(&w->target_num, 0);
     atomic_store(&w->cur_num, 0);
     pthread_mutex_unlock(&w->comm_mu);
-    if (c) {
+    if (c && keep && w->be->reusable && w->be->reusable(c)) {
+        drop_prev(w);
+        w->prev_comm = c;
+        w->prev_be = w->be;
+        ecw__log(w, ECW_LOG_DEBUG, "communicator kept for the next epoch's build");
+        pthread_mutex_lock(&w->mu);
+        if (!w->latest_abort_us)
+            w->latest_abort_us = ecw__wall_us();
+        pthread_mutex_unlock(&w->mu);
+    } else if (c) {
         int64_t t0 = ecw__mono_ms();
         w->be->abort(c);
         w->be->destroy(c);
@@ -365,8 +392,35 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
     void *c = NULL;
     w->probe_at_ms = ecw__mono_ms() + w->o.suspect_after_ms;
     int rc = agree_backend(w, s, rank, deadline, err);
-    if (rc == 0)
+    char **ids = NULL;
+    int nids = 0, nalloc = 0;
+    if (rc == 0) {
+        if (w->prev_comm && w->prev_be != w->be)
+            drop_prev(w); /* rank 0 changed the backend */
+        b.prev = w->prev_comm; /* the backend's from here */
+        w->prev_comm = NULL;
+        /* the members, for a backend that derives the new communicator
+         * from the previous one; none known if the epoch moved on */
+        pthread_mutex_lock(&w->mu);
+        const ec_epoch_t *ep = w->latest;
+        if (ep && ep->number == s->number && (ids = calloc((size_t)ep->nmembers,
+                                                           sizeof(*ids)))) {
+            nids = nalloc = ep->nmembers;
+            for (int i = 0; i < nalloc; i++)
+                if (!(ids[i] = strdup(ep->members[i].node_id)))
+                    nids = -1;
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (nids > 0) {
+            b.nmembers = nids;
+            b.nproc = s->nproc;
+            b.node_ids = (const char *const *)ids;
+        }
         rc = w->be->create(w, &b, &c, err);
+        for (int i = 0; i < nalloc; i++)
+            free(ids[i]);
+        free(ids);
+    }
     if (rc < 0) {
         w->probe_at_ms = 0;
         return rc;
@@ -385,7 +439,7 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
         rc = ec_errorf(err, EC_EABORTED, "epoch %" PRIu64 " was superseded as it connected",
                        s->number);
     if (rc < 0)
-        drop_comm(w);
+        drop_comm(w, false);
     return rc;
 }
 
@@ -413,7 +467,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
     int frc = ecw__fence_wait(w, "ecw_rebuild", deadline, err);
     if (frc < 0)
         return frc;
-    drop_comm(w);
+    drop_comm(w, true);
     atomic_store(&w->broken, 0);
     /* The agent may have a new lease since the last epoch (etcd was away
      * longer than its TTL): the keys of this one go on that.  Best effort:
@@ -1136,7 +1190,8 @@ void ecw_finalize(ecw_t *w)
     ecw__follow_stop(w); /* no abort from the watcher after this */
     request_drop(w);
     if (w->be)
-        drop_comm(w);
+        drop_comm(w, false);
+    drop_prev(w);
     if (!drained) {
         /* Freeing now would pull the handle from under them: leak it. */
         ecw__log(w, ECW_LOG_ERROR, "ecw_finalize: calls from other threads did not return "

@@ -219,13 +219,24 @@ typedef struct ecw_options {
      * CUDA directory configure found.  A directory: only from there (an
      * already loaded NCCL still wins: two in one process would clash). */
     const char *cuda_libdir;    /* ECOORD_WORKER_CUDA_LIBDIR */
+    /* NCCL: how each epoch's communicator is built (README, "Rebuild cost").
+     * "auto" (NULL): ncclCommShrink of the previous one when the epoch only
+     * removes ranks and it is healthy, else a full init; "shrink": also
+     * shrink one that failed (NCCL_SHRINK_ABORT); "init": always a full
+     * init.  A shrink that fails or outlasts its deadline falls back to a
+     * full init of the same epoch. */
+    const char *nccl_rebuild;   /* ECOORD_WORKER_NCCL_REBUILD=auto|shrink|init */
+    int nccl_roots;             /* ECOORD_WORKER_NCCL_ROOTS: unique ids of a scalable init
+                                   (0 = unset: one per 128 ranks, at most one per node) */
+    int nccl_scalable_min;      /* ECOORD_WORKER_NCCL_SCALABLE_MIN: world size from which
+                                   init uses several roots (0 = unset: 128) */
 } ecw_options_t;
 
 #define ECW_OPTIONS_INIT                                                               \
     {                                                                                  \
         sizeof(ecw_options_t), 1, ECW_BACKEND_AUTO, NULL, NULL, NULL, NULL, -1, 0, 0, \
             NULL, -1, 0, 0, 0, NULL, NULL, ECW_LOG_INFO, NULL, NULL, NULL, NULL, NULL, \
-            0, 0, 0, NULL                                                              \
+            0, 0, 0, NULL, NULL, 0, 0                                                  \
     }
 
 typedef struct ecw ecw_t;

@@ -39,6 +39,14 @@ typedef struct ecw__build {
     int device;            /* NCCL device */
     int timeout_ms;        /* each collective */
     int64_t deadline_ms;   /* monotonic: the connect must end by then */
+    /* The epoch's members, M_id order (NULL: not known), for a backend that
+     * derives its communicator from the previous one (NCCL's shrink). */
+    int nmembers, nproc;
+    const char *const *node_ids;
+    /* The previous epoch's communicator of this backend, handed over
+     * (reusable() said so; NULL: none): the backend owns it from create on,
+     * whether create succeeds or not, and destroys it. */
+    void *prev;
 } ecw__build_t;
 
 typedef struct ecw__backend {
@@ -53,6 +61,9 @@ typedef struct ecw__backend {
      * ncclCommAbort itself, since that frees the communicator. */
     void (*abort)(void *comm);
     void (*destroy)(void *comm);
+    /* Whether rebuild should hand comm, aborted by a newer epoch, to the
+     * next build (ecw__build_t.prev) instead of destroying it.  NULL: never. */
+    bool (*reusable)(void *comm);
     /* host: buf is host memory even for a device backend (the library's own small
      * agreements in ecw_sync_state). */
     int (*allreduce)(void *comm, void *buf, size_t count, ecw_dtype_t dt, ecw_op_t op, bool host,
@@ -91,6 +102,8 @@ typedef struct ecw__opts {
     char *etcd_endpoints, *etcd_prefix, *job_id, *node_id, *host;
     char *etcd_cacert, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file; /* "": none */
     char *cuda_libdir;          /* "": the default search (cuda_dl.c) */
+    int nccl_rebuild;           /* ecw__rebuild_mode_t (nccl_plan.h) */
+    int nccl_roots, nccl_scalable_min;
     int local_rank, device;
     uint64_t start_epoch;
     int64_t lease;
@@ -107,6 +120,8 @@ typedef struct ecw__timing {
     uint64_t epoch;
     int rank;
     int64_t seen_us, aborted_us, ready_us, synced_us, first_us;
+    char method[32];           /* how the backend built the communicator ("": not said) */
+    int64_t shrink_us, init_us;
     bool dirty;
 } ecw__timing_t;
 
@@ -154,6 +169,10 @@ struct ecw {
      * create/destroy of comm; collectives run without it. */
     pthread_mutex_t comm_mu;
     void *comm;
+    /* The last epoch's communicator, kept for the next build (be->reusable)
+     * and its backend: training thread only. */
+    void *prev_comm;
+    const ecw__backend_t *prev_be;
     uint64_t failed_num;       /* last epoch whose communicator failed */
     int64_t probe_at_ms;       /* training thread: while a build waits for a peer, when to
                                   next look for silent agents (monotonic; 0: no build) */
@@ -212,6 +231,11 @@ bool ecw__api_drain(ecw_t *w, int timeout_ms);
 /* Record a stage of the current epoch's timing and have it written. */
 enum { ECW__T_READY, ECW__T_SYNCED, ECW__T_FIRST };
 void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage);
+/* The backend says how it built epoch's communicator (method: "shrink",
+ * "init 4 roots", ...) and how long each phase took (microseconds, 0: not
+ * done); written with the epoch's timing record. */
+void ecw__timing_build(ecw_t *w, uint64_t epoch, const char *method, int64_t shrink_us,
+                       int64_t init_us);
 
 /* ---- fence.c ---- */
 /* Set up the fence from the options (fence_mu and fence_cv initialized by

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -200,6 +201,9 @@ static void write_timing(ecw_t *w, const ecw__timing_t *t)
         .comm_ready_at_us = t->ready_us,
         .state_synced_at_us = t->synced_us,
         .first_collective_at_us = t->first_us,
+        .comm_method = (char *)t->method,
+        .shrink_us = t->shrink_us,
+        .init_us = t->init_us,
     };
     ec_error_t err = {0};
     void *buf = NULL;
@@ -414,6 +418,19 @@ void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage)
             w->timing.dirty = true;
             pthread_cond_broadcast(&w->cv);
         }
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+void ecw__timing_build(ecw_t *w, uint64_t epoch, const char *method, int64_t shrink_us,
+                       int64_t init_us)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->timing.epoch == epoch) {
+        snprintf(w->timing.method, sizeof(w->timing.method), "%s", method ? method : "");
+        w->timing.shrink_us = shrink_us;
+        w->timing.init_us = init_us;
+        /* written with the ready mark that follows */
     }
     pthread_mutex_unlock(&w->mu);
 }

@@ -4,6 +4,7 @@
  * result for the start-up log; no other file of the library reads the
  * environment. */
 #include "ecw_impl.h"
+#include "nccl_plan.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +20,7 @@ typedef enum {
     K_LEASE,   /* int64_t, hex as the agent writes it */
     K_BACKEND, /* ecw_backend_t from "auto|gloo|nccl|none" */
     K_HOSTOF,  /* const char * from "host:port" / "[v6]:port" */
+    K_REBUILD, /* const char * "auto|shrink|init" -> int (ecw__rebuild_mode_t) */
 } kind_t;
 
 typedef struct knob {
@@ -87,6 +89,16 @@ static const knob_t knobs[] = {
     {"cuda_libdir", {"ECOORD_WORKER_CUDA_LIBDIR"}, K_STR, IN(cuda_libdir), OUT(cuda_libdir), 0, 0,
      0, "", "NCCL: directory to load libcudart and libnccl from (default: an NCCL already in the "
      "process, then the loader's path, then the CUDA directory configure found)"},
+    {"nccl_rebuild", {"ECOORD_WORKER_NCCL_REBUILD"}, K_REBUILD, IN(nccl_rebuild),
+     OUT(nccl_rebuild), 0, 0, 0, "auto", "NCCL: auto (shrink the previous communicator when an "
+     "epoch only removes ranks and it is healthy, else a full init), shrink (also shrink a "
+     "failed one, NCCL_SHRINK_ABORT) or init (always a full init)"},
+    {"nccl_roots", {"ECOORD_WORKER_NCCL_ROOTS"}, K_INT, IN(nccl_roots), OUT(nccl_roots), 0, 0,
+     65536, "0", "NCCL: unique ids (bootstrap roots) of a scalable init (0: one per 128 ranks; "
+     "never more than the nodes)"},
+    {"nccl_scalable_min", {"ECOORD_WORKER_NCCL_SCALABLE_MIN"}, K_INT, IN(nccl_scalable_min),
+     OUT(nccl_scalable_min), 0, 1, 1 << 30, "128",
+     "NCCL: world size from which a full init uses ncclCommInitRankScalable with several roots"},
 };
 
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
@@ -110,6 +122,7 @@ static bool given(const knob_t *k, const ecw_options_t *in)
     switch (k->kind) {
     case K_STR:
     case K_HOSTOF:
+    case K_REBUILD:
         return *(const char *const *)p != NULL;
     case K_INT:
         return *(const int *)p != (int)k->unset;
@@ -192,6 +205,14 @@ static int parse(const knob_t *k, const char *text, const char *src, ecw__opts_t
         *(ecw_backend_t *)p = b;
         return 0;
     }
+    case K_REBUILD: {
+        int m = ecw__rebuild_mode_parse(text);
+        if (m < 0)
+            return ec_errorf(err, EC_EINVAL, "%s='%s': %s must be auto, shrink or init", src,
+                             text, k->name);
+        *(int *)p = m;
+        return 0;
+    }
     }
     return ec_errorf(err, EC_EINTERNAL, "knob %s has no parser", k->name);
 }
@@ -232,6 +253,8 @@ static int take(const knob_t *k, const ecw_options_t *in, ecw__opts_t *out, ec_e
         *(ecw_backend_t *)op = b;
         return 0;
     }
+    case K_REBUILD:
+        return parse(k, *(const char *const *)ip, "options.nccl_rebuild", out, err);
     }
     return ec_errorf(err, EC_EINTERNAL, "knob %s has no copier", k->name);
 }
@@ -339,6 +362,10 @@ void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len)
         case K_BACKEND:
             w = snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "", k->name,
                          ecw_backend_name(*(const ecw_backend_t *)p));
+            break;
+        case K_REBUILD:
+            w = snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "", k->name,
+                         ecw__rebuild_mode_name((ecw__rebuild_mode_t) * (const int *)p));
             break;
         }
         if (w < 0)

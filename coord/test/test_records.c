@@ -441,7 +441,7 @@ END_TEST
 START_TEST(worker_timing_round_trip)
 {
     ec_worker_timing_t t = {3, 17, (char *)"n2", 1, 1700000000000001LL, 1700000000000002LL,
-                            1700000000000003LL, 0, 1700000000000005LL};
+                            1700000000000003LL, 0, 1700000000000005LL, NULL, 0, 0};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -457,8 +457,24 @@ START_TEST(worker_timing_round_trip)
     ck_assert_int_eq(d->comm_ready_at_us, t.comm_ready_at_us);
     ck_assert_int_eq(d->state_synced_at_us, 0);
     ck_assert_int_eq(d->first_collective_at_us, t.first_collective_at_us);
+    ck_assert_ptr_null(d->comm_method); /* not said: an older worker, or not NCCL */
+    ck_assert_int_eq(d->shrink_us, 0);
     ec_worker_timing_free(d);
     free(buf);
+    /* how the NCCL communicator was built, and each phase's time */
+    t.comm_method = (char *)"shrink failed, init 4 roots";
+    t.shrink_us = 30000123;
+    t.init_us = 2500000;
+    ck_assert_int_eq(ec_worker_timing_encode(&t, &buf, &len, &err), 0);
+    ck_assert_int_eq(ec_worker_timing_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_str_eq(d->comm_method, "shrink failed, init 4 roots");
+    ck_assert_int_eq(d->shrink_us, 30000123);
+    ck_assert_int_eq(d->init_us, 2500000);
+    ec_worker_timing_free(d);
+    free(buf);
+    t.init_us = -1;
+    ck_assert_int_eq(ec_worker_timing_encode(&t, &buf, &len, &err), EC_EINVAL);
+    ck_assert_msg(strstr(err.msg, "negative"), "%s", err.msg);
 }
 END_TEST
 
@@ -628,7 +644,7 @@ START_TEST(other_records_refuse_invalid)
     f.node_id = NULL;
     ck_assert_int_eq(ec_failure_encode(&f, &buf, &len, &err), EC_EINVAL);
 
-    ec_worker_timing_t t = {0, 1, (char *)"n1", 0, 1, 1, 1, 1, 1};
+    ec_worker_timing_t t = {0, 1, (char *)"n1", 0, 1, 1, 1, 1, 1, NULL, 0, 0};
     ck_assert_int_eq(ec_worker_timing_encode(&t, &buf, &len, &err), EC_EINVAL);
     t.epoch = 1;
     t.rank = -1;
@@ -1035,7 +1051,7 @@ START_TEST(records_do_not_decode_as_each_other)
     char *lines[] = {(char *)"boom"};
     ec_failure_t fl = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
                        (char *)"log/workerlog.1", 1, lines, NULL, NULL};
-    ec_worker_timing_t tm = {3, 17, (char *)"n2", 1, 1, 2, 3, 4, 5};
+    ec_worker_timing_t tm = {3, 17, (char *)"n2", 1, 1, 2, 3, 4, 5, NULL, 0, 0};
     const void *recs[NCODECS] = {nr, ep, &st, &fl, &tm};
     for (size_t i = 0; i < NCODECS; i++) {
         void *b;

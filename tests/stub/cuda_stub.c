@@ -1,0 +1,259 @@
+/* A fake CUDA runtime and NCCL, for tests on machines without a GPU
+ * (t4000-worker, nccl_shrinks_an_epoch_that_only_removes_ranks).
+ *
+ * Host memory stands for device memory, every stream is idle, every
+ * collective completes at once and leaves the buffer as it is, and a
+ * communicator is a record of its rank and size.  It checks the library's
+ * flow (which NCCL call, with which ranks, in which order), never NCCL's
+ * behaviour: that needs a GPU run.
+ *
+ *   CUDA_STUB_LOG=<file>    append one line per init, shrink and abort
+ *   CUDA_STUB_SHRINK=fail   the communicator a shrink makes fails
+ *                           (ncclRemoteError), as when a member died
+ *   CUDA_STUB_STREAM=busy   work never completes (a collective waiting for
+ *                           a peer)
+ *
+ * Built with the real headers, so each definition has the declared type. */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct ncclComm {
+    int rank, nranks;
+    ncclResult_t async;
+};
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+    const char *path = getenv("CUDA_STUB_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (!f)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+}
+
+/* ---- CUDA runtime ---- */
+
+cudaError_t cudaGetDeviceCount(int *count) { *count = 8; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) { (void)device; return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t error) { return error ? "stub error" : "no error"; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    (void)flags;
+    *s = (cudaStream_t)malloc(16);
+    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+/* CUDA_STUB_STREAM=busy: work on every stream stays in flight (a
+ * collective waiting for a peer); the first query of each stream says so
+ * in the log, so a test knows the call is waiting. */
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static cudaStream_t seen[64];
+    static int nseen;
+    const char *mode = getenv("CUDA_STUB_STREAM");
+    if (!mode || strcmp(mode, "busy"))
+        return cudaSuccess;
+    pthread_mutex_lock(&mu);
+    bool known = false;
+    for (int i = 0; i < nseen; i++)
+        known = known || seen[i] == s;
+    if (!known && nseen < 64) {
+        seen[nseen++] = s;
+        note("stream busy");
+    }
+    pthread_mutex_unlock(&mu);
+    return cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    (void)s, (void)e, (void)flags;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    (void)flags;
+    *e = (cudaEvent_t)malloc(16);
+    return *e ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+
+cudaError_t cudaMalloc(void **p, size_t size)
+{
+    *p = malloc(size ? size : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+    (void)kind, (void)s;
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
+{
+    (void)p;
+    memset(a, 0, sizeof(*a));
+    a->type = cudaMemoryTypeManaged; /* usable from every device */
+    return cudaSuccess;
+}
+
+/* ---- NCCL ---- */
+
+ncclResult_t ncclGetVersion(int *version) { *version = NCCL_VERSION_CODE; return ncclSuccess; }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    memset(id, 0x5a, sizeof(*id));
+    return ncclSuccess;
+}
+
+static ncclResult_t new_comm(ncclComm_t *out, int nranks, int rank)
+{
+    struct ncclComm *c = calloc(1, sizeof(*c));
+    if (!c)
+        return ncclSystemError;
+    c->rank = rank;
+    c->nranks = nranks;
+    *out = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t *config)
+{
+    (void)id, (void)config;
+    note("init rank=%d nranks=%d roots=1", rank, nranks);
+    return new_comm(comm, nranks, rank);
+}
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int myrank, int nId,
+                                      ncclUniqueId *ids, ncclConfig_t *config)
+{
+    (void)ids, (void)config;
+    note("init rank=%d nranks=%d roots=%d", myrank, nranks, nId);
+    return new_comm(comm, nranks, myrank);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state)
+{
+    *state = comm->async;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    if (comm)
+        note("abort rank=%d nranks=%d", comm->rank, comm->nranks);
+    free(comm);
+    return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t r) { return r ? "stub failure" : "no error"; }
+const char *ncclGetLastError(ncclComm_t comm) { (void)comm; return ""; }
+
+ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t st)
+{
+    (void)s, (void)r, (void)n, (void)t, (void)op, (void)st;
+    return comm->async;
+}
+
+ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root,
+                           ncclComm_t comm, cudaStream_t st)
+{
+    (void)s, (void)r, (void)n, (void)t, (void)root, (void)st;
+    return comm->async;
+}
+
+ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm,
+                           cudaStream_t st)
+{
+    (void)s, (void)r, (void)n, (void)t, (void)st;
+    return comm->async;
+}
+
+/* The new communicator is stored by another thread a little later, as
+ * NCCL's own thread does when a non-blocking shrink's init ends. */
+typedef struct delivery {
+    ncclComm_t *slot;
+    ncclComm_t child;
+} delivery_t;
+
+static void *deliver(void *p)
+{
+    delivery_t *d = p;
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    __atomic_store_n(d->slot, d->child, __ATOMIC_RELEASE);
+    free(d);
+    return NULL;
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, ncclComm_t *newcomm,
+                            ncclConfig_t *config, int flags)
+{
+    if (!comm || !excl || nexcl < 1 || !newcomm)
+        return ncclInvalidArgument;
+    char list[256] = "";
+    int below = 0;
+    for (int i = 0; i < nexcl; i++) {
+        if (excl[i] == comm->rank || (i && excl[i] <= excl[i - 1]) || excl[i] < 0 ||
+            excl[i] >= comm->nranks)
+            return ncclInvalidArgument; /* NCCL sorts; ours must come sorted anyway */
+        if (excl[i] < comm->rank)
+            below++;
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof(list) - n, "%s%d", i ? "," : "", excl[i]);
+    }
+    *newcomm = NULL;
+    struct ncclComm *child = NULL;
+    if (new_comm(&child, comm->nranks - nexcl, comm->rank - below) != ncclSuccess)
+        return ncclSystemError;
+    const char *mode = getenv("CUDA_STUB_SHRINK");
+    if (mode && !strcmp(mode, "fail"))
+        child->async = ncclRemoteError;
+    note("shrink rank=%d nranks=%d excl=%s flags=%d share=%d -> rank %d of %d%s", comm->rank,
+         comm->nranks, list, flags, config ? config->shrinkShare : -1, child->rank,
+         child->nranks, child->async ? " (fails)" : "");
+    delivery_t *d = malloc(sizeof(*d));
+    pthread_t t;
+    if (!d) {
+        free(child);
+        return ncclSystemError;
+    }
+    d->slot = newcomm;
+    d->child = child;
+    if (pthread_create(&t, NULL, deliver, d) != 0) {
+        free(d);
+        free(child);
+        return ncclSystemError;
+    }
+    pthread_detach(t);
+    return ncclInProgress;
+}
