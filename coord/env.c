@@ -215,6 +215,14 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "TORCHELASTIC_USE_AGENT_STORE", "False");
     if (ctx->error_file)
         add(&b, "TORCHELASTIC_ERROR_FILE", "%s", ctx->error_file);
+    /* torchrun's: a NCCL error or timeout tears the process down instead of
+     * leaving it hung in a collective (torch < 2.2 reads the first name,
+     * later ones the second).  A user who set either keeps exactly theirs. */
+    if (!ec_env_get(base, "NCCL_ASYNC_ERROR_HANDLING") &&
+        !ec_env_get(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
+        add(&b, "NCCL_ASYNC_ERROR_HANDLING", "1");
+        add(&b, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    }
     /* torchrun's default against N processes each starting a thread per core */
     if (ec_env_omp_default(N, base))
         add(&b, "OMP_NUM_THREADS", "1");

@@ -45,7 +45,9 @@ typedef struct ec_env_ctx {
 /* Build the environment of local rank n_id on member m_id of ep: base
  * (NULL-terminated, e.g. environ) with every variable we set replaced.
  * OMP_NUM_THREADS=1 is added, as torchrun does, when the node runs more than
- * one process and base does not set it (see ec_env_omp_default).
+ * one process and base does not set it (see ec_env_omp_default);
+ * NCCL_ASYNC_ERROR_HANDLING=1 and TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base
+ * sets neither.
  * *out is a malloc'd NULL-terminated array of malloc'd "K=V" strings; free
  * it with ec_env_free.  Returns 0, EC_EINVAL (m_id/n_id out of range),
  * EC_ESYS (the password file could not be written) or EC_ENOMEM.

@@ -49,14 +49,17 @@
 extern char **environ;
 
 static int wake_fd = -1;
-static volatile sig_atomic_t sig_term, sig_int_count, sig_last;
+/* sig_term: the first SIGINT or SIGTERM (a graceful leave); sig_kill_now:
+ * the second (stop the processes at once and exit), which also cuts short a
+ * grace period in progress (ec_procs_set_abort). */
+static volatile sig_atomic_t sig_term, sig_kill_now, sig_last;
 
 static void on_signal(int s)
 {
     int saved = errno;
-    if (s == SIGINT)
-        sig_int_count++;
     if (s == SIGINT || s == SIGTERM) {
+        if (sig_term)
+            sig_kill_now = 1;
         sig_term = 1;
         sig_last = s;
     }
@@ -646,17 +649,22 @@ static int run(agent_t *a)
         ec_procs_pump(a->procs);
         if (sig_term) {
             int s = sig_last;
-            if (sig_int_count >= 2) {
-                ec_log(EC_LOG_WARN, "second SIGINT: killing the processes now");
+            if (!sig_kill_now) {
+                ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes (up to "
+                                    "--grace_period=%.3gs), leaving the job; send it again to "
+                                    "kill them at once",
+                       cfg->node_id, strsignal(s), (double)cfg->grace_period_ms / 1000.0);
+                ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
+                ec_procs_stop_all(a->procs, cfg->grace_period_ms); /* cut short by a second */
+            }
+            if (sig_kill_now) {
+                ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now and exiting "
+                                    "without leaving the job (the others re-form when its lease "
+                                    "expires)",
+                       cfg->node_id, strsignal(sig_last));
                 ec_procs_kill_all(a->procs);
                 return 128 + s;
             }
-            ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes, leaving the job",
-                   cfg->node_id, strsignal(s));
-            ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
-            ec_procs_stop_all(a->procs, cfg->grace_period_ms);
-            if (sig_int_count >= 2)
-                return 128 + s;
             ec_node_leave(a->node, &err);
             return 128 + s;
         }
@@ -824,6 +832,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
+    ec_procs_set_abort(a.procs, &sig_kill_now);
     char absdir[PATH_MAX];
     snprintf(a.log_dir, sizeof(a.log_dir), "%s",
              realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
