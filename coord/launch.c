@@ -36,6 +36,7 @@
 #include "endpoints.h"
 #include "env.h"
 #include "errorfile.h"
+#include "gpus.h"
 #include "log.h"
 #include "metrics.h"
 #include "netaddr.h"
@@ -117,6 +118,7 @@ typedef struct agent {
     char host[256], ifname[64];
     char log_dir[4096]; /* --log_dir made absolute: ranks may change directory */
     int nproc;
+    ec_gpus_t gpus; /* which GPUs the processes get (coord/gpus.h) */
     uint16_t *ports;
     int *resv;
     bool reserved;
@@ -274,8 +276,8 @@ static int start_rank(agent_t *a, int r)
         .elastic_server = a->endpoints,
         .etcd_prefix = a->cfg->etcd_prefix,
         .rebuild = rebuild_name(a->cfg),
-        .gpus = a->cfg->gpus.n ? a->cfg->gpus.v : NULL,
-        .ngpus = a->cfg->gpus.n,
+        .ngpus = a->gpus.n,
+        .visible_devices = a->gpus.n ? a->gpus.visible : NULL,
         .restart_count = a->restarts,
         .max_restarts = a->cfg->max_restart,
         .lease = ec_node_lease(a->node),
@@ -836,6 +838,24 @@ int ec_cmd_launch(const ec_config_t *cfg)
     char absdir[PATH_MAX];
     snprintf(a.log_dir, sizeof(a.log_dir), "%s",
              realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
+    {
+        char np_s[32], g_s[32];
+        snprintf(np_s, sizeof(np_s), "--nproc_per_node=%d", a.nproc);
+        snprintf(g_s, sizeof(g_s), "--gpus");
+        if (ec_gpus_plan(ec_config_environ("CUDA_VISIBLE_DEVICES", NULL), cfg->dev_gpus,
+                         cfg->gpus.v, cfg->gpus.n, a.nproc, g_s, np_s, &a.gpus, &err) < 0) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+        if (a.gpus.note[0])
+            ec_log(EC_LOG_WARN, "%s", a.gpus.note);
+        if (a.gpus.n)
+            ec_log(EC_LOG_INFO, "GPUs: the processes see CUDA_VISIBLE_DEVICES=%s; local rank i "
+                                "uses the i-th (FLAGS_selected_gpus=i, cuda:LOCAL_RANK), "
+                                "PADDLE_DISTRI_BACKEND=nccl", a.gpus.visible);
+        else
+            ec_log(EC_LOG_INFO, "no GPU for the processes: PADDLE_DISTRI_BACKEND=gloo");
+    }
     if (ec_env_omp_default(a.nproc, environ))
         ec_log(EC_LOG_INFO, "OMP_NUM_THREADS is not set and this node runs %d processes: each "
                             "gets OMP_NUM_THREADS=1 (torchrun's default), so they do not all start "
@@ -851,14 +871,19 @@ int ec_cmd_launch(const ec_config_t *cfg)
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* The node record names each local rank's GPU as the user named it
+     * (the entry of the node's CUDA_VISIBLE_DEVICES). */
     const char **devs = NULL;
-    char (*devbuf)[16] = NULL;
-    if (cfg->gpus.n >= a.nproc) {
+    char *devbuf = NULL;
+    if (a.gpus.n >= a.nproc) {
         devs = calloc((size_t)a.nproc, sizeof(char *));
-        devbuf = calloc((size_t)a.nproc, sizeof(*devbuf));
-        for (int i = 0; devs && devbuf && i < a.nproc; i++) {
-            snprintf(devbuf[i], sizeof(devbuf[i]), "%d", cfg->gpus.v[i]);
-            devs[i] = devbuf[i];
+        devbuf = strdup(a.gpus.visible);
+        char *save = NULL, *tok = devbuf ? strtok_r(devbuf, ",", &save) : NULL;
+        for (int i = 0; devs && tok && i < a.nproc; i++, tok = strtok_r(NULL, ",", &save))
+            devs[i] = tok;
+        if (!devs || !devbuf) {
+            free(devs);
+            devs = NULL;
         }
     }
     ec_node_opts_t no = EC_NODE_OPTS_INIT;

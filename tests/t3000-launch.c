@@ -29,6 +29,13 @@ static void setup(void)
     c = ec_test_client(ec_embed_endpoint(etcd));
     snprintf(tmp, sizeof(tmp), "/tmp/ec-t3000-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmp));
+    /* The agents see no GPU unless a test gives them some, on any machine:
+     * no CUDA_VISIBLE_DEVICES, and an empty directory for /dev/nvidiaN. */
+    char nodev[300];
+    snprintf(nodev, sizeof(nodev), "%s/nodev", tmp);
+    mkdir(nodev, 0755);
+    setenv("ECOORD_DEV_DIR", nodev, 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
 static void teardown(void)
@@ -60,7 +67,7 @@ typedef struct {
 /* Start an agent; extra flags in `flags` (space separated, may be ""); envs
  * (may be "") goes before the agent's command, e.g. "env -u X Y=1". */
 static agent_t start_agent_env(const char *envs, const char *job, const char *id, const char *np,
-                               const char *flags, const char *run_ms)
+                               const char *nproc, const char *flags, const char *run_ms)
 {
     agent_t a;
     snprintf(a.id, sizeof(a.id), "%s", id);
@@ -71,10 +78,10 @@ static agent_t start_agent_env(const char *envs, const char *job, const char *id
     mkdir(dump, 0755);
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
-             "exec %s %s launch --elastic_server=%s --job_id=%s --np=%s --nproc_per_node=2 "
+             "exec %s %s launch --elastic_server=%s --job_id=%s --np=%s %s%s "
              "--node_id=%s --log_dir=%s --grace_period=2 %s -- %s %s %s",
-             envs, ecoord(), ec_embed_endpoint(etcd), job, np, id, a.logdir, flags, prog(), dump,
-             run_ms);
+             envs, ecoord(), ec_embed_endpoint(etcd), job, np, nproc ? "--nproc_per_node=" : "",
+             nproc ? nproc : "", id, a.logdir, flags, prog(), dump, run_ms);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a.pid = ec_test_spawn(argv, a.log);
     pids[npids++] = a.pid;
@@ -84,7 +91,7 @@ static agent_t start_agent_env(const char *envs, const char *job, const char *id
 static agent_t start_agent(const char *job, const char *id, const char *np, const char *flags,
                            const char *run_ms)
 {
-    return start_agent_env("", job, id, np, flags, run_ms);
+    return start_agent_env("", job, id, np, "2", flags, run_ms);
 }
 
 static void wait_file(const char *path, const char *needle, long ms)
@@ -569,7 +576,7 @@ END_TEST
 START_TEST(nccl_async_error_handling_on_unless_user_set)
 {
     const char *clean = "env -u NCCL_ASYNC_ERROR_HANDLING -u TORCH_NCCL_ASYNC_ERROR_HANDLING";
-    start_agent_env(clean, "jnccl", "a", "1", "", "0");
+    start_agent_env(clean, "jnccl", "a", "1", "2", "", "0");
     wait_dump("jnccl", "a", 1, 1);
     for (int lr = 0; lr < 2; lr++) {
         const char *p = dump_path("jnccl", "a", lr, 1);
@@ -578,7 +585,7 @@ START_TEST(nccl_async_error_handling_on_unless_user_set)
     }
     char envs[200];
     snprintf(envs, sizeof(envs), "%s NCCL_ASYNC_ERROR_HANDLING=0", clean);
-    start_agent_env(envs, "jnccl2", "a", "1", "", "0");
+    start_agent_env(envs, "jnccl2", "a", "1", "2", "", "0");
     wait_dump("jnccl2", "a", 0, 1);
     const char *p = dump_path("jnccl2", "a", 0, 1);
     ck_assert_str_eq(dump_get(p, "NCCL_ASYNC_ERROR_HANDLING"), "0");
@@ -659,6 +666,82 @@ START_TEST(console_says_what_the_job_waits_for)
 }
 END_TEST
 
+
+/* --gpus as Paddle reads it: GPUs as CUDA_VISIBLE_DEVICES lists them (CUDA
+ * ordinals when it is unset).  The processes see exactly the node's chosen
+ * GPUs (CUDA_VISIBLE_DEVICES narrowed to them) and index into that list, so
+ * FLAGS_selected_gpus and a torch program's cuda:LOCAL_RANK land on them;
+ * two agents on one host with different --gpus use different GPUs. */
+START_TEST(gpus_narrow_visible_devices_and_index_into_them)
+{
+    start_agent_env("env CUDA_VISIBLE_DEVICES=4,5,6,7", "jgpu", "a", "2", NULL, "--gpus=6,7",
+                    "0");
+    start_agent_env("", "jgpu", "b", "2", NULL, "--gpus=4,5", "0");
+    ec_epoch_free(wait_epoch("/jgpu/", 1, 4, 15000));
+    struct { const char *node, *visible; } want[] = {{"a", "6,7"}, {"b", "4,5"}};
+    for (int i = 0; i < 2; i++)
+        for (int lr = 0; lr < 2; lr++) {
+            wait_dump("jgpu", want[i].node, lr, 1);
+            const char *p = dump_path("jgpu", want[i].node, lr, 1);
+            char lrs[8];
+            snprintf(lrs, sizeof(lrs), "%d", lr);
+            ck_assert_str_eq(dump_get(p, "CUDA_VISIBLE_DEVICES"), want[i].visible);
+            ck_assert_str_eq(dump_get(p, "FLAGS_selected_gpus"), lrs);
+            ck_assert_str_eq(dump_get(p, "LOCAL_RANK"), lrs);
+            ck_assert_str_eq(dump_get(p, "PADDLE_LOCAL_DEVICE_IDS"), lrs);
+            ck_assert_str_eq(dump_get(p, "PADDLE_WORLD_DEVICE_IDS"), "0,1,0,1");
+            ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "nccl");
+        }
+}
+END_TEST
+
+static void touch(const char *dir, const char *name)
+{
+    char p[400];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    write_text(p, "", 0644);
+}
+
+/* Without --gpus or --nproc_per_node, like Paddle's launcher: one process
+ * per GPU the node shows (CUDA_VISIBLE_DEVICES, else /dev/nvidiaN, here a
+ * fake directory through the ECOORD_DEV_DIR test hook), told to use NCCL;
+ * Gloo only on a node without GPUs. */
+START_TEST(gpus_shown_set_nproc_and_nccl)
+{
+    start_agent_env("env CUDA_VISIBLE_DEVICES=3,5", "jgvis", "a", "1", NULL, "", "0");
+    for (int lr = 0; lr < 2; lr++) {
+        wait_dump("jgvis", "a", lr, 1);
+        const char *p = dump_path("jgvis", "a", lr, 1);
+        ck_assert_str_eq(dump_get(p, "LOCAL_WORLD_SIZE"), "2");
+        ck_assert_str_eq(dump_get(p, "CUDA_VISIBLE_DEVICES"), "3,5");
+        ck_assert_str_eq(dump_get(p, "FLAGS_selected_gpus"), lr ? "1" : "0");
+        ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "nccl");
+    }
+    char dev[300], envs[400];
+    snprintf(dev, sizeof(dev), "%s/fakedev", tmp);
+    mkdir(dev, 0755);
+    const char *nodes[] = {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "null"};
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
+        touch(dev, nodes[i]);
+    snprintf(envs, sizeof(envs), "env ECOORD_DEV_DIR=%s", dev);
+    start_agent_env(envs, "jgdev", "a", "1", NULL, "", "0");
+    for (int lr = 0; lr < 3; lr++) {
+        wait_dump("jgdev", "a", lr, 1);
+        const char *p = dump_path("jgdev", "a", lr, 1);
+        ck_assert_str_eq(dump_get(p, "LOCAL_WORLD_SIZE"), "3");
+        ck_assert_str_eq(dump_get(p, "CUDA_VISIBLE_DEVICES"), "0,1,2");
+        ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "nccl");
+    }
+    /* no GPU at all (setup's empty directory): one process, Gloo */
+    start_agent_env("", "jgcpu", "a", "1", NULL, "", "0");
+    wait_dump("jgcpu", "a", 0, 1);
+    const char *p = dump_path("jgcpu", "a", 0, 1);
+    ck_assert_str_eq(dump_get(p, "LOCAL_WORLD_SIZE"), "1");
+    ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "gloo");
+    ck_assert_str_eq(dump_get(p, "FLAGS_selected_gpus"), "");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3000-launch");
@@ -679,6 +762,8 @@ static Suite *suite(void)
     ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
     ec_tcase_add(t, second_sigint_stops_processes_at_once);
     ec_tcase_add(t, console_says_what_the_job_waits_for);
+    ec_tcase_add(t, gpus_narrow_visible_devices_and_index_into_them);
+    ec_tcase_add(t, gpus_shown_set_nproc_and_nccl);
     suite_add_tcase(s, t);
     return s;
 }
