@@ -851,8 +851,8 @@ int ec_cmd_launch(const ec_config_t *cfg)
             ec_log(EC_LOG_WARN, "%s", a.gpus.note);
         if (a.gpus.n)
             ec_log(EC_LOG_INFO, "GPUs: the processes see CUDA_VISIBLE_DEVICES=%s; local rank i "
-                                "uses the i-th (FLAGS_selected_gpus=i, cuda:LOCAL_RANK), "
-                                "PADDLE_DISTRI_BACKEND=nccl", a.gpus.visible);
+                                "uses the i-th (FLAGS_selected_gpus=i, cuda:LOCAL_RANK); "
+                                "PADDLE_DISTRI_BACKEND=nccl unless set", a.gpus.visible);
         else
             ec_log(EC_LOG_INFO, "no GPU for the processes: PADDLE_DISTRI_BACKEND=gloo");
     }
@@ -879,9 +879,10 @@ int ec_cmd_launch(const ec_config_t *cfg)
         devs = calloc((size_t)a.nproc, sizeof(char *));
         devbuf = strdup(a.gpus.visible);
         char *save = NULL, *tok = devbuf ? strtok_r(devbuf, ",", &save) : NULL;
-        for (int i = 0; devs && tok && i < a.nproc; i++, tok = strtok_r(NULL, ",", &save))
+        int i = 0;
+        for (; devs && tok && i < a.nproc; i++, tok = strtok_r(NULL, ",", &save))
             devs[i] = tok;
-        if (!devs || !devbuf) {
+        if (!devs || !devbuf || i < a.nproc) {
             free(devs);
             devs = NULL;
         }
