@@ -742,6 +742,36 @@ START_TEST(gpus_shown_set_nproc_and_nccl)
 }
 END_TEST
 
+
+/* Paddle's current launcher's spelling of an elastic job, word for word:
+ * --master=etcd://HOST:PORT --nnodes=2 --nproc_per_node=2 forms a 2-node
+ * job (world 4) through the same etcd. */
+START_TEST(paddle_master_etcd_forms_a_two_node_job)
+{
+    const char *ids[] = {"a", "b"};
+    char dump[300];
+    snprintf(dump, sizeof(dump), "%s/dump-jpm", tmp);
+    mkdir(dump, 0755);
+    for (int i = 0; i < 2; i++) {
+        char cmd[2048], log[400];
+        snprintf(log, sizeof(log), "%s/jpm-%s.console", tmp, ids[i]);
+        snprintf(cmd, sizeof(cmd),
+                 "exec %s launch --master=etcd://%s --job_id=jpm --nnodes=2 --nproc_per_node=2 "
+                 "--run_mode=collective --node_id=%s --log_dir=%s/jpm-%s -- %s %s 0",
+                 ecoord(), ec_embed_endpoint(etcd), ids[i], tmp, ids[i], prog(), dump);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        pids[npids++] = ec_test_spawn(argv, log);
+    }
+    ec_epoch_t *ep = wait_epoch("/jpm/", 1, 4, 15000);
+    ck_assert_int_eq(ep->nmembers, 2);
+    ec_epoch_free(ep);
+    for (int i = 0; i < 2; i++) {
+        wait_dump("jpm", ids[i], 1, 1);
+        ck_assert_str_eq(dump_get(dump_path("jpm", ids[i], 1, 1), "PADDLE_TRAINERS_NUM"), "4");
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3000-launch");
@@ -764,6 +794,7 @@ static Suite *suite(void)
     ec_tcase_add(t, console_says_what_the_job_waits_for);
     ec_tcase_add(t, gpus_narrow_visible_devices_and_index_into_them);
     ec_tcase_add(t, gpus_shown_set_nproc_and_nccl);
+    ec_tcase_add(t, paddle_master_etcd_forms_a_two_node_job);
     suite_add_tcase(s, t);
     return s;
 }

@@ -624,7 +624,7 @@ START_TEST(cuda_visible_devices_checks)
     OK("launch", ENV("CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"), "--nproc_per_node=2", "prog");
     FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"),
           "--nproc_per_node=3", "prog");
-    /* --gpus are physical ids that CUDA_VISIBLE_DEVICES must show */
+    /* --gpus ids must be entries of CUDA_VISIBLE_DEVICES when it is set */
     OK("launch", ENV("CUDA_VISIBLE_DEVICES=4,5"), "--gpus=4,5", "prog");
     FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=4,5"), "--gpus=0", "prog");
     HAS(err.msg, "device 0");
