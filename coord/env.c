@@ -1,4 +1,5 @@
 /* Training-process environment: one function, one table of names. */
+#define _GNU_SOURCE /* vasprintf */
 #include "env.h"
 
 #include <errno.h>
@@ -109,11 +110,17 @@ typedef struct {
 static void add(envb_t *b, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void add(envb_t *b, const char *name, const char *fmt, ...)
 {
-    char val[8192];
+    /* no fixed cap: PADDLE_TRAINER_ENDPOINTS and PADDLE_WORLD_DEVICE_IDS
+     * grow with the world */
+    char *val = NULL;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(val, sizeof(val), fmt, ap);
+    int vl = vasprintf(&val, fmt, ap);
     va_end(ap);
+    if (vl < 0) {
+        b->oom = 1;
+        return;
+    }
     size_t nl = strlen(name);
     for (size_t i = 0; i < b->n; i++) /* ours replace anything inherited */
         if (!strncmp(b->v[i], name, nl) && b->v[i][nl] == '=') {
@@ -126,17 +133,20 @@ static void add(envb_t *b, const char *name, const char *fmt, ...)
         char **nv = realloc(b->v, nc * sizeof(char *));
         if (!nv) {
             b->oom = 1;
+            free(val);
             return;
         }
         b->v = nv;
         b->cap = nc;
     }
-    char *kv = malloc(nl + strlen(val) + 2);
+    char *kv = malloc(nl + (size_t)vl + 2);
     if (!kv) {
         b->oom = 1;
+        free(val);
         return;
     }
     sprintf(kv, "%s=%s", name, val);
+    free(val);
     b->v[b->n++] = kv;
     b->v[b->n] = NULL;
 }
@@ -191,10 +201,32 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "PADDLE_JOB_ID", "%s", ctx->job_id);
     add(&b, "PADDLE_LOG_DIR", "%s", ctx->log_dir);
     add(&b, "POD_NAME", "%s", ctx->node_id);
-    if (ctx->gpus && n_id < ctx->ngpus)
-        add(&b, "FLAGS_selected_gpus", "%d", ctx->gpus[n_id]);
-    else
+    if (n_id < ctx->ngpus) {
+        /* The node's GPUs narrowed to the ones it uses, so an index into
+         * them is the local rank (coord/gpus.h); Paddle's formats (fleet's
+         * launch_utils.py): a process's ids comma-separated, every rank's in
+         * rank order comma-separated (a rank's several ids ':'-joined: one
+         * each here).  Every member runs the same N, so rank r's id is r % N. */
+        if (ctx->visible_devices)
+            add(&b, "CUDA_VISIBLE_DEVICES", "%s", ctx->visible_devices);
+        add(&b, "FLAGS_selected_gpus", "%d", n_id);
+        add(&b, "PADDLE_LOCAL_DEVICE_IDS", "%d", n_id);
+        size_t wl = (size_t)W * 12 + 1;
+        char *world = malloc(wl);
+        if (!world) {
+            free(endpoints);
+            goto oom;
+        }
+        size_t used = 0;
+        for (int r = 0; r < W; r++)
+            used += (size_t)snprintf(world + used, wl - used, "%s%d", r ? "," : "", r % N);
+        add(&b, "PADDLE_WORLD_DEVICE_IDS", "%s", world);
+        free(world);
+        if (!ec_env_get(base, "PADDLE_DISTRI_BACKEND"))
+            add(&b, "PADDLE_DISTRI_BACKEND", "nccl");
+    } else {
         add(&b, "PADDLE_DISTRI_BACKEND", "gloo");
+    }
     /* torchrun */
     add(&b, "RANK", "%lld", (long long)rank);
     add(&b, "LOCAL_RANK", "%d", n_id);
@@ -215,6 +247,14 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "TORCHELASTIC_USE_AGENT_STORE", "False");
     if (ctx->error_file)
         add(&b, "TORCHELASTIC_ERROR_FILE", "%s", ctx->error_file);
+    /* torchrun's: a NCCL error or timeout tears the process down instead of
+     * leaving it hung in a collective (torch < 2.2 reads the first name,
+     * later ones the second).  A user who set either keeps exactly theirs. */
+    if (!ec_env_get(base, "NCCL_ASYNC_ERROR_HANDLING") &&
+        !ec_env_get(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
+        add(&b, "NCCL_ASYNC_ERROR_HANDLING", "1");
+        add(&b, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    }
     /* torchrun's default against N processes each starting a thread per core */
     if (ec_env_omp_default(N, base))
         add(&b, "OMP_NUM_THREADS", "1");

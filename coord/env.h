@@ -18,8 +18,12 @@ typedef struct ec_env_ctx {
     const char *elastic_server;  /* endpoints, comma list */
     const char *etcd_prefix;     /* "" for none */
     const char *rebuild;         /* "restart" or "inprocess" */
-    const int *gpus;             /* physical device per local rank, or NULL */
+    /* The node's GPUs (coord/gpus.h): ngpus, one per local rank (0: a CPU
+     * node, PADDLE_DISTRI_BACKEND=gloo), and the CUDA_VISIBLE_DEVICES every
+     * process gets (NULL: left as inherited).  Local rank i uses the i-th:
+     * FLAGS_selected_gpus=i, PADDLE_LOCAL_DEVICE_IDS=i. */
     int ngpus;
+    const char *visible_devices;
     int restart_count;
     int max_restarts;
     long long lease;             /* the node's lease, for keys workers write */
@@ -45,7 +49,9 @@ typedef struct ec_env_ctx {
 /* Build the environment of local rank n_id on member m_id of ep: base
  * (NULL-terminated, e.g. environ) with every variable we set replaced.
  * OMP_NUM_THREADS=1 is added, as torchrun does, when the node runs more than
- * one process and base does not set it (see ec_env_omp_default).
+ * one process and base does not set it (see ec_env_omp_default);
+ * NCCL_ASYNC_ERROR_HANDLING=1 and TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base
+ * sets neither.
  * *out is a malloc'd NULL-terminated array of malloc'd "K=V" strings; free
  * it with ec_env_free.  Returns 0, EC_EINVAL (m_id/n_id out of range),
  * EC_ESYS (the password file could not be written) or EC_ENOMEM.

@@ -7,6 +7,7 @@
  * ec_config_validate()).
  */
 #include "knobs.h"
+#include "gpus.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -271,15 +272,18 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .type = EC_KT_INTLIST, .cmds = L | C, .flags = EC_KF_EMPTY_OK,
         .min = 0, .max = 4095, .def = "", .def_help = "none given",
         .metavar = "ID[,ID...]", .example = "0,1,2,3", .group = "this node",
-        .help = "GPUs for this node's processes, one each, by physical id; when "
-                "CUDA_VISIBLE_DEVICES is set they must be among its entries.",
+        .help = "GPUs for this node's processes, one each, as CUDA_VISIBLE_DEVICES lists "
+                "them (CUDA ordinals when it is unset), as Paddle's --devices; the processes "
+                "see only these (CUDA_VISIBLE_DEVICES narrowed to them) and local rank i "
+                "gets the i-th, FLAGS_selected_gpus=i.",
         .offset = OFF(gpus)},
     [EC_K_NPROC_PER_NODE] = {
         .id = EC_K_NPROC_PER_NODE, .name = "nproc_per_node",
         .spellings = {"nproc_per_node"},
         .env = {"ECOORD_NPROC_PER_NODE", "PADDLE_NPROC_PER_NODE"},
         .type = EC_KT_INT, .cmds = L | C, .min = 1, .max = 1024,
-        .def = "1", .def_help = "the number of --gpus if given, else 1",
+        .def = "1", .def_help = "the number of --gpus, else the GPUs CUDA_VISIBLE_DEVICES shows, else "
+                    "the /dev/nvidiaN count, else 1",
         .metavar = "N", .example = "8", .group = "this node",
         .help = "processes (ranks) per node; every node runs the same number. Not "
                 "--np, which counts nodes.",
@@ -1407,15 +1411,31 @@ static int resolve_master(ec_config_t *cfg, ec_error_t *err)
 }
 
 /* Defaults that depend on other knobs or on the machine, and warnings. */
-static int resolve(ec_config_t *cfg, ec_error_t *err)
+static int resolve(ec_config_t *cfg, ec_getenv_fn env, void *env_arg, ec_error_t *err)
 {
     int rc;
     if ((rc = resolve_master(cfg, err)))
         return rc;
     if (cfg->cmd & knobs[EC_K_NPROC_PER_NODE].cmds) {
-        if (cfg->src[EC_K_NPROC_PER_NODE].kind == EC_SRC_DEFAULT && cfg->gpus.n > 0) {
-            cfg->nproc_per_node = cfg->gpus.n;
-            cfg->src[EC_K_NPROC_PER_NODE].name = "number of --gpus";
+        /* Like Paddle's launcher: one process per GPU the node shows, when
+         * the user says neither how many nor which. */
+        const char *cvd = env ? env("CUDA_VISIBLE_DEVICES", env_arg) : NULL;
+        const char *dev_dir = env ? env("ECOORD_DEV_DIR", env_arg) : NULL;
+        cfg->dev_gpus = 0;
+        if (!cvd && cfg->gpus.n == 0)
+            cfg->dev_gpus = ec_gpus_count_dev(dev_dir && *dev_dir ? dev_dir : "/dev");
+        if (cfg->src[EC_K_NPROC_PER_NODE].kind == EC_SRC_DEFAULT) {
+            int nvis;
+            if (cfg->gpus.n > 0) {
+                cfg->nproc_per_node = cfg->gpus.n;
+                cfg->src[EC_K_NPROC_PER_NODE].name = "number of --gpus";
+            } else if (cvd && (nvis = ec_gpus_count_visible(cvd, NULL)) > 0) {
+                cfg->nproc_per_node = nvis;
+                cfg->src[EC_K_NPROC_PER_NODE].name = "GPUs in CUDA_VISIBLE_DEVICES";
+            } else if (!cvd && cfg->dev_gpus > 0) {
+                cfg->nproc_per_node = cfg->dev_gpus;
+                cfg->src[EC_K_NPROC_PER_NODE].name = "GPUs of this machine (/dev/nvidiaN)";
+            }
         }
         if (cfg->gpus.n > cfg->nproc_per_node)
             warnf(cfg, "--nproc_per_node=%d uses only the first %d of the %d devices in --gpus",
@@ -1503,7 +1523,7 @@ int ec_config_parse(ec_config_t *cfg, const char *subcommand, int argc, char **a
         return 0;
     if ((rc = apply_env(cfg, env, env_arg, raw, err)))
         return rc;
-    if ((rc = resolve(cfg, err)))
+    if ((rc = resolve(cfg, env, env_arg, err)))
         return rc;
     return ec_config_validate(cfg, env, env_arg, err);
 }
@@ -1536,31 +1556,6 @@ static int fmt_intlist(const ec_intlist_t *l, char *buf, size_t len)
     return 0;
 }
 
-/* Count the devices CUDA sees in CUDA_VISIBLE_DEVICES: it reads entries up
- * to the first invalid one (so "-1" or "" hides every device).  ids gets the
- * numeric entries, *numeric whether all counted ones were numeric. */
-static int cuda_visible(const char *cvd, int *ids, int max, int *numeric)
-{
-    char item[128];
-    const char *p = cvd;
-    int n = 0, rc;
-    *numeric = 1;
-    if (!*cvd)
-        return 0;
-    while ((rc = next_item(&p, item, sizeof(item))) != -1) {
-        long long x;
-        if (rc == 0 && parse_ll(item, &x) == 0 && x >= 0) {
-            if (n < max)
-                ids[n] = (int)x;
-        } else if (rc == 0 && (strncmp(item, "GPU-", 4) == 0 || strncmp(item, "MIG-", 4) == 0))
-            *numeric = 0;
-        else
-            break;
-        n++;
-    }
-    return n;
-}
-
 static int check_devices(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                          ec_error_t *err)
 {
@@ -1570,55 +1565,9 @@ static int check_devices(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg
     origin(cfg, EC_K_NPROC_PER_NODE, nps, np_s, sizeof(np_s));
     fmt_intlist(&cfg->gpus, gl, sizeof(gl));
     origin(cfg, EC_K_GPUS, gl, g_s, sizeof(g_s));
-
-    for (int i = 0; i < cfg->gpus.n; i++)
-        for (int j = 0; j < i; j++)
-            if (cfg->gpus.v[i] == cfg->gpus.v[j])
-                return ec_errorf(err, EC_EINVAL,
-                                 "%s lists device %d twice: two processes on one GPU fail "
-                                 "(NCCL error 5, invalid usage); list each device once",
-                                 g_s, cfg->gpus.v[i]);
-    if (cfg->gpus.n > 0 && cfg->nproc_per_node > cfg->gpus.n)
-        return ec_errorf(err, EC_EINVAL,
-                         "%s starts %d processes but %s lists only %d devices: processes would "
-                         "share a GPU (NCCL error 5, invalid usage); list %d devices in --gpus or "
-                         "pass --nproc_per_node=%d",
-                         np_s, cfg->nproc_per_node, g_s, cfg->gpus.n, cfg->nproc_per_node,
-                         cfg->gpus.n);
-
-    const char *cvd = env ? env("CUDA_VISIBLE_DEVICES", env_arg) : NULL;
-    if (!cvd)
-        return 0;
-    int ids[1024], numeric;
-    int nvis = cuda_visible(cvd, ids, 1024, &numeric);
-    if (nvis == 0) {
-        if (cfg->gpus.n > 0)
-            return ec_errorf(err, EC_EINVAL,
-                             "%s names devices but CUDA_VISIBLE_DEVICES='%s' hides every GPU; "
-                             "unset CUDA_VISIBLE_DEVICES or list the devices in it",
-                             g_s, cvd);
-        return 0; /* no GPUs on purpose: a CPU (gloo) run */
-    }
-    if (cfg->nproc_per_node > nvis)
-        return ec_errorf(err, EC_EINVAL,
-                         "%s starts %d processes but CUDA_VISIBLE_DEVICES=%s shows only %d "
-                         "GPU%s: the extra processes fail to select a device and the others "
-                         "hang in ncclCommInitRank; pass --nproc_per_node=%d or list more GPUs "
-                         "in CUDA_VISIBLE_DEVICES",
-                         np_s, cfg->nproc_per_node, cvd, nvis, nvis == 1 ? "" : "s", nvis);
-    if (numeric)
-        for (int i = 0; i < cfg->gpus.n; i++) {
-            int seen = 0;
-            for (int j = 0; j < nvis && j < 1024; j++)
-                seen |= ids[j] == cfg->gpus.v[i];
-            if (!seen)
-                return ec_errorf(err, EC_EINVAL,
-                                 "%s names device %d but CUDA_VISIBLE_DEVICES=%s hides it; "
-                                 "--gpus takes physical ids from CUDA_VISIBLE_DEVICES: pick "
-                                 "them from it or widen it",
-                                 g_s, cfg->gpus.v[i], cvd);
-        }
-    return 0;
+    ec_gpus_t g;
+    return ec_gpus_plan(env ? env("CUDA_VISIBLE_DEVICES", env_arg) : NULL, cfg->dev_gpus,
+                        cfg->gpus.v, cfg->gpus.n, cfg->nproc_per_node, g_s, np_s, &g, err);
 }
 
 int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,

@@ -200,8 +200,13 @@ typedef struct ec_config {
     /* this node */
     char *node_id;               /* resolved: flag, ECOORD_NODE_ID, POD_NAME, hostname */
     char *host;                  /* "" = auto-detect later */
-    ec_intlist_t gpus;           /* physical ids; n == 0: not given */
-    int nproc_per_node;          /* resolved: flag/env, else gpus.n, else 1 */
+    ec_intlist_t gpus;           /* as CUDA_VISIBLE_DEVICES lists them (coord/gpus.h);
+                                  * n == 0: not given */
+    int nproc_per_node;          /* resolved: flag/env, else gpus.n, else the GPUs
+                                  * shown (CUDA_VISIBLE_DEVICES, /dev), else 1 */
+    int dev_gpus;                /* resolved: /dev/nvidiaN count (ECOORD_DEV_DIR, a
+                                  * test hook, instead of /dev) when neither
+                                  * CUDA_VISIBLE_DEVICES nor --gpus is set, else 0 */
     int start_port;
     ec_range_t port_range;       /* as given; {0, 0} when not given */
     int port_lo, port_hi;        /* resolved: the ports this node may open */

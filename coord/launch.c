@@ -36,6 +36,7 @@
 #include "endpoints.h"
 #include "env.h"
 #include "errorfile.h"
+#include "gpus.h"
 #include "log.h"
 #include "metrics.h"
 #include "netaddr.h"
@@ -49,14 +50,17 @@
 extern char **environ;
 
 static int wake_fd = -1;
-static volatile sig_atomic_t sig_term, sig_int_count, sig_last;
+/* sig_term: the first SIGINT or SIGTERM (a graceful leave); sig_kill_now:
+ * the second (stop the processes at once and exit), which also cuts short a
+ * grace period in progress (ec_procs_set_abort). */
+static volatile sig_atomic_t sig_term, sig_kill_now, sig_last;
 
 static void on_signal(int s)
 {
     int saved = errno;
-    if (s == SIGINT)
-        sig_int_count++;
     if (s == SIGINT || s == SIGTERM) {
+        if (sig_term)
+            sig_kill_now = 1;
         sig_term = 1;
         sig_last = s;
     }
@@ -114,6 +118,7 @@ typedef struct agent {
     char host[256], ifname[64];
     char log_dir[4096]; /* --log_dir made absolute: ranks may change directory */
     int nproc;
+    ec_gpus_t gpus; /* which GPUs the processes get (coord/gpus.h) */
     uint16_t *ports;
     int *resv;
     bool reserved;
@@ -271,8 +276,8 @@ static int start_rank(agent_t *a, int r)
         .elastic_server = a->endpoints,
         .etcd_prefix = a->cfg->etcd_prefix,
         .rebuild = rebuild_name(a->cfg),
-        .gpus = a->cfg->gpus.n ? a->cfg->gpus.v : NULL,
-        .ngpus = a->cfg->gpus.n,
+        .ngpus = a->gpus.n,
+        .visible_devices = a->gpus.n ? a->gpus.visible : NULL,
         .restart_count = a->restarts,
         .max_restarts = a->cfg->max_restart,
         .lease = ec_node_lease(a->node),
@@ -646,17 +651,22 @@ static int run(agent_t *a)
         ec_procs_pump(a->procs);
         if (sig_term) {
             int s = sig_last;
-            if (sig_int_count >= 2) {
-                ec_log(EC_LOG_WARN, "second SIGINT: killing the processes now");
+            if (!sig_kill_now) {
+                ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes (up to "
+                                    "--grace_period=%.3gs), leaving the job; send it again to "
+                                    "kill them at once",
+                       cfg->node_id, strsignal(s), (double)cfg->grace_period_ms / 1000.0);
+                ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
+                ec_procs_stop_all(a->procs, cfg->grace_period_ms); /* cut short by a second */
+            }
+            if (sig_kill_now) {
+                ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now and exiting "
+                                    "without leaving the job (the others re-form when its lease "
+                                    "expires)",
+                       cfg->node_id, strsignal(sig_last));
                 ec_procs_kill_all(a->procs);
                 return 128 + s;
             }
-            ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes, leaving the job",
-                   cfg->node_id, strsignal(s));
-            ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
-            ec_procs_stop_all(a->procs, cfg->grace_period_ms);
-            if (sig_int_count >= 2)
-                return 128 + s;
             ec_node_leave(a->node, &err);
             return 128 + s;
         }
@@ -824,9 +834,28 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
+    ec_procs_set_abort(a.procs, &sig_kill_now);
     char absdir[PATH_MAX];
     snprintf(a.log_dir, sizeof(a.log_dir), "%s",
              realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
+    {
+        char np_s[32], g_s[32];
+        snprintf(np_s, sizeof(np_s), "--nproc_per_node=%d", a.nproc);
+        snprintf(g_s, sizeof(g_s), "--gpus");
+        if (ec_gpus_plan(ec_config_environ("CUDA_VISIBLE_DEVICES", NULL), cfg->dev_gpus,
+                         cfg->gpus.v, cfg->gpus.n, a.nproc, g_s, np_s, &a.gpus, &err) < 0) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+        if (a.gpus.note[0])
+            ec_log(EC_LOG_WARN, "%s", a.gpus.note);
+        if (a.gpus.n)
+            ec_log(EC_LOG_INFO, "GPUs: the processes see CUDA_VISIBLE_DEVICES=%s; local rank i "
+                                "uses the i-th (FLAGS_selected_gpus=i, cuda:LOCAL_RANK); "
+                                "PADDLE_DISTRI_BACKEND=nccl unless set", a.gpus.visible);
+        else
+            ec_log(EC_LOG_INFO, "no GPU for the processes: PADDLE_DISTRI_BACKEND=gloo");
+    }
     if (ec_env_omp_default(a.nproc, environ))
         ec_log(EC_LOG_INFO, "OMP_NUM_THREADS is not set and this node runs %d processes: each "
                             "gets OMP_NUM_THREADS=1 (torchrun's default), so they do not all start "
@@ -842,14 +871,20 @@ int ec_cmd_launch(const ec_config_t *cfg)
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* The node record names each local rank's GPU as the user named it
+     * (the entry of the node's CUDA_VISIBLE_DEVICES). */
     const char **devs = NULL;
-    char (*devbuf)[16] = NULL;
-    if (cfg->gpus.n >= a.nproc) {
+    char *devbuf = NULL;
+    if (a.gpus.n >= a.nproc) {
         devs = calloc((size_t)a.nproc, sizeof(char *));
-        devbuf = calloc((size_t)a.nproc, sizeof(*devbuf));
-        for (int i = 0; devs && devbuf && i < a.nproc; i++) {
-            snprintf(devbuf[i], sizeof(devbuf[i]), "%d", cfg->gpus.v[i]);
-            devs[i] = devbuf[i];
+        devbuf = strdup(a.gpus.visible);
+        char *save = NULL, *tok = devbuf ? strtok_r(devbuf, ",", &save) : NULL;
+        int i = 0;
+        for (; devs && tok && i < a.nproc; i++, tok = strtok_r(NULL, ",", &save))
+            devs[i] = tok;
+        if (!devs || !devbuf || i < a.nproc) {
+            free(devs);
+            devs = NULL;
         }
     }
     ec_node_opts_t no = EC_NODE_OPTS_INIT;

@@ -1,7 +1,5 @@
 /* ecoord: one binary, subcommands dispatched here; the knob table parses
  * every flag (coord/knobs.c). */
-#include <ctype.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +7,7 @@
 
 #include "checkrun.h"
 #include "etcd.h"
+#include "gpus.h"
 #include "knobs.h"
 #include "launch.h"
 #include "status.h"
@@ -29,31 +28,18 @@ static int usage(FILE *f)
 
 /* What --nproc_per_node=gpu|cpu|auto count on this machine: the GPUs
  * CUDA_VISIBLE_DEVICES shows (up to its first invalid entry, as CUDA reads
- * it), else the NVIDIA device nodes; the online CPUs. */
+ * it), else the NVIDIA device nodes (coord/gpus.h; ECOORD_DEV_DIR, a test
+ * hook, instead of /dev); the online CPUs. */
 static ec_torchrun_host_t host_facts(void)
 {
     ec_torchrun_host_t h = {0, 0};
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     h.ncpus = n > 0 ? (int)n : 1;
     const char *cvd = ec_config_environ("CUDA_VISIBLE_DEVICES", NULL);
-    if (cvd) {
-        for (const char *p = cvd; *p;) {
-            size_t len = strcspn(p, ",");
-            if (len == 0 || p[0] == '-')
-                break;
-            h.ngpus++;
-            p += len + (p[len] == ',');
-        }
-        return h;
-    }
-    DIR *d = opendir("/dev");
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (!strncmp(e->d_name, "nvidia", 6) && isdigit((unsigned char)e->d_name[6]) &&
-            strspn(e->d_name + 6, "0123456789") == strlen(e->d_name + 6))
-            h.ngpus++;
-    if (d)
-        closedir(d);
+    const char *dir = ec_config_environ("ECOORD_DEV_DIR", NULL);
+    h.ngpus = cvd ? ec_gpus_count_visible(cvd, NULL) : ec_gpus_count_dev(dir && *dir ? dir : "/dev");
+    if (h.ngpus < 0)
+        h.ngpus = 0;
     return h;
 }
 

@@ -134,6 +134,33 @@ static void prune_failures(ec_node_t *n)
                EC_FAILURES_KEEP);
 }
 
+/* why with each countdown ("in 4998 ms", "waiting 120 ms more") masked, so
+ * that a wait whose only change is the time left is not logged again on
+ * every re-plan, while one whose reason changes is.  malloc'd; NULL on no
+ * memory. */
+static char *wait_key(const char *why)
+{
+    char *k = strdup(why);
+    if (!k)
+        return NULL;
+    char *w = k;
+    for (const char *r = why; *r;) {
+        size_t digits = strspn(r, "0123456789");
+        if (digits && !strncmp(r + digits, " ms", 3)) {
+            *w++ = '#';
+            r += digits;
+        } else if (digits) {
+            memcpy(w, r, digits);
+            w += digits;
+            r += digits;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return k;
+}
+
 void ec__node_plan_and_act(ec_node_t *n)
 {
     prune_failures(n);
@@ -347,15 +374,22 @@ void ec__node_plan_and_act(ec_node_t *n)
             }
             ec_txn_result_free(&r);
         }
-    } else if (action == EC_PLAN_WAIT_UNTIL) {
-        n->wake_at = ec__node_mono_ms() + (wait_ms > 0 ? wait_ms : 1);
-    } else if (action == EC_PLAN_WAIT || action == EC_PLAN_FAIL) {
-        if (why && (!n->last_wait || strcmp(n->last_wait, why))) {
+    } else {
+        /* Say what the job waits for whenever that changes, timed waits too
+         * (enough nodes, starting after --elastic_timeout): otherwise the
+         * last untimed wait ("waiting for 1 more node") stays the console's
+         * last word until the epoch. */
+        char *key = why ? wait_key(why) : NULL;
+        if (key && (!n->last_wait || strcmp(n->last_wait, key))) {
             ec__node_emit(n, "%s %s", action == EC_PLAN_FAIL ? "+fail:" : "+wait:", why);
             free(n->last_wait);
-            n->last_wait = strdup(why);
+            n->last_wait = key;
+            key = NULL;
         }
-        if ((complete || action == EC_PLAN_FAIL) && !n->wrote_final) {
+        free(key);
+        if (action == EC_PLAN_WAIT_UNTIL) {
+            n->wake_at = ec__node_mono_ms() + (wait_ms > 0 ? wait_ms : 1);
+        } else if ((complete || action == EC_PLAN_FAIL) && !n->wrote_final) {
             if (ec__node_write_status(n, complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
                                       complete ? NULL : why, cur_epoch, run, true) == 0)
                 n->wrote_final = true;

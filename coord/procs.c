@@ -51,6 +51,7 @@ struct ec_procs {
     kid_t told[64];    /* orphans the janitor was told about (a ring) */
     int ntold, told_next;
     int64_t next_tell; /* when ec_procs_reap looks for new orphans again */
+    const volatile sig_atomic_t *abort; /* non-zero: no more grace */
 };
 
 static int64_t mono_ms(void)
@@ -552,7 +553,7 @@ void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms)
         return;
     }
     int64_t deadline = mono_ms() + grace_ms;
-    while (mono_ms() < deadline) {
+    while (mono_ms() < deadline && !(p->abort && *p->abort)) {
         int r, st;
         while (ec_procs_reap(p, &r, &st))
             ;
@@ -565,6 +566,12 @@ void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms)
         pause_ms(5); /* reaping poll interval */
     }
     ec_procs_kill_all(p);
+}
+
+void ec_procs_set_abort(ec_procs_t *p, const volatile sig_atomic_t *abort_flag)
+{
+    if (p)
+        p->abort = abort_flag;
 }
 
 /* One line per process that outlived SIGKILL: what it is and its state. */

@@ -16,6 +16,7 @@
 #ifndef EC_PROCS_H
 #define EC_PROCS_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +51,10 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
  * what is left after grace_ms, reap.  Exit statuses are discarded.  Cheap
  * when nothing runs. */
 void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms);
+/* A flag that, once non-zero, cuts a grace period short: ec_procs_stop_all
+ * checks it while it waits and SIGKILLs at once (the agent's second
+ * SIGINT).  Borrowed; NULL: none. */
+void ec_procs_set_abort(ec_procs_t *p, const volatile sig_atomic_t *abort_flag);
 /* SIGKILL every rank's group and every orphaned descendant now and reap,
  * waiting at most EC_PROCS_KILL_WAIT_MS; what could not be reaped is
  * logged. */

@@ -29,6 +29,13 @@ static void setup(void)
     c = ec_test_client(ec_embed_endpoint(etcd));
     snprintf(tmp, sizeof(tmp), "/tmp/ec-t3000-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmp));
+    /* The agents see no GPU unless a test gives them some, on any machine:
+     * no CUDA_VISIBLE_DEVICES, and an empty directory for /dev/nvidiaN. */
+    char nodev[300];
+    snprintf(nodev, sizeof(nodev), "%s/nodev", tmp);
+    mkdir(nodev, 0755);
+    setenv("ECOORD_DEV_DIR", nodev, 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
 static void teardown(void)
@@ -57,9 +64,10 @@ typedef struct {
     char log[320], logdir[320], id[32];
 } agent_t;
 
-/* Start an agent; extra flags in `flags` (space separated, may be ""). */
-static agent_t start_agent(const char *job, const char *id, const char *np, const char *flags,
-                           const char *run_ms)
+/* Start an agent; extra flags in `flags` (space separated, may be ""); envs
+ * (may be "") goes before the agent's command, e.g. "env -u X Y=1". */
+static agent_t start_agent_env(const char *envs, const char *job, const char *id, const char *np,
+                               const char *nproc, const char *flags, const char *run_ms)
 {
     agent_t a;
     snprintf(a.id, sizeof(a.id), "%s", id);
@@ -70,13 +78,20 @@ static agent_t start_agent(const char *job, const char *id, const char *np, cons
     mkdir(dump, 0755);
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
-             "exec %s launch --elastic_server=%s --job_id=%s --np=%s --nproc_per_node=2 "
+             "exec %s %s launch --elastic_server=%s --job_id=%s --np=%s %s%s "
              "--node_id=%s --log_dir=%s --grace_period=2 %s -- %s %s %s",
-             ecoord(), ec_embed_endpoint(etcd), job, np, id, a.logdir, flags, prog(), dump, run_ms);
+             envs, ecoord(), ec_embed_endpoint(etcd), job, np, nproc ? "--nproc_per_node=" : "",
+             nproc ? nproc : "", id, a.logdir, flags, prog(), dump, run_ms);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a.pid = ec_test_spawn(argv, a.log);
     pids[npids++] = a.pid;
     return a;
+}
+
+static agent_t start_agent(const char *job, const char *id, const char *np, const char *flags,
+                           const char *run_ms)
+{
+    return start_agent_env("", job, id, np, "2", flags, run_ms);
 }
 
 static void wait_file(const char *path, const char *needle, long ms)
@@ -554,6 +569,209 @@ START_TEST(python_program_runs_with_interpreter)
 }
 END_TEST
 
+
+/* torchrun gives every process NCCL_ASYNC_ERROR_HANDLING=1 (newer torch:
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING=1), so a NCCL error or timeout tears the
+ * process down instead of hanging it; a user who set either keeps theirs. */
+START_TEST(nccl_async_error_handling_on_unless_user_set)
+{
+    const char *clean = "env -u NCCL_ASYNC_ERROR_HANDLING -u TORCH_NCCL_ASYNC_ERROR_HANDLING";
+    start_agent_env(clean, "jnccl", "a", "1", "2", "", "0");
+    wait_dump("jnccl", "a", 1, 1);
+    for (int lr = 0; lr < 2; lr++) {
+        const char *p = dump_path("jnccl", "a", lr, 1);
+        ck_assert_str_eq(dump_get(p, "NCCL_ASYNC_ERROR_HANDLING"), "1");
+        ck_assert_str_eq(dump_get(p, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+    }
+    char envs[200];
+    snprintf(envs, sizeof(envs), "%s NCCL_ASYNC_ERROR_HANDLING=0", clean);
+    start_agent_env(envs, "jnccl2", "a", "1", "2", "", "0");
+    wait_dump("jnccl2", "a", 0, 1);
+    const char *p = dump_path("jnccl2", "a", 0, 1);
+    ck_assert_str_eq(dump_get(p, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+    ck_assert_msg(!ec_test_file_contains(p, "TORCH_NCCL_ASYNC_ERROR_HANDLING="),
+                  "the user's NCCL_ASYNC_ERROR_HANDLING=0 was overridden for newer torch");
+}
+END_TEST
+
+/* Ctrl-C once: a graceful leave (SIGTERM to the processes, --grace_period,
+ * the lease revoked); Ctrl-C again: the processes are killed at once and
+ * the agent exits, whatever is left of the grace period. */
+START_TEST(second_sigint_stops_processes_at_once)
+{
+    char script[400], started[400], cmd[2048], log[400];
+    snprintf(script, sizeof(script), "%s/deaf.sh", tmp);
+    snprintf(started, sizeof(started), "%s/deaf.started", tmp);
+    write_text(script, "#!/bin/sh\ntrap '' TERM\necho $$ > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\n"
+                       "exec sleep 300\n", 0755);
+    snprintf(log, sizeof(log), "%s/jint.console", tmp);
+    snprintf(cmd, sizeof(cmd),
+             "exec %s launch --elastic_server=%s --job_id=jint --np=1 --nproc_per_node=1 "
+             "--node_id=a --log_dir=%s/jint --grace_period=60 -- %s %s",
+             ecoord(), ec_embed_endpoint(etcd), tmp, script, started);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t agent = ec_test_spawn(argv, log);
+    pids[npids++] = agent;
+    ck_assert_msg(ec_test_wait(exists, started, 15000), "the program never started (%s)", log);
+    pid_t deaf = 0;
+    FILE *f = fopen(started, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%d", &deaf), 1);
+    fclose(f);
+    kill(agent, SIGINT);
+    wait_file(log, "stopping on", 10000);
+    /* the program ignores SIGTERM: the first SIGINT alone would wait 60 s */
+    int64_t t0 = ec_test_now_ms();
+    kill(agent, SIGINT);
+    ck_assert_int_eq(ec_test_reap(agent, 20000), 128 + SIGINT);
+    ck_assert_msg(ec_test_now_ms() - t0 < ec_test_ms(5000),
+                  "the agent took %lld ms after the second SIGINT",
+                  (long long)(ec_test_now_ms() - t0));
+    ck_assert_msg(ec_test_wait(pid_gone, &deaf, 5000), "the program outlived the second SIGINT");
+}
+END_TEST
+
+/* Byte offset of the last occurrence of needle in path, or -1. */
+static long last_offset(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    long at = -1;
+    for (char *p = buf; (p = strstr(p, needle)); p++)
+        at = p - buf;
+    return at;
+}
+
+/* --np=2:4 with two nodes: once the second registers, the leader's console
+ * says it has 2 of 4 and starts after --elastic_timeout, instead of keeping
+ * "waiting for 1 more node" on screen until the epoch; after the epoch no
+ * "waiting for" line remains the last word. */
+START_TEST(console_says_what_the_job_waits_for)
+{
+    agent_t a = start_agent("jwait", "a", "2:4", "--elastic_timeout=4", "0");
+    wait_file(a.log, "waiting for 1 more node", 15000);
+    agent_t b = start_agent("jwait", "b", "2:4", "--elastic_timeout=4", "0");
+    wait_file(b.log, "+node b registered", 15000);
+    wait_file(a.log, "have 2 of np_max=4 nodes", 15000);
+    ec_epoch_free(wait_epoch("/jwait/", 1, 4, 15000));
+    wait_file(a.log, "+epoch 1 world=4", 5000);
+    long ep = last_offset(a.log, "+epoch 1 world=4");
+    ck_assert_int_gt(ep, last_offset(a.log, "have 2 of np_max=4 nodes"));
+    ck_assert_int_gt(ep, last_offset(a.log, "waiting for"));
+}
+END_TEST
+
+
+/* --gpus as Paddle reads it: GPUs as CUDA_VISIBLE_DEVICES lists them (CUDA
+ * ordinals when it is unset).  The processes see exactly the node's chosen
+ * GPUs (CUDA_VISIBLE_DEVICES narrowed to them) and index into that list, so
+ * FLAGS_selected_gpus and a torch program's cuda:LOCAL_RANK land on them;
+ * two agents on one host with different --gpus use different GPUs. */
+START_TEST(gpus_narrow_visible_devices_and_index_into_them)
+{
+    start_agent_env("env CUDA_VISIBLE_DEVICES=4,5,6,7", "jgpu", "a", "2", NULL, "--gpus=6,7",
+                    "0");
+    start_agent_env("", "jgpu", "b", "2", NULL, "--gpus=4,5", "0");
+    ec_epoch_free(wait_epoch("/jgpu/", 1, 4, 15000));
+    struct { const char *node, *visible; } want[] = {{"a", "6,7"}, {"b", "4,5"}};
+    for (int i = 0; i < 2; i++)
+        for (int lr = 0; lr < 2; lr++) {
+            wait_dump("jgpu", want[i].node, lr, 1);
+            const char *p = dump_path("jgpu", want[i].node, lr, 1);
+            char lrs[8];
+            snprintf(lrs, sizeof(lrs), "%d", lr);
+            ck_assert_str_eq(dump_get(p, "CUDA_VISIBLE_DEVICES"), want[i].visible);
+            ck_assert_str_eq(dump_get(p, "FLAGS_selected_gpus"), lrs);
+            ck_assert_str_eq(dump_get(p, "LOCAL_RANK"), lrs);
+            ck_assert_str_eq(dump_get(p, "PADDLE_LOCAL_DEVICE_IDS"), lrs);
+            ck_assert_str_eq(dump_get(p, "PADDLE_WORLD_DEVICE_IDS"), "0,1,0,1");
+            ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "nccl");
+        }
+}
+END_TEST
+
+static void touch(const char *dir, const char *name)
+{
+    char p[400];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    write_text(p, "", 0644);
+}
+
+/* Without --gpus or --nproc_per_node, like Paddle's launcher: one process
+ * per GPU the node shows (CUDA_VISIBLE_DEVICES, else /dev/nvidiaN, here a
+ * fake directory through the ECOORD_DEV_DIR test hook), told to use NCCL;
+ * Gloo only on a node without GPUs. */
+START_TEST(gpus_shown_set_nproc_and_nccl)
+{
+    start_agent_env("env CUDA_VISIBLE_DEVICES=3,5", "jgvis", "a", "1", NULL, "", "0");
+    for (int lr = 0; lr < 2; lr++) {
+        wait_dump("jgvis", "a", lr, 1);
+        const char *p = dump_path("jgvis", "a", lr, 1);
+        ck_assert_str_eq(dump_get(p, "LOCAL_WORLD_SIZE"), "2");
+        ck_assert_str_eq(dump_get(p, "CUDA_VISIBLE_DEVICES"), "3,5");
+        ck_assert_str_eq(dump_get(p, "FLAGS_selected_gpus"), lr ? "1" : "0");
+        ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "nccl");
+    }
+    char dev[300], envs[400];
+    snprintf(dev, sizeof(dev), "%s/fakedev", tmp);
+    mkdir(dev, 0755);
+    const char *nodes[] = {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "null"};
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)
+        touch(dev, nodes[i]);
+    snprintf(envs, sizeof(envs), "env ECOORD_DEV_DIR=%s", dev);
+    start_agent_env(envs, "jgdev", "a", "1", NULL, "", "0");
+    for (int lr = 0; lr < 3; lr++) {
+        wait_dump("jgdev", "a", lr, 1);
+        const char *p = dump_path("jgdev", "a", lr, 1);
+        ck_assert_str_eq(dump_get(p, "LOCAL_WORLD_SIZE"), "3");
+        ck_assert_str_eq(dump_get(p, "CUDA_VISIBLE_DEVICES"), "0,1,2");
+        ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "nccl");
+    }
+    /* no GPU at all (setup's empty directory): one process, Gloo */
+    start_agent_env("", "jgcpu", "a", "1", NULL, "", "0");
+    wait_dump("jgcpu", "a", 0, 1);
+    const char *p = dump_path("jgcpu", "a", 0, 1);
+    ck_assert_str_eq(dump_get(p, "LOCAL_WORLD_SIZE"), "1");
+    ck_assert_str_eq(dump_get(p, "PADDLE_DISTRI_BACKEND"), "gloo");
+    ck_assert_str_eq(dump_get(p, "FLAGS_selected_gpus"), "");
+}
+END_TEST
+
+
+/* Paddle's current launcher's spelling of an elastic job, word for word:
+ * --master=etcd://HOST:PORT --nnodes=2 --nproc_per_node=2 forms a 2-node
+ * job (world 4) through the same etcd. */
+START_TEST(paddle_master_etcd_forms_a_two_node_job)
+{
+    const char *ids[] = {"a", "b"};
+    char dump[300];
+    snprintf(dump, sizeof(dump), "%s/dump-jpm", tmp);
+    mkdir(dump, 0755);
+    for (int i = 0; i < 2; i++) {
+        char cmd[2048], log[400];
+        snprintf(log, sizeof(log), "%s/jpm-%s.console", tmp, ids[i]);
+        snprintf(cmd, sizeof(cmd),
+                 "exec %s launch --master=etcd://%s --job_id=jpm --nnodes=2 --nproc_per_node=2 "
+                 "--run_mode=collective --node_id=%s --log_dir=%s/jpm-%s -- %s %s 0",
+                 ecoord(), ec_embed_endpoint(etcd), ids[i], tmp, ids[i], prog(), dump);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        pids[npids++] = ec_test_spawn(argv, log);
+    }
+    ec_epoch_t *ep = wait_epoch("/jpm/", 1, 4, 15000);
+    ck_assert_int_eq(ep->nmembers, 2);
+    ec_epoch_free(ep);
+    for (int i = 0; i < 2; i++) {
+        wait_dump("jpm", ids[i], 1, 1);
+        ck_assert_str_eq(dump_get(dump_path("jpm", ids[i], 1, 1), "PADDLE_TRAINERS_NUM"), "4");
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3000-launch");
@@ -571,6 +789,12 @@ static Suite *suite(void)
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);
     ec_tcase_add(t, killed_agent_takes_processes_and_lease_expires);
     ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
+    ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
+    ec_tcase_add(t, second_sigint_stops_processes_at_once);
+    ec_tcase_add(t, console_says_what_the_job_waits_for);
+    ec_tcase_add(t, gpus_narrow_visible_devices_and_index_into_them);
+    ec_tcase_add(t, gpus_shown_set_nproc_and_nccl);
+    ec_tcase_add(t, paddle_master_etcd_forms_a_two_node_job);
     suite_add_tcase(s, t);
     return s;
 }

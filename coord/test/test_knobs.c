@@ -35,6 +35,9 @@ static const char *test_env(const char *name, void *arg)
     for (; e && *e; e++)
         if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
             return *e + n + 1;
+    /* the same on every machine: no /dev/nvidiaN unless a test says so */
+    if (!strcmp(name, "ECOORD_DEV_DIR"))
+        return "/nonexistent/ecoord-test-dev";
     return NULL;
 }
 
@@ -621,7 +624,7 @@ START_TEST(cuda_visible_devices_checks)
     OK("launch", ENV("CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"), "--nproc_per_node=2", "prog");
     FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"),
           "--nproc_per_node=3", "prog");
-    /* --gpus are physical ids that CUDA_VISIBLE_DEVICES must show */
+    /* --gpus ids must be entries of CUDA_VISIBLE_DEVICES when it is set */
     OK("launch", ENV("CUDA_VISIBLE_DEVICES=4,5"), "--gpus=4,5", "prog");
     FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=4,5"), "--gpus=0", "prog");
     HAS(err.msg, "device 0");
@@ -630,6 +633,22 @@ START_TEST(cuda_visible_devices_checks)
     OK("launch", ENV("CUDA_VISIBLE_DEVICES="), "--nproc_per_node=2", "prog");
     FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES="), "--gpus=0", "prog");
     HAS(err.msg, "hides every GPU");
+    /* --gpus names GPUs as CUDA_VISIBLE_DEVICES lists them (Paddle's rule) */
+    OK("launch", ENV("CUDA_VISIBLE_DEVICES=4,5,6,7"), "--gpus=6,7", "prog");
+    ck_assert_int_eq(cfg.nproc_per_node, 2);
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=4,5,6,7"), "--gpus=2,3", "prog");
+    HAS(err.msg, "device 2");
+    /* UUIDs cannot be named by number */
+    FAILS(EC_EINVAL, "launch", ENV("CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"), "--gpus=0", "prog");
+    HAS(err.msg, "UUID");
+    /* no --nproc_per_node: one process per GPU shown, as Paddle's launcher */
+    OK("launch", ENV("CUDA_VISIBLE_DEVICES=3,5,7"), "prog");
+    ck_assert_int_eq(cfg.nproc_per_node, 3);
+    ck_assert_str_eq(cfg.src[EC_K_NPROC_PER_NODE].name, "GPUs in CUDA_VISIBLE_DEVICES");
+    OK("launch", ENV("CUDA_VISIBLE_DEVICES=-1"), "prog");
+    ck_assert_int_eq(cfg.nproc_per_node, 1);
+    OK("launch", NOENV, "prog");
+    ck_assert_int_eq(cfg.nproc_per_node, 1);
     /* status does not care */
     OK("status", ENV("CUDA_VISIBLE_DEVICES=0", "ECOORD_NPROC_PER_NODE=8"));
 }

@@ -49,7 +49,7 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 CFLAGS="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wno-unused-function $SAN"
 INC="-I$SRC/coord -I$SRC/coord/etcd -I$OUT/proto -I$SRC/tests/fuzz $PBC_CFLAGS"
 LIBSRC="coord/error.c coord/log.c coord/keys.c coord/records.c coord/history.c coord/planner.c
-coord/knobs.c coord/torchrun_args.c coord/etcd/endpoints.c"
+coord/knobs.c coord/gpus.c coord/torchrun_args.c coord/etcd/endpoints.c"
 OBJS=""
 for s in $LIBSRC; do
     o="$OUT/obj/$(echo "$s" | tr / _).o"
