@@ -86,6 +86,9 @@ class Options(ctypes.Structure):
         ("lease_ttl_ms", ctypes.c_int),
         ("lease_margin_ms", ctypes.c_int),
         ("cuda_libdir", ctypes.c_char_p),
+        ("nccl_rebuild", ctypes.c_char_p),
+        ("nccl_roots", ctypes.c_int),
+        ("nccl_scalable_min", ctypes.c_int),
     ]
 
     def __init__(self, **kw):
