@@ -11,7 +11,7 @@ set -u
 build=${EC_BUILDDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 dest=$(mktemp -d /tmp/ec-t6200-XXXXXX)
 trap 'rm -rf "$dest"' EXIT
-echo "1..7"
+echo "1..8"
 n=0
 fails=0
 result() { # COND-STATUS NAME

@@ -92,9 +92,14 @@ def main():
                 opt.zero_grad()
                 loss = torch.nn.functional.mse_loss(ddp(x), y)
                 loss.backward()
-                opt.step()
                 lsum = loss.detach().clone()
                 torch.distributed.all_reduce(lsum)
+                # No collective after the update: a membership change can
+                # cut a collective on some ranks only, and a rank that
+                # applied the update must also count the step, or two ranks
+                # would hold the same step with different parameters and
+                # ctx.sync() would see nothing to repair.
+                opt.step()
             step += 1
             cs = zlib.crc32(torch.cat([p.detach().reshape(-1) for p in model.parameters()])
                             .numpy().tobytes())

@@ -530,7 +530,10 @@ class Context:
         extra object's state_dict() ({name: obj}); ranks behind it load them
         only once the whole transfer arrived (no torn state if another epoch
         cuts it).  Returns the agreed step (the greatest; -1 if nobody held
-        state)."""
+        state).  The step number must say which update a rank applied: make
+        no collective after optimizer.step() in a step (a cut collective can
+        finish on some ranks only), or two ranks may hold the same step with
+        different parameters and nothing is repaired."""
         with self.step():
             return _sync(model, optimizer, step, extra, self)
 
