@@ -1033,38 +1033,12 @@ static bool waiting(void *arg)
 START_TEST(report_failure_marks_the_epoch_and_reports_silent_members)
 {
     const char *job = "jrepfail";
-    ec_epoch_t *ep = ec_epoch_new(2, 1);
-    ck_assert_ptr_nonnull(ep);
-    ep->number = 1;
-    for (int m = 0; m < 2; m++) {
-        ep->members[m].node_id = strdup(m ? "n2" : "n1");
-        ep->members[m].host = strdup("127.0.0.1");
-        ep->members[m].ports[0] = (uint16_t)(41100 + m);
-        ep->members[m].master_port = (uint16_t)(41198 + m);
-        ep->members[m].incarnation = 1;
-    }
-    ep->reason = EC_REASON_START;
+    const char *ids[] = {"n1", "n2"};
+    write_epoch_of(job, 1, ids, 2, 1, EC_REASON_START, job, "n1");
     ec_keys_t k;
     ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
     char key[EC_KEY_MAX];
-    ec_key_leader(&k, key, sizeof(key));
-    ck_assert_int_eq(ec_etcd_put(c, key, "n1", 2, 0, NULL, NULL), 0);
-    ec_kv_t lk;
     bool found = false;
-    ck_assert_int_eq(ec_etcd_get(c, key, &lk, &found, NULL, NULL), 0);
-    ck_assert(found);
-    ep->leader_id = strdup("n1");
-    ep->leader_rev = lk.create_revision;
-    ep->job_id = strdup(job);
-    ec_kv_free(&lk);
-    void *buf = NULL;
-    size_t len = 0;
-    ec_error_t eerr = {0};
-    ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &eerr) == 0, "%s", eerr.msg);
-    ec_key_epoch(&k, key, sizeof(key));
-    ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, NULL), 0);
-    free(buf);
-    ec_epoch_free(ep);
 
     ecw_options_t o = lib_opts(job, 0);
     o.backend = ECW_BACKEND_NONE;
