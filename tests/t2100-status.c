@@ -531,6 +531,60 @@ START_TEST(root_cause_is_the_runs_first_failure)
 }
 END_TEST
 
+/* An epoch record of one member, run `run`: the current epoch, or the
+ * history copy epochs/<number>. */
+static void put_epoch_of_run(const ec_keys_t *k, uint64_t number, uint64_t run, bool current)
+{
+    ec_epoch_t *ep = ec_epoch_new(1, 1);
+    ck_assert_ptr_nonnull(ep);
+    ep->members[0].node_id = strdup("r1");
+    ep->members[0].host = strdup("10.0.0.7");
+    ep->members[0].ports[0] = 31000;
+    ep->members[0].master_port = 31001;
+    ep->members[0].incarnation = 1;
+    ep->number = number;
+    ep->run = run;
+    ep->reason = EC_REASON_START;
+    ep->leader_id = strdup("r1");
+    ep->leader_rev = 1;
+    void *buf;
+    size_t len;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &err) == 0, "%s", err.msg);
+    char key[EC_KEY_MAX];
+    if (current)
+        ec_key_epoch(k, key, sizeof(key));
+    else
+        ec_key_epoch_history(k, number, key, sizeof(key));
+    ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, NULL), 0);
+    free(buf);
+    ec_epoch_free(ep);
+}
+
+/* Failure records of older agents carry no run: they are placed by their
+ * epoch against the run's first epoch (from the kept epoch copies), so an
+ * earlier run's failure in epoch 3 is not the root cause of run 2, whose
+ * first epoch is 5. */
+START_TEST(root_cause_without_run_uses_the_runs_first_epoch)
+{
+    ec_keys_t k;
+    keys_of(&k, "jroot0");
+    put_epoch_of_run(&k, 3, 1, false);
+    put_epoch_of_run(&k, 5, 2, false);
+    put_epoch_of_run(&k, 6, 2, true);
+    put_failure_of_run(&k, 1700000001000, "r1", 0, 0, 11, "/var/log/r1.log", "run 1", 0, 3);
+    put_failure_of_run(&k, 1700000002000, "r1", 0, 0, 12, "/var/log/r1.log", "first", 0, 5);
+    put_failure_of_run(&k, 1700000003000, "r1", 0, 0, 13, "/var/log/r1.log", "later", 0, 6);
+
+    ck_assert_int_eq(status("jroot0", NULL), 0);
+    printf("# status output:\n%s", out);
+    ck_assert_msg(count_of(out, "root cause") == 1, "not one root cause:\n%s", out);
+    ck_assert_msg(strstr(out, "exited with code 12  epoch 5  root cause\n"), "%s", out);
+    ck_assert_int_eq(status("jroot0", "--json"), 0);
+    ck_assert_msg(strstr(out, "\"run\":2,\"root_cause\":\""), "%s", out);
+}
+END_TEST
+
 START_TEST(corrupt_record_is_a_row)
 {
     ec_keys_t k;
@@ -837,6 +891,7 @@ static Suite *suite(void)
     tcase_add_test(t, json_lists_every_node);
     tcase_add_test(t, failures_newest_first);
     tcase_add_test(t, root_cause_is_the_runs_first_failure);
+    tcase_add_test(t, root_cause_without_run_uses_the_runs_first_epoch);
     tcase_add_test(t, corrupt_record_is_a_row);
     tcase_add_test(t, gone_member_and_refused_node);
     tcase_add_test(t, unknown_job_exits_1_with_hint);
