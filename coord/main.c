@@ -21,7 +21,7 @@ static int usage(FILE *f)
     fprintf(f, "%s", h ? h : "usage: ecoord {launch|status|check} [flags]\n");
     fprintf(f, "\nand, for torchrun users:\n  torchrun\n      ecoord launch under torchrun's "
                "command line: change torchrun to ecoord torchrun\n      (ecoord torchrun "
-               "--help).\n");
+               "--help; installed also as ecoord-torchrun).\n");
     free(h);
     return f == stderr ? 2 : 0;
 }
@@ -81,6 +81,16 @@ int main(int argc, char **argv)
     /* Before any thread (etcd.h: EC_ETCD_POLL_ENV); the training processes
      * inherit it, for the worker library's own etcd client. */
     setenv(EC_ETCD_POLL_ENV, EC_ETCD_POLL_MS, 0);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    /* Installed as a link named ecoord-torchrun (Makefile.am's
+     * install-exec-hook), ecoord is `ecoord torchrun`: torchrun users
+     * change one word, as `python -m torch.distributed.run` has `torchrun`. */
+    const char *self = argc > 0 && argv[0] ? argv[0] : "";
+    if (strrchr(self, '/'))
+        self = strrchr(self, '/') + 1;
+    if (!strcmp(self, "ecoord-torchrun"))
+        return cmd_torchrun(argc - 1, argv + 1, host);
     if (argc < 2)
         return usage(stderr);
     const char *sub = argv[1];
@@ -90,8 +100,6 @@ int main(int argc, char **argv)
         printf("ecoord %s\n", EC_VERSION);
         return 0;
     }
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
     if (!strcmp(sub, "torchrun"))
         return cmd_torchrun(argc - 2, argv + 2, host);
     if (!ec_config_cmd(sub)) {

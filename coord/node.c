@@ -378,7 +378,12 @@ int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
 {
     void *buf;
     size_t len;
-    int rc = ec_failure_encode(f, &buf, &len, err);
+    /* Stamped with this agent's run, so status can tell this run's root
+     * cause from an earlier run's failures. */
+    ec_failure_t stamped = *f;
+    if (!stamped.run)
+        stamped.run = ec_node_run(n);
+    int rc = ec_failure_encode(&stamped, &buf, &len, err);
     if (rc < 0)
         return rc;
     char key[EC_KEY_MAX];

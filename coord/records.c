@@ -1026,6 +1026,7 @@ int ec_failure_encode(const ec_failure_t *f, void **buf, size_t *len, ec_error_t
     m.last_lines = f->last_lines;
     m.message = pb_str(f->message);
     m.raised_at = pb_str(f->raised_at);
+    m.run = f->run;
     return pack(&m.base, &v, buf, len);
 }
 
@@ -1058,6 +1059,7 @@ int ec_failure_decode(const void *buf, size_t len, const char *key, ec_failure_t
     f->signal = m->signal;
     f->epoch = m->epoch;
     f->time_ms = m->time_ms;
+    f->run = m->run;
     if (!(f->node_id = dup_str(m->node_id)) || !(f->log_path = dup_str(m->log_path)) ||
         !(f->message = dup_str(m->message)) || !(f->raised_at = dup_str(m->raised_at)) ||
         !(f->last_lines = calloc(m->n_last_lines + 1, sizeof(char *)))) {

@@ -230,6 +230,7 @@ typedef struct ec_failure {
     char **last_lines;      /* tail of the log, oldest first */
     char *message;          /* the exception the process reported (error file); NULL or "": none */
     char *raised_at;        /* the frame that raised it; NULL or "": unknown */
+    uint64_t run;           /* the job's run the writer took part in; 0: not recorded */
 } ec_failure_t;
 
 void ec_failure_free(ec_failure_t *f);

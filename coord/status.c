@@ -49,12 +49,17 @@
  *                   vanished, "corrupt" for a record that did not decode
  *                   (error then holds the decoder's message)
  *   failures_total  number: failure records under failures/
- *   failures        array, newest first, at most STATUS_MAX_FAILURES, of
+ *   failures        array, newest first, at most STATUS_MAX_FAILURES (plus
+ *                   the root cause when it is older than those), of
  *                   {key, node_id, kind, local_rank, global_rank, exit_code,
  *                    signal, epoch, time_ms, log_path, last_lines [string],
  *                    message, raised_at (the exception the process reported
  *                    in its TORCHELASTIC_ERROR_FILE and where; "" when none),
+ *                    run (0: not recorded), root_cause (bool: the earliest
+ *                    failure of the current run, see find_root_cause),
  *                    error (null | string)}; ranks are -1 for node-lost
+ *   run             number: the current run (the highest any record names)
+ *   root_cause      null | string: the key of the root-cause failure
  */
 #define _GNU_SOURCE /* open_memstream, vasprintf */
 #include "status.h"
@@ -279,6 +284,9 @@ typedef struct st_snap {
     size_t nrows;
     st_fail_t *fails;         /* newest first */
     size_t nfails;
+    uint64_t run;             /* the current run (see find_root_cause); 0: none named */
+    uint64_t run_first_epoch; /* its first epoch known from the epoch records; 0: unknown */
+    long root;                /* index in fails of the run's root cause; -1: none */
 } st_snap_t;
 
 static void snap_free(st_snap_t *s)
@@ -338,6 +346,57 @@ static int fail_cmp(const void *a, const void *b)
     return -strcmp(((const st_fail_t *)a)->key, ((const st_fail_t *)b)->key);
 }
 
+/* The root cause, as torchrun marks it among failed ranks: the earliest
+ * failure (by time, ties by key) of the current run, across all nodes.
+ *
+ * The current run is the highest run any record names (the job status, the
+ * current epoch, the failure records): runs only grow, and a job launched
+ * again writes its new run into epochs and failures before its status.  A
+ * failure record belongs to it when it names that run; one written before
+ * records carried a run (run 0) belongs to it when its epoch is at or
+ * after the run's first epoch (epoch numbers continue across runs), or
+ * always when no epoch record of the run is left to say where it began. */
+typedef struct st_epref {
+    uint64_t number, run;
+} st_epref_t;
+
+static void find_root_cause(st_snap_t *s, const st_epref_t *eps, size_t neps)
+{
+    uint64_t run = 0;
+    if (s->status && s->status->run > run)
+        run = s->status->run;
+    if (s->epoch && s->epoch->run > run)
+        run = s->epoch->run;
+    for (size_t i = 0; i < s->nfails; i++)
+        if (s->fails[i].f && s->fails[i].f->run > run)
+            run = s->fails[i].f->run;
+    uint64_t first = 0;
+    if (s->epoch && s->epoch->run == run)
+        first = s->epoch->number;
+    for (size_t i = 0; i < neps; i++)
+        if (eps[i].run == run && (!first || eps[i].number < first))
+            first = eps[i].number;
+    s->run = run;
+    s->run_first_epoch = first;
+    s->root = -1;
+    for (size_t i = 0; i < s->nfails; i++) {
+        const ec_failure_t *f = s->fails[i].f;
+        if (!f)
+            continue;
+        bool ours = f->run ? f->run == run : (!first || f->epoch >= first);
+        if (!ours)
+            continue;
+        if (s->root < 0) {
+            s->root = (long)i;
+            continue;
+        }
+        const st_fail_t *r = &s->fails[s->root];
+        if (f->time_ms < r->f->time_ms ||
+            (f->time_ms == r->f->time_ms && strcmp(s->fails[i].key, r->key) < 0))
+            s->root = (long)i;
+    }
+}
+
 static st_row_t *add_row(st_snap_t *s, size_t *cap)
 {
     if (s->nrows == *cap) {
@@ -368,6 +427,12 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
     memset(s, 0, sizeof(*s));
     s->revision = l->revision;
     s->nkeys = l->n;
+    s->root = -1;
+    /* (number, run) of every epoch record, for the current run's first
+     * epoch: failure records written before they carried a run are placed
+     * by their epoch number. */
+    st_epref_t *eps = NULL;
+    size_t neps = 0, epcap = 0;
     size_t rcap = 0, fcap = 0;
     ec_error_t e;
 
@@ -437,6 +502,27 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
                     goto nomem;
             }
         }
+        else if (ec_key_parse_epoch(k, kv->key, kv->key_len, NULL) == EC_KEY_EPOCH_HISTORY) {
+            ec_epoch_t *h = NULL;
+            if (ec_epoch_decode(kv->value, kv->value_len, kv->key, &h, &e) < 0) {
+                if (e.code == EC_ENOMEM)
+                    goto nomem;
+                continue; /* history is not shown: a corrupt copy is skipped */
+            }
+            if (neps == epcap) {
+                size_t nc = epcap ? epcap * 2 : 16;
+                void *p = realloc(eps, nc * sizeof(*eps));
+                if (!p) {
+                    ec_epoch_free(h);
+                    goto nomem;
+                }
+                eps = p;
+                epcap = nc;
+            }
+            eps[neps].number = h->number;
+            eps[neps++].run = h->run;
+            ec_epoch_free(h);
+        }
         /* epochs/...: history and worker keys are not shown. */
     }
 
@@ -476,8 +562,11 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
         qsort(s->rows, s->nrows, sizeof(*s->rows), row_cmp);
     if (s->nfails)
         qsort(s->fails, s->nfails, sizeof(*s->fails), fail_cmp);
+    find_root_cause(s, eps, neps);
+    free(eps);
     return 0;
 nomem:
+    free(eps);
     snap_free(s);
     return ec_errorf(err, EC_ENOMEM, "out of memory decoding the job's keys");
 }
@@ -759,7 +848,15 @@ static void print_failures(FILE *f, const st_snap_t *s, int64_t now)
     if (shown < s->nfails)
         fprintf(f, ", newest %zu shown", shown);
     fprintf(f, " (newest first)\n");
-    for (size_t i = 0; i < shown; i++) {
+    /* The root cause is shown even when it is older than the newest few. */
+    for (size_t j = 0; j < shown + 1; j++) {
+        size_t i = j;
+        if (j == shown) {
+            if (s->root < 0 || (size_t)s->root < shown)
+                break;
+            i = (size_t)s->root;
+            fprintf(f, "  ...\n");
+        }
         const st_fail_t *x = &s->fails[i];
         char *safe;
         if (!x->f) {
@@ -778,8 +875,9 @@ static void print_failures(FILE *f, const st_snap_t *s, int64_t now)
         else
             snprintf(rank, sizeof(rank), "whole node");
         safe = safe_dup(fl->node_id);
-        fprintf(f, "  %s%s%s%s  node %s  %s  %s  epoch %" PRIu64 "\n", t, ago[0] ? " (" : "", ago,
-                ago[0] ? ")" : "", safe ? safe : "?", rank, what, fl->epoch);
+        fprintf(f, "  %s%s%s%s  node %s  %s  %s  epoch %" PRIu64 "%s\n", t, ago[0] ? " (" : "",
+                ago, ago[0] ? ")" : "", safe ? safe : "?", rank, what, fl->epoch,
+                (long)i == s->root ? "  root cause" : "");
         free(safe);
         if (fl->log_path[0]) {
             safe = safe_dup(fl->log_path);
@@ -911,7 +1009,7 @@ static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
     fputc('}', f);
 }
 
-static void json_failure(FILE *f, const st_fail_t *x)
+static void json_failure(FILE *f, const st_fail_t *x, bool root)
 {
     bool first = true;
     const ec_failure_t *fl = x->f;
@@ -936,6 +1034,8 @@ static void json_failure(FILE *f, const st_fail_t *x)
     fputc(']', f);
     json_kstr(f, &first, "message", fl && fl->message ? fl->message : "");
     json_kstr(f, &first, "raised_at", fl && fl->raised_at ? fl->raised_at : "");
+    json_kuint(f, &first, "run", fl ? fl->run : 0);
+    json_kbool(f, &first, "root_cause", root);
     json_kstr(f, &first, "error", x->error);
     fputc('}', f);
 }
@@ -1007,9 +1107,15 @@ static int render_json(FILE *f, const st_snap_t *s, const char *job_id, const ch
     for (size_t i = 0; i < s->nfails && i < STATUS_MAX_FAILURES; i++) {
         if (i)
             fputc(',', f);
-        json_failure(f, &s->fails[i]);
+        json_failure(f, &s->fails[i], (long)i == s->root);
+    }
+    if (s->root >= STATUS_MAX_FAILURES) {
+        fputc(',', f);
+        json_failure(f, &s->fails[s->root], true);
     }
     fputc(']', f);
+    json_kuint(f, &first, "run", s->run);
+    json_kstr(f, &first, "root_cause", s->root >= 0 ? s->fails[s->root].key : NULL);
     fputs("}\n", f);
     return 0;
 }

@@ -2,7 +2,9 @@
  * current epoch, the leader and one row per node with the ranks and
  * endpoints the epoch gave it, marks the standby, and never lists another
  * job's nodes (job "jst" is not a prefix of "jst2"); --json says the same as
- * one parseable object; failure records appear newest first, five at most;
+ * one parseable object; failure records appear newest first, five at most,
+ * and the current run's first failure is marked "root cause" (shown even
+ * when older than those five);
  * a record of garbage is a "corrupt" row, not a crash; a member whose record
  * is gone stays a row ("gone"), a refused node shows why; an unknown job and an
  * unreachable etcd exit 1 with a message that names what to check; --watch
@@ -260,14 +262,15 @@ static bool json_node(const char *json, const char *id, char *buf, size_t len)
 
 /* ---- writing records the way a node would ----------------------------------- */
 
-static void put_failure(const ec_keys_t *k, uint64_t seq, const char *node, int local, int rank,
-                        int code, const char *log, const char *line)
+static void put_failure_of_run(const ec_keys_t *k, uint64_t seq, const char *node, int local,
+                               int rank, int code, const char *log, const char *line,
+                               uint64_t run, uint64_t epoch)
 {
     char *lines[2] = {"earlier line", (char *)line};
     ec_failure_t f = {.node_id = (char *)node, .kind = EC_FAILURE_EXITED, .local_rank = local,
-                      .global_rank = rank, .exit_code = code, .epoch = 1,
+                      .global_rank = rank, .exit_code = code, .epoch = epoch,
                       .time_ms = (int64_t)seq, .log_path = (char *)log, .nlines = 2,
-                      .last_lines = lines};
+                      .last_lines = lines, .run = run};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -276,6 +279,20 @@ static void put_failure(const ec_keys_t *k, uint64_t seq, const char *node, int 
     ck_assert_int_gt(ec_key_failure(k, seq, node, local, key, sizeof(key)), 0);
     ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, &err), 0);
     free(buf);
+}
+
+static void put_failure(const ec_keys_t *k, uint64_t seq, const char *node, int local, int rank,
+                        int code, const char *log, const char *line)
+{
+    put_failure_of_run(k, seq, node, local, rank, code, log, line, 0, 1);
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
 }
 
 static void put_job_state(const ec_keys_t *k, ec_job_state_t state, uint64_t epoch)
@@ -467,8 +484,12 @@ START_TEST(failures_newest_first)
     ck_assert_msg(!strchr(out, '\x1b'), "a raw escape reached the terminal");
     char *next = strstr(out, "exited with code 105");
     ck_assert_msg(next && newest < next, "not newest first:\n%s", out);
-    ck_assert_msg(!strstr(out, "exited with code 101") && !strstr(out, "exited with code 100"),
-                  "more than five failures shown:\n%s", out);
+    ck_assert_msg(!strstr(out, "exited with code 101"), "more than five failures shown:\n%s", out);
+    /* ...but the run's first failure, the root cause, is shown after them. */
+    char *root = strstr(out, "  ...\n");
+    ck_assert_msg(root && next < root &&
+                      strstr(root, "exited with code 100  epoch 1  root cause\n"),
+                  "the root cause is not shown after the newest five:\n%s", out);
 
     ck_assert_int_eq(status("jfail", "--json"), 0);
     ck_assert_msg(json_balanced(out), "unbalanced JSON:\n%s", out);
@@ -476,7 +497,91 @@ START_TEST(failures_newest_first)
     ck_assert_msg(strstr(out, "\"node_id\":\"f1\",\"kind\":\"exited\",\"local_rank\":1,"
                               "\"global_rank\":1,\"exit_code\":7"), "%s", out);
     ck_assert(strstr(out, "\"last_lines\":[\"earlier line\",\"boom \\u001b[31mred\\u001b[0m\"]"));
-    ck_assert(!strstr(out, "\"exit_code\":100"));
+    ck_assert(!strstr(out, "\"exit_code\":101"));
+    ck_assert(strstr(out, "\"exit_code\":100"));
+}
+END_TEST
+
+/* torchrun's root cause, across nodes: the earliest failure of the current
+ * run (the highest run a record names) is marked, once; an earlier run's
+ * older failure is not, nor is the later failure of the other node. */
+START_TEST(root_cause_is_the_runs_first_failure)
+{
+    ec_keys_t k;
+    keys_of(&k, "jroot");
+    put_failure_of_run(&k, 1700000000000, "old", 0, 0, 1, "/var/log/old.log", "run 1", 1, 3);
+    put_failure_of_run(&k, 1700000005000, "nb", 0, 2, 9, "/var/log/nb.log", "first", 2, 5);
+    put_failure_of_run(&k, 1700000007000, "na", 0, 0, 3, "/var/log/na.log", "second", 2, 5);
+
+    ck_assert_int_eq(status("jroot", NULL), 0);
+    printf("# status output:\n%s", out);
+    ck_assert_msg(count_of(out, "root cause") == 1, "not one root cause:\n%s", out);
+    ck_assert_msg(strstr(out, "node nb  rank 2 (local 0)  exited with code 9  epoch 5  root cause\n"),
+                  "nb's failure is not the root cause:\n%s", out);
+
+    ck_assert_int_eq(status("jroot", "--json"), 0);
+    ck_assert_msg(json_balanced(out), "unbalanced JSON:\n%s", out);
+    ck_assert_msg(count_of(out, "\"root_cause\":true") == 1, "%s", out);
+    const char *nb = strstr(out, "\"node_id\":\"nb\"");
+    ck_assert_msg(nb, "%s", out);
+    const char *end = strchr(nb, '}');
+    const char *mark = strstr(nb, "\"root_cause\":true");
+    ck_assert_msg(mark && mark < end, "nb's object is not marked:\n%s", out);
+    ck_assert_msg(strstr(out, "\"run\":2,\"root_cause\":\""), "%s", out);
+}
+END_TEST
+
+/* An epoch record of one member, run `run`: the current epoch, or the
+ * history copy epochs/<number>. */
+static void put_epoch_of_run(const ec_keys_t *k, uint64_t number, uint64_t run, bool current)
+{
+    ec_epoch_t *ep = ec_epoch_new(1, 1);
+    ck_assert_ptr_nonnull(ep);
+    ep->members[0].node_id = strdup("r1");
+    ep->members[0].host = strdup("10.0.0.7");
+    ep->members[0].ports[0] = 31000;
+    ep->members[0].master_port = 31001;
+    ep->members[0].incarnation = 1;
+    ep->number = number;
+    ep->run = run;
+    ep->reason = EC_REASON_START;
+    ep->leader_id = strdup("r1");
+    ep->leader_rev = 1;
+    void *buf;
+    size_t len;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &err) == 0, "%s", err.msg);
+    char key[EC_KEY_MAX];
+    if (current)
+        ec_key_epoch(k, key, sizeof(key));
+    else
+        ec_key_epoch_history(k, number, key, sizeof(key));
+    ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, NULL), 0);
+    free(buf);
+    ec_epoch_free(ep);
+}
+
+/* Failure records of older agents carry no run: they are placed by their
+ * epoch against the run's first epoch (from the kept epoch copies), so an
+ * earlier run's failure in epoch 3 is not the root cause of run 2, whose
+ * first epoch is 5. */
+START_TEST(root_cause_without_run_uses_the_runs_first_epoch)
+{
+    ec_keys_t k;
+    keys_of(&k, "jroot0");
+    put_epoch_of_run(&k, 3, 1, false);
+    put_epoch_of_run(&k, 5, 2, false);
+    put_epoch_of_run(&k, 6, 2, true);
+    put_failure_of_run(&k, 1700000001000, "r1", 0, 0, 11, "/var/log/r1.log", "run 1", 0, 3);
+    put_failure_of_run(&k, 1700000002000, "r1", 0, 0, 12, "/var/log/r1.log", "first", 0, 5);
+    put_failure_of_run(&k, 1700000003000, "r1", 0, 0, 13, "/var/log/r1.log", "later", 0, 6);
+
+    ck_assert_int_eq(status("jroot0", NULL), 0);
+    printf("# status output:\n%s", out);
+    ck_assert_msg(count_of(out, "root cause") == 1, "not one root cause:\n%s", out);
+    ck_assert_msg(strstr(out, "exited with code 12  epoch 5  root cause\n"), "%s", out);
+    ck_assert_int_eq(status("jroot0", "--json"), 0);
+    ck_assert_msg(strstr(out, "\"run\":2,\"root_cause\":\""), "%s", out);
 }
 END_TEST
 
@@ -785,6 +890,8 @@ static Suite *suite(void)
     tcase_add_test(t, table_shows_epoch_members_and_standby);
     tcase_add_test(t, json_lists_every_node);
     tcase_add_test(t, failures_newest_first);
+    tcase_add_test(t, root_cause_is_the_runs_first_failure);
+    tcase_add_test(t, root_cause_without_run_uses_the_runs_first_epoch);
     tcase_add_test(t, corrupt_record_is_a_row);
     tcase_add_test(t, gone_member_and_refused_node);
     tcase_add_test(t, unknown_job_exits_1_with_hint);

@@ -6,12 +6,15 @@
 # with the installed paths substituted; the example environment file; man
 # pages made from --help (or the --help text when help2man is missing); the
 # ecoord Python package, which imports with the system's python3 and loads
-# the installed libecworker (found relative to itself, so also in DESTDIR).
+# the installed libecworker (found relative to itself, so also in DESTDIR);
+# an ecoord-torchrun link that runs as `ecoord torchrun` (its --help, and a
+# --standalone job of one process when an etcd binary is there), and that
+# `make uninstall` removes.
 set -u
 build=${EC_BUILDDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 dest=$(mktemp -d /tmp/ec-t6200-XXXXXX)
 trap 'rm -rf "$dest"' EXIT
-echo "1..8"
+echo "1..11"
 n=0
 fails=0
 result() { # COND-STATUS NAME
@@ -35,6 +38,32 @@ unitdir=$(var systemdsystemunitdir)
 
 out=$("$dest$bindir/ecoord" --version 2>&1) && "$dest$bindir/ecoord" launch --help >/dev/null 2>&1
 result $? "the installed ecoord runs ($out)"
+
+# ecoord-torchrun: the installed ecoord under torchrun's name.
+tr=$dest$bindir/ecoord-torchrun
+if [ -L "$tr" ] && [ "$(readlink "$tr")" = ecoord ]; then
+    out=$("$tr" --help 2>&1) && echo "$out" | grep -q '^usage: ecoord torchrun '
+    result $? "the installed ecoord-torchrun (a link to ecoord) shows torchrun's usage"
+else
+    echo "# $bindir/ecoord-torchrun is not a link to ecoord: $(ls -l "$tr" 2>&1)"
+    result 1 "the installed ecoord-torchrun (a link to ecoord) shows torchrun's usage"
+fi
+if [ -x /usr/bin/etcd ] || command -v etcd >/dev/null 2>&1; then
+    # One node, one process: torchrun's --standalone, the program as given.
+    out=$(cd "$dest" && timeout $((60 * ${EC_TEST_TIMEOUT_MULTIPLIER:-1})) "$tr" --standalone \
+        --nproc_per_node=1 --log_dir="$dest/trlog" --no_python /bin/sh -c \
+        'echo "seen rank=$RANK world=$WORLD_SIZE" > "$0/seen"' "$dest" 2>&1)
+    rc=$?
+    if [ $rc = 0 ] && grep -qx 'seen rank=0 world=1' "$dest/seen" 2>/dev/null; then
+        result 0 "ecoord-torchrun --standalone --nproc_per_node=1 runs a program as rank 0 of 1"
+    else
+        echo "$out" | tail -n 15 | sed 's/^/# /'
+        result 1 "ecoord-torchrun --standalone --nproc_per_node=1 runs a program as rank 0 of 1 (exit $rc)"
+    fi
+else
+    echo "# no etcd binary: the --standalone run is skipped"
+    result 0 "ecoord-torchrun --standalone (skipped: no etcd)"
+fi
 
 # A program built only from what was installed, through pkg-config.
 ok=1
@@ -122,4 +151,15 @@ sys.exit(not (ecoord.__file__.startswith(sys.argv[1]) and p.startswith(sys.argv[
     fi
     result $rc "the ecoord package in $pythondir imports with /usr/bin/python3 and loads the installed libecworker"
 fi
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$build" uninstall DESTDIR="$dest" >"$dest.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ ! -e "$dest$bindir/ecoord-torchrun" ] && [ ! -L "$dest$bindir/ecoord-torchrun" ] &&
+    [ ! -e "$dest$bindir/ecoord" ]; then
+    result 0 "make uninstall removes ecoord and the ecoord-torchrun link"
+else
+    sed 's/^/# /' "$dest.log" | tail -n 10
+    ls -l "$dest$bindir" 2>&1 | sed 's/^/# /'
+    result 1 "make uninstall removes ecoord and the ecoord-torchrun link (exit $rc)"
+fi
+rm -f "$dest.log"
 [ "$fails" = 0 ]

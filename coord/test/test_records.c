@@ -353,12 +353,12 @@ START_TEST(status_round_trip)
 }
 END_TEST
 
-/* The exception a process reported (its error file) travels with the
- * failure; a record written without it (an older agent) decodes with "". */
+/* The exception a process reported (its error file) and its run travel with the
+ * failure; a record written without them (an older agent) decodes with "" and 0. */
 START_TEST(failure_message_round_trips)
 {
     ec_failure_t f = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
-                      (char *)"log/workerlog.1", 0, NULL, NULL, NULL};
+                      (char *)"log/workerlog.1", 0, NULL, NULL, NULL, 0};
     f.message = (char *)"ValueError: loss is nan at step 7";
     f.raised_at = (char *)"File \"train.py\", line 9, in step";
     void *buf;
@@ -369,6 +369,13 @@ START_TEST(failure_message_round_trips)
     ck_assert_int_eq(ec_failure_decode(buf, len, NULL, &d, &err), 0);
     ck_assert_str_eq(d->message, f.message);
     ck_assert_str_eq(d->raised_at, f.raised_at);
+    ck_assert_uint_eq(d->run, 0); /* not recorded */
+    ec_failure_free(d);
+    free(buf);
+    f.run = 3;
+    ck_assert_int_eq(ec_failure_encode(&f, &buf, &len, &err), 0);
+    ck_assert_int_eq(ec_failure_decode(buf, len, NULL, &d, &err), 0);
+    ck_assert_uint_eq(d->run, 3);
     ec_failure_free(d);
     free(buf);
     f.message = f.raised_at = NULL;
@@ -386,7 +393,7 @@ START_TEST(failure_round_trip)
     char *lines[] = {(char *)"Traceback (most recent call last):",
                      (char *)"RuntimeError: NCCL error 2", (char *)""};
     ec_failure_t f = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
-                      (char *)"log/workerlog.1", 3, lines, NULL, NULL};
+                      (char *)"log/workerlog.1", 3, lines, NULL, NULL, 0};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -408,7 +415,7 @@ START_TEST(failure_round_trip)
     free(buf);
 
     /* rank 0 killed by SIGKILL: rank 0 must survive proto3's zero default */
-    ec_failure_t k = {(char *)"n0", EC_FAILURE_SIGNALED, 0, 0, 0, 9, 1, 5, NULL, 0, NULL, NULL, NULL};
+    ec_failure_t k = {(char *)"n0", EC_FAILURE_SIGNALED, 0, 0, 0, 9, 1, 5, NULL, 0, NULL, NULL, NULL, 0};
     ck_assert_int_eq(ec_failure_encode(&k, &buf, &len, &err), 0);
     ck_assert_int_eq(ec_failure_decode(buf, len, NULL, &d, &err), 0);
     ck_assert_int_eq(d->kind, EC_FAILURE_SIGNALED);
@@ -420,7 +427,7 @@ START_TEST(failure_round_trip)
     free(buf);
 
     /* a lost node has no ranks: decode says -1 whatever the writer put */
-    ec_failure_t lost = {(char *)"n5", EC_FAILURE_NODE_LOST, -1, 7, 3, 0, 2, 5, NULL, 0, NULL, NULL, NULL};
+    ec_failure_t lost = {(char *)"n5", EC_FAILURE_NODE_LOST, -1, 7, 3, 0, 2, 5, NULL, 0, NULL, NULL, NULL, 0};
     ck_assert_int_eq(ec_failure_encode(&lost, &buf, &len, &err), 0);
     /* on the wire, fields that do not apply are left unset, not 0xffffffff */
     Ecoord__Failure *w = ecoord__failure__unpack(NULL, len, buf);
@@ -626,7 +633,7 @@ START_TEST(other_records_refuse_invalid)
     st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, 1, (char *)"a b", 1};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
 
-    ec_failure_t f = {(char *)"n1", EC_FAILURE_EXITED, 0, 0, 256, 0, 1, 1, NULL, 0, NULL, NULL, NULL};
+    ec_failure_t f = {(char *)"n1", EC_FAILURE_EXITED, 0, 0, 256, 0, 1, 1, NULL, 0, NULL, NULL, NULL, 0};
     ck_assert_int_eq(ec_failure_encode(&f, &buf, &len, &err), EC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "exit code 256"));
     f.exit_code = 1;
@@ -1050,7 +1057,7 @@ START_TEST(records_do_not_decode_as_each_other)
     ec_job_status_t st = {EC_JOB_RUNNING, NULL, 3, 1700000000000LL, (char *)"n0", 1};
     char *lines[] = {(char *)"boom"};
     ec_failure_t fl = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
-                       (char *)"log/workerlog.1", 1, lines, NULL, NULL};
+                       (char *)"log/workerlog.1", 1, lines, NULL, NULL, 0};
     ec_worker_timing_t tm = {3, 17, (char *)"n2", 1, 1, 2, 3, 4, 5, NULL, 0, 0};
     const void *recs[NCODECS] = {nr, ep, &st, &fl, &tm};
     for (size_t i = 0; i < NCODECS; i++) {
