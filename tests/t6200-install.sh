@@ -50,6 +50,7 @@ else
 fi
 if [ -x /usr/bin/etcd ] || command -v etcd >/dev/null 2>&1; then
     # One node, one process: torchrun's --standalone, the program as given.
+    # shellcheck disable=SC2016 # expanded by the training process's shell, not this one
     out=$(cd "$dest" && timeout $((60 * ${EC_TEST_TIMEOUT_MULTIPLIER:-1})) "$tr" --standalone \
         --nproc_per_node=1 --log_dir="$dest/trlog" --no_python /bin/sh -c \
         'echo "seen rank=$RANK world=$WORLD_SIZE" > "$0/seen"' "$dest" 2>&1)
@@ -158,7 +159,7 @@ if [ $rc = 0 ] && [ ! -e "$dest$bindir/ecoord-torchrun" ] && [ ! -L "$dest$bindi
     result 0 "make uninstall removes ecoord and the ecoord-torchrun link"
 else
     sed 's/^/# /' "$dest.log" | tail -n 10
-    ls -l "$dest$bindir" 2>&1 | sed 's/^/# /'
+    find "$dest$bindir" -maxdepth 1 2>&1 | sed 's/^/# /'
     result 1 "make uninstall removes ecoord and the ecoord-torchrun link (exit $rc)"
 fi
 rm -f "$dest.log"
