@@ -905,6 +905,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.elastic_timeout_ms = cfg->elastic_timeout_ms;
     no.replace_wait_ms = cfg->replace_wait_ms;
     no.lease_ttl_s = (int)(cfg->lease_ttl_ms / 1000);
+    no.watch_peers_ms = (int)cfg->peer_probe_interval_ms;
     no.on_epoch = on_epoch;
     no.on_job = on_job;
     no.on_event = on_event;
