@@ -23,8 +23,7 @@
 typedef struct watched {
     char *id, *host;
     uint16_t port;
-    int misses;
-    ec_probe_target_t t;
+    int misses; /* consecutive probes unanswered */
 } watched_t;
 
 static void clear(watched_t *w, size_t *nw)
@@ -118,12 +117,9 @@ static void *ring(void *arg)
             reported_epoch = epoch;
             reported[0] = '\0';
         }
-        for (size_t i = 0; i < nw; i++)
-            w[i].t = (ec_probe_target_t){.host = w[i].host, .port = w[i].port,
-                                         .expect_id = w[i].id};
         ec_probe_target_t t[EC_RING_WATCHERS];
         for (size_t i = 0; i < nw; i++)
-            t[i] = w[i].t;
+            t[i] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port, .expect_id = w[i].id};
         ec_probe_many(t, nw, to);
         const char *silent[EC_RING_WATCHERS];
         size_t ns = 0;
