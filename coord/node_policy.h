@@ -127,8 +127,9 @@ ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
 
 /* How many successors each member watches, and how many consecutive probes
  * a watched peer may miss before it is reported: with the default interval
- * of 250 ms a vanished agent is reported 0.5-0.75 s after it went, and an
- * agent frozen for less than that is not.  Two watchers per member, so
+ * of 250 ms an agent that is gone (connection refused) is reported 0.5-0.75 s
+ * after it went; a frozen one or a vanished host, whose probes run to their
+ * 250 ms deadline, about 1 s after; one frozen for less than that is not.  Two watchers per member, so
  * that a member watched by the leader's node is always also watched by
  * another node too (the leader's own report alone is not evidence enough:
  * ec_evict_member_evidence). */
