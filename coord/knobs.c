@@ -336,6 +336,21 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .def = "5", .metavar = "SECONDS", .example = "5", .group = "this node",
         .help = "when stopping processes, time between SIGTERM and SIGKILL.",
         .offset = OFF(grace_period_ms)},
+    /* Each agent probes its 2 successors in the job's sorted node order
+     * (node_ring.c): a ring, so the traffic per node does not grow with the
+     * job.  Two probes unanswered in a row report the peer, and the leader
+     * probes it once more before evicting it. */
+    [EC_K_PEER_PROBE_INTERVAL] = {
+        .id = EC_K_PEER_PROBE_INTERVAL, .name = "peer_probe_interval",
+        .spellings = {"peer_probe_interval"}, .env = {"ECOORD_PEER_PROBE_INTERVAL"},
+        .type = EC_KT_SECONDS, .cmds = L, .min = 0, .max = 60000,
+        .def = "0.25", .metavar = "SECONDS", .example = "0.25", .group = "this node",
+        .help = "how often this node's agent probes the agents of the next two nodes in "
+                "the job; two unanswered probes in a row report that node silent, and it "
+                "is evicted (and the job re-forms) in about a second, long before its "
+                "--lease_ttl ends. 0: off, a lost node is found by its peers' failing "
+                "processes or its lease.",
+        .offset = OFF(peer_probe_interval_ms)},
 
     /* ---- program ------------------------------------------------------- */
     /* Paddle's launcher and torchrun run the script with their own

@@ -71,6 +71,7 @@ typedef enum {
     EC_K_LEASE_TTL,
     EC_K_LEASE_MARGIN,
     EC_K_GRACE_PERIOD,
+    EC_K_PEER_PROBE_INTERVAL,
     EC_K_PYTHON,
     EC_K_NO_PYTHON,
     EC_K_MODULE,
@@ -213,6 +214,7 @@ typedef struct ec_config {
     int64_t lease_ttl_ms;        /* whole seconds */
     int lease_margin_pct;        /* percent of the TTL: fence that long before it ends */
     int64_t grace_period_ms;
+    int64_t peer_probe_interval_ms; /* 0: agents do not watch each other */
 
     /* the program (coord/program.h turns these into a command) */
     char *python;                /* interpreter of a .py program or a module */

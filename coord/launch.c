@@ -136,6 +136,12 @@ typedef struct agent {
     int restarts;
     uint64_t epochs_seen;
     int64_t start_ms;
+    /* A failure folded into a membership change (after_failure): the
+     * processes are stopped and the epoch that drops the lost peer is
+     * awaited until fold_until (monotonic ms; 0: none), after which the
+     * failure of local rank fold_rank counts as this node's own. */
+    int64_t fold_until;
+    int fold_rank;
     bool fenced;          /* the lease is not confirmed: processes stopped */
     int64_t fenced_since; /* monotonic ms */
 } agent_t;
@@ -529,6 +535,13 @@ static int on_child_exit(agent_t *a, int r, int status)
     return after_failure(a, r, false);
 }
 
+/* How long a failure folded into a membership change waits for the epoch
+ * that drops the lost peer: the leader's probe and eviction take well under
+ * a second; a lease TTL is the fallback that this does not wait for. */
+#define FOLD_WAIT_MS 3000
+
+static int count_restart(agent_t *a, int r);
+
 /* After local rank r failed (reported): restart within --max_restart, or
  * leave the job.  start_failed: r could not even be started, which says
  * nothing about the peers.  Returns an exit code when the agent must exit,
@@ -539,14 +552,53 @@ static int after_failure(agent_t *a, int r, bool start_failed)
     /* A process often dies because a peer's node died: find silent peers
      * now and report them, so the leader can evict them without waiting for
      * their leases to expire. */
+    int nd = 0;
     if (!start_failed && a->epoch && a->m_id >= 0) {
         char **dead = NULL;
-        int nd = ec_node_probe_members(a->node, 300, &dead, &err);
+        nd = ec_node_probe_members(a->node, 300, &dead, &err);
         if (nd > 0 && ec_node_report_suspects(a->node, a->epoch->number, (const char *const *)dead,
                                               (size_t)nd, &err) < 0)
             ec_log(EC_LOG_WARN, "cannot report silent peers: %s", err.msg);
+        if (nd > 0)
+            ec_log(EC_LOG_INFO, "+peer %s%s silent after local rank %d failed", dead[0],
+                   nd > 1 ? " and others" : "", r);
         ec_node_free_ids(dead, nd > 0 ? nd : 0);
     }
+    /* One loss, one epoch (restart mode): a failure caused by a membership
+     * change (the epoch it ran in is superseded already, or a peer of it is
+     * silent) is not this node's own.  Its processes stop and the epoch that
+     * drops the peer starts them again; no restart epoch of our own, and
+     * nothing taken from --max_restart.  A peer that was only slow answers
+     * the leader's probe and no epoch comes: after FOLD_WAIT_MS the failure
+     * counts after all (run()). */
+    if (!start_failed && a->cfg->rebuild == EC_REBUILD_RESTART && a->epoch && a->m_id >= 0) {
+        pthread_mutex_lock(&a->lock);
+        bool superseded = (a->new_epoch && a->new_epoch->number > a->epoch->number) ||
+                          ec_node_epoch_number(a->node) > a->epoch->number;
+        pthread_mutex_unlock(&a->lock);
+        if (superseded || nd > 0) {
+            ec_log(EC_LOG_INFO, "+failure of local rank %d folded into the membership change "
+                                "(%s): stopping this node's processes for the next epoch, not "
+                                "counted against --max_restart=%d (%d used)",
+                   r, superseded ? "its epoch was superseded" : "a peer of its epoch is silent",
+                   a->cfg->max_restart, a->restarts);
+            ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+            if (!a->fold_until) {
+                a->fold_until = mono_ms() + FOLD_WAIT_MS;
+                a->fold_rank = r;
+            }
+            return -1;
+        }
+    }
+    return count_restart(a, r);
+}
+
+/* Restart this node's processes for local rank r's failure, within
+ * --max_restart, or leave the job.  Returns an exit code when the agent
+ * must exit, else -1. */
+static int count_restart(agent_t *a, int r)
+{
+    ec_error_t err = {0};
 again:
     a->restarts++;
     if (a->restarts > a->cfg->max_restart) {
@@ -714,7 +766,18 @@ static int run(agent_t *a)
             return js == EC_JOB_COMPLETED ? 0 : 1;
         }
         free(why);
+        if (!ep && a->fold_until && mono_ms() >= a->fold_until) {
+            /* the peer answered the leader after all: our own failure */
+            ec_log(EC_LOG_WARN, "no new epoch within %d ms of the failure of local rank %d "
+                                "folded into a membership change: counting it as this node's",
+                   FOLD_WAIT_MS, a->fold_rank);
+            a->fold_until = 0;
+            int rc = count_restart(a, a->fold_rank);
+            if (rc >= 0)
+                return rc;
+        }
         if (ep) {
+            a->fold_until = 0; /* the epoch a folded failure waited for */
             int64_t t0 = mono_ms();
             int rc = apply_epoch(a, ep);
             ec_metrics_epoch(a->metrics, a->epoch, a->m_id, mono_ms() - t0);
@@ -905,6 +968,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.elastic_timeout_ms = cfg->elastic_timeout_ms;
     no.replace_wait_ms = cfg->replace_wait_ms;
     no.lease_ttl_s = (int)(cfg->lease_ttl_ms / 1000);
+    no.watch_peers_ms = (int)cfg->peer_probe_interval_ms;
     no.on_epoch = on_epoch;
     no.on_job = on_job;
     no.on_event = on_event;

@@ -287,6 +287,7 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&n->cond, &ca);
+    pthread_cond_init(&n->ring_cond, &ca);
     pthread_condattr_destroy(&ca);
     if (ec_keys_init(&n->keys, o->etcd_prefix, o->job_id, err) < 0)
         goto fail;
@@ -312,6 +313,8 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
         goto fail;
     }
     n->thread_started = true;
+    if (ec__node_ring_start(n, err) < 0)
+        goto fail;
     return n;
 fail:
     if (n->lease)
@@ -362,6 +365,7 @@ int ec_node_leave(ec_node_t *n, ec_error_t *err)
 {
     pthread_mutex_lock(&n->lock);
     n->leaving = true;
+    pthread_cond_broadcast(&n->ring_cond); /* a leaving node watches nobody */
     n->state = EC_NODE_LEAVING;
     ec_keepalive_t *ka = n->ka;
     n->ka = NULL;
@@ -477,7 +481,9 @@ void ec_node_stop(ec_node_t *n)
     pthread_mutex_lock(&n->lock);
     n->stop = true;
     pthread_cond_broadcast(&n->cond);
+    pthread_cond_broadcast(&n->ring_cond);
     pthread_mutex_unlock(&n->lock);
+    ec__node_ring_join(n);
     if (n->thread_started)
         pthread_join(n->thread, NULL);
     ec_watch_stop(n->watch);
@@ -513,6 +519,7 @@ void ec_node_stop(ec_node_t *n)
     free(n->last_wait);
     pthread_mutex_destroy(&n->lock);
     pthread_cond_destroy(&n->cond);
+    pthread_cond_destroy(&n->ring_cond);
     free(n);
 }
 

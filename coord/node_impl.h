@@ -6,6 +6,7 @@
  *   node_register.c  registration of this node under its lease;
  *   node_election.c  campaign, adopt or resign, step down, the fence;
  *   node_publish.c   (leader) the planner's decisions published as fenced epochs;
+ *   node_ring.c      agents watching their successors, reporting silent ones;
  *   node_evict.c     eviction of silent members faster than a lease TTL;
  *   node.c           the loop that ties them together, and the public calls.
  * The decisions each of them takes that do not need etcd are pure functions
@@ -121,6 +122,10 @@ struct ec_node {
     } *held;
     size_t nheld;
     ec_probe_server_t *probe;
+    /* the thread watching peer agents (node_ring.c); woken by ring_cond */
+    pthread_t ring_thread;
+    bool ring_started;
+    pthread_cond_t ring_cond;
     /* coordinator thread only */
     bool am_leader;
     int64_t my_leader_rev;
@@ -185,5 +190,11 @@ void ec__node_handle_suspicions(ec_node_t *n);
 /* Whether node `id` is held out of the planner's eligible nodes: evicted as
  * silent and not answering a probe since (lock held). */
 bool ec__node_held_out(ec_node_t *n, const char *id);
+
+/* node_ring.c: start the thread that probes this node's successors every
+ * o.watch_peers_ms (0, or no probe port: none); join it after `stop` is
+ * set and ring_cond broadcast. */
+int ec__node_ring_start(ec_node_t *n, ec_error_t *err);
+void ec__node_ring_join(ec_node_t *n);
 
 #endif

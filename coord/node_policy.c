@@ -1,6 +1,8 @@
 /* Pure decisions of the node coordinator (see node_policy.h). */
 #include "node_policy.h"
 
+#include <string.h>
+
 ec_reg_action_t ec_reg_decide(const ec_reg_view_t *v)
 {
     if (!v->present)
@@ -67,4 +69,43 @@ ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
     if (since_probe_ms < 0 || since_probe_ms >= probe_every_ms)
         return EC_READMIT_PROBE;
     return EC_READMIT_HOLD;
+}
+
+size_t ec_ring_watched(const char *const *ids, size_t n, const char *me, size_t k, size_t *out)
+{
+    bool member = false;
+    for (size_t i = 0; i < n && !member; i++)
+        member = !strcmp(ids[i], me);
+    if (!member)
+        return 0;
+    /* The successor of x: the smallest id greater than x, else (wrapping)
+     * the smallest of all.  No sort, no allocation: O(n) per successor. */
+    size_t got = 0;
+    const char *prev = me;
+    while (got < k && got + 1 < n) {
+        ptrdiff_t next = -1, lowest = -1;
+        for (size_t i = 0; i < n; i++) {
+            if (lowest < 0 || strcmp(ids[i], ids[lowest]) < 0)
+                lowest = (ptrdiff_t)i;
+            if (strcmp(ids[i], prev) > 0 && (next < 0 || strcmp(ids[i], ids[next]) < 0))
+                next = (ptrdiff_t)i;
+        }
+        if (next < 0)
+            next = lowest;
+        if (!strcmp(ids[next], me))
+            break; /* round the ring: fewer members than watchers */
+        bool dup = false;
+        for (size_t j = 0; j < got; j++)
+            dup = dup || !strcmp(ids[out[j]], ids[next]);
+        if (dup)
+            break;
+        out[got++] = (size_t)next;
+        prev = ids[next];
+    }
+    return got;
+}
+
+bool ec_ring_silent(int misses, int threshold)
+{
+    return misses >= (threshold < 1 ? 1 : threshold);
 }

@@ -87,12 +87,14 @@ static agent_t *start_agent(const char *id, int nproc)
     snprintf(logdir, sizeof(logdir), "%s/%s", tmp, id);
     /* elastic_timeout: long enough for the test to freeze the leader inside
      * it; lease: long enough that L's lease outlives its freeze (the key
-     * delete deposes it, not the lease). */
+     * delete deposes it, not the lease); no ring (--peer_probe_interval=0):
+     * its followers would depose the frozen leader themselves, and this
+     * checks the deposed leader's fenced write. */
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
              "exec %s launch --elastic_server=%s --job_id=" JOB " --nnodes=2:4 "
              "--nproc_per_node=%d --node_id=%s --log_dir=%s --grace_period=2 "
-             "--elastic_timeout=%ld --lease_ttl=%ld -- %s %s 0",
+             "--elastic_timeout=%ld --lease_ttl=%ld --peer_probe_interval=0 -- %s %s 0",
              ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), nproc, id, logdir,
              secs(3), secs(30), ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"), dump);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ec_select.h"
@@ -289,6 +290,117 @@ START_TEST(killed_agent_takes_processes_and_lease_expires)
     ck_assert_int_eq(ep->reason, EC_REASON_LOST);
     ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
     ec_epoch_free(ep);
+}
+END_TEST
+
+static bool still_epoch_2(void *arg)
+{
+    ec_epoch_t *ep = ec_test_epoch(c, (const char *)arg);
+    bool ok = ep && ep->number == 2;
+    ec_epoch_free(ep);
+    return ok;
+}
+
+static bool still_epoch_1(void *arg)
+{
+    ec_epoch_t *ep = ec_test_epoch(c, (const char *)arg);
+    bool ok = ep && ep->number == 1;
+    ec_epoch_free(ep);
+    return ok;
+}
+
+/* Agents watch each other (--peer_probe_interval): a node whose agent and
+ * processes vanish while its peers' processes run on, never failing, is
+ * evicted in about a second, not after its 10 s lease. */
+START_TEST(vanished_node_evicted_in_a_second_while_peers_run_on)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jring", ids[i], "1:3", "--lease_ttl=10 --elastic_timeout=60", "0");
+    ec_epoch_free(wait_epoch("/jring/", 1, 6, 15000));
+    wait_dump("jring", "c", 0, 1);
+    wait_dump("jring", "c", 1, 1);
+    pid_t ch0 = (pid_t)atoi(dump_get(dump_path("jring", "c", 0, 1), "PID"));
+    pid_t ch1 = (pid_t)atoi(dump_get(dump_path("jring", "c", 1, 1), "PID"));
+    /* the whole node at once, as a host that dies */
+    kill(ag[2].pid, SIGKILL);
+    kill(ch0, SIGKILL);
+    kill(ch1, SIGKILL);
+    int64_t t0 = ec_test_now_ms();
+    ec_epoch_t *ep = wait_epoch("/jring/", 2, 4, 9000);
+    int64_t took = ec_test_now_ms() - t0;
+    printf("# node lost to new epoch: %lld ms (lease TTL 10 s, peers' processes never fail)\n",
+           (long long)took);
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
+    ck_assert_int_lt(took, ec_test_ms(3000));
+    ec_epoch_free(ep);
+}
+END_TEST
+
+/* A frozen agent (SIGSTOP) that wakes before its watchers' suspicion window
+ * ends is not reported, and nothing is evicted. */
+START_TEST(agent_frozen_shorter_than_suspicion_window_not_evicted)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jfrz", ids[i], "1:3", "--lease_ttl=10 --elastic_timeout=60", "0");
+    ec_epoch_free(wait_epoch("/jfrz/", 1, 6, 15000));
+    kill(ag[1].pid, SIGSTOP);
+    struct timespec ts = {0, 200 * 1000 * 1000}; /* the stimulus, not a wait for a condition */
+    nanosleep(&ts, NULL);
+    kill(ag[1].pid, SIGCONT);
+    ck_assert_msg(ec_test_holds(still_epoch_1, "/jfrz/", 3000),
+                  "an agent frozen for 200 ms was evicted");
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(!ec_test_file_contains(ag[i].log, "+peer b silent"),
+                      "%s reported b, frozen for 200 ms only", ids[i]);
+}
+END_TEST
+
+/* Restart mode, one node of three lost while the survivors' processes fail
+ * because of it: the failures are folded into the membership change, one
+ * new epoch (lost) and no restart epochs, and the survivors' --max_restart
+ * budgets are untouched. */
+START_TEST(node_loss_makes_one_epoch_and_costs_no_restart)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    char gone[400], env[500], mark[420];
+    snprintf(gone, sizeof(gone), "%s/peer-gone", tmp);
+    snprintf(env, sizeof(env), "env EC_TEST_PROG_PEER_GONE=%s", gone);
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent_env(env, "jone", ids[i], "1:3", "2",
+                                "--lease_ttl=10 --elastic_timeout=60 --max_restart=1", "0");
+    ec_epoch_free(wait_epoch("/jone/", 1, 6, 15000));
+    for (int i = 0; i < 3; i++)
+        for (int lr = 0; lr < 2; lr++)
+            wait_dump("jone", ids[i], lr, 1);
+    pid_t ch0 = (pid_t)atoi(dump_get(dump_path("jone", "c", 0, 1), "PID"));
+    pid_t ch1 = (pid_t)atoi(dump_get(dump_path("jone", "c", 1, 1), "PID"));
+    kill(ag[2].pid, SIGKILL);
+    kill(ch0, SIGKILL);
+    kill(ch1, SIGKILL);
+    snprintf(mark, sizeof(mark), "%s.1", gone); /* the survivors' processes fail now */
+    FILE *f = fopen(mark, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ec_epoch_t *ep = wait_epoch("/jone/", 2, 4, 9000);
+    ck_assert_int_eq(ep->number, 2);
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
+    ec_epoch_free(ep);
+    /* no restart epoch follows */
+    ck_assert_msg(ec_test_holds(still_epoch_2, "/jone/", 3000), "a restart epoch followed the loss");
+    for (int i = 0; i < 2; i++)
+        for (int lr = 0; lr < 2; lr++) {
+            wait_dump("jone", ids[i], lr, 2);
+            ck_assert_msg(!strcmp(dump_get(dump_path("jone", ids[i], lr, 2),
+                                           "TORCHELASTIC_RESTART_COUNT"), "0"),
+                          "%s's restart count went up for a peer's loss", ids[i]);
+        }
 }
 END_TEST
 
@@ -789,6 +901,9 @@ static Suite *suite(void)
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);
     ec_tcase_add(t, killed_agent_takes_processes_and_lease_expires);
     ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
+    ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
+    ec_tcase_add(t, agent_frozen_shorter_than_suspicion_window_not_evicted);
+    ec_tcase_add(t, node_loss_makes_one_epoch_and_costs_no_restart);
     ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
     ec_tcase_add(t, second_sigint_stops_processes_at_once);
     ec_tcase_add(t, console_says_what_the_job_waits_for);

@@ -420,7 +420,9 @@ static void node_lost_during_build(const char *job, const char *root, const char
     const char *ids[] = {"a", "b", "c"};
     agent_t ag[3];
     for (int i = 0; i < 3; i++)
-        ag[i] = start_agent(job, ids[i], "1:3", "--lease_ttl=10");
+        /* the agents' ring (--peer_probe_interval) would find the dead
+         * node first: off, this checks what the failed build reports */
+        ag[i] = start_agent(job, ids[i], "1:3", "--lease_ttl=10 --peer_probe_interval=0");
     ec_epoch_t *ep = wait_epoch(root, 1, 3, 30000);
     uint64_t e = ep->number;
     /* The leader stays; of the other two one leaves, the other is lost. */

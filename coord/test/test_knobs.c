@@ -221,6 +221,7 @@ static const struct {
     {EC_K_LEASE_TTL, "20", "20s", NULL, NULL},
     {EC_K_LEASE_MARGIN, "25", "25", NULL, NULL},
     {EC_K_GRACE_PERIOD, "0.5", "0.5s", NULL, NULL},
+    {EC_K_PEER_PROBE_INTERVAL, "0.5", "0.5s", NULL, NULL},
     {EC_K_PYTHON, "/usr/bin/python3", "/usr/bin/python3", NULL, NULL},
     {EC_K_NO_PYTHON, "true", "true", NULL, NULL},
     {EC_K_MODULE, "true", "true", NULL, NULL},
@@ -364,6 +365,7 @@ START_TEST(defaults_for_launch)
     ck_assert_int_eq(cfg.port_hi, 65535);
     ck_assert_int_eq(cfg.lease_ttl_ms, 10000);
     ck_assert_int_eq(cfg.grace_period_ms, 5000);
+    ck_assert_int_eq(cfg.peer_probe_interval_ms, 250);
     ck_assert_str_eq(cfg.log_dir, "log");
     ck_assert_int_eq(cfg.log_level, EC_LOG_INFO);
     ck_assert_int_eq(cfg.metrics_port, 0);

@@ -6,6 +6,8 @@
  * on an old lease of ours, never steps down on a key the model has not seen
  * yet; a follower needs a strict majority of the other members to evict the
  * leader. */
+#include <stdio.h>
+
 #include "ec_check.h"
 #include "node_policy.h"
 
@@ -152,6 +154,60 @@ START_TEST(evicted_node_held_out_until_it_answers_a_probe)
 }
 END_TEST
 
+START_TEST(each_member_watches_its_successors_in_a_ring)
+{
+    /* members in rank order, not sorted: the ring follows the sorted ids */
+    const char *ids[] = {"n3", "n1", "n4", "n2"};
+    size_t out[2];
+    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n1", 2, out), 2);
+    ck_assert_str_eq(ids[out[0]], "n2");
+    ck_assert_str_eq(ids[out[1]], "n3");
+    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n4", 2, out), 2); /* wraps around */
+    ck_assert_str_eq(ids[out[0]], "n1");
+    ck_assert_str_eq(ids[out[1]], "n2");
+    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n3", 1, out), 1);
+    ck_assert_str_eq(ids[out[0]], "n4");
+    /* every member watched by exactly k others, nobody by itself */
+    int watchers[4] = {0};
+    for (size_t m = 0; m < 4; m++) {
+        size_t got = ec_ring_watched(ids, 4, ids[m], 2, out);
+        ck_assert_uint_eq(got, 2);
+        for (size_t j = 0; j < got; j++) {
+            ck_assert_uint_ne(out[j], m);
+            watchers[out[j]]++;
+        }
+    }
+    for (int m = 0; m < 4; m++)
+        ck_assert_int_eq(watchers[m], 2);
+    /* fewer members than watchers: each watches the others, once */
+    ck_assert_uint_eq(ec_ring_watched(ids, 2, "n1", 2, out), 1);
+    ck_assert_str_eq(ids[out[0]], "n3");
+    ck_assert_uint_eq(ec_ring_watched(ids, 1, "n3", 2, out), 0);
+    /* not a member: watches nobody */
+    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n9", 2, out), 0);
+    /* large job: still k peers */
+    enum { N = 16384 };
+    static char buf[N][8];
+    static const char *big[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "n%05d", (i * 7919) % N);
+        big[i] = buf[i];
+    }
+    ck_assert_uint_eq(ec_ring_watched(big, N, "n16383", 2, out), 2);
+    ck_assert_str_eq(big[out[0]], "n00000");
+    ck_assert_str_eq(big[out[1]], "n00001");
+}
+END_TEST
+
+START_TEST(a_watched_peer_is_reported_after_consecutive_silent_probes)
+{
+    ck_assert(!ec_ring_silent(0, EC_RING_MISSES));
+    ck_assert(!ec_ring_silent(EC_RING_MISSES - 1, EC_RING_MISSES));
+    ck_assert(ec_ring_silent(EC_RING_MISSES, EC_RING_MISSES));
+    ck_assert(ec_ring_silent(1, 0)); /* a threshold below one means one */
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("node_policy");
@@ -162,6 +218,8 @@ static Suite *suite(void)
     tcase_add_test(tc, leader_eviction_needs_a_majority_of_the_others);
     tcase_add_test(tc, leader_evicts_members_only_on_evidence_from_more_than_one_side);
     tcase_add_test(tc, evicted_node_held_out_until_it_answers_a_probe);
+    tcase_add_test(tc, each_member_watches_its_successors_in_a_ring);
+    tcase_add_test(tc, a_watched_peer_is_reported_after_consecutive_silent_probes);
     suite_add_tcase(s, tc);
     return s;
 }

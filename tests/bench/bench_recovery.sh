@@ -1,6 +1,6 @@
 #!/bin/sh
 # Recovery benchmark: K simulated nodes x 2 processes of the example trainer
-# (worker/examples/linreg, Gloo on loopback) through six scenarios, in both
+# (worker/examples/linreg, Gloo on loopback) through seven scenarios, in both
 # rebuild modes, REPS repetitions each; prints p50 and max (ms) per phase
 # and writes a JSON file.  Not a pass/fail test.
 #
@@ -15,6 +15,8 @@
 #   leader    kill -9 the leader's agent
 #   scaleup   one more agent joins a job at --np=K:K+1 (MAX reached: no window)
 #   standby   K+1 agents at --np=1:K, kill -9 a member: the standby takes its place
+#   starting  kill -9 a non-leader agent while its peers start their processes
+#             (right after the epoch that a crash on the leader's node brought)
 # Phases, from the change (t0, just before the kill/start):
 #   detect    the leader observed the change (epoch record observed_at_ms)
 #   decide    the leader decided (decided_at_ms)
@@ -93,6 +95,14 @@ run_scenario() {
     leader=$(leader_of "$job")
     victim=""
     for n in $members; do [ "$n" != "$leader" ] && victim=$n; done
+    if [ "$sc" = starting ]; then
+        # a process of the leader's node crashes: every node (re)starts its
+        # processes in the next epoch; the victim dies while they start
+        pid=$(grep -h "^linreg step=.* node=$leader " "$W/$job/$leader/workerlog.1" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p')
+        kill -9 "$pid"
+        wait_epoch "$job" $((base + 1)) >/dev/null || { echo "  $job: no restart epoch" >&2; return 1; }
+        base=$(epoch_of "$job")
+    fi
     t0=$(now_ms)
     case $sc in
         leave)   eval "kill -TERM \$A_$victim" ;;
@@ -101,6 +111,7 @@ run_scenario() {
         leader)  victim=$leader; eval "kill -9 \$A_$victim" ;;
         scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; victim="" ;;
         standby) eval "kill -9 \$A_$victim" ;;
+        starting) eval "kill -9 \$A_$victim" ;;
     esac
     t_pub=$(wait_epoch "$job" $((base + 1))) || { echo "  $job: no new epoch" >&2; return 1; }
     js=$(status_json "$job")
@@ -116,7 +127,7 @@ run_scenario() {
 
 echo "recovery benchmark: $K nodes x 2 processes of linreg (Gloo, loopback), $REPS repetitions, etcd $EP"
 for mode in ${MODES:-inprocess restart}; do
-    for sc in ${SCENARIOS:-leave crash node leader scaleup standby}; do
+    for sc in ${SCENARIOS:-leave crash node leader scaleup standby starting}; do
         rep=0
         while [ $rep -lt "$REPS" ]; do
             run_one $mode $sc $rep || true

@@ -4,7 +4,11 @@
  *
  * Writes its environment to DUMP_DIR/env.<ECOORD_NODE_ID>.<LOCAL_RANK>.<ECOORD_EPOCH>
  * (atomically: write then rename), prints a line with its rank, then runs
- * for RUN_MS (0 = until SIGTERM) and exits EXIT_CODE (default 0). */
+ * for RUN_MS (0 = until SIGTERM) and exits EXIT_CODE (default 0).
+ *
+ * With EC_TEST_PROG_PEER_GONE=PATH it also exits 1 as soon as
+ * PATH.<ECOORD_EPOCH> exists: a program whose collectives fail when a peer
+ * of its epoch disappears (the test creates the file after killing one). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +54,15 @@ int main(int argc, char **argv)
     long run = atol(argv[2]);
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    char gone[1100] = "";
+    if (*env("EC_TEST_PROG_PEER_GONE"))
+        snprintf(gone, sizeof(gone), "%s.%s", env("EC_TEST_PROG_PEER_GONE"), env("ECOORD_EPOCH"));
     while (!term) {
+        if (gone[0] && access(gone, F_OK) == 0) {
+            printf("test-prog rank=%s: a peer of epoch %s is gone; failing\n", env("RANK"),
+                   env("ECOORD_EPOCH"));
+            return 1;
+        }
         clock_gettime(CLOCK_MONOTONIC, &now);
         long el = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
         if (run > 0 && el >= run)

@@ -1,0 +1,165 @@
+/* Agents watching each other: every member's agent probes its
+ * EC_RING_WATCHERS successors in the epoch's sorted member order every
+ * watch_peers_ms, and reports a peer that missed EC_RING_MISSES probes in a
+ * row as a suspect, the way a failed collective is reported
+ * (epochs/<n>/suspect/<node>).  From there the leader's path is the usual
+ * one (node_evict.c): probe before evicting, evidence from more than one
+ * side, a majority of the others to depose a leader.  A node whose agent and
+ * processes vanish is so found in about a second, whatever its peers'
+ * processes are doing, instead of after its lease TTL.
+ *
+ * Its own thread, so that a probe's deadline never delays the loop; it
+ * reads the model under `lock` and probes and writes without it. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "node_impl.h"
+
+typedef struct watched {
+    char *id, *host;
+    uint16_t port;
+    int misses; /* consecutive probes unanswered */
+} watched_t;
+
+static void clear(watched_t *w, size_t *nw)
+{
+    for (size_t i = 0; i < *nw; i++) {
+        free(w[i].id);
+        free(w[i].host);
+    }
+    *nw = 0;
+}
+
+/* Wait until `ms` passed or the node stops; returns whether it stops. */
+static bool pause_ms(ec_node_t *n, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&n->lock);
+    while (!n->stop && !n->leaving &&
+           pthread_cond_timedwait(&n->ring_cond, &n->lock, &ts) == 0)
+        ;
+    bool stop = n->stop || n->leaving;
+    pthread_mutex_unlock(&n->lock);
+    return stop;
+}
+
+/* Under lock: the peers this node watches in the current epoch, keeping the
+ * miss counts of those it watched already.  Returns the epoch number (0: not
+ * a member of an epoch, nothing to watch). */
+static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw)
+{
+    ec_epoch_t *ep = n->epoch;
+    if (!ep || ep->nmembers < 2 || ec_epoch_find_member(ep, n->node_id) < 0) {
+        clear(w, nw);
+        return 0;
+    }
+    const char **ids = calloc((size_t)ep->nmembers, sizeof(char *));
+    if (!ids)
+        return 0;
+    for (int i = 0; i < ep->nmembers; i++)
+        ids[i] = ep->members[i].node_id;
+    size_t idx[EC_RING_WATCHERS];
+    size_t k = ec_ring_watched(ids, (size_t)ep->nmembers, n->node_id, EC_RING_WATCHERS, idx);
+    watched_t nwv[EC_RING_WATCHERS];
+    size_t nn = 0;
+    for (size_t j = 0; j < k; j++) {
+        const char *id = ids[idx[j]];
+        bool found;
+        size_t r = ec__node_mnode_find(n, id, &found);
+        /* no record (gone already: the planner sees that) or no probe port
+         * (an agent that does not answer probes): nothing to watch */
+        if (!found || !n->nodes[r].rec || !n->nodes[r].rec->probe_port)
+            continue;
+        watched_t v = {.id = strdup(id), .host = strdup(n->nodes[r].rec->host),
+                       .port = n->nodes[r].rec->probe_port};
+        for (size_t i = 0; i < *nw; i++)
+            if (!strcmp(w[i].id, id) && w[i].port == v.port)
+                v.misses = w[i].misses;
+        nwv[nn++] = v;
+    }
+    free(ids);
+    clear(w, nw);
+    for (size_t j = 0; j < nn; j++)
+        w[(*nw)++] = nwv[j];
+    return ep->number;
+}
+
+static void *ring(void *arg)
+{
+    ec_node_t *n = arg;
+    watched_t w[EC_RING_WATCHERS];
+    size_t nw = 0;
+    uint64_t reported_epoch = 0;
+    char reported[512] = "";
+    int64_t every = n->o.watch_peers_ms;
+    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
+    if (to > every)
+        to = (int)every;
+    while (!pause_ms(n, every)) {
+        pthread_mutex_lock(&n->lock);
+        uint64_t epoch = refresh(n, w, &nw);
+        pthread_mutex_unlock(&n->lock);
+        if (!epoch || !nw)
+            continue;
+        if (epoch != reported_epoch) {
+            reported_epoch = epoch;
+            reported[0] = '\0';
+        }
+        ec_probe_target_t t[EC_RING_WATCHERS];
+        for (size_t i = 0; i < nw; i++)
+            t[i] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port, .expect_id = w[i].id};
+        ec_probe_many(t, nw, to);
+        const char *silent[EC_RING_WATCHERS];
+        size_t ns = 0;
+        char list[512] = "";
+        for (size_t i = 0; i < nw; i++) {
+            w[i].misses = t[i].ok ? 0 : w[i].misses + 1;
+            if (!ec_ring_silent(w[i].misses, EC_RING_MISSES))
+                continue;
+            silent[ns++] = w[i].id;
+            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", ns > 1 ? "," : "",
+                     w[i].id);
+        }
+        /* once per epoch and set of silent peers: the report stays in etcd */
+        if (!ns || !strcmp(list, reported))
+            continue;
+        ec__node_emit(n, "+peer %s silent: %d probes in a row unanswered (every %lld ms, "
+                         "deadline %d ms); reporting", list, EC_RING_MISSES, (long long)every, to);
+        ec_error_t err = {0};
+        if (ec_node_report_suspects(n, epoch, silent, ns, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot report silent peers %s: %s; retrying", list, err.msg);
+        else
+            snprintf(reported, sizeof(reported), "%s", list);
+    }
+    clear(w, &nw);
+    return NULL;
+}
+
+int ec__node_ring_start(ec_node_t *n, ec_error_t *err)
+{
+    if (n->o.watch_peers_ms <= 0 || !n->o.probe_port)
+        return 0; /* disabled; or this agent answers no probes, nor watches */
+    if (pthread_create(&n->ring_thread, NULL, ring, n) != 0)
+        return ec_errorf(err, EC_ESYS, "cannot start the thread that watches peer agents");
+    n->ring_started = true;
+    return 0;
+}
+
+void ec__node_ring_join(ec_node_t *n)
+{
+    if (n->ring_started)
+        pthread_join(n->ring_thread, NULL);
+    n->ring_started = false;
+}
