@@ -193,8 +193,15 @@ static void poll_once(ec_rank_track_t *t)
         penv_t pe, pp;
         if (!read_env(pid, t->job, &pe) || !pe.job || !pe.rank || !pe.epoch)
             continue;
-        bool child = read_env(ppid, t->job, &pp) && pp.job && pp.rank && pp.epoch &&
-                     pp.r == pe.r && pp.e == pe.e;
+        /* The parent's environment can read empty for a moment (it is
+         * exec'ing): decide on a later poll rather than take a rank's own
+         * child for a second process of the rank. */
+        char pst = 0;
+        unsigned long long pstart = 0;
+        if (!read_env(ppid, t->job, &pp) && read_stat(ppid, &pst, &pstart, NULL) && pst != 'Z' &&
+            pst != 'X')
+            continue;
+        bool child = pp.job && pp.rank && pp.epoch && pp.r == pe.r && pp.e == pe.e;
         ec_rank_rec_t nr = {.pid = pid, .start = start, .rank = pe.r, .epoch = pe.e,
                             .first_ms = now, .last_ms = now};
         snprintf(nr.node, sizeof(nr.node), "%s", pe.node);
