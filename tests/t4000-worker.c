@@ -1020,10 +1020,6 @@ static bool waiting(void *arg)
     return !atomic_load(&((waiter_t *)arg)->finished);
 }
 
-/* ecw_wait_epoch, from a thread of its own as a watcher calls it: returns
- * when a newer epoch is published (measured: how soon), times out without
- * one, does not wait with timeout 0, and ends with ECW_EABORTED when the
- * handle is finalized under it. */
 /* A program whose own collective failed (torch's, say) tells the library:
  * the handle's epoch is no longer usable (pending), and the members whose
  * agents do not answer a probe are reported under the epoch's suspect key,
@@ -1062,6 +1058,10 @@ START_TEST(report_failure_marks_the_epoch_and_reports_silent_members)
 }
 END_TEST
 
+/* ecw_wait_epoch, from a thread of its own as a watcher calls it: returns
+ * when a newer epoch is published (measured: how soon), times out without
+ * one, does not wait with timeout 0, and ends with ECW_EABORTED when the
+ * handle is finalized under it. */
 START_TEST(wait_epoch_wakes_on_new_epoch_and_times_out)
 {
     publish_epoch("jwait", 1, 1, EC_REASON_START);
