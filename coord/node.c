@@ -557,6 +557,14 @@ uint64_t ec_node_run(ec_node_t *n)
     return n->run;
 }
 
+uint64_t ec_node_watch_events(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t e = n->watch_events;
+    pthread_mutex_unlock(&n->lock);
+    return e;
+}
+
 uint64_t ec_node_epoch_number(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);

@@ -100,6 +100,8 @@ struct ec_node {
     int64_t changed_at_ms;
     int64_t list_rev;       /* watch events at or below it are in the listing */
     bool watch_created;
+    /* watch events applied to the model (ec_node_watch_events) */
+    uint64_t watch_events;
     /* suspicion reports for the current epoch (under lock) */
     struct suspect {
         uint64_t epoch;

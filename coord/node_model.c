@@ -402,8 +402,10 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     switch (ev->type) {
     case EC_WATCH_PUT:
     case EC_WATCH_DELETE:
-        if (ev->revision > n->list_rev)
+        if (ev->revision > n->list_rev) {
             model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
+            n->watch_events++;
+        }
         if (ev->revision > n->max_rev && ev->revision != INT64_MAX)
             n->max_rev = ev->revision;
         break;

@@ -738,6 +738,66 @@ START_TEST(false_suspicion_costs_one_probe)
 }
 END_TEST
 
+/* SIGUSR2 to a node: its model's applied watch events so far (the k-th
+ * STATS line it prints). */
+static unsigned long long model_events(proc_t *p, int k)
+{
+    char needle[32];
+    snprintf(needle, sizeof(needle), "STATS %d ", k);
+    bool got = false;
+    for (int i = 0; i < 10 && !got; i++) {
+        kill(p->pid, SIGUSR2);
+        got = wait_log(p->log, needle, 1000);
+    }
+    ck_assert_msg(got, "node did not print its stats (log %s)", p->log);
+    FILE *f = fopen(p->log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    unsigned long long ev = 0;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, needle, strlen(needle)))
+            ck_assert_int_eq(sscanf(line + strlen(needle), "events=%llu", &ev), 1);
+    fclose(f);
+    return ev;
+}
+
+/* Only the leader follows the node records: a change of one node's record
+ * reaches the leader and that node, not every follower (issue 16: O(N)
+ * bytes per change, not O(N^2)). */
+START_TEST(follower_model_skips_node_record_churn)
+{
+    const char *root = "/jchurn/";
+    const char *ids[] = {"n1", "n2"};
+    proc_t ps[2];
+    for (int i = 0; i < 2; i++)
+        ps[i] = start_node("jchurn", ids[i], 1, 2, 1, 600000, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 2, NULL, 10000));
+    char *l = leader_of(root);
+    proc_t *leader = by_id(ps, ids, 2, l), *follower = by_id(ps, ids, 2, strcmp(l, "n1") ? "n1" : "n2");
+    unsigned long long f0 = model_events(follower, 1), l0 = model_events(leader, 1);
+    /* 40 writes of other nodes' records (not valid records: never members,
+     * so no epoch comes of them) */
+    for (int i = 0; i < 40; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "%snodes/x%d", root, i % 4);
+        ck_assert_int_eq(ec_etcd_put(c, key, "junk", 4, 0, NULL, NULL), 0);
+    }
+    /* the leader sees them all (the counter counts) ... */
+    unsigned long long l1 = 0;
+    for (int k = 2; k < 40 && (l1 = model_events(leader, k)) < l0 + 40; k++)
+        ;
+    ck_assert_uint_ge(l1, l0 + 40);
+    /* ... the follower none of them */
+    unsigned long long f1 = model_events(follower, 2);
+    ck_assert_msg(f1 - f0 < 5, "the follower applied %llu events for 40 other nodes' writes",
+                  f1 - f0);
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    ck_assert_int_eq(ep->number, 1);
+    ec_epoch_free(ep);
+    free(l);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t2000-coord");
@@ -763,6 +823,7 @@ static Suite *suite(void)
     ec_tcase_add(t, silent_member_evicted_before_its_ttl);
     ec_tcase_add(t, silent_leader_evicted_by_a_follower);
     ec_tcase_add(t, false_suspicion_costs_one_probe);
+    ec_tcase_add(t, follower_model_skips_node_record_churn);
     suite_add_tcase(s, t);
     return s;
 }

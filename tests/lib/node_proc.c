@@ -7,6 +7,8 @@
  * coordinator events as they come).  SIGTERM: leave gracefully (revoke) and
  * exit 0.  SIGUSR1: bump the incarnation (processes "restarted").  Exits 3
  * when registration fails (duplicate node id), printing the error.
+ * SIGUSR2: print "STATS <k> events=<n> leader=<0|1>", k counting from 1:
+ * the watch events its model applied so far (ec_node_watch_events).
  *
  * EC_TEST_WEDGE_FILE=PATH: while PATH exists, every epoch callback blocks
  * (polling the file, at most 120 s): the coordinator's loop is wedged while
@@ -23,11 +25,13 @@
 #include "log.h"
 #include "node.h"
 
-static volatile sig_atomic_t got_term, got_usr1;
+static volatile sig_atomic_t got_term, got_usr1, got_usr2;
 static void on_sig(int s)
 {
     if (s == SIGUSR1)
         got_usr1 = 1;
+    else if (s == SIGUSR2)
+        got_usr2 = 1;
     else
         got_term = 1;
 }
@@ -86,6 +90,7 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_sig);
     signal(SIGINT, on_sig);
     signal(SIGUSR1, on_sig);
+    signal(SIGUSR2, on_sig);
     ec_error_t err = {0};
     ec_etcd_opts_t eo = EC_ETCD_OPTS_INIT;
     eo.endpoints = argv[1];
@@ -128,7 +133,14 @@ int main(int argc, char **argv)
     printf("STARTED %s lease=%llx\n", argv[3], (unsigned long long)ec_node_lease(n));
     sigset_t none;
     sigemptyset(&none);
+    int nstats = 0;
     while (!got_term) {
+        if (got_usr2) {
+            got_usr2 = 0;
+            printf("STATS %d events=%llu leader=%d\n", ++nstats,
+                   (unsigned long long)ec_node_watch_events(n), ec_node_is_leader(n) ? 1 : 0);
+            fflush(stdout);
+        }
         if (got_usr1) {
             got_usr1 = 0;
             int brc = ec_node_bump_incarnation(n, &err);
