@@ -115,7 +115,8 @@ static void *loop(void *arg)
         atomic_store(&n->beat_ms, ec__node_mono_ms());
         pthread_mutex_lock(&n->lock);
         for (;;) {
-            if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving))
+            if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving) ||
+                n->am_leader != n->model_wide)
                 break;
             int64_t now = ec__node_mono_ms();
             if (n->self_pending && (retry_at < 0 || retry_at <= now))
@@ -173,7 +174,10 @@ static void *loop(void *arg)
             relist = true;
             ec__node_step_down(n, "etcd lost its data");
         }
-        if (relist && ec__node_sync_model(n, &err) < 0) {
+        /* The model is the whole job's while this node leads, a follower's
+         * otherwise (node_model.c). */
+        if ((relist || n->am_leader != n->model_wide) &&
+            ec__node_sync_model(n, n->am_leader, &err) < 0) {
             ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err.msg);
             retry_at = ec__node_mono_ms() + 500;
             continue;
@@ -202,8 +206,26 @@ static void *loop(void *arg)
             retry_at = ec__node_mono_ms() + 500;
         }
         ec__node_elect(n);
+        if (n->am_leader && !n->model_wide) {
+            /* Just won: list and watch the whole job before planning. */
+            if (ec__node_sync_model(n, true, &err) < 0) {
+                ec_log(EC_LOG_WARN, "listing the job as its new leader failed: %s; retrying",
+                       err.msg);
+                retry_at = ec__node_mono_ms() + 500;
+                continue;
+            }
+        }
+        if (ec__node_follow_suspects(n, &err) < 0) {
+            ec_log(EC_LOG_WARN, "cannot follow the suspicion reports: %s; retrying", err.msg);
+            pthread_mutex_lock(&n->lock);
+            n->sus_watched = 0;
+            int64_t w = ec__node_mono_ms() + 500;
+            if (n->wake_at < 0 || n->wake_at > w)
+                n->wake_at = w;
+            pthread_mutex_unlock(&n->lock);
+        }
         ec__node_handle_suspicions(n);
-        if (n->am_leader)
+        if (n->am_leader && n->model_wide)
             ec__node_plan_and_act(n);
     }
     return NULL;
@@ -282,6 +304,7 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     n->fp_since = ec__node_mono_ms();
     n->missing_since = -1;
     n->wake_at = -1;
+    n->senior_read_for = -1;
     pthread_mutex_init(&n->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -306,7 +329,7 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
         if (!(n->probe = ec_probe_serve(n->host, o->probe_port, n->node_id, err)))
             goto fail;
     }
-    if (ec__node_sync_model(n, err) < 0)
+    if (ec__node_sync_model(n, false, err) < 0)
         goto fail;
     if (pthread_create(&n->thread, NULL, loop, n) != 0) {
         ec_errorf(err, EC_ESYS, "cannot start the coordinator thread");
@@ -423,9 +446,49 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
     return rc;
 }
 
+/* The probe port in node id's record of a listing of nodes/ (sorted by
+ * key); 0 when it has none. */
+static uint16_t probe_port_in(ec_node_t *n, const ec_kv_list_t *l, const char *id)
+{
+    char key[EC_KEY_MAX];
+    if (ec_key_node(&n->keys, id, key, sizeof(key)) < 0)
+        return 0;
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(l->kvs[mid].key, key);
+        if (c == 0) {
+            ec_node_rec_t *rec = NULL;
+            uint16_t p = 0;
+            if (l->kvs[mid].lease &&
+                ec_node_rec_decode(l->kvs[mid].value, l->kvs[mid].value_len, NULL, &rec, NULL) == 0)
+                p = rec->probe_port;
+            ec_node_rec_free(rec);
+            return p;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
 int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t *err)
 {
     *dead = NULL;
+    /* A follower's model holds no other node's record: read them (the
+     * probe ports), once per failure. */
+    ec_kv_list_t recs = {0};
+    bool have_recs = false;
+    pthread_mutex_lock(&n->lock);
+    bool wide = n->model_wide;
+    pthread_mutex_unlock(&n->lock);
+    if (!wide) {
+        if (ec__node_read_records(n, &recs, err) < 0)
+            return err->code;
+        have_recs = true;
+    }
     pthread_mutex_lock(&n->lock);
     int nm = n->epoch ? n->epoch->nmembers : 0;
     ec_probe_target_t *t = calloc((size_t)(nm ? nm : 1), sizeof(*t));
@@ -434,18 +497,25 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
     int nt = 0;
     for (int m = 0; t && ids && hosts && m < nm; m++) {
         const char *id = n->epoch->members[m].node_id;
-        bool found;
-        size_t k = ec__node_mnode_find(n, id, &found);
         if (!strcmp(id, n->node_id))
             continue;
+        uint16_t port = 0;
+        if (have_recs) {
+            port = probe_port_in(n, &recs, id);
+        } else {
+            bool found;
+            size_t k = ec__node_mnode_find(n, id, &found);
+            port = found && n->nodes[k].rec ? n->nodes[k].rec->probe_port : 0;
+        }
         ids[nt] = strdup(id);
         hosts[nt] = strdup(n->epoch->members[m].host);
         /* a member whose record is gone is dead already (port 0 never answers) */
-        t[nt] = (ec_probe_target_t){.host = hosts[nt], .expect_id = ids[nt],
-                                    .port = found && n->nodes[k].rec ? n->nodes[k].rec->probe_port : 0};
+        t[nt] = (ec_probe_target_t){.host = hosts[nt], .expect_id = ids[nt], .port = port};
         nt++;
     }
     pthread_mutex_unlock(&n->lock);
+    if (have_recs)
+        ec_kv_list_free(&recs);
     if (!t || !ids || !hosts) {
         free(t);
         free(ids);
@@ -486,7 +556,9 @@ void ec_node_stop(ec_node_t *n)
     ec__node_ring_join(n);
     if (n->thread_started)
         pthread_join(n->thread, NULL);
-    ec_watch_stop(n->watch);
+    for (size_t i = 0; i < n->nwatch; i++)
+        ec_watch_stop(n->watch[i]);
+    ec_watch_stop(n->sus_watch);
     ec_keepalive_stop(n->ka);
     ec_probe_server_stop(n->probe);
     ec__node_model_clear(n);

@@ -114,7 +114,10 @@ int64_t ec_node_lease_confirmed_ms(ec_node_t *n);
 uint64_t ec_node_run(ec_node_t *n);
 /* Number of the newest epoch seen (0: none yet). */
 uint64_t ec_node_epoch_number(ec_node_t *n);
-/* Watch events applied to this node's model so far (tests, metrics). */
+/* Watch events applied to this node's model so far (tests, metrics): the
+ * leader's model follows every key of the job, a follower's only the leader
+ * key, the epoch, the status, its own record and the current epoch's
+ * suspicion reports. */
 uint64_t ec_node_watch_events(ec_node_t *n);
 
 #endif

@@ -128,6 +128,16 @@ static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
     int64_t at = n->epoch_mod_rev;
     if (!ep || at <= 0)
         return;
+    if (!n->model_wide) {
+        /* A follower's model holds its own record only: the others' were
+         * read once for this absence of the leader key (senior_check). */
+        bool found;
+        size_t k = ec__node_mnode_find(n, n->node_id, &found);
+        *junior = ec_epoch_find_member(ep, n->node_id) < 0 || !found || !n->nodes[k].rec ||
+                  n->nodes[k].create_rev >= at;
+        *senior_alive = n->senior_read_for == n->leader_deleted_rev && n->senior_read;
+        return;
+    }
     for (int i = 0; i < ep->nmembers; i++) {
         bool found;
         size_t k = ec__node_mnode_find(n, ep->members[i].node_id, &found);
@@ -139,8 +149,47 @@ static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
     }
 }
 
+/* A follower that is junior, with the leader key absent, reads nodes/ once
+ * per absence to learn whether a senior member is alive (it then defers
+ * its campaign, EC_CAMPAIGN_DEFER_MS).  No lock held. */
+static void senior_check(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    bool junior, senior_alive;
+    seniority(n, &junior, &senior_alive);
+    bool need = !n->model_wide && !n->am_leader && n->leader_create_rev == 0 && junior &&
+                n->epoch && n->senior_read_for != n->leader_deleted_rev;
+    int64_t for_rev = n->leader_deleted_rev, at = n->epoch_mod_rev;
+    ec_epoch_t *ep = need ? ec_epoch_dup(n->epoch) : NULL;
+    pthread_mutex_unlock(&n->lock);
+    if (!ep)
+        return;
+    ec_kv_list_t l;
+    ec_error_t err = {0};
+    if (ec__node_read_records(n, &l, &err) < 0) {
+        ec_log(EC_LOG_WARN, "cannot read the node records for the election: %s", err.msg);
+        ec_epoch_free(ep);
+        return; /* campaigns without deferring: a leader matters more */
+    }
+    bool alive = false;
+    char prefix[EC_KEY_MAX];
+    size_t pl = (size_t)ec_key_nodes_prefix(&n->keys, prefix, sizeof(prefix));
+    for (size_t i = 0; i < l.n && !alive; i++) {
+        const char *id = l.kvs[i].key + pl;
+        alive = l.kvs[i].key_len > pl && l.kvs[i].lease && l.kvs[i].create_revision < at &&
+                strcmp(id, n->node_id) && ec_epoch_find_member(ep, id) >= 0;
+    }
+    ec_kv_list_free(&l);
+    ec_epoch_free(ep);
+    pthread_mutex_lock(&n->lock);
+    n->senior_read_for = for_rev;
+    n->senior_read = alive;
+    pthread_mutex_unlock(&n->lock);
+}
+
 void ec__node_elect(ec_node_t *n)
 {
+    senior_check(n);
     /* At most a step-down and a campaign per pass; the next change of the
      * leader key wakes the loop again. */
     for (int pass = 0; pass < 2; pass++) {

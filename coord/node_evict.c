@@ -245,6 +245,27 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
  * leader the rest still reach), so that a dead leader is replaced as fast as
  * a dead member (its record and key deleted, the next campaign brings a new
  * fencing token, and a leader that was only slow can no longer publish). */
+/* A follower's model holds no other node's record: once a majority
+ * reported the leader, read the leader's (its host, probe port, lease and
+ * mod revision for the fenced eviction).  No lock held. */
+static void fetch_accused_leader(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t cur = n->epoch ? n->epoch->number : 0;
+    bool probed = false;
+    for (size_t i = 0; n->leader_id && n->probed_epoch == cur && i < n->nprobed; i++)
+        probed = probed || !strcmp(n->probed[i], n->leader_id);
+    char *id = NULL;
+    if (!n->model_wide && !n->am_leader && cur && n->leader_id && !probed &&
+        ec_epoch_find_member(n->epoch, n->leader_id) >= 0 &&
+        ec_evict_leader_quorum((size_t)n->epoch->nmembers, reporters_of(n, cur, n->leader_id)))
+        id = strdup(n->leader_id);
+    pthread_mutex_unlock(&n->lock);
+    if (id)
+        ec__node_fetch_record(n, id);
+    free(id);
+}
+
 void ec__node_handle_suspicions(ec_node_t *n)
 {
     enum { MAXS = 64 };
@@ -254,6 +275,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
     size_t nt = 0;
     int64_t leader_rev = 0;
     probe_held(n);
+    fetch_accused_leader(n);
     pthread_mutex_lock(&n->lock);
     uint64_t cur = n->epoch ? n->epoch->number : 0;
     leader_rev = n->leader_create_rev;

@@ -2,7 +2,8 @@
  * (internal to coord/node*.c; the public API is node.h).
  *
  * The coordinator is split by concern, in reading order:
- *   node_model.c     the job model, fed by one watch of the job's keys;
+ *   node_model.c     the job model: the leader's fed by one watch of the whole
+ *                    job, a follower's by single-key watches of what it needs;
  *   node_register.c  registration of this node under its lease;
  *   node_election.c  campaign, adopt or resign, step down, the fence;
  *   node_publish.c   (leader) the planner's decisions published as fenced epochs;
@@ -99,7 +100,30 @@ struct ec_node {
     size_t nleft;
     int64_t changed_at_ms;
     int64_t list_rev;       /* watch events at or below it are in the listing */
-    bool watch_created;
+    int watches_created;    /* CREATED events seen since the watches opened */
+    /* Whether the model holds the whole job (the leader's: every node
+     * record, suspicion reports and failures, from one watch of the root)
+     * or only what a follower needs (leader, epoch, status, its own record
+     * and the current epoch's suspicion reports, each watched alone), so
+     * that a change reaches the leader and the nodes it concerns, not every
+     * node: O(N) bytes per change instead of O(N^2). */
+    bool model_wide;
+    /* Narrow model: every leader-key change up to this revision is in
+     * `llog` (the leader key has a watch of its own, so an epoch event can
+     * come before the leader event of the same revision; the leader's
+     * epoch transaction touches the leader key for that reason).  Wide
+     * model: INT64_MAX (one watch, one order). */
+    int64_t leader_through;
+    int64_t verify_since_ms; /* when the pending epoch was first seen */
+    /* Narrow model: the epoch whose suspicion reports are watched, and the
+     * revision of their listing */
+    uint64_t sus_watched;
+    int64_t sus_list_rev;
+    ec_watch_t *sus_watch;
+    /* Narrow model, election: whether a member with an older record than
+     * ours is alive, read from nodes/ once per absence of the leader key */
+    int64_t senior_read_for; /* leader_deleted_rev it was read for; -1 none */
+    bool senior_read;
     /* watch events applied to the model (ec_node_watch_events) */
     uint64_t watch_events;
     /* suspicion reports for the current epoch (under lock) */
@@ -144,7 +168,8 @@ struct ec_node {
     /* the loop's heartbeat (monotonic ms): the keepalive refreshes the lease
      * only while the loop beats, so a wedged coordinator loses its lease */
     _Atomic int64_t beat_ms;
-    ec_watch_t *watch;
+    ec_watch_t *watch[5];
+    size_t nwatch;
 };
 
 /* clocks and the event log (node.c) */
@@ -159,10 +184,26 @@ bool ec__node_loop_alive(void *arg);
 /* node_model.c */
 size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found);
 void ec__node_model_clear(ec_node_t *n);
-int ec__node_sync_model(ec_node_t *n, ec_error_t *err);
-/* Check an epoch of the listing whose leadership the model cannot tell, by
- * reading the leader key at the epoch's revision (coordinator thread, no
- * lock held).  Returns false while it is still unverified (retry later). */
+/* Open the watches and list what they cover: the whole job when `wide`
+ * (the leader), else a follower's keys.  Coordinator thread, no lock. */
+int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err);
+/* Narrow model: follow the suspicion reports of the current epoch (watch
+ * and list epochs/<cur>/suspect/ when the epoch changed).  Coordinator
+ * thread, no lock.  Returns 0 or an error code (retried). */
+int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err);
+/* Read every node record (a follower's model has none but its own): a list
+ * the caller frees with ec_kv_list_free.  No lock held. */
+int ec__node_read_records(ec_node_t *n, ec_kv_list_t *l, ec_error_t *err);
+/* Read node `id`'s record into the model (lock not held); returns whether
+ * it exists and decodes. */
+bool ec__node_fetch_record(ec_node_t *n, const char *id);
+/* Check an epoch whose leadership the model cannot tell (one of the
+ * listing, or, in a follower's model, one that came before the leader
+ * key's event of its revision and was not followed by it within
+ * EC_VERIFY_GRACE_MS), by reading the leader key at the epoch's revision
+ * (coordinator thread, no lock held).  Returns false while it is still
+ * unverified (retry later). */
+#define EC_VERIFY_GRACE_MS 200
 bool ec__node_verify_epoch(ec_node_t *n);
 /* Compare etcd's revision now with the highest seen (coordinator thread, no
  * lock held); when it went backwards, drop the model's epoch and ask for a

@@ -1,5 +1,10 @@
-/* The job model of one node coordinator: every key of the job, fed by one
- * watch opened before the listing it starts from. */
+/* The job model of one node coordinator.  The leader's holds every key of
+ * the job, fed by one watch of the job's root opened before the listing it
+ * starts from.  A follower's holds only what a follower needs: the leader
+ * key, the epoch, the job status and its own record, each watched alone,
+ * and the current epoch's suspicion reports (a follower deposes a silent
+ * leader on a majority of them); node-record churn never reaches it, so a
+ * change costs etcd O(N) bytes, not O(N^2) (tests/bench/bench_scale). */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
@@ -149,10 +154,29 @@ static void judge_epoch(ec_node_t *n, ec_epoch_t *ep, const ec_kv_t *kv, int64_t
     install_epoch(n, ep, kv->value, kv->value_len);
 }
 
+static void resolve_pending(ec_node_t *n);
+
 static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
 {
     n->epoch_mod_rev = kv->mod_revision;
-    n->verify_pending = false; /* whatever waited for a check is superseded */
+    if (n->verify_pending) {
+        /* Whatever waited for a check is superseded (a forged epoch that
+         * the leader has already overwritten, say): judged if the leader
+         * log can tell by now, else dropped unapplied. */
+        resolve_pending(n);
+        if (n->verify_pending) {
+            uint64_t num = 0;
+            ec_epoch_t *old = NULL;
+            if (ec_epoch_decode(n->verify_raw, n->verify_len, n->k_epoch, &old, NULL) == 0)
+                num = old->number;
+            ec_epoch_free(old);
+            ec_log(EC_LOG_WARN, "ignoring epoch %" PRIu64 ": overwritten at revision %" PRId64
+                   " before the leadership it was written under (revision %" PRId64 ") could "
+                   "be checked; the newer value is judged instead", num, kv->mod_revision,
+                   n->verify_rev);
+        }
+    }
+    n->verify_pending = false;
     ec_error_t err = {0};
     ec_epoch_t *ep = NULL;
     if (ec_epoch_decode(kv->value, kv->value_len, kv->key, &ep, &err) < 0) {
@@ -170,13 +194,17 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
         return;
     }
     const ec_leadership_t *ls = NULL;
-    int known = ec_leader_log_at(&n->llog, kv->mod_revision, &ls);
+    int known = kv->mod_revision <= n->leader_through
+                    ? ec_leader_log_at(&n->llog, kv->mod_revision, &ls) : -1;
     if (known >= 0) {
         judge_epoch(n, ep, kv, kv->mod_revision, ls);
         return;
     }
-    /* Written before the listing under a leadership that is gone: the loop
-     * reads the leader key at its revision (ec__node_verify_epoch). */
+    /* Written before the listing under a leadership that is gone, or (a
+     * follower's model) newer than the leader-key changes seen so far: the
+     * leader key's event of the same revision resolves it
+     * (resolve_pending), else the loop reads the leader key at its revision
+     * (ec__node_verify_epoch). */
     ec_epoch_free(ep);
     uint8_t *raw = malloc(kv->value_len ? kv->value_len : 1);
     if (!raw)
@@ -187,12 +215,43 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
     n->verify_len = kv->value_len;
     n->verify_rev = kv->mod_revision;
     n->verify_pending = true;
+    n->verify_since_ms = ec__node_mono_ms();
+}
+
+/* A follower's model saw the leader key up to leader_through: judge the
+ * epoch waiting for it, if that covers its revision now (lock held). */
+static void resolve_pending(ec_node_t *n)
+{
+    if (!n->verify_pending || n->verify_rev > n->leader_through)
+        return;
+    const ec_leadership_t *ls = NULL;
+    if (ec_leader_log_at(&n->llog, n->verify_rev, &ls) < 0)
+        return; /* before the log: the loop reads it */
+    n->verify_pending = false;
+    ec_epoch_t *ep = NULL;
+    ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = n->verify_raw,
+                  .value_len = n->verify_len, .mod_revision = n->verify_rev};
+    if (ec_epoch_decode(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0)
+        judge_epoch(n, ep, &kv, n->verify_rev, ls);
+    n->dirty = true;
 }
 
 bool ec__node_verify_epoch(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
     if (!n->verify_pending) {
+        pthread_mutex_unlock(&n->lock);
+        return true;
+    }
+    /* A follower's epoch newer than its leader log: the leader's own epoch
+     * transaction touches the leader key, whose event resolves it at once;
+     * only an epoch nobody touched the leader key with (another tool's)
+     * waits out the grace and costs a read. */
+    int64_t left = n->verify_since_ms + EC_VERIFY_GRACE_MS - ec__node_mono_ms();
+    if (!n->model_wide && n->verify_rev > n->leader_through && left > 0) {
+        int64_t w = ec__node_mono_ms() + left;
+        if (n->wake_at < 0 || n->wake_at > w)
+            n->wake_at = w;
         pthread_mutex_unlock(&n->lock);
         return true;
     }
@@ -334,6 +393,10 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
         n->leader_mod_rev = put ? kv->mod_revision : 0;
         if (!put)
             n->leader_deleted_rev = kv->mod_revision;
+        if (kv->mod_revision > n->leader_through) {
+            n->leader_through = kv->mod_revision;
+            resolve_pending(n);
+        }
     } else if (!strcmp(suffix, "epoch")) {
         if (put) {
             model_put_epoch(n, kv);
@@ -395,20 +458,32 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
     n->dirty = true;
 }
 
+/* Whether key is one of the current epoch's suspicion reports. */
+static bool is_suspect_key(ec_node_t *n, const ec_kv_t *kv)
+{
+    uint64_t num = 0;
+    return ec_key_parse_epoch(&n->keys, kv->key, kv->key_len, &num) == EC_KEY_EPOCH_WORKER &&
+           strstr(kv->key, "/suspect/") != NULL;
+}
+
 static void on_watch(const ec_watch_event_t *ev, void *arg)
 {
     ec_node_t *n = arg;
     pthread_mutex_lock(&n->lock);
     switch (ev->type) {
     case EC_WATCH_PUT:
-    case EC_WATCH_DELETE:
-        if (ev->revision > n->list_rev) {
+    case EC_WATCH_DELETE: {
+        /* A follower's suspicion reports have a listing of their own. */
+        int64_t listed = !n->model_wide && is_suspect_key(n, ev->kv) ? n->sus_list_rev
+                                                                     : n->list_rev;
+        if (ev->revision > listed) {
             model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
             n->watch_events++;
         }
         if (ev->revision > n->max_rev && ev->revision != INT64_MAX)
             n->max_rev = ev->revision;
         break;
+    }
     case EC_WATCH_COMPACTED:
         n->relist = true;
         break;
@@ -417,7 +492,7 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
         n->check_history = true; /* etcd may have come back without its data */
         break;
     case EC_WATCH_CREATED:
-        n->watch_created = true;
+        n->watches_created++;
         /* re-created on an etcd whose revision is below one seen: it lost
          * its data (the loop checks, then lists again) */
         if (ev->revision > 0 && ev->revision < n->max_rev)
@@ -428,30 +503,12 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     pthread_mutex_unlock(&n->lock);
 }
 
-/* Watch the whole job, then list it.  The watch is opened "from now" first
- * and the listing read after it exists, so nothing falls between them; the
- * events the listing already holds are dropped by revision.  (A watch opened
- * at listing revision + 1 after a write that came in meanwhile is served by
- * etcd's catch-up loop, every 100 ms: a joiner saw its first epoch late.) */
-int ec__node_sync_model(ec_node_t *n, ec_error_t *err)
+/* Wait (lock held) until `want` watches were created since the count was
+ * `base`; returns whether they were. */
+static bool wait_created(ec_node_t *n, int base, int want)
 {
-    ec_watch_stop(n->watch);
-    n->watch = NULL;
-    pthread_mutex_lock(&n->lock);
-    n->list_rev = INT64_MAX; /* nothing applies until the listing is in */
-    n->watch_created = false;
-    pthread_mutex_unlock(&n->lock);
-    /* No prev_kv: the model already holds every record's last value (a
-     * leaving node's record said so before it vanished), and asking etcd
-     * for old values on every event for every node's watch is what made
-     * its cost grow fastest with the node count (tests/bench/bench_scale). */
-    n->watch = ec_watch_start_ex(n->c, ec_keys_root(&n->keys), true, 0, EC_WATCH_NO_PREV_KV,
-                                 on_watch, n, err);
-    if (!n->watch)
-        return err->code;
     int64_t deadline = ec__node_mono_ms() + 10000;
-    pthread_mutex_lock(&n->lock);
-    while (!n->watch_created && !n->stop && ec__node_mono_ms() < deadline) {
+    while (n->watches_created - base < want && !n->stop && ec__node_mono_ms() < deadline) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 50 * 1000000;
@@ -461,18 +518,95 @@ int ec__node_sync_model(ec_node_t *n, ec_error_t *err)
         }
         pthread_cond_timedwait(&n->cond, &n->lock, &ts);
     }
-    bool created = n->watch_created;
+    return n->watches_created - base >= want;
+}
+
+static void stop_watches(ec_node_t *n)
+{
+    for (size_t i = 0; i < n->nwatch; i++)
+        ec_watch_stop(n->watch[i]);
+    n->nwatch = 0;
+    ec_watch_stop(n->sus_watch);
+    n->sus_watch = NULL;
+}
+
+/* Watch, then list.  The watches are opened "from now" first and the
+ * listing read after they exist, so nothing falls between them; the events
+ * the listing already holds are dropped by revision.  (A watch opened at
+ * listing revision + 1 after a write that came in meanwhile is served by
+ * etcd's catch-up loop, every 100 ms: a joiner saw its first epoch late.)
+ * The leader watches and lists the whole job; a follower watches its few
+ * keys, each alone, and reads them in one transaction (one revision). */
+int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
+{
+    stop_watches(n);
+    pthread_mutex_lock(&n->lock);
+    n->list_rev = INT64_MAX; /* nothing applies until the listing is in */
+    n->sus_list_rev = INT64_MAX;
+    n->sus_watched = 0;
+    int base = n->watches_created;
+    pthread_mutex_unlock(&n->lock);
+    /* No prev_kv: the model already holds every record's last value (a
+     * leaving node's record said so before it vanished), and asking etcd
+     * for old values on every event for every node's watch is what made
+     * its cost grow fastest with the node count (tests/bench/bench_scale). */
+    const char *keys[4] = {ec_keys_root(&n->keys)};
+    size_t nk = 1;
+    if (!wide) {
+        keys[0] = n->k_leader;
+        keys[1] = n->k_epoch;
+        keys[2] = n->k_status;
+        keys[3] = n->k_node;
+        nk = 4;
+    }
+    for (size_t i = 0; i < nk; i++) {
+        n->watch[i] = ec_watch_start_ex(n->c, keys[i], wide, 0, EC_WATCH_NO_PREV_KV, on_watch, n,
+                                        err);
+        if (!n->watch[i]) {
+            stop_watches(n);
+            return err->code;
+        }
+        n->nwatch++;
+    }
+    pthread_mutex_lock(&n->lock);
+    bool created = wait_created(n, base, (int)nk);
     pthread_mutex_unlock(&n->lock);
     if (!created)
         return ec_errorf(err, EC_ETIMEDOUT, "etcd at %s did not open a watch on %s within 10 s",
-                         ec_etcd_endpoints(n->c), ec_keys_root(&n->keys));
+                         ec_etcd_endpoints(n->c), wide ? ec_keys_root(&n->keys) : n->k_epoch);
     /* The listing is read while holding the lock, so no watch event is
      * applied between it and the model it builds. */
-    ec_kv_list_t l;
+    ec_kv_list_t l = {0};
+    ec_txn_result_t r = {0};
     pthread_mutex_lock(&n->lock);
-    int rc = ec_etcd_get_prefix(n->c, ec_keys_root(&n->keys), 0, &l, err);
+    int rc;
+    if (wide) {
+        rc = ec_etcd_get_prefix(n->c, ec_keys_root(&n->keys), 0, &l, err);
+    } else {
+        ec_op_t get[4];
+        for (size_t i = 0; i < nk; i++)
+            get[i] = (ec_op_t){.type = EC_OP_GET, .key = keys[i]};
+        rc = ec_etcd_txn(n->c, NULL, 0, get, nk, NULL, 0, &r, err);
+        if (rc == 0) {
+            size_t cnt = 0;
+            for (size_t i = 0; i < r.n; i++)
+                cnt += r.results[i].kvs.n;
+            l.kvs = calloc(cnt ? cnt : 1, sizeof(ec_kv_t));
+            l.revision = r.revision;
+            /* borrowed from r: freed with it */
+            for (size_t i = 0; l.kvs && i < r.n; i++)
+                for (size_t j = 0; j < r.results[i].kvs.n; j++)
+                    l.kvs[l.n++] = r.results[i].kvs.kvs[j];
+            if (!l.kvs)
+                rc = ec_errorf(err, EC_ENOMEM, "out of memory");
+        }
+    }
     if (rc == 0) {
         ec__node_model_clear(n);
+        n->model_wide = wide;
+        /* One watch delivers every change in order: the leader log is
+         * complete.  Separate watches: complete up to the listing. */
+        n->leader_through = wide ? INT64_MAX : l.revision;
         /* The leader key first: the epoch sorts before it, and its check
          * needs the leadership. */
         ec_leader_log_reset(&n->llog, l.revision);
@@ -487,10 +621,97 @@ int ec__node_sync_model(ec_node_t *n, ec_error_t *err)
             n->max_rev = l.revision;
         n->relist = false;
         n->dirty = true;
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (wide) {
+        if (rc == 0)
+            ec_kv_list_free(&l);
+    } else {
+        free(l.kvs);
+        if (rc == 0)
+            ec_txn_result_free(&r);
+    }
+    return rc;
+}
+
+int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t cur = n->epoch ? n->epoch->number : 0;
+    bool skip = n->model_wide || !cur || cur == n->sus_watched;
+    int base = n->watches_created;
+    if (!skip)
+        n->sus_list_rev = INT64_MAX; /* the new watch's events wait for its listing */
+    pthread_mutex_unlock(&n->lock);
+    if (skip)
+        return 0;
+    ec_watch_stop(n->sus_watch);
+    n->sus_watch = NULL;
+    char prefix[EC_KEY_MAX];
+    int kl = ec_key_epoch_worker_prefix(&n->keys, cur, prefix, sizeof(prefix));
+    if (kl < 0 || (size_t)kl + sizeof("suspect/") > sizeof(prefix))
+        return ec_errorf(err, EC_EINVAL, "cannot build the suspicion prefix of epoch %" PRIu64, cur);
+    strcat(prefix, "suspect/");
+    n->sus_watch = ec_watch_start_ex(n->c, prefix, true, 0, EC_WATCH_NO_PREV_KV, on_watch, n, err);
+    if (!n->sus_watch)
+        return err->code;
+    pthread_mutex_lock(&n->lock);
+    bool created = wait_created(n, base, 1);
+    pthread_mutex_unlock(&n->lock);
+    if (!created)
+        return ec_errorf(err, EC_ETIMEDOUT, "etcd at %s did not open a watch on %s within 10 s",
+                         ec_etcd_endpoints(n->c), prefix);
+    ec_kv_list_t l;
+    pthread_mutex_lock(&n->lock);
+    int rc = ec_etcd_get_prefix(n->c, prefix, 0, &l, err);
+    if (rc == 0) {
+        for (size_t i = 0; i < l.n; i++)
+            model_apply(n, true, &l.kvs[i], NULL);
+        n->sus_list_rev = l.revision;
+        n->sus_watched = cur;
+        n->dirty = true;
         ec_kv_list_free(&l);
     }
     pthread_mutex_unlock(&n->lock);
     return rc;
+}
+
+int ec__node_read_records(ec_node_t *n, ec_kv_list_t *l, ec_error_t *err)
+{
+    char prefix[EC_KEY_MAX];
+    ec_key_nodes_prefix(&n->keys, prefix, sizeof(prefix));
+    return ec_etcd_get_prefix(n->c, prefix, 0, l, err);
+}
+
+bool ec__node_fetch_record(ec_node_t *n, const char *id)
+{
+    char key[EC_KEY_MAX];
+    if (ec_key_node(&n->keys, id, key, sizeof(key)) < 0)
+        return false;
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(n->c, key, &kv, &found, NULL, NULL) < 0)
+        return false;
+    pthread_mutex_lock(&n->lock);
+    bool ok = false;
+    if (found) {
+        model_put_node(n, id, &kv);
+        bool f;
+        size_t i = ec__node_mnode_find(n, id, &f);
+        ok = f && n->nodes[i].rec;
+    } else {
+        bool f;
+        size_t i = ec__node_mnode_find(n, id, &f);
+        if (f && strcmp(id, n->node_id)) {
+            mnode_clear(&n->nodes[i]);
+            memmove(&n->nodes[i], &n->nodes[i + 1], (n->nnodes - i - 1) * sizeof(mnode_t));
+            n->nnodes--;
+        }
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (found)
+        ec_kv_free(&kv);
+    return ok;
 }
 
 bool ec__node_check_history(ec_node_t *n)

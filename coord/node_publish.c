@@ -31,6 +31,10 @@ typedef struct pub {
     } *ref;
 } pub_t;
 
+/* Records above this size have their history copy (epochs/<n>) written
+ * apart from the epoch's transaction. */
+#define EC_HISTORY_INLINE_MAX (256 * 1024)
+
 static void pub_free(pub_t *p)
 {
     free(p->buf);
@@ -316,14 +320,32 @@ void ec__node_plan_and_act(ec_node_t *n)
         ec_cmp_t cm[2] = {ec__node_fence_leader(n),
                           {.key = n->k_epoch, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
                            .number = p.expect_mod}};
-        ec_op_t ops[4];
+        ec_op_t ops[6];
         size_t nops = 0;
         ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epoch, .value = p.buf, .value_len = p.len};
+        /* The leader key, put again unchanged (same value, same lease; its
+         * create revision, the fencing token, stays): followers watch it
+         * and the epoch separately, and its event at the epoch's revision
+         * tells them, without a read, which leadership held the key when
+         * the epoch was written (node_model.c, resolve_pending). */
+        ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_leader, .value = n->node_id,
+                                .value_len = strlen(n->node_id), .lease = ec_node_lease(n)};
         void *stbuf = NULL;
         size_t stlen = 0;
-        if (p.number > 0) {
+        /* The history copy rides in the epoch's transaction while the
+         * record is small; a large one is written in a transaction of its
+         * own right after (same fence), so that no request carries the
+         * record twice and a record up to EC_RECORD_MAX_BYTES fits etcd's
+         * request limit.  (A leader deposed between the two leaves that
+         * epoch without its history copy: history is for post-mortems, not
+         * for readers of the epoch.) */
+        bool hist_apart = p.number > 0 && p.len > EC_HISTORY_INLINE_MAX;
+        if (p.number > 0)
             ec_key_epoch_history(&n->keys, p.number, hist, sizeof(hist));
-            ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = hist, .value = p.buf, .value_len = p.len};
+        if (p.number > 0) {
+            if (!hist_apart)
+                ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = hist, .value = p.buf,
+                                        .value_len = p.len};
             int keep = n->o.history_keep > 0 ? n->o.history_keep : 64;
             if (p.number > (uint64_t)keep) {
                 ec_key_epoch_history(&n->keys, p.number - (uint64_t)keep, keep_from, sizeof(keep_from));
@@ -346,6 +368,14 @@ void ec__node_plan_and_act(ec_node_t *n)
             ec_log(EC_LOG_WARN, "publishing epoch %" PRIu64 " failed: %s; will retry", p.number, err.msg);
             n->wake_at = ec__node_mono_ms() + 200;
         } else {
+            if (r.succeeded && hist_apart) {
+                ec_cmp_t f = ec__node_fence_leader(n);
+                ec_op_t put = {.type = EC_OP_PUT, .key = hist, .value = p.buf, .value_len = p.len};
+                ec_error_t herr = {0};
+                if (ec_etcd_txn(n->c, &f, 1, &put, 1, NULL, 0, NULL, &herr) < 0)
+                    ec_log(EC_LOG_WARN, "cannot write the history copy of epoch %" PRIu64 ": %s",
+                           p.number, herr.msg);
+            }
             if (r.succeeded) {
                 if (p.number > 0) {
                     ec__node_emit(n, "%s (txn %lld ms)", p.log ? p.log : "+epoch",

@@ -9,7 +9,9 @@
  * processes are doing, instead of after its lease TTL.
  *
  * Its own thread, so that a probe's deadline never delays the loop; it
- * reads the model under `lock` and probes and writes without it. */
+ * reads the epoch under `lock`, and its successors' records (host, probe
+ * port) with a get each when the epoch changes, and probes and writes
+ * without the lock. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "keys.h"
 #include "log.h"
 #include "node_impl.h"
 
@@ -55,45 +58,83 @@ static bool pause_ms(ec_node_t *n, int64_t ms)
     return stop;
 }
 
-/* Under lock: the peers this node watches in the current epoch, keeping the
- * miss counts of those it watched already.  Returns the epoch number (0: not
- * a member of an epoch, nothing to watch). */
-static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw)
+/* Read peer id's record (its host and probe port; no lock held): whether
+ * it exists, was written by an agent (leased) and names a probe port. */
+static bool read_peer(ec_node_t *n, const char *id, watched_t *v)
 {
+    char key[EC_KEY_MAX];
+    if (ec_key_node(&n->keys, id, key, sizeof(key)) < 0)
+        return false;
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(n->c, key, &kv, &found, NULL, NULL) < 0 || !found)
+        return false;
+    ec_node_rec_t *rec = NULL;
+    bool ok = kv.lease && ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0 &&
+              !strcmp(rec->node_id, id) && rec->probe_port;
+    if (ok)
+        *v = (watched_t){.id = strdup(id), .host = strdup(rec->host), .port = rec->probe_port};
+    ec_node_rec_free(rec);
+    ec_kv_free(&kv);
+    return ok;
+}
+
+/* The peers this node watches in the current epoch, keeping the miss
+ * counts of those it watched already.  Their records (host, probe port)
+ * are read when the epoch changes: a follower's model holds no other
+ * node's record.  Returns the epoch number (0: not a member of an epoch,
+ * nothing to watch).  No lock held. */
+static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw, uint64_t *read_for)
+{
+    char *succ[EC_RING_WATCHERS];
+    size_t k = 0;
+    uint64_t number = 0;
+    pthread_mutex_lock(&n->lock);
     ec_epoch_t *ep = n->epoch;
-    if (!ep || ep->nmembers < 2 || ec_epoch_find_member(ep, n->node_id) < 0) {
+    if (ep && ep->nmembers >= 2 && ec_epoch_find_member(ep, n->node_id) >= 0) {
+        const char **ids = calloc((size_t)ep->nmembers, sizeof(char *));
+        if (ids) {
+            for (int i = 0; i < ep->nmembers; i++)
+                ids[i] = ep->members[i].node_id;
+            size_t idx[EC_RING_WATCHERS];
+            k = ec_ring_watched(ids, (size_t)ep->nmembers, n->node_id, EC_RING_WATCHERS, idx);
+            for (size_t j = 0; j < k; j++)
+                succ[j] = strdup(ids[idx[j]]);
+            number = ep->number;
+            free(ids);
+        }
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (!number) {
         clear(w, nw);
+        *read_for = 0;
         return 0;
     }
-    const char **ids = calloc((size_t)ep->nmembers, sizeof(char *));
-    if (!ids)
-        return 0;
-    for (int i = 0; i < ep->nmembers; i++)
-        ids[i] = ep->members[i].node_id;
-    size_t idx[EC_RING_WATCHERS];
-    size_t k = ec_ring_watched(ids, (size_t)ep->nmembers, n->node_id, EC_RING_WATCHERS, idx);
+    if (number == *read_for) {
+        for (size_t j = 0; j < k; j++)
+            free(succ[j]);
+        return number;
+    }
     watched_t nwv[EC_RING_WATCHERS];
     size_t nn = 0;
     for (size_t j = 0; j < k; j++) {
-        const char *id = ids[idx[j]];
-        bool found;
-        size_t r = ec__node_mnode_find(n, id, &found);
+        watched_t v;
         /* no record (gone already: the planner sees that) or no probe port
          * (an agent that does not answer probes): nothing to watch */
-        if (!found || !n->nodes[r].rec || !n->nodes[r].rec->probe_port)
-            continue;
-        watched_t v = {.id = strdup(id), .host = strdup(n->nodes[r].rec->host),
-                       .port = n->nodes[r].rec->probe_port};
-        for (size_t i = 0; i < *nw; i++)
-            if (!strcmp(w[i].id, id) && w[i].port == v.port)
-                v.misses = w[i].misses;
-        nwv[nn++] = v;
+        if (succ[j] && read_peer(n, succ[j], &v)) {
+            for (size_t i = 0; i < *nw; i++)
+                if (!strcmp(w[i].id, v.id) && w[i].port == v.port)
+                    v.misses = w[i].misses;
+            nwv[nn++] = v;
+        }
+        free(succ[j]);
     }
-    free(ids);
     clear(w, nw);
     for (size_t j = 0; j < nn; j++)
         w[(*nw)++] = nwv[j];
-    return ep->number;
+    /* a peer not read (gone, or etcd failed) is read again next round */
+    *read_for = nn == k ? number : 0;
+    return number;
 }
 
 static void *ring(void *arg)
@@ -107,10 +148,9 @@ static void *ring(void *arg)
     int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
     if (to > every)
         to = (int)every;
+    uint64_t read_for = 0;
     while (!pause_ms(n, every)) {
-        pthread_mutex_lock(&n->lock);
-        uint64_t epoch = refresh(n, w, &nw);
-        pthread_mutex_unlock(&n->lock);
+        uint64_t epoch = refresh(n, w, &nw, &read_for);
         if (!epoch || !nw)
             continue;
         if (epoch != reported_epoch) {

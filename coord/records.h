@@ -31,9 +31,11 @@
 
 #include "error.h"
 
-/* etcd refuses requests above --max-request-bytes (1.5 MiB by default); we
- * stay under 1 MiB so a record plus its transaction always fits. */
-#define EC_RECORD_MAX_BYTES (1024 * 1024)
+/* etcd refuses requests above --max-request-bytes (1.5 MiB by default); a
+ * record stays 48 KiB under it so a record plus the rest of its transaction
+ * (keys, comparisons, the leader key and status) always fits.  The epoch's
+ * transaction carries a large record once (node_publish.c). */
+#define EC_RECORD_MAX_BYTES ((1536 - 48) * 1024)
 #define EC_NPROC_MAX 1024          /* processes per node */
 #define EC_MEMBERS_MAX 65536       /* nodes in an epoch */
 #define EC_HOST_MAX 253
