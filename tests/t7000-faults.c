@@ -959,6 +959,16 @@ static bool logs_have(void *arg)
     return all_logs_have(l->ag, l->n, l->needle);
 }
 
+/* Some agent's log has it (node records reach only the leader's model). */
+static bool some_log_has(void *arg)
+{
+    logs_t *l = arg;
+    for (int i = 0; i < l->n; i++)
+        if (ec_test_file_contains(l->ag[i].log, l->needle))
+            return true;
+    return false;
+}
+
 typedef struct {
     const char *key;
     const void *want;
@@ -1026,12 +1036,14 @@ START_TEST(garbage_in_job_keys)
     int checks = 0;
 
     /* 1. A truncated node record and a node key holding an epoch record
-     *    (wrong type): every agent says it ignores them, nothing moves. */
+     *    (wrong type): the leader (the only agent that follows other
+     *    nodes' records, issue 16) says it ignores them, nothing moves. */
     etcdctl_put("/jgarb/nodes/zz-trunc", cur.value, cur.value_len / 2);
     etcdctl_put("/jgarb/nodes/zz-type", cur.value, cur.value_len);
     logs_t l = {ag, 3, "ignoring node record /jgarb/nodes/zz-type"};
-    ck_assert_msg(ec_test_wait(logs_have, &l, 5000), "an agent did not report the bad node record");
-    ck_assert(all_logs_have(ag, 3, "ignoring node record /jgarb/nodes/zz-trunc"));
+    ck_assert_msg(ec_test_wait(some_log_has, &l, 5000), "the leader did not report the bad node record");
+    l.needle = "ignoring node record /jgarb/nodes/zz-trunc";
+    ck_assert(some_log_has(&l));
     checks += 2;
 
     /* 2. A value near etcd's request limit (1.5 MiB) in the status key:

@@ -1297,6 +1297,40 @@ START_TEST(epoch_for_8192_ranks_under_1mib)
 }
 END_TEST
 
+/* Issue 16: one epoch of 16,384 nodes x 8 ranks (131,072 ranks, typical
+ * names) fits one etcd request; and the member-count ceiling of one epoch
+ * (nproc 8), printed for the README. */
+START_TEST(epoch_for_16384_nodes_x8_fits)
+{
+    ec_epoch_t *ep = big_epoch(16384, 8, 0);
+    void *buf;
+    size_t len;
+    encode_ok_epoch(ep, &buf, &len);
+    ck_assert_uint_le(len, EC_RECORD_MAX_BYTES);
+    fprintf(stderr, "# epoch 16384 nodes x 8: %zu bytes (%.1f per node), limit %d\n", len,
+            (double)len / 16384, EC_RECORD_MAX_BYTES);
+    free(buf);
+    ec_epoch_free(ep);
+    for (int longnames = 0; longnames < 2; longnames++) {
+        int lo = 1024, hi = 65536; /* lo fits, hi does not */
+        while (hi - lo > 64) {
+            int mid = (lo + hi) / 2;
+            ec_epoch_t *e = big_epoch(mid, 8, longnames);
+            void *b = NULL;
+            size_t l;
+            if (ec_epoch_encode(e, &b, &l, NULL) == 0)
+                lo = mid;
+            else
+                hi = mid;
+            free(b);
+            ec_epoch_free(e);
+        }
+        fprintf(stderr, "# ceiling of one epoch, nproc 8, %s names: about %d nodes\n",
+                longnames ? "63-char" : "typical", lo);
+    }
+}
+END_TEST
+
 START_TEST(oversized_epoch_refused)
 {
     /* 4096 members with 253-character ids and hosts: ~2 MiB, above the limit */
@@ -1392,6 +1426,7 @@ static Suite *suite(void)
 
     TCase *sz = tcase_create("sizes");
     tcase_add_test(sz, epoch_for_8192_ranks_under_1mib);
+    tcase_add_test(sz, epoch_for_16384_nodes_x8_fits);
     tcase_add_test(sz, oversized_epoch_refused);
     tcase_add_test(sz, node_record_size);
     tcase_set_timeout(sz, (double)ec_test_ms(60000) / 1000.0);
