@@ -11,7 +11,8 @@
  *
  *   bench_scale [--sizes 64,256,1024,4096] [--nproc 8] [--steady-ms 6667]
  *               [--losses 5] [--fanout-max 1024] [--fanout-wave-max 1100000]
- *               [--fanout-start] [--fanout-no-prev-kv] [--json FILE]
+ *               [--fanout-start] [--fanout-root] [--fanout-no-prev-kv]
+ *               [--no-ready-wave] [--json FILE]
  *   ECOORD_BENCH_ETCD=host:port   use that etcd (plain http) instead of an
  *                                 embedded one; its CPU is then not measured
  *
@@ -58,23 +59,34 @@
  *                 for 1 s with everything paused, is subtracted.
  *   record        the epoch record's size (the stored value, which
  *                 ec_epoch_encode produced) and bytes per member; the epoch
- *                 Txn carries it twice (epoch and epochs/<n>), and etcd
- *                 refuses requests over 1.5 MiB.
+ *                 Txn carries it twice (epoch and epochs/<n>) up to 256 KiB,
+ *                 once above (the history copy goes in a Txn of its own),
+ *                 and etcd refuses requests over 1.5 MiB.
  *   READY wave    every live simulated node rewrites its record with state
  *                 ready (a plain Put under its lease), as coord/launch.c does
  *                 through ec_node_set_state() after every epoch in restart
  *                 mode: the leader's CPU and etcd's work for N writes that
  *                 change no decision (no epoch may follow).
- *   fan-out       with F = min(N-1, --fanout-max) watches of the whole job
- *                 root with prev_kv (what each follower's ec_node opens),
- *                 multiplexed over one Watch stream per client, one more
- *                 loss: bytes etcd sent and the time until every watch had
- *                 the new epoch.  0 skips it.  The readers share this
- *                 machine's cores with etcd (in a deployment each follower
+ *   fan-out       F = min(N-1, --fanout-max) simulated followers, each with
+ *                 the watches a real follower's ec_node opens (issue 16: the
+ *                 leader key, the epoch, the job status and its own record,
+ *                 single keys, no prev_kv), multiplexed over one Watch stream
+ *                 per client (NCLIENTS streams carry 4F watches), one more
+ *                 loss: bytes etcd sent, the time until the median follower
+ *                 and until every follower had the new epoch.  Not simulated:
+ *                 what a real follower does after it has the epoch (re-watch
+ *                 and list epochs/<n>/suspect/, read its two ring successors'
+ *                 records: 4 small requests), and the training processes'
+ *                 own epoch watches and leader-key reads (ecw).  With
+ *                 --fanout-root each follower opens one watch of the whole job
+ *                 root instead, as before issue 16.  0 skips it.  The
+ *                 readers share this machine's cores with etcd (in a deployment each follower
  *                 receives on its own host), so etcd's CPU and bytes are the
  *                 figures that carry over; the time is pessimistic.  Then,
- *                 where N x F <= --fanout-wave-max, the READY wave again
- *                 with those watches open: every put reaches every watch.
+ *                 the READY wave again with those watches open (with
+ *                 --fanout-root only where N x F <= --fanout-wave-max: every
+ *                 put reaches every watch; a follower's own-record watch
+ *                 sees only its own put).
  *                 With --fanout-start the F watches are opened before the
  *                 registrations instead, so each registration reaches every
  *                 watch too, and the time until every watch has the first
@@ -448,6 +460,12 @@ typedef struct bench {
     int ka_pause, ka_stop;   /* atomic */
     int fan_open;            /* atomic: follower watches are open */
     bool fan_no_prev_kv;     /* --fanout-no-prev-kv: what a fixed ec_node would open */
+    bool no_ready_wave;      /* --no-ready-wave: skip the READY waves */
+    bool fan_root;           /* --fanout-root: followers watch the whole job root (before
+                                issue 16); default: the watches a follower opens now */
+    int fan_per;             /* watches per simulated follower: 1 (root) or 4 */
+    int64_t *fan_t;          /* mono us at which each follower had the epoch */
+    int fan_nt, fan_tcap;
     int ka_pause_gen;        /* atomic: bumped after each pause is set */
     uint64_t ka_sent, ka_acked, ka_lost, ka_reopened; /* atomic */
     int64_t ka_max_late_ms;  /* atomic: how late a refresh went out, at most */
@@ -856,13 +874,17 @@ static void *fan_main(void *arg)
     size_t rl = strlen(root);
     memcpy(end, root, rl);
     end[rl - 1]++; /* "/x/job/" -> "/x/job0": the prefix's range end */
+    /* A follower's watches (coord/node_model.c): the leader key, the epoch,
+     * the status and its own record, each a single key; or (--fanout-root)
+     * the whole job root, as every follower watched before issue 16. */
+    char fk[3][EC_KEY_MAX];
+    ec_key_leader(&B.keys, fk[0], EC_KEY_MAX);
+    ec_key_epoch(&B.keys, fk[1], EC_KEY_MAX);
+    ec_key_status(&B.keys, fk[2], EC_KEY_MAX);
+    char own[EC_KEY_MAX];
     Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
-    cr.key.data = (uint8_t *)root;
-    cr.key.len = rl;
-    cr.range_end.data = (uint8_t *)end;
-    cr.range_end.len = rl;
     cr.start_revision = f->start_rev;
-    cr.prev_kv = !B.fan_no_prev_kv;
+    cr.prev_kv = B.fan_root && !B.fan_no_prev_kv;
     Etcdserverpb__WatchRequest wr = ETCDSERVERPB__WATCH_REQUEST__INIT;
     wr.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
     wr.create_request = &cr;
@@ -872,12 +894,30 @@ static void *fan_main(void *arg)
     char nprefix[EC_KEY_MAX];
     size_t nplen = (size_t)ec_key_nodes_prefix(&B.keys, nprefix, sizeof(nprefix));
     while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
-        if (sent < f->nwatch && !s.send_busy) {
+        int total = f->nwatch * B.fan_per;
+        if (sent < total && !s.send_busy) {
+            if (B.fan_root) {
+                cr.key.data = (uint8_t *)root;
+                cr.key.len = rl;
+                cr.range_end.data = (uint8_t *)end;
+                cr.range_end.len = rl;
+            } else {
+                int w = sent % B.fan_per, follower = f->k + (sent / B.fan_per) * NCLIENTS;
+                const char *key = fk[w < 3 ? w : 0];
+                if (w == 3) {
+                    ec_key_node(&B.keys, B.sims[follower % B.nsims].id, own, sizeof(own));
+                    key = own;
+                }
+                cr.key.data = (uint8_t *)key;
+                cr.key.len = strlen(key);
+                cr.range_end.data = NULL;
+                cr.range_end.len = 0;
+            }
             if (ec__stream_send(&s, &wr.base) < 0)
                 break;
             sent++;
         }
-        ec__ev_t ev = ec__stream_next(&s, ec__mono_ms() + (sent < f->nwatch ? 1000 : 20));
+        ec__ev_t ev = ec__stream_next(&s, ec__mono_ms() + (sent < total ? 1000 : 20));
         if (ev == EC__EV_CLOSED)
             break;
         if (ev != EC__EV_RECV)
@@ -912,6 +952,8 @@ static void *fan_main(void *arg)
         if (B.fan_node_puts >= B.fan_need)
             pthread_cond_broadcast(&B.cond);
         if (saw && B.fan_want) {
+            if (B.fan_nt < B.fan_tcap)
+                B.fan_t[B.fan_nt++] = t;
             B.fan_have++;
             B.fan_done_us = t;
             pthread_cond_broadcast(&B.cond);
@@ -921,6 +963,12 @@ static void *fan_main(void *arg)
     }
     ec__stream_close(&s);
     return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* ---- one size ------------------------------------------------------------- */
@@ -969,6 +1017,7 @@ typedef struct result {
     uint64_t rw_epochs; /* epochs published during the wave (expected 0) */
     /* fan-out */
     int fan_w;
+    double fan_p50_ms; /* median follower's time to the epoch (fan_ms: the last one's) */
     double fan_ms, fan_etcd_ms, fan_bytes, fan_tx_bytes, fan_etcd_cpu_ms, fan_bench_cpu_ms,
         fan_events;
     bool fan_ok;
@@ -1038,11 +1087,11 @@ static int fan_open(fan_thread_t *fan, int *nfan, int F)
         created = 0;
         for (int i = 0; i < *nfan; i++)
             created += __atomic_load_n(&fan[i].created, __ATOMIC_RELAXED);
-        if (created >= F)
+        if (created >= F * B.fan_per)
             break;
         pause_ms(5);
     }
-    return created;
+    return created / B.fan_per;
 }
 
 /* Run the READY wave; returns its duration in s. */
@@ -1370,8 +1419,9 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
     R->ok = true;
 
     /* (4) the READY wave a launcher causes after each epoch (with the watches
-     * of --fanout-start open, it is measured in (5) instead). */
-    if (!R->fs_w) {
+     * of --fanout-start open, it is measured in (5) instead; --no-ready-wave
+     * skips it). */
+    if (!R->fs_w && !B.no_ready_wave) {
         ka_quiesce();
         pause_ms(50);
         metrics_read(etcd_port, &m0);
@@ -1416,6 +1466,7 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
             pthread_mutex_lock(&B.lock);
             B.fan_want = epoch_no + 1;
             B.fan_have = 0;
+            B.fan_nt = 0;
             B.fan_events = B.fan_bytes = 0;
             pthread_mutex_unlock(&B.lock);
             metrics_read(etcd_port, &m0);
@@ -1425,6 +1476,9 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
             R->fan_ok = wait_for(p_fan, &F, WAIT_MS);
             pthread_mutex_lock(&B.lock);
             R->fan_ms = (B.fan_done_us - f0) / 1000.0;
+            /* arrival times come in order per client stream, not overall */
+            qsort(B.fan_t, (size_t)B.fan_nt, sizeof(int64_t), cmp_i64);
+            R->fan_p50_ms = B.fan_nt ? (B.fan_t[B.fan_nt / 2] - f0) / 1000.0 : -1;
             R->fan_etcd_ms = B.etcd.number > epoch_no ? (B.etcd.mono_us - f0) / 1000.0 : -1;
             pthread_mutex_unlock(&B.lock);
             pause_ms(SETTLE_MS);
@@ -1441,7 +1495,7 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
 
             /* The READY wave again, now that every write fans out to F
              * watches: done when every watch has every put. */
-            if (R->fan_ok && fanout_wave) {
+            if (R->fan_ok && fanout_wave && !B.no_ready_wave) {
                 /* Keepalives run: this wave takes seconds, a pause would
                  * outlive the leases. */
                 ka_resume();
@@ -1456,6 +1510,11 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
                 ready_wave();
                 R->fw_puts = (int)B.nsims - R->nloss - 1;
                 uint64_t need = (uint64_t)F * (uint64_t)R->fw_puts;
+                if (!B.fan_root) { /* each follower watches its own record only */
+                    need = 0;
+                    for (int i = 0; i < F; i++)
+                        need += __atomic_load_n(&B.sims[i].alive, __ATOMIC_RELAXED) ? 1 : 0;
+                }
                 R->fw_ok = wait_for(p_fan_node_puts, &need, WAIT_MS) && B.reg_errors == 0;
                 pthread_mutex_lock(&B.lock);
                 R->fw_epochs = B.etcd.number - ep_before;
@@ -1548,10 +1607,11 @@ static void print_size(const result_t *r)
            r->f_etcd <= 2000 ? "(target <= 2000: met)" : "(target <= 2000: MISSED)");
     printf("  planner %.2f ms, epoch txn %.0f ms, reason %s, %d members\n", r->f_planner_ms,
            r->f_txn_ms, r->f_reason, r->f_members);
-    printf("epoch record: %zu bytes = %.1f bytes/member (the epoch txn carries it twice: %.1f%% of "
+    int copies = r->rec_bytes > 256 * 1024 ? 1 : 2;
+    printf("epoch record: %zu bytes = %.1f bytes/member (the epoch txn carries it %s: %.1f%% of "
            "etcd's 1.5 MiB request limit); one node record %zu bytes\n", r->rec_bytes,
-           (double)r->rec_bytes / r->n, 100.0 * 2 * r->rec_bytes / (1.5 * 1024 * 1024),
-           r->node_rec_bytes);
+           (double)r->rec_bytes / r->n, copies == 2 ? "twice" : "once",
+           100.0 * copies * r->rec_bytes / (1.5 * 1024 * 1024), r->node_rec_bytes);
     printf("steady state over %.1f s: %.0f requests/s (%s), LeaseKeepAlive %.0f/s (N/period = "
            "%.0f/s)\n", r->s_window_s, r->s_req, r->s_req_list, r->s_ka,
            r->n / (PERIOD_MS / 1000.0));
@@ -1612,14 +1672,15 @@ static void print_size(const result_t *r)
                r->rw_etcd_cpu_ms, r->rw_epochs, r->rw_ok ? "" : " (some puts FAILED)");
     if (r->fan_w > 0) {
         if (r->fan_ok)
-            printf("fan-out: %d watches of the job root %s, one more loss: epoch in etcd after "
-                   "%.1f ms, in every watch after %.1f "
-                   "ms; %.0f events, %.0f bytes (%.0f per watch = %.2f x record); etcd sent %.0f "
+            printf("fan-out: %d followers with %s, one more loss: epoch in etcd after "
+                   "%.1f ms, in the median follower's watch after %.1f ms, in every one after %.1f "
+                   "ms; %.0f events, %.0f bytes (%.0f per follower = %.2f x record); etcd sent %.0f "
                    "bytes using %.1f ms CPU; receiving them cost this process %.1f ms CPU\n",
                    r->fan_w,
-                   B.fan_no_prev_kv ? "WITHOUT prev_kv (--fanout-no-prev-kv)"
-                                    : "with prev_kv (as every follower's ec_node opens)",
-                   r->fan_etcd_ms, r->fan_ms, r->fan_events, r->fan_bytes,
+                   !B.fan_root ? "the watches a follower opens (leader, epoch, status, own record)"
+                   : B.fan_no_prev_kv ? "a root watch WITHOUT prev_kv (--fanout-no-prev-kv)"
+                                      : "a root watch with prev_kv (--fanout-root)",
+                   r->fan_etcd_ms, r->fan_p50_ms, r->fan_ms, r->fan_events, r->fan_bytes,
                    r->fan_bytes / r->fan_w, r->fan_bytes / r->fan_w / (double)L->rec,
                    r->fan_tx_bytes, r->fan_etcd_cpu_ms, r->fan_bench_cpu_ms);
         else
@@ -1741,7 +1802,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_scale [--sizes 64,256,1024,4096] [--nproc 1..64] "
                     "[--steady-ms >=1000] [--losses 1..%d] [--fanout-max >=0] "
-                    "[--fanout-wave-max N*F] [--fanout-start] [--fanout-no-prev-kv] "
+                    "[--fanout-wave-max N*F] [--fanout-start] [--fanout-root] [--fanout-no-prev-kv] [--no-ready-wave] "
                     "[--json FILE]\n",
             MAX_LOSSES);
 }
@@ -1767,6 +1828,12 @@ int main(int argc, char **argv)
             B.nproc = atoi(v);
         } else if (!strcmp(argv[i], "--steady-ms") && v) {
             steady_ms = atoi(v);
+        } else if (!strcmp(argv[i], "--no-ready-wave")) {
+            B.no_ready_wave = true;
+            continue;
+        } else if (!strcmp(argv[i], "--fanout-root")) {
+            B.fan_root = true;
+            continue;
         } else if (!strcmp(argv[i], "--fanout-no-prev-kv")) {
             B.fan_no_prev_kv = true;
             continue;
@@ -1796,6 +1863,9 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    B.fan_per = B.fan_root ? 1 : 4;
+    B.fan_tcap = 60000;
+    B.fan_t = calloc((size_t)B.fan_tcap, sizeof(int64_t));
     pthread_mutex_init(&B.lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -1851,7 +1921,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsizes; i++) {
         int64_t t_sz = mono_us();
         run_size(sizes[i], etcd_pid, etcd_port, steady_ms, nlosses, fanout_max,
-                 (int64_t)sizes[i] * fanout_max <= fanout_wave_max, fanout_start, &res[i]);
+                 !B.fan_root || (int64_t)sizes[i] * fanout_max <= fanout_wave_max, fanout_start,
+                 &res[i]);
         print_size(&res[i]);
         printf("  (size took %.1f s)\n", (mono_us() - t_sz) / 1e6);
         fflush(stdout);
