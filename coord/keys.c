@@ -154,6 +154,11 @@ int ec_key_epoch(const ec_keys_t *k, char *buf, size_t len)
     return build(k, buf, len, "epoch");
 }
 
+int ec_key_epoch_delta(const ec_keys_t *k, char *buf, size_t len)
+{
+    return build(k, buf, len, "epochd");
+}
+
 int ec_key_epochs_prefix(const ec_keys_t *k, char *buf, size_t len)
 {
     return build(k, buf, len, "epochs/");

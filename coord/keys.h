@@ -7,6 +7,9 @@
  *   nodes/<node_id>                       node record, leased by the node
  *   leader                                election key, leased by the leader
  *   epoch                                 current epoch record
+ *   epochd                                the same epoch as a delta from the
+ *                                         one before (epoch_delta.h): what
+ *                                         followers' coordinators watch
  *   epochs/<n>                            immutable copy of epoch n (history)
  *   epochs/<n>/comm/<name>                per-epoch worker keys, leased by the
  *   epochs/<n>/timings/<rank>             writer's node
@@ -74,6 +77,7 @@ int ec_key_nodes_prefix(const ec_keys_t *k, char *buf, size_t len);   /* nodes/ 
 int ec_key_node(const ec_keys_t *k, const char *node_id, char *buf, size_t len);
 int ec_key_leader(const ec_keys_t *k, char *buf, size_t len);
 int ec_key_epoch(const ec_keys_t *k, char *buf, size_t len);
+int ec_key_epoch_delta(const ec_keys_t *k, char *buf, size_t len); /* epochd */
 int ec_key_epochs_prefix(const ec_keys_t *k, char *buf, size_t len);  /* epochs/ */
 /* epochs/<n>, n >= 1. */
 int ec_key_epoch_history(const ec_keys_t *k, uint64_t n, char *buf, size_t len);

@@ -317,6 +317,7 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     ec_key_node(&n->keys, n->node_id, n->k_node, sizeof(n->k_node));
     ec_key_leader(&n->keys, n->k_leader, sizeof(n->k_leader));
     ec_key_epoch(&n->keys, n->k_epoch, sizeof(n->k_epoch));
+    ec_key_epoch_delta(&n->keys, n->k_epochd, sizeof(n->k_epochd));
     ec_key_status(&n->keys, n->k_status, sizeof(n->k_status));
     ec_key_epochs_prefix(&n->keys, n->k_epochs, sizeof(n->k_epochs));
     if (find_run(n, err) < 0)

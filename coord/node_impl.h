@@ -46,7 +46,7 @@ struct ec_node {
     char **devices;
     ec_keys_t keys;
     char k_node[EC_KEY_MAX], k_leader[EC_KEY_MAX], k_epoch[EC_KEY_MAX], k_status[EC_KEY_MAX],
-        k_epochs[EC_KEY_MAX];
+        k_epochs[EC_KEY_MAX], k_epochd[EC_KEY_MAX];
     ec_etcd_t *c;
     pthread_t thread;
     bool thread_started;

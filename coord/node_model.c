@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "epoch_delta.h"
 #include "keys.h"
 #include "log.h"
 #include "node_impl.h"
@@ -466,9 +467,77 @@ static bool is_suspect_key(ec_node_t *n, const ec_kv_t *kv)
            strstr(kv->key, "/suspect/") != NULL;
 }
 
+/* A follower's epoch arrives as a delta from the epoch it holds
+ * (epoch_delta.h): rebuilt here, or read from the epoch key at the delta's
+ * revision when it cannot be (no base, another base, a digest that does not
+ * match), then applied as the epoch key's value at that revision would be.
+ * Runs on the watch thread; the read is made without the lock. */
+static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
+{
+    pthread_mutex_lock(&n->lock);
+    bool skip = n->model_wide || ev->revision <= n->list_rev;
+    ec_epoch_t *base = skip || !n->epoch ? NULL : ec_epoch_dup(n->epoch);
+    pthread_mutex_unlock(&n->lock);
+    if (skip)
+        return;
+    void *full = NULL;
+    size_t flen = 0;
+    uint64_t num = 0;
+    ec_error_t err = {0};
+    int rc = ec_epoch_delta_apply(base, ev->kv->value, ev->kv->value_len, &num, &full, &flen, &err);
+    ec_epoch_free(base);
+    if (rc == 1)
+        ec_log(EC_LOG_INFO, "epoch %" PRIu64 ": rebuilt from its delta (%zu bytes instead of %zu)",
+               num, ev->kv->value_len, flen);
+    bool relist = false;
+    if (rc < 0) {
+        ec_log(EC_LOG_ERROR, "ignoring %s at revision %" PRId64 ": %s", ev->kv->key, ev->revision,
+               err.msg);
+        return;
+    }
+    if (rc == 0) {
+        ec_kv_t kv;
+        bool found = false;
+        int g = ec_etcd_get_at(n->c, n->k_epoch, ev->revision, &kv, &found, NULL, &err);
+        if (g < 0) {
+            ec_log(EC_LOG_WARN, "cannot read epoch %" PRIu64 " at revision %" PRId64 ": %s; "
+                   "listing again", num, ev->revision, err.msg);
+            relist = true;
+        } else if (!found || kv.mod_revision != ev->revision) {
+            ec_log(EC_LOG_ERROR, "ignoring %s at revision %" PRId64 ": the epoch key was not "
+                   "written with it (another tool?)", ev->kv->key, ev->revision);
+        } else if ((full = malloc(kv.value_len ? kv.value_len : 1))) {
+            memcpy(full, kv.value, kv.value_len);
+            flen = kv.value_len;
+        }
+        if (g == 0 && found)
+            ec_kv_free(&kv);
+    }
+    pthread_mutex_lock(&n->lock);
+    if (relist)
+        n->relist = true;
+    if (full && ev->revision > n->list_rev) {
+        ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = full,
+                      .value_len = flen, .mod_revision = ev->revision,
+                      .create_revision = ev->kv->create_revision, .version = ev->kv->version};
+        model_apply(n, true, &kv, NULL);
+        n->watch_events++;
+    }
+    if (ev->revision > n->max_rev)
+        n->max_rev = ev->revision;
+    pthread_cond_signal(&n->cond);
+    pthread_mutex_unlock(&n->lock);
+    free(full);
+}
+
 static void on_watch(const ec_watch_event_t *ev, void *arg)
 {
     ec_node_t *n = arg;
+    if (ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epochd) &&
+        !memcmp(ev->kv->key, n->k_epochd, ev->kv->key_len)) {
+        on_epoch_delta(n, ev);
+        return;
+    }
     pthread_mutex_lock(&n->lock);
     switch (ev->type) {
     case EC_WATCH_PUT:
@@ -550,18 +619,21 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
      * leaving node's record said so before it vanished), and asking etcd
      * for old values on every event for every node's watch is what made
      * its cost grow fastest with the node count (tests/bench/bench_scale). */
-    const char *keys[4] = {ec_keys_root(&n->keys)};
+    /* A follower watches the epoch's delta (epochd, small) and lists the
+     * epoch itself (whole: it has no base yet). */
+    const char *keys[4] = {ec_keys_root(&n->keys)}, *watched[4] = {ec_keys_root(&n->keys)};
     size_t nk = 1;
     if (!wide) {
-        keys[0] = n->k_leader;
+        keys[0] = watched[0] = n->k_leader;
         keys[1] = n->k_epoch;
-        keys[2] = n->k_status;
-        keys[3] = n->k_node;
+        watched[1] = n->k_epochd;
+        keys[2] = watched[2] = n->k_status;
+        keys[3] = watched[3] = n->k_node;
         nk = 4;
     }
     for (size_t i = 0; i < nk; i++) {
-        n->watch[i] = ec_watch_start_ex(n->c, keys[i], wide, 0, EC_WATCH_NO_PREV_KV, on_watch, n,
-                                        err);
+        n->watch[i] = ec_watch_start_ex(n->c, watched[i], wide, 0, EC_WATCH_NO_PREV_KV, on_watch,
+                                        n, err);
         if (!n->watch[i]) {
             stop_watches(n);
             return err->code;

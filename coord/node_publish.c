@@ -11,11 +11,14 @@
 #include "keys.h"
 #include "log.h"
 #include "node_impl.h"
+#include "epoch_delta.h"
 #include "planner.h"
 
 typedef struct pub {
     void *buf;
     size_t len;
+    void *dbuf; /* the same epoch as a delta from the current one (epochd) */
+    size_t dlen;
     uint64_t number;
     int64_t expect_mod;
     char *log;
@@ -38,6 +41,7 @@ typedef struct pub {
 static void pub_free(pub_t *p)
 {
     free(p->buf);
+    free(p->dbuf);
     free(p->log);
     for (size_t i = 0; i < p->nref; i++)
         free(p->ref[i].buf);
@@ -79,6 +83,9 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     ep->published_at_ms = ec__node_wall_ms();
     ep->run = run;
     int rc = ec_epoch_encode(ep, &p->buf, &p->len, err);
+    /* Followers' coordinators read the delta from the epoch they hold. */
+    if (rc == 0 && ec_epoch_delta_encode(n->epoch, ep, p->buf, p->len, &p->dbuf, &p->dlen, err) < 0)
+        rc = err->code;
     p->number = ep->number;
     ec_epoch_free(ep);
     p->expect_mod = n->epoch_mod_rev;
@@ -320,7 +327,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         ec_cmp_t cm[2] = {ec__node_fence_leader(n),
                           {.key = n->k_epoch, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
                            .number = p.expect_mod}};
-        ec_op_t ops[6];
+        ec_op_t ops[7];
         size_t nops = 0;
         ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epoch, .value = p.buf, .value_len = p.len};
         /* The leader key, put again unchanged (same value, same lease; its
@@ -330,6 +337,9 @@ void ec__node_plan_and_act(ec_node_t *n)
          * the epoch was written (node_model.c, resolve_pending). */
         ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_leader, .value = n->node_id,
                                 .value_len = strlen(n->node_id), .lease = ec_node_lease(n)};
+        if (p.number > 0 && p.dbuf)
+            ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epochd, .value = p.dbuf,
+                                    .value_len = p.dlen};
         void *stbuf = NULL;
         size_t stlen = 0;
         /* The history copy rides in the epoch's transaction while the

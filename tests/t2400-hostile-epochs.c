@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ec_select.h"
+#include "epoch_delta.h"
 #include "harness.h"
 #include "keys.h"
 #include "records.h"
@@ -112,16 +113,28 @@ static void root_of(const char *job, char *root, size_t len)
     snprintf(root, len, "%s", ec_keys_root(&k));
 }
 
+/* Forge ep as a tool that knows the layout would: the epoch key, and in the
+ * same transaction its delta from the current epoch at epochd, which is
+ * what followers' coordinators watch (only the leader watches the epoch
+ * key itself). */
 static void put_epoch(const char *root, const ec_epoch_t *ep)
 {
-    char key[600];
+    char key[600], dkey[600];
     snprintf(key, sizeof(key), "%sepoch", root);
-    void *buf = NULL;
-    size_t len = 0;
+    snprintf(dkey, sizeof(dkey), "%sepochd", root);
+    void *buf = NULL, *dbuf = NULL;
+    size_t len = 0, dlen = 0;
     ec_error_t err = {0};
     ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &err) == 0, "encode: %s", err.msg);
-    ck_assert_msg(ec_etcd_put(c, key, buf, len, 0, NULL, &err) == 0, "put: %s", err.msg);
+    ec_epoch_t *base = ec_test_epoch(c, root);
+    ck_assert_msg(ec_epoch_delta_encode(base, ep, buf, len, &dbuf, &dlen, &err) == 0, "delta: %s",
+                  err.msg);
+    ec_epoch_free(base);
+    ec_op_t ops[2] = {{.type = EC_OP_PUT, .key = key, .value = buf, .value_len = len},
+                      {.type = EC_OP_PUT, .key = dkey, .value = dbuf, .value_len = dlen}};
+    ck_assert_msg(ec_etcd_txn(c, NULL, 0, ops, 2, NULL, 0, NULL, &err) == 0, "put: %s", err.msg);
     free(buf);
+    free(dbuf);
 }
 
 static char *leader_of(const char *root, int64_t *create_rev)

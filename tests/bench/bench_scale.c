@@ -69,8 +69,9 @@
  *                 change no decision (no epoch may follow).
  *   fan-out       F = min(N-1, --fanout-max) simulated followers, each with
  *                 the watches a real follower's ec_node opens (issue 16: the
- *                 leader key, the epoch, the job status and its own record,
- *                 single keys, no prev_kv), multiplexed over one Watch stream
+ *                 leader key, the epoch's delta epochd, the job status and
+ *                 its own record, single keys, no prev_kv; it receives the
+ *                 delta and does not rebuild the record from it), multiplexed over one Watch stream
  *                 per client (NCLIENTS streams carry 4F watches), one more
  *                 loss: bytes etcd sent, the time until the median follower
  *                 and until every follower had the new epoch.  Not simulated:
@@ -874,12 +875,14 @@ static void *fan_main(void *arg)
     size_t rl = strlen(root);
     memcpy(end, root, rl);
     end[rl - 1]++; /* "/x/job/" -> "/x/job0": the prefix's range end */
-    /* A follower's watches (coord/node_model.c): the leader key, the epoch,
-     * the status and its own record, each a single key; or (--fanout-root)
+    /* A follower's watches (coord/node_model.c): the leader key, the epoch's
+     * delta (epochd), the status and its own record, each a single key (the
+     * simulated follower receives the delta but does not rebuild the
+     * record: ec_epoch_delta_apply, on its own host); or (--fanout-root)
      * the whole job root, as every follower watched before issue 16. */
     char fk[3][EC_KEY_MAX];
     ec_key_leader(&B.keys, fk[0], EC_KEY_MAX);
-    ec_key_epoch(&B.keys, fk[1], EC_KEY_MAX);
+    ec_key_epoch_delta(&B.keys, fk[1], EC_KEY_MAX);
     ec_key_status(&B.keys, fk[2], EC_KEY_MAX);
     char own[EC_KEY_MAX];
     Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
@@ -889,8 +892,11 @@ static void *fan_main(void *arg)
     wr.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
     wr.create_request = &cr;
     int sent = 0;
+    /* the key whose event brings a follower the new epoch: the delta
+     * (epochd) for a follower's watches, the epoch itself under the root */
     char ekey[EC_KEY_MAX];
-    int eklen = ec_key_epoch(&B.keys, ekey, sizeof(ekey));
+    int eklen = B.fan_root ? ec_key_epoch(&B.keys, ekey, sizeof(ekey))
+                           : ec_key_epoch_delta(&B.keys, ekey, sizeof(ekey));
     char nprefix[EC_KEY_MAX];
     size_t nplen = (size_t)ec_key_nodes_prefix(&B.keys, nprefix, sizeof(nprefix));
     while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
@@ -941,8 +947,30 @@ static void *fan_main(void *arg)
                 node_puts++;
             if (r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__PUT && kv &&
                 kv->key.len == (size_t)eklen && !memcmp(kv->key.data, ekey, (size_t)eklen) &&
-                kv->version > 0)
+                kv->version > 0) {
                 saw = true;
+                /* A full marker (no base: the first epoch): a real follower
+                 * reads the whole record at the delta's revision; so does
+                 * the simulated one, on its client, inline. */
+                char head[128];
+                size_t hl = kv->value.len < sizeof(head) - 1 ? kv->value.len : sizeof(head) - 1;
+                memcpy(head, kv->value.data, hl);
+                head[hl] = '\0';
+                unsigned long long num = 0, base = 1;
+                if (!B.fan_root &&
+                    sscanf(head, "ecoord-epoch-delta 1 %llu %llu", &num, &base) == 2 && !base) {
+                    char key[EC_KEY_MAX];
+                    ec_key_epoch(&B.keys, key, sizeof(key));
+                    ec_kv_t full;
+                    bool found = false;
+                    if (ec_etcd_get_at(B.cl[f->k], key, kv->mod_revision, &full, &found, NULL,
+                                       NULL) == 0 && found) {
+                        bytes += full.value_len;
+                        ec_kv_free(&full);
+                    }
+                    t = mono_us();
+                }
+            }
         }
         pthread_mutex_lock(&B.lock);
         B.fan_events += r->n_events;
@@ -1677,7 +1705,7 @@ static void print_size(const result_t *r)
                    "ms; %.0f events, %.0f bytes (%.0f per follower = %.2f x record); etcd sent %.0f "
                    "bytes using %.1f ms CPU; receiving them cost this process %.1f ms CPU\n",
                    r->fan_w,
-                   !B.fan_root ? "the watches a follower opens (leader, epoch, status, own record)"
+                   !B.fan_root ? "the watches a follower opens (leader, epoch delta, status, own record)"
                    : B.fan_no_prev_kv ? "a root watch WITHOUT prev_kv (--fanout-no-prev-kv)"
                                       : "a root watch with prev_kv (--fanout-root)",
                    r->fan_etcd_ms, r->fan_p50_ms, r->fan_ms, r->fan_events, r->fan_bytes,
