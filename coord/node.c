@@ -214,6 +214,7 @@ static void *loop(void *arg)
                 retry_at = ec__node_mono_ms() + 500;
                 continue;
             }
+            ec__node_note_gone_leader(n);
         }
         if (ec__node_follow_suspects(n, &err) < 0) {
             ec_log(EC_LOG_WARN, "cannot follow the suspicion reports: %s; retrying", err.msg);
@@ -590,6 +591,7 @@ void ec_node_stop(ec_node_t *n)
     free(n->agent_version);
     free(n->reason);
     free(n->last_wait);
+    free(n->gone_leader);
     pthread_mutex_destroy(&n->lock);
     pthread_cond_destroy(&n->cond);
     pthread_cond_destroy(&n->ring_cond);

@@ -124,6 +124,11 @@ struct ec_node {
      * ours is alive, read from nodes/ once per absence of the leader key */
     int64_t senior_read_for; /* leader_deleted_rev it was read for; -1 none */
     bool senior_read;
+    /* the leader whose key a follower last saw deleted, and at which
+     * revision: a follower that then wins reads its record just before, to
+     * tell a graceful leave (its `left`) from a loss */
+    char *gone_leader;
+    int64_t gone_leader_rev;
     /* watch events applied to the model (ec_node_watch_events) */
     uint64_t watch_events;
     /* suspicion reports for the current epoch (under lock) */
@@ -197,6 +202,10 @@ int ec__node_read_records(ec_node_t *n, ec_kv_list_t *l, ec_error_t *err);
 /* Read node `id`'s record into the model (lock not held); returns whether
  * it exists and decodes. */
 bool ec__node_fetch_record(ec_node_t *n, const char *id);
+/* A new leader (wide model just listed): if the previous leader's record is
+ * gone and said it was leaving just before, count it as left (a follower's
+ * model never saw it leave).  No lock held. */
+void ec__node_note_gone_leader(ec_node_t *n);
 /* Check an epoch whose leadership the model cannot tell (one of the
  * listing, or, in a follower's model, one that came before the leader
  * key's event of its revision and was not followed by it within

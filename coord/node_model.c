@@ -387,6 +387,11 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
                               kv->value_len);
         else
             ec_leader_log_delete(&n->llog, kv->mod_revision);
+        if (!put && n->leader_id && strcmp(n->leader_id, n->node_id)) {
+            free(n->gone_leader);
+            n->gone_leader = strdup(n->leader_id);
+            n->gone_leader_rev = kv->mod_revision;
+        }
         free(n->leader_id);
         n->leader_id = put ? strndup((char *)kv->value, kv->value_len) : NULL;
         n->leader_create_rev = put ? kv->create_revision : 0;
@@ -746,6 +751,47 @@ int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
     }
     pthread_mutex_unlock(&n->lock);
     return rc;
+}
+
+void ec__node_note_gone_leader(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    char *id = n->gone_leader;
+    int64_t rev = n->gone_leader_rev;
+    n->gone_leader = NULL;
+    bool found = false;
+    if (id)
+        ec__node_mnode_find(n, id, &found);
+    for (size_t i = 0; id && i < n->nleft && !found; i++)
+        found = !strcmp(n->left[i], id);
+    pthread_mutex_unlock(&n->lock);
+    if (!id || found || rev < 2) {
+        free(id);
+        return; /* registered still (or again), or counted already */
+    }
+    char key[EC_KEY_MAX];
+    ec_kv_t kv;
+    bool there = false;
+    ec_node_rec_t *rec = NULL;
+    if (ec_key_node(&n->keys, id, key, sizeof(key)) >= 0 &&
+        ec_etcd_get_at(n->c, key, rev - 1, &kv, &there, NULL, NULL) == 0 && there) {
+        if (ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0 &&
+            (rec->state == EC_NODE_LEAVING || rec->state == EC_NODE_DONE)) {
+            pthread_mutex_lock(&n->lock);
+            char **nl = realloc(n->left, (n->nleft + 1) * sizeof(char *));
+            if (nl) {
+                n->left = nl;
+                n->left[n->nleft++] = strdup(id);
+                n->dirty = true;
+            }
+            pthread_mutex_unlock(&n->lock);
+            ec_log(EC_LOG_INFO, "-node %s left (the previous leader: its record said so at "
+                   "revision %" PRId64 ")", id, rev - 1);
+        }
+        ec_node_rec_free(rec);
+        ec_kv_free(&kv);
+    }
+    free(id);
 }
 
 int ec__node_read_records(ec_node_t *n, ec_kv_list_t *l, ec_error_t *err)

@@ -806,6 +806,28 @@ START_TEST(follower_model_skips_node_record_churn)
 }
 END_TEST
 
+/* A leader that leaves gracefully (SIGTERM) is a leave, not a loss, for
+ * the follower that takes over, although a follower's model never sees
+ * other nodes' records: it reads the old leader's record as it was just
+ * before its key went. */
+START_TEST(leader_leaving_gracefully_is_a_leave)
+{
+    const char *root = "/jlleave/";
+    const char *ids[] = {"n1", "n2", "n3"};
+    proc_t ps[3];
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jlleave", ids[i], 1, 3, 1, 600000, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    kill(by_id(ps, ids, 3, l)->pid, SIGTERM);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, l, 5000); /* TTL 30 s: only the leave explains it */
+    ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
+    ck_assert_str_ne(ep->leader_id, l);
+    ec_epoch_free(ep);
+    free(l);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t2000-coord");
@@ -832,6 +854,7 @@ static Suite *suite(void)
     ec_tcase_add(t, silent_leader_evicted_by_a_follower);
     ec_tcase_add(t, false_suspicion_costs_one_probe);
     ec_tcase_add(t, follower_model_skips_node_record_churn);
+    ec_tcase_add(t, leader_leaving_gracefully_is_a_leave);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1137,7 +1137,9 @@ START_TEST(garbage_in_job_keys)
         printf("# garbage: %s in the epoch key: restored\n", bad[k].what);
         checks++;
     }
-    ck_assert(all_logs_have(ag, 3, "ignoring epoch record"));
+    /* the epoch key reaches the leader alone (followers read its delta) */
+    l.needle = "ignoring epoch record";
+    ck_assert(some_log_has(&l));
     free(nbuf);
     free(dup);
     free(junk);
