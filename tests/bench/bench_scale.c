@@ -1624,7 +1624,7 @@ static void print_size(const result_t *r)
         return;
     }
     if (r->fs_w)
-        printf("with %d root watches open during registration: %s %.1f ms after the last "
+        printf("with %d followers' watches open during registration: %s %.1f ms after the last "
                "registration; %.0f events, %.0f bytes to the watches; etcd used %.1f ms CPU from "
                "the first registration on\n", r->fs_w,
                r->fs_ok ? "every watch had the first epoch" : "NOT every watch had the first epoch",
@@ -1735,7 +1735,7 @@ static void print_summary(const result_t *r, int nr)
     printf("\nsummary: first = ms from the last registration to the first epoch in etcd; re-form "
            "= ms from LeaseRevoke to the new epoch in etcd (p50/max); per change: requests into "
            "etcd, bytes etcd sent the leader, CPU ms (p50) of the leader and of etcd net of idle; "
-           "fan-out = ms until F root watches all had the epoch\n");
+           "fan-out = ms until all F followers had the epoch\n");
     printf("  %6s %7s %13s %8s %8s %8s %6s %9s %8s %8s %8s %6s %9s\n", "N", "first", "re-form",
            "planner", "record", "B/memb", "req", "B out", "lead CPU", "etcd CPU", "KA/s", "F",
            "fan-out");
