@@ -18,7 +18,7 @@
  *    Each training program leaves a child of its own (a `sleep`) to exercise
  *    that;
  *  - no key is left under the job but the durable ones (status, epoch,
- *    epochs/, failures/);
+ *    epochd, epochs/, failures/);
  *  - the long-lived agents' fd count and RSS stay within a generous bound of
  *    their values at the start.
  *
@@ -441,7 +441,8 @@ static pid_t prog_pid(const char *node, unsigned long long epoch)
 
 static bool durable(const char *rest)
 {
-    return !strcmp(rest, "status") || !strcmp(rest, "epoch") || !strncmp(rest, "epochs/", 7) ||
+    return !strcmp(rest, "status") || !strcmp(rest, "epoch") || !strcmp(rest, "epochd") ||
+           !strncmp(rest, "epochs/", 7) ||
            !strncmp(rest, "failures/", 9) || !strcmp(rest, "zz-test-sentinel");
 }
 
