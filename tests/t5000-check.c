@@ -406,7 +406,7 @@ static bool no_keys_under(void *arg)
 }
 
 /* A stand-in for the worker library's allreduce program, speaking its
- * result-line contract (coord/checkrun.h). */
+ * result-line contract (coord/check/command.h). */
 static void write_prog(const char *path, const char *line)
 {
     FILE *f = fopen(path, "w");

@@ -1,5 +1,5 @@
 /* The worker library's knobs: one table gives each option its environment
- * variables (what `ecoord launch` sets, coord/env.c), type, bounds, default
+ * variables (what `ecoord launch` sets, coord/agent/env.c), type, bounds, default
  * and meaning.  The same table resolves ecw_options_t and describes the
  * result for the start-up log; no other file of the library reads the
  * environment. */

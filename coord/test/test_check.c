@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkfacts.h"
+#include "rules.h"
 #include "ec_check.h"
 
 /* A healthy GPU-less node on machine `boot`, probed by nobody yet. */

@@ -1,4 +1,4 @@
-/* The planner's rules (coord/planner.h), one test per rule and boundary:
+/* The planner's rules (coord/core/planner.h), one test per rule and boundary:
  *
  * - invalid config and an epoch whose members all failed FAIL the job;
  * - start: publish at once with np_max eligible nodes (first np_max by

@@ -1,4 +1,4 @@
-/* libFuzzer target: the planner (coord/planner.c) fed arbitrary node sets,
+/* libFuzzer target: the planner (coord/core/planner.c) fed arbitrary node sets,
  * epochs, configurations and clocks, built from the input bytes.  Ids come
  * from a small pool so nodes, members and left ids collide the way they do
  * in a real job (and sometimes twice, which the planner must refuse).

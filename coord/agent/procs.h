@@ -12,7 +12,7 @@
  *
  * If the host process dies without stopping them (SIGKILL, OOM), a janitor
  * process forked by ec_procs_new kills the ranks' process groups and the
- * orphans it was told about (coord/janitor.h). */
+ * orphans it was told about (coord/agent/janitor.h). */
 #ifndef EC_PROCS_H
 #define EC_PROCS_H
 
@@ -30,7 +30,7 @@ typedef struct ec_procs ec_procs_t;
  * (logged and left behind): one stuck in uninterruptible I/O (state D). */
 #define EC_PROCS_KILL_WAIT_MS 5000
 /* How often ec_procs_reap looks for newly adopted orphans to tell the
- * janitor about (coord/janitor.h). */
+ * janitor about (coord/agent/janitor.h). */
 #define EC_PROCS_ORPHAN_SCAN_MS 1000
 
 /* nproc local ranks running argv (NULL-terminated, borrowed); logs under
@@ -65,7 +65,7 @@ void ec_procs_kill_all(ec_procs_t *p);
  * EC_PROCS_ORPHAN_SCAN_MS): call it every few hundred ms. */
 int ec_procs_reap(ec_procs_t *p, int *r, int *status);
 int ec_procs_running(const ec_procs_t *p);
-/* The janitor's watchdog deadline (coord/janitor.h: ec_janitor_deadline):
+/* The janitor's watchdog deadline (coord/agent/janitor.h: ec_janitor_deadline):
  * every rank's group is SIGKILLed at CLOCK_MONOTONIC kill_at_ms unless a
  * newer one comes; 0 disarms. */
 void ec_procs_deadline(ec_procs_t *p, int64_t kill_at_ms);

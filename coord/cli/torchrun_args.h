@@ -1,5 +1,5 @@
 /* `ecoord torchrun ARGS...`: torchrun's command line, translated word by
- * word into `ecoord launch` arguments for the one knob table (coord/knobs.h),
+ * word into `ecoord launch` arguments for the one knob table (coord/cli/knobs.h),
  * so switching from torchrun is changing one word.  Pure: what it needs to
  * know about the machine (GPUs, CPUs) comes in ec_torchrun_host_t.
  *

@@ -168,7 +168,7 @@ static bool is_other(const ec_procs_t *p, pid_t pid, unsigned long long start, b
  * checked again by prune_left.  This is bookkeeping (the janitor closes the
  * group's pidfd): a group kept by mistake — kill(-pgid, 0) seeing a later
  * group that reused the number — costs nothing, the janitor signals by
- * pidfd and cannot reach that one (coord/janitor.c). */
+ * pidfd and cannot reach that one (coord/agent/janitor.c). */
 static void group_reaped(ec_procs_t *p, pid_t pgid)
 {
     if (kill(-pgid, 0) < 0 && errno == ESRCH) {

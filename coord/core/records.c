@@ -824,7 +824,7 @@ int ec_epoch_endpoints(const ec_epoch_t *ep, const char *sep, char **out, ec_err
     if (!s)
         return ec_errorf(err, EC_ENOMEM, "out of memory for %d endpoints", ep->world_size);
     /* Members in M_id order, then local ranks in order: that is rank order,
-     * rank = M_id * N + N_id (ec_rank() in coord/planner.h). */
+     * rank = M_id * N + N_id (ec_rank() in coord/core/rank.h). */
     for (int mi = 0; mi < ep->nmembers; mi++)
         for (int ni = 0; ni < ep->nproc; ni++) {
             if (p != s) {

@@ -1,6 +1,6 @@
 /* `ecoord check`'s facts and verdicts: the pure half of the check.
  *
- * Every node gathers an ec_check_facts_t about itself (coord/checkrun.c does the
+ * Every node gathers an ec_check_facts_t about itself (coord/check/command.c does the
  * I/O) and publishes it, encoded, under <job>/check/nodes/<node_id>.  The
  * leader decodes everyone's facts and calls ec_check_compare(), a pure
  * function of the facts and the expected node count, which returns one
@@ -20,8 +20,8 @@
  * Decoders validate every field and never trust lengths: garbage in etcd
  * becomes EC_ECORRUPT with a message, never a crash.
  */
-#ifndef EC_CHECKFACTS_H
-#define EC_CHECKFACTS_H
+#ifndef EC_CHECK_RULES_H
+#define EC_CHECK_RULES_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -87,7 +87,7 @@ typedef struct ec_check_p2p {
     char status[48];        /* NVML's reason when not ok */
 } ec_check_p2p_t;
 
-/* An environment variable from the published allowlist (see checkrun.c). */
+/* An environment variable from the published allowlist (see check/command.c). */
 typedef struct ec_check_env {
     char *name;
     char *value;
@@ -295,7 +295,7 @@ int ec_check_report_decode(const void *buf, size_t len, ec_check_report_t *rep, 
 void ec_check_report_print(const ec_check_report_t *rep, FILE *out);
 void ec_check_report_print_json(const ec_check_report_t *rep, FILE *out);
 
-/* ---- small pure helpers, exported for checkrun.c and the tests ----------- */
+/* ---- small pure helpers, exported for check/command.c and the tests ----------- */
 
 /* How many devices CUDA sees in a CUDA_VISIBLE_DEVICES value: entries are
  * read up to the first invalid one ("" and "-1" hide every device); ids gets

@@ -30,6 +30,7 @@
 #include "node.h"
 #include "node_policy.h"
 #include "probe.h"
+#include "probe_server.h"
 #include "records.h"
 
 typedef struct mnode {

@@ -48,9 +48,10 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "rank.h"
 #include "records.h"
 
-/* A node's state is the record's (coord/records.h, = ecoord.proto NodeState). */
+/* A node's state is the record's (coord/core/records.h, = ecoord.proto NodeState). */
 
 /* Why an epoch is published; values match ecoord.proto EpochReason. */
 typedef enum {
@@ -180,11 +181,6 @@ int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *nod
  * the digest differs from the previous call's. */
 uint64_t ec_plan_fingerprint(const ec_plan_config_t *cfg, const ec_plan_node_t *nodes,
                              size_t n_nodes);
-
-/* The one place a rank is computed: rank = m_id * nproc + n_id.  Returns the
- * rank, or EC_EINVAL when m_id < 0, nproc < 1, n_id is outside [0, nproc) or
- * the rank would overflow. */
-int64_t ec_rank(int64_t m_id, int nproc, int n_id);
 
 /* "start", "join", "leave", "lost", "restart", "spare-promoted", "none". */
 const char *ec_plan_reason_name(ec_plan_reason_t reason);

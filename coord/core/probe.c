@@ -15,12 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-struct ec_probe_server {
-    int fd;
-    int stop_pipe[2];
-    pthread_t thread;
-    char line[300];
-};
 
 static int64_t mono_us(void)
 {
@@ -29,28 +23,8 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void *serve(void *arg)
-{
-    ec_probe_server_t *s = arg;
-    for (;;) {
-        struct pollfd pf[2] = {{s->fd, POLLIN, 0}, {s->stop_pipe[0], POLLIN, 0}};
-        if (poll(pf, 2, -1) < 0 && errno != EINTR)
-            break;
-        if (pf[1].revents)
-            break;
-        if (!(pf[0].revents & POLLIN))
-            continue;
-        int c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (c < 0)
-            continue;
-        ssize_t w = send(c, s->line, strlen(s->line), MSG_NOSIGNAL);
-        (void)w;
-        close(c);
-    }
-    return NULL;
-}
 
-static int sockaddr_of(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *sl)
+int ec_probe_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *sl)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res = NULL;
     char ps[8];
@@ -61,59 +35,6 @@ static int sockaddr_of(const char *host, uint16_t port, struct sockaddr_storage 
     *sl = res->ai_addrlen;
     freeaddrinfo(res);
     return 0;
-}
-
-ec_probe_server_t *ec_probe_serve(const char *host, uint16_t port, const char *node_id,
-                                  ec_error_t *err)
-{
-    if (port == 0)
-        return NULL;
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    if (sockaddr_of(host, port, &ss, &sl) < 0) {
-        ec_errorf(err, EC_EINVAL, "probe: cannot resolve %s", host);
-        return NULL;
-    }
-    ec_probe_server_t *s = calloc(1, sizeof(*s));
-    if (!s) {
-        ec_errorf(err, EC_ENOMEM, "out of memory");
-        return NULL;
-    }
-    snprintf(s->line, sizeof(s->line), "ecoord %s\n", node_id);
-    s->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&ss, sl) < 0 || listen(s->fd, 64) < 0 ||
-        pipe2(s->stop_pipe, O_CLOEXEC) < 0) {
-        ec_errorf(err, EC_EIO, "cannot listen for probes on %s:%u: %s (choose other ports with "
-                               "--start_port or --port_range)", host, port, strerror(errno));
-        if (s->fd >= 0)
-            close(s->fd);
-        free(s);
-        return NULL;
-    }
-    if (pthread_create(&s->thread, NULL, serve, s) != 0) {
-        close(s->fd);
-        close(s->stop_pipe[0]);
-        close(s->stop_pipe[1]);
-        free(s);
-        ec_errorf(err, EC_ESYS, "cannot start the probe thread");
-        return NULL;
-    }
-    return s;
-}
-
-void ec_probe_server_stop(ec_probe_server_t *s)
-{
-    if (!s)
-        return;
-    ssize_t w = write(s->stop_pipe[1], "x", 1);
-    (void)w;
-    pthread_join(s->thread, NULL);
-    close(s->fd);
-    close(s->stop_pipe[0]);
-    close(s->stop_pipe[1]);
-    free(s);
 }
 
 struct ec_probe_batch {
@@ -149,7 +70,7 @@ ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n)
         b->pf[i].fd = -1;
         struct sockaddr_storage ss;
         socklen_t sl;
-        if (t[i].port == 0 || sockaddr_of(t[i].host, t[i].port, &ss, &sl) < 0)
+        if (t[i].port == 0 || ec_probe_sockaddr(t[i].host, t[i].port, &ss, &sl) < 0)
             continue;
         int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)

@@ -18,7 +18,7 @@ typedef struct ec_env_ctx {
     const char *elastic_server;  /* endpoints, comma list */
     const char *etcd_prefix;     /* "" for none */
     const char *rebuild;         /* "restart" or "inprocess" */
-    /* The node's GPUs (coord/gpus.h): ngpus, one per local rank (0: a CPU
+    /* The node's GPUs (coord/util/gpus.h): ngpus, one per local rank (0: a CPU
      * node, PADDLE_DISTRI_BACKEND=gloo), and the CUDA_VISIBLE_DEVICES every
      * process gets (NULL: left as inherited).  Local rank i uses the i-th:
      * FLAGS_selected_gpus=i, PADDLE_LOCAL_DEVICE_IDS=i. */

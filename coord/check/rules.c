@@ -1,4 +1,4 @@
-/* `ecoord check`'s facts and verdicts (see checkfacts.h): encoding, the
+/* `ecoord check`'s facts and verdicts (see check/rules.h): encoding, the
  * comparison that turns every node's facts into one report, and the report's
  * text and JSON forms.  Pure: no clock, no files, no environment, no network.
  *
@@ -8,7 +8,7 @@
  * from ec_check_limits_t, so the tests can move them.
  */
 #define _GNU_SOURCE /* vasprintf */
-#include "checkfacts.h"
+#include "rules.h"
 
 #include <ctype.h>
 #include <errno.h>

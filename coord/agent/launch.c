@@ -2,7 +2,7 @@
  *
  * The main thread owns the training processes and runs one poll loop over a
  * self-pipe (woken by signals and by the coordinator's callbacks) and local
- * rank 0's output.  The node coordinator (coord/node.c) runs on its own
+ * rank 0's output.  The node coordinator (coord/agent/node.c) runs on its own
  * threads and hands over epochs and job status through `inbox`.
  *
  * The fence: a node whose lease etcd has not confirmed for TTL - margin
@@ -118,7 +118,7 @@ typedef struct agent {
     char host[256], ifname[64];
     char log_dir[4096]; /* --log_dir made absolute: ranks may change directory */
     int nproc;
-    ec_gpus_t gpus; /* which GPUs the processes get (coord/gpus.h) */
+    ec_gpus_t gpus; /* which GPUs the processes get (coord/util/gpus.h) */
     uint16_t *ports;
     int *resv;
     bool reserved;
@@ -677,7 +677,7 @@ static int64_t check_fence(agent_t *a)
     }
     if (unconfirmed)
         return 200;
-    /* The janitor's watchdog (coord/janitor.h), for when this agent is
+    /* The janitor's watchdog (coord/agent/janitor.h), for when this agent is
      * frozen and cannot fence: it SIGKILLs the ranks at our own SIGKILL
      * time, T + half the margin, still before etcd can expire the lease,
      * unless we renew the deadline (each confirmation) or fence first. */

@@ -175,8 +175,8 @@ int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **o
                     ec_error_t *err);
 
 /* ---- rank and endpoint tables ----------------------------------------------
- * Ranks follow Paddle's rule rank = M_id * N + N_id (the planner's ec_rank()
- * in coord/planner.h): walking members in M_id order and each member's local
+ * Ranks follow Paddle's rule rank = M_id * N + N_id (ec_rank()
+ * in coord/core/rank.h): walking members in M_id order and each member's local
  * ranks in order visits ranks 0, 1, ..., W-1.  These helpers walk; they never
  * compute a rank themselves.  ep must be a validated epoch. */
 

@@ -1624,7 +1624,7 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
         }
         /* One port per local process, plus one for the rendezvous store rank 0
          * hosts (MASTER_PORT), plus (launch) one where the agent answers its
-         * peers' liveness probes: what launch.c and checkrun.c reserve. */
+         * peers' liveness probes: what launch.c and check/command.c reserve. */
         int probe = cmd == EC_CMD_LAUNCH;
         int need = cfg->nproc_per_node + 1 + probe, have = cfg->port_hi - cfg->port_lo + 1;
         if (cfg->port_lo < 1 || have < need) {

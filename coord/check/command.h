@@ -3,7 +3,7 @@
  * Run on every node with the job's --elastic_server, --job_id and --np (and
  * the --gpus, --nproc_per_node, --host and ports training will use); without
  * --elastic_server it checks this node alone with an embedded etcd.  Each
- * node gathers its facts (coord/checkfacts.h), publishes them under
+ * node gathers its facts (coord/check/rules.c), publishes them under
  * <job>/check/nodes/<node_id> on a lease, waits for the others, probes every
  * node's published ports over TCP, runs the allreduce test when the worker
  * library provides it, and then one node (the first to create
@@ -43,8 +43,8 @@
  * X the bus bandwidth 2*(W-1)/W*B/S in GB/s).  Without PROG on every node the
  * check is SKIPped with the reason.
  */
-#ifndef EC_CHECKRUN_H
-#define EC_CHECKRUN_H
+#ifndef EC_CHECK_COMMAND_H
+#define EC_CHECK_COMMAND_H
 
 #include <stdio.h>
 

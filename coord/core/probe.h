@@ -4,21 +4,17 @@
  * A probe succeeds only when that line arrives within the deadline: a host
  * that is gone, a process that is gone (connection refused) and a process
  * that is frozen (SIGSTOP: the kernel still accepts, nobody answers) all
- * fail it.  Knows nothing of jobs. */
+ * fail it.  Knows nothing of jobs.  This is the asking side (the agent and
+ * the worker library); the answering side is the agent's
+ * (coord/agent/probe_server.h). */
 #ifndef EC_PROBE_H
 #define EC_PROBE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "error.h"
-
-typedef struct ec_probe_server ec_probe_server_t;
-
-/* Listen on host:port (port 0: none, returns NULL without error). */
-ec_probe_server_t *ec_probe_serve(const char *host, uint16_t port, const char *node_id,
-                                  ec_error_t *err);
-void ec_probe_server_stop(ec_probe_server_t *s); /* accepts NULL */
 
 typedef struct ec_probe_target {
     const char *host;
@@ -46,5 +42,7 @@ ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n);
 int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us);
 /* The monotonic clock deadlines are measured on, in microseconds. */
 int64_t ec_probe_now_us(void);
+/* host:port (a numeric address or a name) as a socket address; 0 or -1. */
+int ec_probe_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *sl);
 
 #endif

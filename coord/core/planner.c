@@ -60,13 +60,6 @@ const char *ec_plan_action_name(ec_plan_action_t action)
     return "unknown";
 }
 
-int64_t ec_rank(int64_t m_id, int nproc, int n_id)
-{
-    if (m_id < 0 || nproc < 1 || n_id < 0 || n_id >= nproc || m_id > INT64_MAX / nproc - 1)
-        return EC_EINVAL;
-    return m_id * nproc + n_id;
-}
-
 int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *node)
 {
     if (!cfg || !node || cfg->nproc < 1)

@@ -52,7 +52,7 @@ void ec_janitor_orphan(ec_janitor_t *j, pid_t pid);
  * orphan it knows, unless a newer deadline came first; 0 disarms it.  A
  * live agent renews it while its lease is confirmed and disarms it when it
  * fences itself, so it fires only when the agent is frozen (SIGSTOP, stuck
- * in the kernel): see coord/launch.c.  It fires once, logs one line to
+ * in the kernel): see coord/agent/launch.c.  It fires once, logs one line to
  * stderr, and stays disarmed until the next deadline.  Sent only when it
  * changes; never blocks. */
 void ec_janitor_deadline(ec_janitor_t *j, int64_t kill_at_ms);

@@ -15,7 +15,7 @@
 
 #include "connect.h"
 #include "knobs.h"
-#include "planner.h"
+#include "rank.h"
 
 /* Never passed on to a training process. */
 static const char *const secret_vars[] = {"ECOORD_ETCD_PASSWORD", NULL};
@@ -203,7 +203,7 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "POD_NAME", "%s", ctx->node_id);
     if (n_id < ctx->ngpus) {
         /* The node's GPUs narrowed to the ones it uses, so an index into
-         * them is the local rank (coord/gpus.h); Paddle's formats (fleet's
+         * them is the local rank (coord/util/gpus.h); Paddle's formats (fleet's
          * launch_utils.py): a process's ids comma-separated, every rank's in
          * rank order comma-separated (a rank's several ids ':'-joined: one
          * each here).  Every member runs the same N, so rank r's id is r % N. */

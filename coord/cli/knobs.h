@@ -201,7 +201,7 @@ typedef struct ec_config {
     /* this node */
     char *node_id;               /* resolved: flag, ECOORD_NODE_ID, POD_NAME, hostname */
     char *host;                  /* "" = auto-detect later */
-    ec_intlist_t gpus;           /* as CUDA_VISIBLE_DEVICES lists them (coord/gpus.h);
+    ec_intlist_t gpus;           /* as CUDA_VISIBLE_DEVICES lists them (coord/util/gpus.h);
                                   * n == 0: not given */
     int nproc_per_node;          /* resolved: flag/env, else gpus.n, else the GPUs
                                   * shown (CUDA_VISIBLE_DEVICES, /dev), else 1 */
@@ -216,7 +216,7 @@ typedef struct ec_config {
     int64_t grace_period_ms;
     int64_t peer_probe_interval_ms; /* 0: agents do not watch each other */
 
-    /* the program (coord/program.h turns these into a command) */
+    /* the program (coord/agent/program.h turns these into a command) */
     char *python;                /* interpreter of a .py program or a module */
     int no_python;               /* run the program as given, never through python */
     int module;                  /* the program is a Python module: python -u -m PROG */
@@ -237,7 +237,7 @@ typedef struct ec_config {
     int prog_index;
     int prog_argc;
     char **prog_argv;
-    /* Not a knob: set by `ecoord torchrun` (coord/torchrun_args.h), whose
+    /* Not a knob: set by `ecoord torchrun` (coord/cli/torchrun_args.h), whose
      * PROGRAM runs under the interpreter whatever its name unless
      * --no_python, as torchrun runs it.  0 after a parse. */
     int prog_always_python;

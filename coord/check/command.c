@@ -1,5 +1,5 @@
-/* `ecoord check` (see checkrun.h): the I/O around the pure comparison in
- * coord/checkfacts.c.
+/* `ecoord check` (see check/command.h): the I/O around the pure comparison in
+ * coord/check/rules.c.
  *
  * Timeline of one node (every wait has a deadline and notices SIGINT/SIGTERM
  * within POLL_MS):
@@ -26,7 +26,7 @@
  * The state of check/ is followed by one watch; waits are condition waits.
  */
 #define _GNU_SOURCE
-#include "checkrun.h"
+#include "command.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -57,7 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkfacts.h"
+#include "rules.h"
 #include "connect.h"
 #include "embed.h"
 #include "endpoints.h"
@@ -1428,7 +1428,7 @@ static int elect(ck_t *x, bool *late, char *leader, size_t llen, char *lnonce, e
 }
 
 /* ------------------------------------------------------------------------ */
-/* the allreduce: an ordinary job of the worker library (see checkrun.h)     */
+/* the allreduce: an ordinary job of the worker library (see check/command.h)     */
 
 static void coll_parse(ec_check_facts_t *f, const char *log)
 {
