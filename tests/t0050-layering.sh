@@ -11,12 +11,14 @@
 #    command define: it does not link them.
 # 3. The checker itself refuses an include that goes up a layer (a
 #    synthetic tree), so a broken check cannot pass silently.
+# 4. The names of the agent-worker environment (coord/core/env_contract.h)
+#    are spelt nowhere else in coord/ and worker/.
 set -u
 src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${EC_BUILDDIR:-$src}
 tmp=$(mktemp -d /tmp/ec-t0050-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-echo "1..3"
+echo "1..4"
 
 # layer_of FILE (a path under a tree root): prints the layer number and name
 layer_of() {
@@ -131,4 +133,21 @@ elif grep -q 'keys.c (core) includes coord/agent/node.h' "$tmp/out2" &&
 else
     echo "not ok 3 - the checker refused, but not for the planted includes:"
     sed 's/^/# /' "$tmp/out2"
+fi
+
+# 4: the environment contract between the agent and the worker library is
+# written once (coord/core/env_contract.h): no C file spells its names
+names=$(sed -n 's/^#define EC_ENV_[A-Z0-9_]* "\([^"]*\)".*/\1/p' "$src/coord/core/env_contract.h")
+: >"$tmp/spelled"
+for nm in $names; do
+    (cd "$src" && grep -rln --include='*.c' --include='*.h' --include='*.cc' "\"$nm\"" coord worker |
+        grep -v -e '^coord/core/env_contract.h$' -e '/test/' | sed "s|\$|: \"$nm\"|") >>"$tmp/spelled"
+done
+if [ -z "$names" ]; then
+    echo "not ok 4 - no names found in coord/core/env_contract.h"
+elif [ -s "$tmp/spelled" ]; then
+    echo "not ok 4 - names of the environment contract spelt outside coord/core/env_contract.h:"
+    sed 's/^/# /' "$tmp/spelled"
+else
+    echo "ok 4 - the $(echo "$names" | wc -w) names of the agent-worker environment are spelt only in coord/core/env_contract.h"
 fi

@@ -1,6 +1,7 @@
 /* Training-process environment: one function, one table of names. */
 #define _GNU_SOURCE /* vasprintf */
 #include "env.h"
+#include "env_contract.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,7 @@
 #include "rank.h"
 
 /* Never passed on to a training process. */
-static const char *const secret_vars[] = {"ECOORD_ETCD_PASSWORD", NULL};
+static const char *const secret_vars[] = {EC_ENV_ETCD_PASSWORD, NULL};
 
 static bool is_secret(const char *kv)
 {
@@ -190,17 +191,17 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, "PADDLE_TRAINER_ID", "%lld", (long long)rank);
     add(&b, "PADDLE_TRAINERS_NUM", "%d", W);
     add(&b, "PADDLE_TRAINER_ENDPOINTS", "%s", endpoints);
-    add(&b, "PADDLE_CURRENT_ENDPOINT", "%s", cur);
+    add(&b, EC_ENV_PADDLE_CURRENT_ENDPOINT, "%s", cur);
     add(&b, "PADDLE_RANK_IN_NODE", "%d", n_id);
     add(&b, "PADDLE_MASTER", "%s", rank0);
     add(&b, "PADDLE_GLOBAL_SIZE", "%d", W);
     add(&b, "PADDLE_LOCAL_SIZE", "%d", N);
     add(&b, "PADDLE_GLOBAL_RANK", "%lld", (long long)rank);
-    add(&b, "PADDLE_LOCAL_RANK", "%d", n_id);
+    add(&b, EC_ENV_PADDLE_LOCAL_RANK, "%d", n_id);
     add(&b, "PADDLE_NNODES", "%d", M);
-    add(&b, "PADDLE_JOB_ID", "%s", ctx->job_id);
+    add(&b, EC_ENV_PADDLE_JOB_ID, "%s", ctx->job_id);
     add(&b, "PADDLE_LOG_DIR", "%s", ctx->log_dir);
-    add(&b, "POD_NAME", "%s", ctx->node_id);
+    add(&b, EC_ENV_POD_NAME, "%s", ctx->node_id);
     if (n_id < ctx->ngpus) {
         /* The node's GPUs narrowed to the ones it uses, so an index into
          * them is the local rank (coord/util/gpus.h); Paddle's formats (fleet's
@@ -209,7 +210,7 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
          * each here).  Every member runs the same N, so rank r's id is r % N. */
         if (ctx->visible_devices)
             add(&b, "CUDA_VISIBLE_DEVICES", "%s", ctx->visible_devices);
-        add(&b, "FLAGS_selected_gpus", "%d", n_id);
+        add(&b, EC_ENV_SELECTED_GPUS, "%d", n_id);
         add(&b, "PADDLE_LOCAL_DEVICE_IDS", "%d", n_id);
         size_t wl = (size_t)W * 12 + 1;
         char *world = malloc(wl);
@@ -229,7 +230,7 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     }
     /* torchrun */
     add(&b, "RANK", "%lld", (long long)rank);
-    add(&b, "LOCAL_RANK", "%d", n_id);
+    add(&b, EC_ENV_LOCAL_RANK, "%d", n_id);
     add(&b, "WORLD_SIZE", "%d", W);
     add(&b, "LOCAL_WORLD_SIZE", "%d", N);
     add(&b, "GROUP_RANK", "%d", m_id);
@@ -259,30 +260,30 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     if (ec_env_omp_default(N, base))
         add(&b, "OMP_NUM_THREADS", "1");
     /* ecoord: what the worker library needs to follow epochs itself */
-    add(&b, "ECOORD_ELASTIC_SERVER", "%s", ctx->elastic_server ? ctx->elastic_server : "");
-    add(&b, "ECOORD_ETCD_PREFIX", "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
-    add(&b, "ECOORD_JOB_ID", "%s", ctx->job_id);
-    add(&b, "ECOORD_EPOCH", "%llu", (unsigned long long)ep->number);
-    add(&b, "ECOORD_NODE_ID", "%s", ctx->node_id);
-    add(&b, "ECOORD_LEASE", "%llx", ctx->lease);
+    add(&b, EC_ENV_ELASTIC_SERVER, "%s", ctx->elastic_server ? ctx->elastic_server : "");
+    add(&b, EC_ENV_ETCD_PREFIX, "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
+    add(&b, EC_ENV_JOB_ID, "%s", ctx->job_id);
+    add(&b, EC_ENV_EPOCH, "%llu", (unsigned long long)ep->number);
+    add(&b, EC_ENV_NODE_ID, "%s", ctx->node_id);
+    add(&b, EC_ENV_LEASE, "%llx", ctx->lease);
     if (ctx->lease_ttl_ms > 0) {
-        add(&b, "ECOORD_LEASE_TTL_MS", "%lld", ctx->lease_ttl_ms);
-        add(&b, "ECOORD_LEASE_MARGIN_MS", "%lld", ctx->lease_margin_ms);
+        add(&b, EC_ENV_LEASE_TTL_MS, "%lld", ctx->lease_ttl_ms);
+        add(&b, EC_ENV_LEASE_MARGIN_MS, "%lld", ctx->lease_margin_ms);
     }
-    add(&b, "ECOORD_REBUILD", "%s", ctx->rebuild ? ctx->rebuild : "restart");
+    add(&b, EC_ENV_REBUILD, "%s", ctx->rebuild ? ctx->rebuild : "restart");
     /* etcd's TLS and authentication, as the agent connects */
     const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();
     if (cfg) {
-        const char *files[][2] = {{"ECOORD_ETCD_CACERT", cfg->etcd_cacert},
-                                  {"ECOORD_ETCD_CERT", cfg->etcd_cert},
-                                  {"ECOORD_ETCD_KEY", cfg->etcd_key}};
+        const char *files[][2] = {{EC_ENV_ETCD_CACERT, cfg->etcd_cacert},
+                                  {EC_ENV_ETCD_CERT, cfg->etcd_cert},
+                                  {EC_ENV_ETCD_KEY, cfg->etcd_key}};
         for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
             char p[PATH_MAX] = "";
             if (files[i][1] && *files[i][1])
                 abs_path(files[i][1], p, sizeof(p));
             add(&b, files[i][0], "%s", p);
         }
-        add(&b, "ECOORD_ETCD_USER", "%s", cfg->etcd_user ? cfg->etcd_user : "");
+        add(&b, EC_ENV_ETCD_USER, "%s", cfg->etcd_user ? cfg->etcd_user : "");
         const char *pwf = "";
         char p[PATH_MAX];
         if (cfg->etcd_user && *cfg->etcd_user && cfg->etcd_password && *cfg->etcd_password) {
@@ -294,7 +295,7 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
                 goto fail;
             }
         }
-        add(&b, "ECOORD_ETCD_PASSWORD_FILE", "%s", pwf);
+        add(&b, EC_ENV_ETCD_PASSWORD_FILE, "%s", pwf);
     }
     free(endpoints);
     if (b.oom)

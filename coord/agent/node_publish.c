@@ -249,7 +249,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         action = d->action;
         wait_ms = d->wait_ms;
         why = d->why ? strdup(d->why) : NULL;
-        complete = d->complete;
+        complete = action == EC_PLAN_COMPLETE;
         if (d->n_departed > 0 && n->missing_since < 0)
             n->missing_since = now;
         else if (d->n_departed == 0)
@@ -381,7 +381,8 @@ void ec__node_plan_and_act(ec_node_t *n)
          * last word until the epoch. */
         char *key = why ? wait_key(why) : NULL;
         if (key && (!n->last_wait || strcmp(n->last_wait, key))) {
-            ec__node_emit(n, "%s %s", action == EC_PLAN_FAIL ? "+fail:" : "+wait:", why);
+            ec__node_emit(n, "%s %s",
+                          action == EC_PLAN_FAIL ? "+fail:" : complete ? "+complete:" : "+wait:", why);
             free(n->last_wait);
             n->last_wait = key;
             key = NULL;

@@ -7,6 +7,7 @@
  * ec_config_validate()).
  */
 #include "knobs.h"
+#include "env_contract.h"
 #include "gpus.h"
 
 #include <ctype.h>
@@ -53,7 +54,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
     [EC_K_ELASTIC_SERVER] = {
         .id = EC_K_ELASTIC_SERVER, .name = "elastic_server",
         .spellings = {"elastic_server"},
-        .env = {"ECOORD_ELASTIC_SERVER", "PADDLE_ELASTIC_SERVER"},
+        .env = {EC_ENV_ELASTIC_SERVER, "PADDLE_ELASTIC_SERVER"},
         .type = EC_KT_STRLIST, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
         .def = "", .def_help = "empty: run an embedded etcd",
         .metavar = "HOST:PORT[,...]", .example = "10.0.0.1:2379", .group = "etcd",
@@ -77,7 +78,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(master), .check = check_endpoint},
     [EC_K_ETCD_PREFIX] = {
         .id = EC_K_ETCD_PREFIX, .name = "etcd_prefix",
-        .spellings = {"etcd_prefix"}, .env = {"ECOORD_ETCD_PREFIX"},
+        .spellings = {"etcd_prefix"}, .env = {EC_ENV_ETCD_PREFIX},
         .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
         .max = 256, .def = "", .def_help = "none: keys start at /JOB_ID/",
         .metavar = "/PREFIX", .example = "/ecoord", .group = "etcd",
@@ -86,7 +87,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(etcd_prefix), .check = check_prefix},
     [EC_K_ETCD_CACERT] = {
         .id = EC_K_ETCD_CACERT, .name = "etcd_cacert",
-        .spellings = {"etcd_cacert"}, .env = {"ECOORD_ETCD_CACERT"},
+        .spellings = {"etcd_cacert"}, .env = {EC_ENV_ETCD_CACERT},
         .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK | EC_KF_FILE,
         .max = PATH_MAX, .def = "", .def_help = "none: plain TCP unless the endpoints say https",
         .metavar = "PATH", .example = "/etc/ecoord/ca.pem", .group = "etcd",
@@ -94,7 +95,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(etcd_cacert)},
     [EC_K_ETCD_CERT] = {
         .id = EC_K_ETCD_CERT, .name = "etcd_cert",
-        .spellings = {"etcd_cert"}, .env = {"ECOORD_ETCD_CERT"},
+        .spellings = {"etcd_cert"}, .env = {EC_ENV_ETCD_CERT},
         .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK | EC_KF_FILE,
         .max = PATH_MAX, .def = "", .def_help = "none",
         .metavar = "PATH", .example = "/etc/ecoord/client.pem", .group = "etcd",
@@ -102,7 +103,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(etcd_cert)},
     [EC_K_ETCD_KEY] = {
         .id = EC_K_ETCD_KEY, .name = "etcd_key",
-        .spellings = {"etcd_key"}, .env = {"ECOORD_ETCD_KEY"},
+        .spellings = {"etcd_key"}, .env = {EC_ENV_ETCD_KEY},
         .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK | EC_KF_FILE,
         .max = PATH_MAX, .def = "", .def_help = "none",
         .metavar = "PATH", .example = "/etc/ecoord/client-key.pem", .group = "etcd",
@@ -110,7 +111,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(etcd_key)},
     [EC_K_ETCD_USER] = {
         .id = EC_K_ETCD_USER, .name = "etcd_user",
-        .spellings = {"etcd_user"}, .env = {"ECOORD_ETCD_USER"},
+        .spellings = {"etcd_user"}, .env = {EC_ENV_ETCD_USER},
         .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
         .max = 256, .def = "", .def_help = "none: no etcd authentication",
         .metavar = "NAME", .example = "trainer", .group = "etcd",
@@ -119,7 +120,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(etcd_user)},
     [EC_K_ETCD_PASSWORD] = {
         .id = EC_K_ETCD_PASSWORD, .name = "etcd_password",
-        .spellings = {NULL}, .env = {"ECOORD_ETCD_PASSWORD"},
+        .spellings = {NULL}, .env = {EC_ENV_ETCD_PASSWORD},
         .type = EC_KT_SECRET, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
         .max = PASSWORD_MAX, .def = "", .def_help = "none",
         .metavar = "PASSWORD", .group = "etcd",
@@ -129,7 +130,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(etcd_password)},
     [EC_K_ETCD_PASSWORD_FILE] = {
         .id = EC_K_ETCD_PASSWORD_FILE, .name = "etcd_password_file",
-        .spellings = {"etcd_password_file"}, .env = {"ECOORD_ETCD_PASSWORD_FILE"},
+        .spellings = {"etcd_password_file"}, .env = {EC_ENV_ETCD_PASSWORD_FILE},
         .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
         .max = PATH_MAX, .def = "", .def_help = "none",
         .metavar = "PATH", .example = "/run/secrets/etcd", .group = "etcd",
@@ -141,7 +142,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
     [EC_K_JOB_ID] = {
         .id = EC_K_JOB_ID, .name = "job_id",
         .spellings = {"job_id"},
-        .env = {"ECOORD_JOB_ID", "PADDLE_ELASTIC_JOB_ID", "PADDLE_JOB_ID"},
+        .env = {EC_ENV_JOB_ID, "PADDLE_ELASTIC_JOB_ID", EC_ENV_PADDLE_JOB_ID},
         .type = EC_KT_STRING, .cmds = L | S | C,
         .max = JOB_ID_MAX, .def = "default",
         .def_help = "default (with a warning: two jobs on one etcd with the same id join "
@@ -238,7 +239,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(replace_wait_ms)},
     [EC_K_REBUILD] = {
         .id = EC_K_REBUILD, .name = "rebuild",
-        .spellings = {"rebuild"}, .env = {"ECOORD_REBUILD"},
+        .spellings = {"rebuild"}, .env = {EC_ENV_REBUILD},
         .type = EC_KT_ENUM, .cmds = L | C, .choices = rebuilds,
         .def = "restart", .metavar = "restart|inprocess", .example = "inprocess",
         .group = "job",
@@ -250,7 +251,7 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
     /* ---- this node ----------------------------------------------------- */
     [EC_K_NODE_ID] = {
         .id = EC_K_NODE_ID, .name = "node_id",
-        .spellings = {"node_id"}, .env = {"ECOORD_NODE_ID", "POD_NAME"},
+        .spellings = {"node_id"}, .env = {EC_ENV_NODE_ID, EC_ENV_POD_NAME},
         .type = EC_KT_STRING, .cmds = L | C, .flags = EC_KF_EMPTY_OK,
         .max = NODE_ID_MAX, .def = "", .def_help = "POD_NAME, else the host name",
         .metavar = "NAME", .example = "node-3", .group = "this node",
@@ -1676,7 +1677,7 @@ int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                              "or drop the password",
                              cfg->src[EC_K_ETCD_PASSWORD].kind == EC_SRC_FILE
                                  ? "--etcd_password_file"
-                                 : "ECOORD_ETCD_PASSWORD");
+                                 : EC_ENV_ETCD_PASSWORD);
     }
     if ((cmd & knobs[EC_K_MODULE].cmds) && cfg->module && cfg->no_python)
         return ec_errorf(err, EC_EINVAL,

@@ -24,27 +24,6 @@
 /* ------------------------------------------------------------------ */
 /* small helpers                                                       */
 
-const char *ec_plan_reason_name(ec_plan_reason_t reason)
-{
-    switch (reason) {
-    case EC_PLAN_REASON_START:
-        return "start";
-    case EC_PLAN_REASON_JOIN:
-        return "join";
-    case EC_PLAN_REASON_LEAVE:
-        return "leave";
-    case EC_PLAN_REASON_LOST:
-        return "lost";
-    case EC_PLAN_REASON_RESTART:
-        return "restart";
-    case EC_PLAN_REASON_SPARE_PROMOTED:
-        return "spare-promoted";
-    case EC_PLAN_REASON_NONE:
-        break;
-    }
-    return "none";
-}
-
 const char *ec_plan_action_name(ec_plan_action_t action)
 {
     switch (action) {
@@ -56,6 +35,8 @@ const char *ec_plan_action_name(ec_plan_action_t action)
         return "wait";
     case EC_PLAN_FAIL:
         return "fail";
+    case EC_PLAN_COMPLETE:
+        return "complete";
     }
     return "unknown";
 }
@@ -342,7 +323,7 @@ static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wai
 /* Build members[] for a publish: current members in M_id order with departed
  * slots refilled from the candidates, then the remaining candidates up to
  * np_max; compose why.  reason applies when no member departed. */
-static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_plan_reason_t reason)
+static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_epoch_reason_t reason)
 {
     const ec_plan_node_t *nodes = p->in->nodes;
     size_t max = (size_t)p->cfg->np_max;
@@ -411,8 +392,8 @@ static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_plan_reason
     }
 
     if (p->n_departed)
-        reason = dropped ? (any_lost ? EC_PLAN_REASON_LOST : EC_PLAN_REASON_LEAVE)
-                         : EC_PLAN_REASON_SPARE_PROMOTED;
+        reason = dropped ? (any_lost ? EC_REASON_LOST : EC_REASON_LEAVE)
+                         : EC_REASON_SPARE_PROMOTED;
     d->action = EC_PLAN_PUBLISH;
     d->reason = reason;
     d->n_members = n;
@@ -452,7 +433,7 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
     if (n > w)
         sb_printf(why, "; %zu standby%s", n - w, n - w == 1 ? "" : "s");
     d->action = EC_PLAN_PUBLISH;
-    d->reason = EC_PLAN_REASON_START;
+    d->reason = EC_REASON_START;
     d->n_members = w;
     d->world_size = (int64_t)w * c->nproc;
     d->epoch = p->in->epoch.number + 1;
@@ -491,7 +472,7 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
 
     if (unfilled == 0)
         return publish_size(p) < min ? wait_below_min(p, d, why)
-                                     : publish(p, d, why, EC_PLAN_REASON_NONE);
+                                     : publish(p, d, why, EC_REASON_UNKNOWN);
 
     if (remain < min || c->np_min == c->np_max) {
         sb_printf(why, "waiting for %zu more node%s: ", min - remain, plural(min - remain));
@@ -516,7 +497,7 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
         set_wait(d, EC_PLAN_WAIT_UNTIL, c->replace_wait_ms - since);
         return 0;
     }
-    return publish(p, d, why, EC_PLAN_REASON_NONE);
+    return publish(p, d, why, EC_REASON_UNKNOWN);
 }
 
 /* Rules 7-9: nobody departed. */
@@ -529,12 +510,12 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
         return wait_below_min(p, d, why);
 
     if (p->n_restarted)
-        return publish(p, d, why, EC_PLAN_REASON_RESTART);
+        return publish(p, d, why, EC_REASON_RESTART);
 
     if (p->n_cand && p->n_mem < max) {
         int64_t since = elapsed(p->in->since_eligible_change_ms);
         if (p->n_mem + p->n_cand >= max || since >= c->elastic_timeout_ms)
-            return publish(p, d, why, EC_PLAN_REASON_JOIN);
+            return publish(p, d, why, EC_REASON_JOIN);
         sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
         sb_printf(why,
                   " joined: publishing %zu nodes in %" PRId64 " ms unless more join"
@@ -766,10 +747,9 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         set_wait(d, EC_PLAN_FAIL, 0);
     } else if (p.n_done == p.n_mem) {
         /* 5. training finished: do not promote standbys into a finished job */
-        sb_printf(&why, "complete: all %zu members of epoch %" PRIu64 " are done", p.n_mem,
+        sb_printf(&why, "all %zu members of epoch %" PRIu64 " are done", p.n_mem,
                   in->epoch.number);
-        set_wait(d, EC_PLAN_WAIT, 0);
-        d->complete = true;
+        set_wait(d, EC_PLAN_COMPLETE, 0);
     } else if (p.n_departed) {
         rc = plan_departed(&p, d, &why);
     } else {
@@ -789,7 +769,7 @@ done:
     switch (d->action) {
     case EC_PLAN_PUBLISH:
         sb_printf(&log, "+epoch %" PRIu64 " world=%" PRId64 " nodes=%zu reason=%s: %s", d->epoch,
-                  d->world_size, d->n_members, ec_plan_reason_name(d->reason), d->why);
+                  d->world_size, d->n_members, ec_epoch_reason_name(d->reason), d->why);
         break;
     case EC_PLAN_WAIT_UNTIL:
         sb_printf(&log, "+wait-until %" PRId64 "ms: %s", d->wait_ms, d->why);
@@ -799,6 +779,9 @@ done:
         break;
     case EC_PLAN_FAIL:
         sb_printf(&log, "+fail: %s", d->why);
+        break;
+    case EC_PLAN_COMPLETE:
+        sb_printf(&log, "+complete: %s", d->why);
         break;
     }
     d->log = sb_take(&log);

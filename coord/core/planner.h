@@ -17,7 +17,7 @@
  *   4. no epoch yet: start with the first np_max eligible nodes in
  *      registration order at once; with np_min <= n < np_max once the
  *      eligible set has been stable for elastic_timeout_ms; below np_min wait
- *   5. every member's record says done                -> WAIT ("complete"); a
+ *   5. every member's record says done                -> COMPLETE; a
  *      member that is done while others still run stays a member
  *   6. members departed (lost, left, failed, done): eligible non-members
  *      (standbys, or joiners below np_max) take the departed members' M_ids at
@@ -53,22 +53,12 @@
 
 /* A node's state is the record's (coord/core/records.h, = ecoord.proto NodeState). */
 
-/* Why an epoch is published; values match ecoord.proto EpochReason. */
-typedef enum {
-    EC_PLAN_REASON_NONE = 0,
-    EC_PLAN_REASON_START = 1,
-    EC_PLAN_REASON_JOIN = 2,
-    EC_PLAN_REASON_LEAVE = 3,
-    EC_PLAN_REASON_LOST = 4,
-    EC_PLAN_REASON_RESTART = 5,
-    EC_PLAN_REASON_SPARE_PROMOTED = 6,
-} ec_plan_reason_t;
-
 typedef enum {
     EC_PLAN_PUBLISH = 1,    /* write a new epoch with members[] */
     EC_PLAN_WAIT_UNTIL = 2, /* re-plan after wait_ms (or sooner, on any change) */
     EC_PLAN_WAIT = 3,       /* nothing to do until the inputs change */
     EC_PLAN_FAIL = 4,       /* the job cannot go on: mark it failed with why */
+    EC_PLAN_COMPLETE = 5,   /* every member is done: mark the job completed */
 } ec_plan_action_t;
 
 /* Job configuration (--np=MIN:MAX, --nproc_per_node, --elastic_timeout,
@@ -139,7 +129,8 @@ typedef struct ec_plan_refusal {
 
 typedef struct ec_plan_decision {
     ec_plan_action_t action;
-    ec_plan_reason_t reason;  /* PUBLISH only; EC_PLAN_REASON_NONE otherwise */
+    ec_epoch_reason_t reason; /* why an epoch is published (the epoch record's own enum,
+                                 records.h); PUBLISH only, EC_REASON_UNKNOWN otherwise */
     uint64_t epoch;           /* PUBLISH: number to write = current + 1 */
     size_t *members;          /* PUBLISH: indices into input nodes[], M_id order */
     size_t n_members;
@@ -154,7 +145,6 @@ typedef struct ec_plan_decision {
     size_t n_refused;
     char *why; /* human text: "waiting for 2 more nodes: have 1, need np_min=3",
                   "steady", "n3 missing"; for PUBLISH it is the epoch's detail */
-    bool complete; /* WAIT because every member is done: the job completed */
     char *log; /* one event line: "+epoch 7 world=12 nodes=6 reason=lost: n3 missing",
                   "+wait: ...", "+wait-until 1500ms: ...", "+fail: ..." */
 } ec_plan_decision_t;
@@ -182,9 +172,7 @@ int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *nod
 uint64_t ec_plan_fingerprint(const ec_plan_config_t *cfg, const ec_plan_node_t *nodes,
                              size_t n_nodes);
 
-/* "start", "join", "leave", "lost", "restart", "spare-promoted", "none". */
-const char *ec_plan_reason_name(ec_plan_reason_t reason);
-/* "publish", "wait-until", "wait", "fail"; "unknown" otherwise. */
+/* "publish", "wait-until", "wait", "fail", "complete"; "unknown" otherwise. */
 const char *ec_plan_action_name(ec_plan_action_t action);
 
 #endif
