@@ -24,6 +24,7 @@
  * async-signal-safe calls and static memory. */
 #define _GNU_SOURCE
 #include "janitor.h"
+#include "child.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -371,19 +372,8 @@ static void watchdog_fire(pid_t agent, int64_t late_ms)
 static void janitor_main(int sock, pid_t agent)
 {
     /* Signals as the default, nothing blocked: the agent's handlers mean
-     * nothing here (glibc's reserved 32/33 through the raw call). */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++) {
-        if (s == SIGKILL || s == SIGSTOP || sigaction(s, &dfl, NULL) == 0)
-            continue;
-        uint64_t ksa[4] = {0};
-        syscall(SYS_rt_sigaction, s, ksa, NULL, sizeof(uint64_t));
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+     * nothing here.  It must outlive the agent: no parent-death signal. */
+    ec_child_reset(0, 0);
     /* A group of its own: Ctrl-C on the terminal, or a kill of the agent's
      * group, is for the agent; the janitor is needed when that kills it. */
     setpgid(0, 0);
@@ -481,9 +471,8 @@ ec_janitor_t *ec_janitor_start(ec_error_t *err)
         return NULL;
     }
     /* No handler of the agent's may run in the child before it resets them. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    sigset_t saved;
+    ec_child_fork_begin(&saved);
     pid_t agent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -491,7 +480,7 @@ ec_janitor_t *ec_janitor_start(ec_error_t *err)
         janitor_main(sv[1], agent);
     }
     int e = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ec_child_fork_end(&saved);
     close(sv[1]);
     if (pid < 0) {
         close(sv[0]);

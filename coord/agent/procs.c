@@ -1,6 +1,7 @@
 /* Local training processes. */
 #define _GNU_SOURCE
 #include "procs.h"
+#include "child.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -260,28 +261,13 @@ ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_o
 static void child(ec_procs_t *p, pid_t parent, int out, int errw, char *const *envp)
 {
     /* The agent's handlers mean nothing here; a signal that arrives before
-     * exec must act as it will on the program. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++) {
-        if (s == SIGKILL || s == SIGSTOP || sigaction(s, &dfl, NULL) == 0)
-            continue;
-        /* libc refuses its own (glibc: 32 and 33), which may still come
-         * ignored from whoever started us: the kernel takes a zeroed
-         * struct (SIG_DFL, no flags, empty mask) in any layout. */
-        uint64_t ksa[4] = {0};
-        syscall(SYS_rt_sigaction, s, ksa, NULL, sizeof(uint64_t));
-    }
+     * exec must act as it will on the program.  Its own process group; no
+     * orphan keeps training under a stale rank. */
     setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan keeps training under a stale rank */
     int e = 0;
-    if (getppid() != parent) {
+    if (ec_child_reset(SIGKILL, parent) < 0) {
         e = ESRCH;
     } else {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
         dup2(out, 1);
         dup2(out, 2);
         int nul = open("/dev/null", O_RDONLY);
@@ -331,15 +317,14 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
         return ec_errorf(err, EC_ESYS, "pipe: %s", strerror(e));
     }
     /* No signal handler of ours may run in the child before it resets them. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    sigset_t saved;
+    ec_child_fork_begin(&saved);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
         child(p, parent, pipefd[1] >= 0 ? pipefd[1] : fd, errp[1], envp);
     int fork_errno = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ec_child_fork_end(&saved);
     close(errp[1]);
     if (pipefd[1] >= 0)
         close(pipefd[1]);

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "command.h"
+#include "child.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -1547,21 +1548,23 @@ static void run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
 
     ec_log(EC_LOG_INFO, "running the allreduce job %s (%s; log %s)", job, prog, log);
     pid_t parent = getpid();
+    sigset_t saved;
+    ec_child_fork_begin(&saved);
     pid_t pid = fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
+        if (ec_child_reset(SIGKILL, parent) < 0)
             _exit(127);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
         execv(exe, (char *const *)argv);
         _exit(127);
     }
+    int fork_errno = errno;
+    ec_child_fork_end(&saved);
+    errno = fork_errno;
     if (pid < 0) {
         f->coll = EC_CHECK_COLL_FAIL;
         snprintf(f->coll_why, sizeof(f->coll_why), "cannot start ecoord launch: %s",

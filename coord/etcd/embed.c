@@ -2,6 +2,7 @@
  * and poll its log for readiness with a deadline. */
 #define _GNU_SOURCE
 #include "embed.h"
+#include "child.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -150,12 +151,12 @@ static int spawn(ec_embed_t *e, ec_error_t *err)
     snprintf(prev, sizeof(prev), "%s.prev", e->log);
     rename(e->log, prev);
     pid_t parent = getpid();
+    sigset_t saved;
+    ec_child_fork_begin(&saved);
     pid_t pid = fork();
-    if (pid < 0)
-        return ec_errorf(err, EC_ESYS, "cannot fork etcd: %s", strerror(errno));
+    int fork_errno = errno;
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
+        if (ec_child_reset(SIGKILL, parent) < 0)
             _exit(127);
         int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
@@ -170,6 +171,9 @@ static int spawn(ec_embed_t *e, ec_error_t *err)
         execv(e->etcd, (char *const *)argv);
         _exit(127);
     }
+    ec_child_fork_end(&saved);
+    if (pid < 0)
+        return ec_errorf(err, EC_ESYS, "cannot fork etcd: %s", strerror(fork_errno));
     e->pid = pid;
     int64_t deadline = mono_ms() + e->o.start_timeout_ms;
     char tail[512];
