@@ -13,12 +13,15 @@
 #    synthetic tree), so a broken check cannot pass silently.
 # 4. The names of the agent-worker environment (coord/core/env_contract.h)
 #    are spelt nowhere else in coord/ and worker/.
+# 5. One knob table per program reads the environment: getenv() is called in
+#    coord/ only by coord/cli/knobs.c (ec_config_environ, which reads only
+#    the names of its table) and in worker/ only by worker/options.c's table.
 set -u
 src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${EC_BUILDDIR:-$src}
 tmp=$(mktemp -d /tmp/ec-t0050-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-echo "1..4"
+echo "1..5"
 
 # layer_of FILE (a path under a tree root): prints the layer number and name
 layer_of() {
@@ -150,4 +153,17 @@ elif [ -s "$tmp/spelled" ]; then
     sed 's/^/# /' "$tmp/spelled"
 else
     echo "ok 4 - the $(echo "$names" | wc -w) names of the agent-worker environment are spelt only in coord/core/env_contract.h"
+fi
+
+# 5: every getenv in a knob table
+(cd "$src" && grep -rn --include='*.c' --include='*.cc' 'getenv *(' coord worker |
+    grep -v -e '/test/' -e '/examples/' -e '^[^:]*:[0-9]*: *\(/\*\|\*\)') >"$tmp/getenv" || true
+grep -v -e '^coord/cli/knobs.c:' -e '^worker/options.c:' "$tmp/getenv" >"$tmp/getenv.out" || true
+nk=$(grep -c '^coord/cli/knobs.c:' "$tmp/getenv" || true)
+nw=$(grep -c '^worker/options.c:' "$tmp/getenv" || true)
+if [ -s "$tmp/getenv.out" ] || [ "$nk" != 1 ] || [ "$nw" != 1 ]; then
+    echo "not ok 5 - getenv() outside the one read of each knob table (knobs.c: $nk, options.c: $nw, want 1 each):"
+    sed 's/^/# /' "$tmp/getenv"
+else
+    echo "ok 5 - getenv() is called once in coord/ (coord/cli/knobs.c) and once in worker/ (worker/options.c)"
 fi

@@ -265,7 +265,7 @@ START_TEST(blocked_port)
              "%s check $S --node_id=a --start_port=36400 >$D/bp.a.out 2>$D/bp.a.err & A=$!\n"
              "%s check $S --node_id=b --port_range=36500-36501 >$D/bp.b.out 2>$D/bp.b.err\n"
              "B=$?; wait $A; RA=$?; kill $E; wait $E; echo rc $RA $B\n",
-             tmp, ec_embed_find_etcd(NULL), ecoord(), ecoord());
+             tmp, ec_embed_find_etcd(getenv("ETCD"), getenv("PATH")), ecoord(), ecoord());
     char *argv[] = {"unshare", "-n", "sh", "-c", script, NULL};
     int rc = ec_test_run(argv, out, sizeof(out));
     ck_assert_msg(rc == 0 && strstr(out, "rc 1 1"), "rc %d: %s", rc, out);

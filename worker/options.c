@@ -22,7 +22,10 @@ typedef enum {
     K_BACKEND, /* ecw_backend_t from "auto|gloo|nccl|none" */
     K_HOSTOF,  /* const char * from "host:port" / "[v6]:port" */
     K_REBUILD, /* const char * "auto|shrink|init" -> int (ecw__rebuild_mode_t) */
+    K_RESTART, /* environment only: "restart" -> bool true, anything else false */
 } kind_t;
+
+#define NO_IN ((size_t)-1) /* a knob ecw_options_t has no field for: environment only */
 
 typedef struct knob {
     const char *name;
@@ -100,6 +103,9 @@ static const knob_t knobs[] = {
     {"nccl_scalable_min", {"ECOORD_WORKER_NCCL_SCALABLE_MIN"}, K_INT, IN(nccl_scalable_min),
      OUT(nccl_scalable_min), 0, 1, 1 << 30, "128",
      "NCCL: world size from which a full init uses ncclCommInitRankScalable with several roots"},
+    {"restart_mode", {EC_ENV_REBUILD}, K_RESTART, NO_IN, OUT(restart_mode), 0, 0, 0, "",
+     "started by `ecoord launch --rebuild=restart`: this process lives for exactly its start "
+     "epoch (the agent replaces it on the next one)"},
 };
 
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
@@ -119,8 +125,12 @@ static const char *env_of(const knob_t *k, const char **which)
 /* Whether the caller gave the field. */
 static bool given(const knob_t *k, const ecw_options_t *in)
 {
+    if (k->in_off == NO_IN)
+        return false;
     const char *p = (const char *)in + k->in_off;
     switch (k->kind) {
+    case K_RESTART:
+        return false;
     case K_STR:
     case K_HOSTOF:
     case K_REBUILD:
@@ -206,6 +216,9 @@ static int parse(const knob_t *k, const char *text, const char *src, ecw__opts_t
         *(ecw_backend_t *)p = b;
         return 0;
     }
+    case K_RESTART:
+        *(bool *)p = !strcmp(text, "restart");
+        return 0;
     case K_REBUILD: {
         int m = ecw__rebuild_mode_parse(text);
         if (m < 0)
@@ -256,6 +269,8 @@ static int take(const knob_t *k, const ecw_options_t *in, ecw__opts_t *out, ec_e
     }
     case K_REBUILD:
         return parse(k, *(const char *const *)ip, "options.nccl_rebuild", out, err);
+    case K_RESTART:
+        break;
     }
     return ec_errorf(err, EC_EINTERNAL, "knob %s has no copier", k->name);
 }
@@ -295,10 +310,6 @@ int ecw__opts_resolve(const ecw_options_t *user, ecw__opts_t *out, ec_error_t *e
     out->log_cb = in.log_cb;
     out->log_arg = in.log_arg;
     out->log_level = in.log_level;
-    /* Started by `ecoord launch --rebuild=restart`: this process lives for
-     * exactly its start epoch (the agent replaces it on the next one). */
-    const char *rb = in.from_env ? getenv(EC_ENV_REBUILD) : NULL;
-    out->restart_mode = rb && !strcmp(rb, "restart");
     if (out->host && !*out->host) {
         free(out->host);
         out->host = NULL;
@@ -367,6 +378,9 @@ void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len)
         case K_REBUILD:
             w = snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "", k->name,
                          ecw__rebuild_mode_name((ecw__rebuild_mode_t) * (const int *)p));
+            break;
+        case K_RESTART:
+            w = snprintf(buf + n, len - n, "%s%s=%d", n ? " " : "", k->name, *(const bool *)p);
             break;
         }
         if (w < 0)

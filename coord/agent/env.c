@@ -57,9 +57,9 @@ static const char *pw_file(const char *password, ec_error_t *err)
         pthread_mutex_unlock(&pw_mu);
         return pw_path;
     }
-    const char *base = getenv("XDG_RUNTIME_DIR");
+    const char *base = ec_config_environ("XDG_RUNTIME_DIR", NULL);
     if (!base || !*base || access(base, W_OK) != 0)
-        base = getenv("TMPDIR");
+        base = ec_config_environ("TMPDIR", NULL);
     if (!base || !*base)
         base = "/tmp";
     snprintf(pw_dir, sizeof(pw_dir), "%s/ecoord-secret-XXXXXX", base);

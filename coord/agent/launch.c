@@ -837,6 +837,9 @@ int ec_cmd_launch(const ec_config_t *cfg)
     /* etcd: given, or our own on loopback */
     if (cfg->elastic_server.n == 0) {
         ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+        eo.etcd_path = ec_config_environ("ETCD", NULL);
+        eo.search_path = ec_config_environ("PATH", NULL);
+        eo.tmpdir = ec_config_environ("TMPDIR", NULL);
         if (!(a.embed = ec_embed_start(&eo, &err))) {
             ec_log(EC_LOG_ERROR, "cannot start the embedded etcd: %s", err.msg);
             goto out;

@@ -1825,6 +1825,9 @@ static int check_run(ck_t *x)
     /* 1. etcd */
     if (cfg->elastic_server.n == 0) {
         ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+        eo.etcd_path = ec_config_environ("ETCD", NULL);
+        eo.search_path = ec_config_environ("PATH", NULL);
+        eo.tmpdir = ec_config_environ("TMPDIR", NULL);
         if ((x->embed = ec_embed_start(&eo, &err)))
             x->endpoints = strdup(ec_embed_endpoint(x->embed));
         else

@@ -463,9 +463,45 @@ static const struct {
 _Static_assert(sizeof(ec_rebuild_t) == sizeof(int), "ec_rebuild_t is not int-sized");
 _Static_assert(sizeof(ec_log_level_t) == sizeof(int), "ec_log_level_t is not int-sized");
 
+/* The environment ecoord reads besides its knobs' aliases (above), with
+ * why: with the aliases, every variable any part of ecoord reads.  (The
+ * agent also hands the training processes its whole environment, and
+ * `ecoord check` publishes an allowlist of it: coord/check/command.h.) */
+static const struct {
+    const char *name, *why;
+} env_other[] = {
+    {"PATH", "where the training program and the etcd binary are looked for"},
+    {"ETCD", "the etcd binary the embedded etcd runs (default: etcd on PATH)"},
+    {"TMPDIR", "where the embedded etcd keeps its data (default /tmp)"},
+    {"XDG_RUNTIME_DIR", "where the etcd password file of the training processes goes (else "
+                        "TMPDIR)"},
+    {"CUDA_VISIBLE_DEVICES", "the GPUs this node may use; --gpus indexes into it"},
+    {"ECOORD_DEV_DIR", "where /dev/nvidiaN are counted (default /dev; for tests)"},
+    {"NCCL_HOSTID", "`ecoord check`: NCCL's identity of this machine"},
+    {"ECOORD_CHECK_ALLREDUCE", "`ecoord check`: the collective program to run"},
+};
+
+static int env_listed(const char *name)
+{
+    for (int i = 0; i < EC_K__COUNT; i++)
+        for (int a = 0; a < 3 && knobs[i].env[a]; a++)
+            if (!strcmp(knobs[i].env[a], name))
+                return 1;
+    for (size_t i = 0; i < sizeof(env_other) / sizeof(env_other[0]); i++)
+        if (!strcmp(env_other[i].name, name))
+            return 1;
+    return 0;
+}
+
+/* The one getenv of ecoord: only the names of this table. */
 const char *ec_config_environ(const char *name, void *arg)
 {
     (void)arg;
+    if (!name || !env_listed(name)) {
+        ec_log(EC_LOG_ERROR, "internal: environment variable %s read outside the knob table; "
+               "add it to coord/cli/knobs.c", name ? name : "(null)");
+        return NULL;
+    }
     return getenv(name);
 }
 
@@ -1802,6 +1838,11 @@ char *ec_config_help(const char *subcommand)
             }
         }
         fprintf(f, "\n  -h, --help\n      this text.\n");
+        fprintf(f, "\nenvironment read besides the aliases above:\n");
+        for (size_t i = 0; i < sizeof(env_other) / sizeof(env_other[0]); i++) {
+            fprintf(f, "  %s\n", env_other[i].name);
+            wrap(f, env_other[i].why, 6, 79);
+        }
     }
     if (fclose(f) != 0) {
         free(buf);

@@ -38,16 +38,13 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-const char *ec_embed_find_etcd(const char *hint)
+const char *ec_embed_find_etcd(const char *hint, const char *path)
 {
     static char found[512];
-    const char *cands[] = {hint, getenv("ETCD"), NULL};
-    for (int i = 0; i < 2; i++)
-        if (cands[i] && *cands[i] && access(cands[i], X_OK) == 0) {
-            snprintf(found, sizeof(found), "%s", cands[i]);
-            return found;
-        }
-    const char *path = getenv("PATH");
+    if (hint && *hint && access(hint, X_OK) == 0) {
+        snprintf(found, sizeof(found), "%s", hint);
+        return found;
+    }
     char buf[4096];
     snprintf(buf, sizeof(buf), "%s:/usr/bin:/usr/local/bin", path ? path : "");
     for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
@@ -208,16 +205,17 @@ ec_embed_t *ec_embed_start(const ec_embed_opts_t *opts, ec_error_t *err)
         memcpy(&e->o, opts, opts->size < sizeof(e->o) ? opts->size : sizeof(e->o));
     if (e->o.start_timeout_ms <= 0)
         e->o.start_timeout_ms = 15000;
-    const char *etcd = ec_embed_find_etcd(e->o.etcd_path);
+    const char *etcd = ec_embed_find_etcd(e->o.etcd_path, e->o.search_path);
     if (!etcd) {
         ec_errorf(err, EC_ENOTFOUND,
-                  "no etcd binary found (looked at $ETCD and PATH): install it with "
+                  "no etcd binary found (looked at $ETCD, PATH, /usr/bin and /usr/local/bin): "
+                  "install it with "
                   "'apt-get install etcd-server', or give --elastic_server");
         free(e);
         return NULL;
     }
     snprintf(e->etcd, sizeof(e->etcd), "%s", etcd);
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = e->o.tmpdir;
     snprintf(e->dir, sizeof(e->dir), "%s/ecoord-etcd-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(e->dir)) {
         ec_errorf(err, EC_ESYS, "cannot create a temp dir for etcd: %s", strerror(errno));
@@ -295,7 +293,7 @@ void ec_embed_stop(ec_embed_t *e)
         }
         e->pid = 0;
     }
-    if (e->dir[0] && !getenv("EC_KEEP_ETCD_DIR"))
+    if (e->dir[0] && !e->o.keep_dir)
         nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     free(e->cert);
     free(e->key);
