@@ -3,9 +3,10 @@
 # promise when a kubelet and the Job controller run it.  tests/t6150-kubelet.mjs
 # plays both on this host for the rendered overlays/cpu-demo: each pod runs
 # the container's command with the manifest's environment, volumes and
-# Secrets (made by deploy/k8s/secure/make-certs.sh) against a local etcd
-# with TLS, client certificates and authentication, the job's role set up by
-# deploy/k8s/secure/etcd-auth.sh; scale-down sends SIGTERM and waits
+# Secrets (made by deploy/k8s/secure/make-certs.sh) against a local etcd run
+# with the rendered etcd StatefulSet's own ETCD_* environment (TLS, client
+# certificates; t6150-etcd-env.mjs maps it to this host) and authentication,
+# the job's role set up by deploy/k8s/secure/etcd-auth.sh; scale-down sends SIGTERM and waits
 # terminationGracePeriodSeconds; a pod that fails is replaced only as the
 # podFailurePolicy says.  It shows that the job forms, scales up and down,
 # replaces a failed node under its old node id, refuses a wrongly sized pod
@@ -45,17 +46,22 @@ trap 'exit 1' INT TERM
 sh "$src/deploy/k8s/secure/make-certs.sh" -n ecoord -m 1 "$tmp/certs" train >"$tmp/certs.log" 2>&1 ||
     { cat "$tmp/certs.log"; echo "Bail out! make-certs.sh failed"; exit 1; }
 
-# etcd with the server certificate, client certificates required.
-ports=$(node -e 'const n=require("net");const a=[];let k=2;for(let i=0;i<2;i++){const s=n.createServer();s.listen(0,"127.0.0.1",()=>{a.push(s.address().port);s.close();if(!--k)console.log(a.join(" "))})}')
-cport=${ports% *} pport=${ports#* }
+render "$src/deploy/k8s/overlays/cpu-demo" >"$tmp/rendering.yaml" || { echo "Bail out! the overlay does not render"; exit 1; }
+
+# etcd as the manifest configures it: its container's ETCD_* environment
+# (TLS for clients and peers, client certificates required), mapped to this
+# host by t6150-etcd-env.mjs.
+ports=$(node -e 'const n=require("net");const a=[];let k=3;for(let i=0;i<3;i++){const s=n.createServer();s.listen(0,"127.0.0.1",()=>{a.push(s.address().port);s.close();if(!--k)console.log(a.join(" "))})}')
+cport=${ports%% *} mport=${ports##* } pport=${ports#* } pport=${pport%% *}
 c=$tmp/certs
+mkdir -p "$tmp/etcd"
+EC_VALIDATE_DIR=$work node "$src/tests/t6150-etcd-env.mjs" "$tmp/rendering.yaml" "$c" "$tmp/etcd" \
+    "$cport" "$pport" "$mport" >"$tmp/etcd.env" || { echo "Bail out! cannot read etcd's environment from the rendering"; exit 1; }
+sed 's/^/# etcd env: /' "$tmp/etcd.env"
 (
     trap - INT TERM
-    exec "$ETCD" --name t6150 --data-dir "$tmp/etcd" \
-        --listen-client-urls "https://127.0.0.1:$cport" --advertise-client-urls "https://127.0.0.1:$cport" \
-        --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-        --initial-cluster "t6150=http://127.0.0.1:$pport" \
-        --cert-file "$c/server.crt" --key-file "$c/server.key" --trusted-ca-file "$c/ca.crt" --client-cert-auth
+    # shellcheck disable=SC2046 # one NAME=VALUE word per line, no spaces in them
+    exec env -i PATH="$PATH" $(cat "$tmp/etcd.env") "$ETCD"
 ) >"$tmp/etcd.log" 2>&1 &
 etcd_pid=$!
 ctl="$ETCDCTL --endpoints=https://127.0.0.1:$cport --cacert=$c/ca.crt"
@@ -68,6 +74,13 @@ until ETCDCTL_API=3 $ctl --cert="$c/root.crt" --key="$c/root.key" endpoint healt
     fi
     sleep 0.2 # polling etcd's health with a deadline
 done
+
+# Every ETCD_* variable of the manifest is one etcd knows (it only warns
+# about the others), and the probes' /health answers on the metrics port.
+etcdok=0
+if grep -i 'unrecognized environment variable' "$tmp/etcd.log" | sed 's/^/# /' | grep .; then etcdok=1; fi
+node -e 'require("http").get("http://127.0.0.1:'"$mport"'/health",(r)=>process.exit(r.statusCode===200?0:1)).on("error",()=>process.exit(1))' ||
+    { echo "# etcd's /health on the metrics port did not answer 200"; etcdok=1; }
 
 # The job's role, as deploy/README.md says to set it up.
 if ! ETCDCTL="$ctl --cert=$c/root.crt --key=$c/root.key" sh "$src/deploy/k8s/secure/etcd-auth.sh" train "$c/train.password" >"$tmp/auth.log" 2>&1; then
@@ -84,19 +97,23 @@ as_job put /trainx 1 | grep -q 'permission denied' || { echo "# the job's user c
 ETCDCTL_API=3 $ctl put /train/probe 1 >/dev/null 2>&1 && { echo "# a client without a certificate was let in"; roleok=1; }
 as_job del /train/probe >/dev/null
 
-render "$src/deploy/k8s/overlays/cpu-demo" >"$tmp/rendering.yaml" || { echo "Bail out! the overlay does not render"; exit 1; }
 EC_VALIDATE_DIR=$work EC_ETCD="https://127.0.0.1:$cport" EC_BUILDDIR=$build \
     EC_KUBELET_MAP="{\"ecoord\":\"$build/ecoord\",\"/usr/local/libexec/ecoord/linreg\":\"$build/worker/examples/linreg\"}" \
     node "$src/tests/t6150-kubelet.mjs" "$tmp/rendering.yaml" "$c/secrets.yaml" "$tmp/pods" >"$tmp/tap" 2>&1
 rc=$?
-# Renumber: the role check is test 13.
-sed 's/^1\.\.12$/1..13/' "$tmp/tap"
+# Renumber: the role check is test 13, etcd's environment test 14.
+sed 's/^1\.\.12$/1..14/' "$tmp/tap"
 if [ "$roleok" = 0 ]; then
     echo "ok 13 - the job's etcd user (etcd-auth.sh) writes under /train/ only; no client without a certificate gets in"
 else
     echo "not ok 13 - the job's etcd user (etcd-auth.sh) writes under /train/ only; no client without a certificate gets in"
 fi
-if [ "$rc" != 0 ] || [ "$roleok" != 0 ]; then
+if [ "$etcdok" = 0 ]; then
+    echo "ok 14 - etcd runs with the manifest's ETCD_* environment (every variable known to etcd, TLS, /health on the metrics port)"
+else
+    echo "not ok 14 - etcd runs with the manifest's ETCD_* environment (every variable known to etcd, TLS, /health on the metrics port)"
+fi
+if [ "$rc" != 0 ] || [ "$roleok" != 0 ] || [ "$etcdok" != 0 ]; then
     for f in "$tmp"/pods/*/container.log; do
         [ -f "$f" ] || continue
         echo "# --- $f"
