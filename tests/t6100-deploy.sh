@@ -157,7 +157,8 @@ scripts() {
     command -v shellcheck >/dev/null 2>&1 || { echo "SKIP: shellcheck is not installed (apt-get install shellcheck)"; return 77; }
     shellcheck "$src/deploy/k8s/validate.sh" "$src/deploy/k8s/secure/make-certs.sh" \
         "$src/deploy/k8s/secure/etcd-auth.sh" "$src/deploy/docker/build-local.sh" \
-        "$src/tests/t6100-deploy.sh" "$src/tests/t6150-kubelet.sh" "$src/tests/t6200-install.sh"
+        "$src/tests/t6100-deploy.sh" "$src/tests/t6150-kubelet.sh" "$src/tests/t6160-image.sh" \
+        "$src/tests/t6200-install.sh"
 }
 
 step "Dockerfile lints clean (dockerfile-utils)" validate --docker
