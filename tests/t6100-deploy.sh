@@ -93,7 +93,8 @@ negatives() {
             "$tmp/k8s/base/job/job.yaml"
         sed -i 's/replicas: 1/replicas: 2/; s|https://ecoord-etcd-0.ecoord-etcd-peer:2379|https://ecoord-etcd:2379|' \
             "$tmp/k8s/overlays/etcd-dev/single-member.yaml" "$tmp/k8s/overlays/cpu-demo/demo-job.yaml"
-        sed -i '/name: ETCD_CLIENT_CERT_AUTH/{n;s/"true"/"false"/}; s/runAsNonRoot: true/runAsNonRoot: false/' \
+        sed -i '/name: ETCD_CLIENT_CERT_AUTH/{n;s/"true"/"false"/}; s/runAsNonRoot: true/runAsNonRoot: false/;
+            s/type: OnDelete/type: RollingUpdate/' \
             "$tmp/k8s/base/etcd/statefulset.yaml"
         sed -i 's/app.kubernetes.io\/name: ecoord-job/app.kubernetes.io\/name: anything/' "$tmp/k8s/base/etcd/networkpolicy.yaml"
         if command -v kustomize >/dev/null 2>&1; then kustomize build "$tmp/k8s/overlays/cpu-demo"; else kubectl kustomize "$tmp/k8s/overlays/cpu-demo"; fi >"$tmp/broken.yaml"
@@ -102,7 +103,7 @@ negatives() {
             "exit 1 (this node cannot go on) must be FailJob" "restartPolicy must be Never" \
             "completionMode must be Indexed" "seccompProfile RuntimeDefault" "readOnlyRootFilesystem" \
             "ECOORD_ETCD_USER must be" "list every one of the 2 etcd member" "ETCD_CLIENT_CERT_AUTH" \
-            "must run as non-root" "admit only pods"; do
+            "must run as non-root" "admit only pods" "update OnDelete"; do
             if printf '%s' "$out" | grep -q -- "$needle"; then
                 echo "rules refused: $needle"
             else

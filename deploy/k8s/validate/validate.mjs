@@ -343,6 +343,8 @@ if (rules) {
     need(d, env("ETCD_LISTEN_PEER_URLS").startsWith("https://") && env("ETCD_PEER_CLIENT_CERT_AUTH") === "true" &&
       env("ETCD_PEER_CERT_FILE") && env("ETCD_PEER_TRUSTED_CA_FILE"),
       "etcd peers need TLS both ways (ETCD_LISTEN_PEER_URLS https, ETCD_PEER_CLIENT_CERT_AUTH, cert, CA)");
+    need(d, s.updateStrategy?.type === "OnDelete",
+      "etcd must update OnDelete (a rolling restart could take a second member while one is down)");
     need(d, (c.livenessProbe?.httpGet?.path || "").startsWith("/health"),
       "etcd liveness must probe its /health endpoint");
     need(d, (c.readinessProbe?.httpGet?.path || "").startsWith("/health"),
