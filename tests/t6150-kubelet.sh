@@ -14,12 +14,12 @@
 # completion with every agent exiting 0.  Also checked here: the role lets
 # the job's user reach only its own keys.
 # A missing tool (node and the validator's npm packages, kubectl kustomize,
-# etcd, etcdctl, openssl) skips with the reason (exit 77).
+# etcd, etcdctl, openssl) skips with the reason (TAP "1..0 # SKIP").
 set -u
 src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${EC_BUILDDIR:-$src}
 work=$build/deploy/k8s/.validate
-skip() { echo "1..0 # SKIP $*"; exit 77; }
+skip() { echo "1..0 # SKIP $*"; exit 0; }
 for t in node openssl; do command -v "$t" >/dev/null 2>&1 || skip "$t is not installed"; done
 ETCD=${ETCD:-$(command -v etcd || echo /usr/bin/etcd)}
 ETCDCTL=${ETCDCTL:-$(command -v etcdctl || echo /usr/bin/etcdctl)}
