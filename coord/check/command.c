@@ -701,8 +701,8 @@ static bool pred_phase(ck_t *x, void *arg)
     } *a = arg;
     for (int i = 0; i < a->s->n; i++) {
         peer_t *p = peer_get(x, a->s->keys[i], false);
-        if (p && p->present && (!p->valid || p->f.phase < a->phase))
-            return false;
+        if (p && p->present && p->valid && p->f.phase < a->phase)
+            return false; /* (facts that stopped decoding will not get further) */
     }
     return true;
 }
@@ -1160,6 +1160,7 @@ static int compute_report(ck_t *x, const snap_t *snap, const char *leader, const
         return ec_errorf(err, EC_ENOMEM, "out of memory");
     }
     int n = 0;
+    ec_check_unreadable_t *bad = NULL;
     if (!snap) {
         facts[n++] = x->self;
     } else {
@@ -1171,12 +1172,25 @@ static int compute_report(ck_t *x, const snap_t *snap, const char *leader, const
             facts[n] = p->f; /* shallow: the lock keeps it alive */
             facts[n++].gone = !p->present;
         }
+        /* facts that never decoded (another ecoord version): named, not
+         * silently missing */
+        bad = calloc((size_t)x->npeers + 1, sizeof(*bad));
+        for (int i = 0; bad && i < x->npeers; i++) {
+            const peer_t *p = &x->peers[i];
+            if (!p->present || p->valid)
+                continue;
+            const char *slash = strrchr(p->key, '/');
+            bad[in.nunreadable].name = slash ? slash + 1 : p->key;
+            bad[in.nunreadable++].why = p->err;
+        }
+        in.unreadable = bad;
     }
     in.facts = facts;
     in.nfacts = n;
     int rc = ec_check_compare(&in, rep, err);
     if (snap)
         pthread_mutex_unlock(&x->lock);
+    free(bad);
     free(facts);
     for (int i = 0; i < nknown; i++)
         free(known[i]);

@@ -48,6 +48,13 @@ typedef struct ec_check_limits {
      .memlock_fail_bytes = 64LL << 20, .nccl_min_version = 20800,                    \
      .etcd_warn_us = 100000, .clock_warn_us = 500000, .clock_fail_us = 30000000}
 
+/* Facts published under check/nodes/ that do not decode (another ecoord
+ * version, or not written by ecoord). */
+typedef struct ec_check_unreadable {
+    const char *name;            /* the key's last part: the node id, normally */
+    const char *why;             /* the decoder's message */
+} ec_check_unreadable_t;
+
 /* What the leader knows besides the facts. */
 typedef struct ec_check_input {
     const char *job_id;
@@ -62,6 +69,9 @@ typedef struct ec_check_input {
      * registered nodes), so a node that never arrives is named; may be empty. */
     const char *const *known;
     int nknown;
+    /* Facts that could not be read: the nodes check names them. */
+    const ec_check_unreadable_t *unreadable;
+    int nunreadable;
     /* No etcd shared with peers: an embedded one, or none reachable.
      * etcd_error: why etcd was unreachable ("" / NULL: it was reachable). */
     int embedded;

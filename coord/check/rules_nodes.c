@@ -69,6 +69,16 @@ void rule_nodes(cx_t *cx, rb_t *b)
         ec_strbuf_puts(&b->found, ")");
         ck_fix(b, "run exactly one `ecoord check` per node, with --np set to the node count");
     }
+    for (int k = 0; k < in->nunreadable; k++) {
+        const ec_check_unreadable_t *u = &in->unreadable[k];
+        ck_status(b, EC_CHECK_FAIL);
+        if (ec_node_id_valid(u->name, strlen(u->name)))
+            ck_node(b, u->name);
+        ec_strbuf_sep(&b->found, "; ");
+        ec_strbuf_printf(&b->found, "the facts of %s cannot be read: %s", u->name, u->why);
+        ck_fix(b, "run the same ecoord version on every node (`ecoord --version` says which), "
+                  "and let nothing but `ecoord check` write under the job's check/ keys");
+    }
     for (int i = 0; i < cx->n; i++) {
         const ec_check_facts_t *f = cx->f[i];
         if (is_complete(cx, f))

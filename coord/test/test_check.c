@@ -178,6 +178,44 @@ START_TEST(nodes_missing_and_unfinished)
 }
 END_TEST
 
+START_TEST(unreadable_facts_named)
+{
+    ec_check_facts_t f[1];
+    mk(&f[0], "n1", "b1", 36000);
+    probe_all(f, 1);
+    ec_check_unreadable_t bad[] = {
+        {"old1", "check facts at /j/check/nodes/old1: written by an older ecoord (text "
+                 "encoding, version 1), this ecoord reads version 2: run the same ecoord "
+                 "version on every node"},
+        {"not an id", "check facts at /j/check/nodes/not an id: 5 bytes do not decode"},
+    };
+    ec_check_input_t in = {.job_id = "job1", .np_min = 3, .np_max = 3, .waited_ms = 1500,
+                           .facts = f, .nfacts = 1, .final_phase = EC_CHECK_PHASE_DONE,
+                           .leader = "n1", .leader_nonce = "0000000000008ca0",
+                           .unreadable = bad, .nunreadable = 2,
+                           .limits = EC_CHECK_LIMITS_INIT};
+    ec_check_report_t rep;
+    ck_assert_int_eq(ec_check_compare(&in, &rep, NULL), 0);
+    expect(&rep, "nodes", EC_CHECK_FAIL, "the facts of old1 cannot be read: check facts at "
+                                         "/j/check/nodes/old1: written by an older ecoord",
+           "run the same ecoord version on every node");
+    expect(&rep, "nodes", EC_CHECK_FAIL, "the facts of not an id cannot be read", NULL);
+    ck_assert(concerns(&rep, "nodes", "old1"));
+    ck_assert(!concerns(&rep, "nodes", "not an id")); /* not a node id: not listed */
+    /* the report still encodes (every node it names is a node id) */
+    void *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(ec_check_report_encode(&rep, &buf, &len, NULL), 0);
+    ec_check_report_t back;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_check_report_decode(buf, len, NULL, &back, &err) == 0, "%s", err.msg);
+    ec_check_report_clear(&back);
+    free(buf);
+    ec_check_report_clear(&rep);
+    clear_all(f, 1);
+}
+END_TEST
+
 START_TEST(duplicate_node_ids)
 {
     ec_check_facts_t f[3];
@@ -1061,6 +1099,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("compare");
     tcase_add_test(tc, healthy_nodes_pass);
     tcase_add_test(tc, nodes_missing_and_unfinished);
+    tcase_add_test(tc, unreadable_facts_named);
     tcase_add_test(tc, duplicate_node_ids);
     tcase_add_test(tc, etcd_unreachable_and_slow);
     tcase_add_test(tc, clock_skew);
