@@ -9,8 +9,6 @@
 
 #include "json.h"
 
-#define SHOW_NODES 8 /* node names in the header line before "+N more" */
-
 const char *ec_check_status_name(ec_check_status_t s)
 {
     switch (s) {
@@ -79,10 +77,10 @@ void ec_check_report_print(const ec_check_report_t *rep, FILE *out)
 {
     fprintf(out, "ecoord check: job %s, %d node%s (", rep->job_id, rep->nnodes,
             rep->nnodes == 1 ? "" : "s");
-    for (int i = 0; i < rep->nnodes && i < SHOW_NODES; i++)
+    for (int i = 0; i < rep->nnodes && i < EC_CHECK_SHOW_NODES; i++)
         fprintf(out, "%s%s", i ? ", " : "", rep->nodes[i]);
-    if (rep->nnodes > SHOW_NODES)
-        fprintf(out, ", +%d more", rep->nnodes - SHOW_NODES);
+    if (rep->nnodes > EC_CHECK_SHOW_NODES)
+        fprintf(out, ", +%d more", rep->nnodes - EC_CHECK_SHOW_NODES);
     if (rep->np_min == rep->np_max)
         fprintf(out, ") of --np=%d, report by %s\n", rep->np_max, rep->leader);
     else

@@ -23,6 +23,9 @@
 #define EC_CHECK_MAX_RESULTS 64
 #define EC_CHECK_MAX_LIST 65536   /* nodes of a report, details or nodes of a result */
 
+/* Node names listed in one line (the header, a finding) before "+N more". */
+#define EC_CHECK_SHOW_NODES 8
+
 typedef enum {
     EC_CHECK_PASS = 0,
     EC_CHECK_WARN,

@@ -121,10 +121,10 @@ static void ck_done(cx_t *cx, rb_t *b)
 
 void ck_names(ec_strbuf_t *b, const char *const *ids, int n)
 {
-    for (int i = 0; i < n && i < SHOW_NODES; i++)
+    for (int i = 0; i < n && i < EC_CHECK_SHOW_NODES; i++)
         ec_strbuf_printf(b, "%s%s", i ? ", " : "", ids[i]);
-    if (n > SHOW_NODES)
-        ec_strbuf_printf(b, ", +%d more", n - SHOW_NODES);
+    if (n > EC_CHECK_SHOW_NODES)
+        ec_strbuf_printf(b, ", +%d more", n - EC_CHECK_SHOW_NODES);
 }
 
 void ck_all_names(ec_strbuf_t *b, cx_t *cx)

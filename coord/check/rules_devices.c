@@ -70,12 +70,12 @@ void rule_gpu_count(cx_t *cx, rb_t *b)
         return;
     }
     ck_status(b, EC_CHECK_PASS);
-    for (int i = 0; i < cx->n && i < SHOW_NODES; i++)
+    for (int i = 0; i < cx->n && i < EC_CHECK_SHOW_NODES; i++)
         ec_strbuf_printf(&b->found, "%s%s: %d visible for %d process%s", i ? ", " : "",
                          cx->f[i]->node_id, cx->f[i]->visible, cx->f[i]->nproc,
                          cx->f[i]->nproc == 1 ? "" : "es");
-    if (cx->n > SHOW_NODES)
-        ec_strbuf_printf(&b->found, ", +%d more", cx->n - SHOW_NODES);
+    if (cx->n > EC_CHECK_SHOW_NODES)
+        ec_strbuf_printf(&b->found, ", +%d more", cx->n - EC_CHECK_SHOW_NODES);
 }
 
 static void gpu_label(const ec_check_gpu_t *g, char *buf, size_t len)
@@ -379,8 +379,8 @@ out:
     ck_vals_free(cx, v);
 }
 
-/* ------------------------------------------------------------------------ */
-/* pure helpers                                                              */
+/* ---- CUDA_VISIBLE_DEVICES and NCCL's version codes (rules.h; gather.c
+ * uses them too) ---------------------------------------------------------- */
 
 static int parse_ll(const char *s, long long lo, long long hi, long long *out)
 {

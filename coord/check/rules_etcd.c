@@ -45,7 +45,7 @@ void rule_etcd(cx_t *cx, rb_t *b)
                       "put etcd near the nodes and on fast disks (etcd fsyncs every write)");
         }
     }
-    if (cx->n <= SHOW_NODES) {
+    if (cx->n <= EC_CHECK_SHOW_NODES) {
         ec_strbuf_puts(&b->found, "; round trip ");
         for (int i = 0; i < cx->n; i++) {
             char t[32];

@@ -25,8 +25,6 @@
 #include "rules.h"
 #include "strbuf.h"
 
-#define SHOW_NODES 8 /* node names listed in one finding before "+N more" */
-
 /* The comparison's input, sorted. */
 typedef struct cx {
     const ec_check_input_t *in;
@@ -55,7 +53,7 @@ void ck_node(rb_t *b, const char *id);
 /* Add a line shown under the finding. */
 void ck_detail(rb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* "a, b, c" (at most SHOW_NODES names, then "+N more"). */
+/* "a, b, c" (at most EC_CHECK_SHOW_NODES names, then "+N more"). */
 void ck_names(ec_strbuf_t *b, const char *const *ids, int n);
 /* ck_names of every node compared. */
 void ck_all_names(ec_strbuf_t *b, cx_t *cx);

@@ -75,11 +75,11 @@ void rule_address(cx_t *cx, rb_t *b)
         int all_local = 1;
         for (int i = 0; i < cx->n && all_local; i++)
             all_local = !ck_has_remote_peer(cx, cx->f[i]);
-        for (int i = 0; i < cx->n && i < SHOW_NODES; i++)
+        for (int i = 0; i < cx->n && i < EC_CHECK_SHOW_NODES; i++)
             ec_strbuf_printf(&b->found, "%s%s %s (%s)", i ? ", " : "", cx->f[i]->node_id,
                              cx->f[i]->host, iface_of(cx->f[i]));
-        if (cx->n > SHOW_NODES)
-            ec_strbuf_printf(&b->found, ", +%d more", cx->n - SHOW_NODES);
+        if (cx->n > EC_CHECK_SHOW_NODES)
+            ec_strbuf_printf(&b->found, ", +%d more", cx->n - EC_CHECK_SHOW_NODES);
         if (all_local && cx->n > 1)
             ec_strbuf_puts(&b->found, "; every node on one machine");
     }
@@ -221,7 +221,7 @@ void rule_socket_ifname(cx_t *cx, rb_t *b)
                            "Gloo choose the interface themselves");
         } else {
             ec_strbuf_puts(&b->found, "the interfaces named exist and are up: ");
-            for (int i = 0; i < cx->n && i < SHOW_NODES; i++) {
+            for (int i = 0; i < cx->n && i < EC_CHECK_SHOW_NODES; i++) {
                 const char *nv = ec_check_facts_env(cx->f[i], "NCCL_SOCKET_IFNAME");
                 const char *gv = ec_check_facts_env(cx->f[i], "GLOO_SOCKET_IFNAME");
                 ec_strbuf_printf(&b->found, "%s%s NCCL=%s GLOO=%s", i ? ", " : "",
@@ -301,6 +301,8 @@ void rule_ports(cx_t *cx, rb_t *b)
     if (missing)
         ec_strbuf_printf(&b->found, "%s%d not probed", b->found.len ? "; " : "", missing);
 }
+
+/* ---- NCCL_SOCKET_IFNAME's selection rules (rules.h) ---------------------- */
 
 int ec_check_nccl_ifname_match(const char *spec, const char *ifname)
 {
