@@ -1,11 +1,12 @@
-/* `ecoord check` (see check/command.h): the I/O around the pure comparison in
- * coord/check/rules.c.
+/* `ecoord check` (see check/command.h): the run around the pure comparison
+ * (rules.h): publishing this node's facts (gathered by gather.c), the
+ * report's writer, probes, the allreduce job, the report.
  *
  * Timeline of one node (every wait has a deadline and notices SIGINT/SIGTERM
  * within POLL_MS):
  *   1. connect to etcd (or start an embedded one); if that fails, compare this
  *      node's facts alone and report etcd as FAIL.
- *   2. gather the local facts, reserve the ports training would use and
+ *   2. gather the local facts (gather.c), reserve the ports training would use and
  *      listen on them (a thread answers each connection with a hello that
  *      carries this node's id, nonce and wall clock).
  *   3. grant a lease, publish the facts under check/nodes/<node_id> (create
@@ -58,7 +59,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "gather.h"
+#include "ports.h"
 #include "rules.h"
 #include "connect.h"
 #include "embed.h"
@@ -72,8 +75,6 @@
 #define POLL_MS 200             /* how often a wait looks at the abort flag  */
 #define CONNECT_MS 5000         /* etcd dial and call deadline                */
 #define MIN_ARRIVAL_MS 1000     /* --elastic_timeout=0 still waits this long  */
-#define PROBE_MS 3000           /* all TCP probes of one node, together       */
-#define HELLO_MS 2000           /* a peer's hello, on the listening side      */
 #define PHASE_MS 10000          /* waiting for the others to finish a phase   */
 #define REPORT_SLACK_MS 5000    /* what a follower waits beyond the leader    */
 #define CLEANUP_MS 3000         /* the leader waiting for followers to leave  */
@@ -81,34 +82,10 @@
                                   * phase, so it forms at once; a node that died
                                   * since is reported when this runs out */
 #define ETCD_SAMPLES 5          /* reads timed for the etcd round trip        */
-#define MAX_CONNS 512           /* probes in flight at once                   */
-
-#define HELLO "ECCHK1"
 
 static volatile sig_atomic_t g_abort;
 
 static void on_signal(int s) { g_abort = s; }
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Progress goes to errout, so stdout holds nothing but the report. */
 static FILE *g_log_out;
@@ -159,9 +136,7 @@ typedef struct ck {
     uint16_t *ports;
     bool reserved;
 
-    pthread_t lthread;
-    bool lrunning;
-    int lpipe[2];            /* wakes the listener to stop */
+    ec_check_listener_t *listener; /* answers hellos on our ports */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -195,10 +170,10 @@ static void measure_etcd(ck_t *x)
     for (int i = 0; i < ETCD_SAMPLES; i++) {
         ec_kv_t kv;
         bool found = false;
-        int64_t t0 = mono_us();
+        int64_t t0 = ec_mono_us();
         if (ec_etcd_get(x->c, x->k_report, &kv, &found, NULL, NULL) < 0)
             continue;
-        s[n++] = mono_us() - t0;
+        s[n++] = ec_mono_us() - t0;
         if (found)
             ec_kv_free(&kv);
     }
@@ -213,313 +188,16 @@ static void measure_etcd(ck_t *x)
     ec_etcd_status(x->c, NULL, x->self.etcd_version, sizeof(x->self.etcd_version), NULL);
 }
 
-/* ------------------------------------------------------------------------ */
-/* the listener: answers every connection to a reserved port with
- *   "ECCHK1 <node_id> <nonce> <wall clock, us>\n"
- * once the caller sent its own hello line, so a prober knows it reached the
- * right process (not another program, not another node behind the same
- * address) and can estimate the clock offset (Cristian's method).          */
-
-#define MAX_ACCEPTED 256
-
-typedef struct lconn {
-    int fd;
-    int answered;
-    int64_t deadline;
-    size_t len;
-    char buf[256];
-} lconn_t;
-
-static void lconn_answer(ck_t *x, lconn_t *lc)
-{
-    char reply[EC_NODE_ID_MAX + 96];
-    int n = snprintf(reply, sizeof(reply), HELLO " %s %s %" PRId64 "\n", x->self.node_id,
-                     x->self.nonce, wall_us());
-    ssize_t w = send(lc->fd, reply, (size_t)n, MSG_NOSIGNAL);
-    (void)w; /* a prober that left early does not care */
-}
-
-static void *listener_main(void *arg)
-{
-    ck_t *x = arg;
-    lconn_t *conns = calloc(MAX_ACCEPTED, sizeof(*conns));
-    struct pollfd *pf = calloc((size_t)(1 + x->nfds + MAX_ACCEPTED), sizeof(*pf));
-    int nc = 0;
-    while (conns && pf) {
-        int np = 0;
-        pf[np++] = (struct pollfd){x->lpipe[0], POLLIN, 0};
-        for (int i = 0; i < x->nfds; i++)
-            pf[np++] = (struct pollfd){x->fds[i], POLLIN, 0};
-        for (int i = 0; i < nc; i++)
-            pf[np++] = (struct pollfd){conns[i].fd, POLLIN, 0};
-        if (poll(pf, (nfds_t)np, 100) < 0 && errno != EINTR)
-            break;
-        if (pf[0].revents)
-            break;
-        for (int i = 0; i < x->nfds; i++) {
-            if (!(pf[1 + i].revents & POLLIN))
-                continue;
-            int fd;
-            while ((fd = accept4(x->fds[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                if (nc == MAX_ACCEPTED) {
-                    close(fd);
-                    continue;
-                }
-                conns[nc++] = (lconn_t){.fd = fd, .deadline = mono_ms() + HELLO_MS};
-            }
-        }
-        int64_t now = mono_ms();
-        for (int i = 0; i < nc; i++) {
-            lconn_t *lc = &conns[i];
-            bool done = now > lc->deadline;
-            short rev = 0;
-            for (int k = 1 + x->nfds; k < np; k++)
-                if (pf[k].fd == lc->fd)
-                    rev = pf[k].revents;
-            if (!done && rev) {
-                ssize_t r = recv(lc->fd, lc->buf + lc->len, sizeof(lc->buf) - 1 - lc->len, 0);
-                if (r > 0 && lc->answered) {
-                    lc->len = 0; /* after the answer: only waiting for the close */
-                } else if (r > 0) {
-                    lc->len += (size_t)r;
-                    lc->buf[lc->len] = '\0';
-                    if (strchr(lc->buf, '\n') && !strncmp(lc->buf, HELLO " ", sizeof(HELLO))) {
-                        /* Answer, then let the prober close first: the
-                         * TIME_WAIT stays on its side, and training can bind
-                         * this port right after the check. */
-                        lconn_answer(x, lc);
-                        lc->answered = 1;
-                        lc->len = 0;
-                    } else if (strchr(lc->buf, '\n') || lc->len == sizeof(lc->buf) - 1) {
-                        done = true;
-                    }
-                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-                    done = true;
-                }
-            }
-            if (done) {
-                close(lc->fd);
-                conns[i--] = conns[--nc];
-            }
-        }
-    }
-    for (int i = 0; conns && i < nc; i++)
-        close(conns[i].fd);
-    free(conns);
-    free(pf);
-    return NULL;
-}
-
-static int listener_start(ck_t *x, ec_error_t *err)
-{
-    if (pipe2(x->lpipe, O_CLOEXEC) < 0)
-        return ec_errorf(err, EC_ESYS, "pipe: %s", strerror(errno));
-    int e = pthread_create(&x->lthread, NULL, listener_main, x);
-    if (e)
-        return ec_errorf(err, EC_ESYS, "cannot start the listener thread: %s", strerror(e));
-    x->lrunning = true;
-    return 0;
-}
-
-/* Set the flag (write to the pipe), join, then free what it used. */
+/* Stop answering on our ports, then release them (training may bind them). */
 static void listener_stop(ck_t *x)
 {
-    if (x->lrunning) {
-        ssize_t w = write(x->lpipe[1], "x", 1);
-        (void)w;
-        pthread_join(x->lthread, NULL);
-        x->lrunning = false;
-    }
-    if (x->lpipe[0] >= 0) {
-        close(x->lpipe[0]);
-        close(x->lpipe[1]);
-        x->lpipe[0] = x->lpipe[1] = -1;
-    }
+    ec_check_listener_stop(x->listener);
+    x->listener = NULL;
     if (x->reserved) {
         ec_ports_release(x->fds, x->nfds);
         ec_ports_release(x->locks, x->nfds);
         x->reserved = false;
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* probes: a real TCP connection to every published port of every node
- * (this one included: it proves the published address is really ours),
- * all in flight together under one deadline.                                */
-
-typedef struct target {
-    char node_id[EC_NODE_ID_MAX + 1];
-    char nonce[EC_CHECK_NONCE_LEN + 1];
-    char host[64];
-    int nports;
-    int *ports;
-} target_t;
-
-typedef struct pconn {
-    int fd;
-    int state; /* 0 connecting, 1 waiting for the hello, 2 done */
-    int64_t t0_us, t0_wall_us;
-    size_t len;
-    char buf[256];
-    ec_check_probe_t res;
-} pconn_t;
-
-static void probe_finish(pconn_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void probe_finish(pconn_t *p, const char *fmt, ...)
-{
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(p->res.why, sizeof(p->res.why), fmt, ap);
-        va_end(ap);
-    }
-    if (p->fd >= 0)
-        close(p->fd);
-    p->fd = -1;
-    p->state = 2;
-}
-
-static void probe_reply(ck_t *x, pconn_t *p, const target_t *t)
-{
-    int64_t t1 = mono_us();
-    char id[EC_NODE_ID_MAX + 1], nonce[64];
-    long long wall;
-    p->buf[strcspn(p->buf, "\n")] = '\0';
-    if (sscanf(p->buf, HELLO " %253s %63s %lld", id, nonce, &wall) != 3) {
-        probe_finish(p, "another program answered on this port (not ecoord check)");
-        return;
-    }
-    if (strcmp(nonce, t->nonce)) {
-        probe_finish(p, "answered by %s, not by %s (two nodes publish the same address?)",
-                     strcmp(id, t->node_id) ? id : "another process with the same node id",
-                     t->node_id);
-        return;
-    }
-    p->res.ok = 1;
-    p->res.rtt_us = t1 - p->t0_us;
-    p->res.offset_us = (int64_t)wall - (p->t0_wall_us + p->res.rtt_us / 2);
-    (void)x;
-    probe_finish(p, NULL);
-}
-
-static void probe_batch(ck_t *x, pconn_t *pc, const int *ti, target_t *t, int n)
-{
-    if (n <= 0)
-        return;
-    char hello[EC_JOB_ID_MAX + EC_NODE_ID_MAX + 64];
-    int hl = snprintf(hello, sizeof(hello), HELLO " %s %s %s\n", x->cfg->job_id, x->self.node_id,
-                      x->self.nonce);
-    for (int i = 0; i < n; i++) {
-        pconn_t *p = &pc[i];
-        struct sockaddr_storage ss;
-        socklen_t sl = 0;
-        char why[160];
-        p->fd = -1;
-        if (ec_check_resolve(t[ti[i]].host, p->res.port, SOCK_STREAM, &ss, &sl, why, sizeof(why)) <
-            0) {
-            probe_finish(p, "%s", why);
-            continue;
-        }
-        p->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (p->fd < 0) {
-            probe_finish(p, "socket: %s", strerror(errno));
-            continue;
-        }
-        if (connect(p->fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS)
-            probe_finish(p, "%s", strerror(errno));
-    }
-    int64_t deadline = mono_ms() + PROBE_MS;
-    struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
-    int *idx = calloc((size_t)n, sizeof(int));
-    while (pf && idx && !g_abort) {
-        int np = 0;
-        for (int i = 0; i < n; i++)
-            if (pc[i].state < 2) {
-                pf[np] = (struct pollfd){pc[i].fd, pc[i].state == 0 ? POLLOUT : POLLIN, 0};
-                idx[np++] = i;
-            }
-        int64_t left = deadline - mono_ms();
-        if (!np || left <= 0)
-            break;
-        if (poll(pf, (nfds_t)np, (int)(left < POLL_MS ? left : POLL_MS)) < 0 && errno != EINTR)
-            break;
-        for (int k = 0; k < np; k++) {
-            pconn_t *p = &pc[idx[k]];
-            if (!pf[k].revents)
-                continue;
-            if (p->state == 0) {
-                int e = 0;
-                socklen_t el = sizeof(e);
-                getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &e, &el);
-                if (e) {
-                    probe_finish(p, "%s", strerror(e));
-                    continue;
-                }
-                p->t0_us = mono_us();
-                p->t0_wall_us = wall_us();
-                if (send(p->fd, hello, (size_t)hl, MSG_NOSIGNAL) != hl) {
-                    probe_finish(p, "connected, then the connection broke: %s", strerror(errno));
-                    continue;
-                }
-                p->state = 1;
-            } else {
-                ssize_t r = recv(p->fd, p->buf + p->len, sizeof(p->buf) - 1 - p->len, 0);
-                if (r > 0) {
-                    p->len += (size_t)r;
-                    p->buf[p->len] = '\0';
-                    if (strchr(p->buf, '\n') || p->len == sizeof(p->buf) - 1)
-                        probe_reply(x, p, &t[ti[idx[k]]]);
-                } else if (r == 0) {
-                    probe_finish(p, "connected, but closed without answering (another program "
-                                    "holds this port?)");
-                } else if (errno != EAGAIN && errno != EINTR) {
-                    probe_finish(p, "connected, then %s", strerror(errno));
-                }
-            }
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        if (pc[i].state == 0)
-            probe_finish(&pc[i], "no answer within %d ms (a firewall dropping packets, or no "
-                                 "route to it)", PROBE_MS);
-        else if (pc[i].state == 1)
-            probe_finish(&pc[i], "connected, but no hello within %d ms (another program holds "
-                                 "this port?)", PROBE_MS);
-    }
-    free(pf);
-    free(idx);
-}
-
-static void probe_all(ck_t *x, target_t *t, int nt)
-{
-    int total = 0;
-    for (int i = 0; i < nt; i++)
-        total += t[i].nports;
-    pconn_t *pc = calloc((size_t)(total ? total : 1), sizeof(*pc));
-    int *ti = calloc((size_t)(total ? total : 1), sizeof(int));
-    if (!pc || !ti) {
-        free(pc);
-        free(ti);
-        return;
-    }
-    int k = 0;
-    for (int i = 0; i < nt; i++)
-        for (int p = 0; p < t[i].nports; p++, k++) {
-            ec_check_probe_t *r = &pc[k].res;
-            snprintf(r->peer, sizeof(r->peer), "%s", t[i].node_id);
-            snprintf(r->nonce, sizeof(r->nonce), "%s", t[i].nonce);
-            snprintf(r->addr, sizeof(r->addr), "%s", t[i].host);
-            r->port = t[i].ports[p];
-            ti[k] = i;
-        }
-    for (int off = 0; off < total && !g_abort; off += MAX_CONNS) {
-        int n = total - off < MAX_CONNS ? total - off : MAX_CONNS;
-        probe_batch(x, pc + off, ti + off, t, n);
-    }
-    for (int i = 0; i < total; i++)
-        ec_check_facts_add_probe(&x->self, &pc[i].res);
-    free(pc);
-    free(ti);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -647,7 +325,7 @@ static bool wait_for(ck_t *x, pred_fn pred, void *arg, int64_t deadline)
             pthread_mutex_unlock(&x->lock);
             return true;
         }
-        int64_t now = mono_ms();
+        int64_t now = ec_mono_ms();
         if (g_abort || now >= deadline) {
             pthread_mutex_unlock(&x->lock);
             return false;
@@ -748,7 +426,7 @@ static int put_self(ck_t *x, ec_error_t *err)
 {
     void *buf = NULL;
     size_t len = 0;
-    x->self.wall_ms = wall_us() / 1000;
+    x->self.wall_ms = ec_wall_us() / 1000;
     int rc = ec_check_facts_encode(&x->self, &buf, &len, err);
     if (rc == 0)
         rc = ec_etcd_put(x->c, x->k_self, buf, len, x->lease, NULL, err);
@@ -764,7 +442,7 @@ static int publish_first(ck_t *x, ec_error_t *err)
 {
     void *buf = NULL;
     size_t len = 0;
-    x->self.wall_ms = wall_us() / 1000;
+    x->self.wall_ms = ec_wall_us() / 1000;
     int rc = ec_check_facts_encode(&x->self, &buf, &len, err);
     if (rc < 0)
         return rc;
@@ -1047,18 +725,18 @@ static void run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
                  strerror(errno));
         return;
     }
-    int64_t deadline = mono_ms() + COLL_EXTRA_MS;
+    int64_t deadline = ec_mono_ms() + COLL_EXTRA_MS;
     int st = 0;
     pid_t r = 0;
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && !g_abort && mono_ms() < deadline) {
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && !g_abort && ec_mono_ms() < deadline) {
         struct timespec ts = {0, 50 * 1000000L}; /* polls the child: no event to wait on */
         nanosleep(&ts, NULL);
     }
     if (r == 0) {
         /* deadline or signal: stop it, give it its grace, then kill */
         kill(pid, SIGTERM);
-        int64_t grace = mono_ms() + 3000;
-        while ((r = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < grace) {
+        int64_t grace = ec_mono_ms() + 3000;
+        while ((r = waitpid(pid, &st, WNOHANG)) == 0 && ec_mono_ms() < grace) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
         }
@@ -1300,7 +978,7 @@ static int check_run(ck_t *x)
     ec_check_report_t rep;
     memset(&rep, 0, sizeof(rep));
     snap_t snap = {0};
-    target_t *targets = NULL;
+    ec_check_target_t *targets = NULL;
     int nt = 0;
 
     if (ec_keys_init(&x->keys, cfg->etcd_prefix, cfg->job_id, &err) < 0 ||
@@ -1359,7 +1037,8 @@ static int check_run(ck_t *x)
         !(x->ka = ec_keepalive_start(x->c, x->lease, granted ? granted : cfg->lease_ttl_ms / 1000,
                                      NULL, NULL, &err)))
         goto error;
-    if (x->reserved && listener_start(x, &err) < 0)
+    if (x->reserved && ec_check_listener_start(x->fds, x->nfds, x->self.node_id, x->self.nonce,
+                                                &x->listener, &err) < 0)
         goto error;
     if (publish_first(x, &err) < 0)
         goto error;
@@ -1371,7 +1050,7 @@ static int check_run(ck_t *x)
            x->reserved ? "reserved" : "not reserved", (double)wait_ms / 1000.0, want,
            want == 1 ? "" : "s");
     wait_for(x, pred_arrived, &want, x->start_ms + wait_ms);
-    x->arrival_ms = mono_ms() - x->start_ms;
+    x->arrival_ms = ec_mono_ms() - x->start_ms;
     if (g_abort)
         goto interrupted;
 
@@ -1386,7 +1065,7 @@ static int check_run(ck_t *x)
         if (!(snap.keys[snap.n] = strdup(p->key)))
             break;
         snap.n++;
-        target_t *t = &targets[nt++];
+        ec_check_target_t *t = &targets[nt++];
         snprintf(t->node_id, sizeof(t->node_id), "%s", p->f.node_id);
         snprintf(t->nonce, sizeof(t->nonce), "%s", p->f.nonce);
         snprintf(t->host, sizeof(t->host), "%s", p->f.host);
@@ -1419,11 +1098,11 @@ static int check_run(ck_t *x)
            want == 1 ? "" : "s", (double)x->arrival_ms / 1000.0, leader);
 
     /* 5. probes */
-    probe_all(x, targets, nt);
+    ec_check_probe_all(x->cfg->job_id, &x->self, targets, nt, &g_abort);
     x->self.phase = EC_CHECK_PHASE_PROBED;
     if (put_self(x, &err) < 0)
         goto error;
-    wait_phase(x, &snap, EC_CHECK_PHASE_PROBED, mono_ms() + PHASE_MS);
+    wait_phase(x, &snap, EC_CHECK_PHASE_PROBED, ec_mono_ms() + PHASE_MS);
     listener_stop(x);
     if (g_abort)
         goto interrupted;
@@ -1449,7 +1128,7 @@ static int check_run(ck_t *x)
     /* 7. the report */
     int64_t coll_ms = ran ? COLL_EXTRA_MS + 5000 : 0;
     if (x->leader) {
-        wait_phase(x, &snap, EC_CHECK_PHASE_DONE, mono_ms() + PHASE_MS + coll_ms);
+        wait_phase(x, &snap, EC_CHECK_PHASE_DONE, ec_mono_ms() + PHASE_MS + coll_ms);
         if (g_abort)
             goto interrupted;
         if (ran) {
@@ -1483,7 +1162,7 @@ static int check_run(ck_t *x)
         if (trc == 0)
             ec_txn_result_free(&r);
     } else {
-        int64_t deadline = mono_ms() + PHASE_MS + REPORT_SLACK_MS + coll_ms;
+        int64_t deadline = ec_mono_ms() + PHASE_MS + REPORT_SLACK_MS + coll_ms;
         bool got = wait_for(x, pred_report, NULL, deadline);
         if (g_abort)
             goto interrupted;
@@ -1508,7 +1187,7 @@ static int check_run(ck_t *x)
 
     /* 8. leave no key behind: followers go first, the report goes last */
     if (x->leader)
-        wait_for(x, pred_alone, NULL, mono_ms() + CLEANUP_MS);
+        wait_for(x, pred_alone, NULL, ec_mono_ms() + CLEANUP_MS);
     goto out;
 
 interrupted:
@@ -1542,8 +1221,7 @@ int ec_cmd_check(const ec_config_t *cfg, FILE *out, FILE *errout)
     x.env = ec_config_environ;
     x.out = out;
     x.errout = errout;
-    x.lpipe[0] = x.lpipe[1] = -1;
-    x.start_ms = mono_ms();
+    x.start_ms = ec_mono_ms();
     pthread_mutex_init(&x.lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

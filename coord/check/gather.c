@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "endpoints.h"
 #include "netaddr.h"
 #include "rules.h"
@@ -51,9 +52,7 @@ static void make_nonce(char *buf)
 {
     unsigned char r[EC_CHECK_NONCE_LEN / 2];
     if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        uint64_t x = (uint64_t)now.tv_nsec ^ (uint64_t)now.tv_sec ^ ((uint64_t)getpid() << 32);
+        uint64_t x = (uint64_t)ec_wall_us() ^ ((uint64_t)getpid() << 32);
         memcpy(r, &x, sizeof(r) < sizeof(x) ? sizeof(r) : sizeof(x));
     }
     for (size_t i = 0; i < sizeof(r); i++)
@@ -561,9 +560,7 @@ void ec_check_gather(const ec_check_gather_in_t *x, ec_check_facts_t *f)
     f->pid = (int)getpid();
     ssize_t nl = readlink("/proc/self/ns/pid", f->pidns, sizeof(f->pidns) - 1);
     f->pidns[nl > 0 ? nl : 0] = '\0';
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    f->wall_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    f->wall_ms = ec_wall_ms();
     f->nproc = x->cfg->nproc_per_node;
     snprintf(f->etcd, sizeof(f->etcd), "%s", x->endpoints ? x->endpoints : "");
     struct sockaddr_storage ss;

@@ -21,7 +21,9 @@
  *   rules_memory.c         shm, memlock
  *   rules_env.c            environment
  *   rules_collective.c     allreduce
- *   gather.c, command.c    the I/O (command.h)
+ *   gather.c               the I/O that fills this node's facts
+ *   ports.c                the listener and the probes of every node's ports
+ *   command.c              the run (command.h)
  */
 #ifndef EC_CHECK_RULES_H
 #define EC_CHECK_RULES_H
