@@ -67,8 +67,9 @@ const ec_check_result_t *ec_check_report_find(const ec_check_report_t *rep, cons
 void ec_check_report_counts(const ec_check_report_t *rep, int counts[4]);
 const char *ec_check_status_name(ec_check_status_t s); /* "PASS" ... */
 
-/* Encode (codec.c) into a malloc'd buffer of *len bytes: 0 or EC_ENOMEM.  Decode into *rep (cleared on error): 0, or
- * EC_ECORRUPT with err saying what is wrong and where (key may be NULL). */
+/* Encode (codec.c) into a malloc'd buffer of *len bytes: 0 or EC_ENOMEM.
+ * Decode into *rep (cleared on error): 0, or EC_ECORRUPT with err saying
+ * what is wrong and where (key may be NULL). */
 int ec_check_report_encode(const ec_check_report_t *rep, void **buf, size_t *len, ec_error_t *err);
 int ec_check_report_decode(const void *buf, size_t len, const char *key, ec_check_report_t *rep,
                            ec_error_t *err);

@@ -80,7 +80,8 @@ START_TEST(json_strings_always_parse)
         {"say \"hi\" \\ bye", "\"say \\\"hi\\\" \\\\ bye\""},
         {"a\nb\rc\td", "\"a\\nb\\rc\\td\""},
         {"\x01\x1f\x7f", "\"\\u0001\\u001f\\u007f\""},
-        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+         "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
         /* not UTF-8: a stray continuation byte, a cut sequence, an overlong
          * '/', a surrogate, beyond U+10FFFF */
         {"\x80x", "\"\\ufffdx\""},
