@@ -21,14 +21,8 @@ static void *grow(void **arr, int *n, size_t elem)
     return e;
 }
 
-const char *const ec_check_names[] = {
-    "nodes", "node-ids", "etcd", "clock", "host-names", "address", "socket-ifname", "ports",
-    "gpu-count", "gpu-devices", "gpu-busy", "gpu-p2p", "cuda", "nccl", "shm", "memlock",
-    "environment", "allreduce", NULL,
-};
-
 /* ------------------------------------------------------------------------ */
-/* the comparison                                                            */
+/* building a finding (rules_impl.h)                                         */
 
 static int severity(ec_check_status_t s)
 {
@@ -278,6 +272,13 @@ void ck_iface_names(const ec_check_facts_t *f, ec_strbuf_t *b)
 }
 
 /* ------------------------------------------------------------------------ */
+/* the table of rules, in report order, and the comparison                   */
+
+const char *const ec_check_names[] = {
+    "nodes", "node-ids", "etcd", "clock", "host-names", "address", "socket-ifname", "ports",
+    "gpu-count", "gpu-devices", "gpu-busy", "gpu-p2p", "cuda", "nccl", "shm", "memlock",
+    "environment", "allreduce", NULL,
+};
 
 static int cmp_facts(const void *a, const void *b)
 {
