@@ -1,11 +1,12 @@
-/* `ecoord check` (see check/command.h): the I/O around the pure comparison in
- * coord/check/rules.c.
+/* `ecoord check` (see check/command.h): the run around the pure comparison
+ * (rules.h): publishing this node's facts (gathered by gather.c), the
+ * report's writer, probes, the allreduce job, the report.
  *
  * Timeline of one node (every wait has a deadline and notices SIGINT/SIGTERM
  * within POLL_MS):
  *   1. connect to etcd (or start an embedded one); if that fails, compare this
  *      node's facts alone and report etcd as FAIL.
- *   2. gather the local facts, reserve the ports training would use and
+ *   2. gather the local facts (gather.c), reserve the ports training would use and
  *      listen on them (a thread answers each connection with a hello that
  *      carries this node's id, nonce and wall clock).
  *   3. grant a lease, publish the facts under check/nodes/<node_id> (create
@@ -58,6 +59,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "gather.h"
+#include "ports.h"
 #include "rules.h"
 #include "connect.h"
 #include "embed.h"
@@ -68,50 +72,20 @@
 #include "netaddr.h"
 #include "records.h"
 
-extern char **environ;
-
 #define POLL_MS 200             /* how often a wait looks at the abort flag  */
 #define CONNECT_MS 5000         /* etcd dial and call deadline                */
 #define MIN_ARRIVAL_MS 1000     /* --elastic_timeout=0 still waits this long  */
-#define PROBE_MS 3000           /* all TCP probes of one node, together       */
-#define HELLO_MS 2000           /* a peer's hello, on the listening side      */
 #define PHASE_MS 10000          /* waiting for the others to finish a phase   */
 #define REPORT_SLACK_MS 5000    /* what a follower waits beyond the leader    */
 #define CLEANUP_MS 3000         /* the leader waiting for followers to leave  */
 #define COLL_EXTRA_MS 20000     /* the allreduce job: every node starts it at the same
                                   * phase, so it forms at once; a node that died
                                   * since is reported when this runs out */
-#define RESOLVE_MS 2000         /* a host name lookup                         */
 #define ETCD_SAMPLES 5          /* reads timed for the etcd round trip        */
-#define MAX_CONNS 512           /* probes in flight at once                   */
-#define ENV_VALUE_MAX 1024
-
-#define HELLO "ECCHK1"
 
 static volatile sig_atomic_t g_abort;
 
 static void on_signal(int s) { g_abort = s; }
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Progress goes to errout, so stdout holds nothing but the report. */
 static FILE *g_log_out;
@@ -162,9 +136,7 @@ typedef struct ck {
     uint16_t *ports;
     bool reserved;
 
-    pthread_t lthread;
-    bool lrunning;
-    int lpipe[2];            /* wakes the listener to stop */
+    ec_check_listener_t *listener; /* answers hellos on our ports */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -175,6 +147,7 @@ typedef struct ck {
     size_t report_len;
     int64_t report_create_rev;
     int64_t report_mod_rev;
+    bool report_claim;       /* check/report holds the leader's claim, not the report yet */
     bool relist;             /* the watch lost its place (compaction): list again */
 
     int64_t start_ms;
@@ -189,548 +162,6 @@ static void peer_clear(peer_t *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* ------------------------------------------------------------------------ */
-/* gathering: identity and network                                           */
-
-static void read_line_file(const char *path, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    if (fgets(buf, (int)len, f))
-        buf[strcspn(buf, "\n")] = '\0';
-    fclose(f);
-}
-
-static void make_nonce(char *buf)
-{
-    unsigned char r[EC_CHECK_NONCE_LEN / 2];
-    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-        uint64_t x = (uint64_t)wall_us() ^ ((uint64_t)getpid() << 32);
-        memcpy(r, &x, sizeof(r) < sizeof(x) ? sizeof(r) : sizeof(x));
-    }
-    for (size_t i = 0; i < sizeof(r); i++)
-        sprintf(buf + 2 * i, "%02x", r[i]);
-}
-
-/* Resolve host (numeric or a name) with a deadline: getaddrinfo itself has
- * none, and a dead DNS server would stall the whole check.  Returns 0 and
- * the first address, or -1 with why filled. */
-static int resolve(const char *host, int port, int socktype, struct sockaddr_storage *ss,
-                   socklen_t *sl, char *why, size_t whylen)
-{
-    char ps[16];
-    snprintf(ps, sizeof(ps), "%d", port);
-    struct addrinfo hints = {.ai_socktype = socktype, .ai_flags = AI_NUMERICHOST}, *res = NULL;
-    if (getaddrinfo(host, ps, &hints, &res) == 0 && res) {
-        memcpy(ss, res->ai_addr, res->ai_addrlen);
-        *sl = res->ai_addrlen;
-        freeaddrinfo(res);
-        return 0;
-    }
-    /* A name: ask asynchronously and give up at the deadline.  The request
-     * block is leaked on purpose when it cannot be cancelled (the resolver
-     * thread still owns it). */
-    struct gaicb *g = calloc(1, sizeof(*g));
-    struct addrinfo *h = calloc(1, sizeof(*h));
-    char *name = strdup(host), *service = strdup(ps);
-    if (!g || !h || !name || !service) {
-        free(g);
-        free(h);
-        free(name);
-        free(service);
-        snprintf(why, whylen, "out of memory");
-        return -1;
-    }
-    h->ai_socktype = socktype;
-    g->ar_name = name;
-    g->ar_service = service;
-    g->ar_request = h;
-    struct gaicb *list[1] = {g};
-    if (getaddrinfo_a(GAI_NOWAIT, list, 1, NULL) != 0) {
-        snprintf(why, whylen, "cannot resolve %s", host);
-        free(g);
-        free(h);
-        free(name);
-        free(service);
-        return -1;
-    }
-    struct timespec ts = {RESOLVE_MS / 1000, (RESOLVE_MS % 1000) * 1000000L};
-    gai_suspend((const struct gaicb *const *)list, 1, &ts);
-    int rc = gai_error(g);
-    if (rc == EAI_INPROGRESS) {
-        if (gai_cancel(g) != EAI_CANCELED) {
-            snprintf(why, whylen, "resolving %s took longer than %d ms", host, RESOLVE_MS);
-            return -1; /* leaked: still in use by the resolver */
-        }
-        rc = EAI_CANCELED;
-    }
-    int out = -1;
-    if (rc == 0 && g->ar_result) {
-        memcpy(ss, g->ar_result->ai_addr, g->ar_result->ai_addrlen);
-        *sl = g->ar_result->ai_addrlen;
-        out = 0;
-    } else {
-        snprintf(why, whylen, "cannot resolve %s: %s", host,
-                 rc == EAI_CANCELED ? "timed out" : gai_strerror(rc));
-    }
-    if (g->ar_result)
-        freeaddrinfo(g->ar_result);
-    free(g);
-    free(h);
-    free(name);
-    free(service);
-    return out;
-}
-
-static void addr_string(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    if (ss->ss_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, buf, (socklen_t)len);
-    else if (ss->ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, buf, (socklen_t)len);
-}
-
-static int gather_ifaces(ec_check_facts_t *f)
-{
-    struct ifaddrs *ifa = NULL;
-    if (getifaddrs(&ifa) < 0)
-        return 0;
-    int rc = 0;
-    for (struct ifaddrs *i = ifa; i && rc == 0 && f->nifaces < 128; i = i->ifa_next) {
-        if (!i->ifa_addr ||
-            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-            continue;
-        char a[64];
-        addr_string((const struct sockaddr_storage *)(void *)i->ifa_addr, a, sizeof(a));
-        rc = ec_check_facts_add_iface(f, i->ifa_name, a,
-                                      (i->ifa_flags & IFF_UP) && (i->ifa_flags & IFF_RUNNING));
-    }
-    freeifaddrs(ifa);
-    return rc;
-}
-
-/* The address this node publishes, as `ecoord launch` chooses it. */
-static void gather_address(ck_t *x, ec_check_facts_t *f)
-{
-    ec_error_t err = {0};
-    if (*x->cfg->host) {
-        snprintf(f->host, sizeof(f->host), "%s", x->cfg->host);
-        f->host_given = 1;
-        ec_addr_ifname(f->host, f->ifname, sizeof(f->ifname));
-        struct sockaddr_storage ss;
-        socklen_t sl;
-        char why[160], a[64];
-        if (!f->ifname[0] && resolve(f->host, 0, SOCK_STREAM, &ss, &sl, why, sizeof(why)) == 0) {
-            addr_string(&ss, a, sizeof(a)); /* a name: its address's interface */
-            ec_addr_ifname(a, f->ifname, sizeof(f->ifname));
-        }
-        return;
-    }
-    ec__endpoints_t eps;
-    if (ec__endpoints_parse(x->endpoints, &eps, &err) < 0 ||
-        ec_route_addr(eps.ep[0].host, eps.ep[0].port, f->host, sizeof(f->host), f->ifname,
-                      sizeof(f->ifname), &err) < 0) {
-        snprintf(f->host, sizeof(f->host), "127.0.0.1");
-        snprintf(f->ports_err, sizeof(f->ports_err), "%s", err.msg);
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* gathering: devices, through the driver's own libraries (dlopen: ecoord
- * neither links nor needs CUDA; a machine without it gets the reason).      */
-
-typedef int (*cu_init_fn)(unsigned);
-typedef int (*cu_int_fn)(int *);
-typedef int (*cu_get_fn)(int *, int);
-typedef int (*cu_busid_fn)(char *, int, int);
-typedef int (*cu_errstr_fn)(int, const char **);
-
-typedef void *nvml_dev_t;
-typedef struct {
-    unsigned long long total, free, used;
-} nvml_mem_t;
-typedef struct { /* nvmlProcessInfo_t of the _v2/_v3 calls */
-    unsigned int pid;
-    unsigned long long used;
-    unsigned int gi, ci;
-} nvml_proc_t;
-typedef int (*nvml_void_fn)(void);
-typedef int (*nvml_str_fn)(char *, unsigned);
-typedef int (*nvml_bybus_fn)(const char *, nvml_dev_t *);
-typedef int (*nvml_name_fn)(nvml_dev_t, char *, unsigned);
-typedef int (*nvml_mem_fn)(nvml_dev_t, nvml_mem_t *);
-typedef int (*nvml_procs_fn)(nvml_dev_t, unsigned *, nvml_proc_t *);
-typedef int (*nvml_p2p_fn)(nvml_dev_t, nvml_dev_t, int, int *);
-
-static void *open_first(const char *const *names, char *path, size_t plen, void **sym,
-                        const char *symname)
-{
-    for (int i = 0; names[i]; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h)
-            continue;
-        void *s = dlsym(h, symname);
-        if (!s) {
-            dlclose(h);
-            continue;
-        }
-        Dl_info info;
-        if (path && dladdr(s, &info) && info.dli_fname)
-            snprintf(path, plen, "%s", info.dli_fname);
-        *sym = s;
-        return h;
-    }
-    return NULL;
-}
-
-/* "0000:3b:00.0" from "00000000:3B:00.0" or "0000:3b:00.0". */
-static void norm_bus_id(const char *in, char *out, size_t len)
-{
-    unsigned d, b, dv, fn;
-    if (sscanf(in, "%x:%x:%x.%x", &d, &b, &dv, &fn) == 4)
-        snprintf(out, len, "%04x:%02x:%02x.%x", d, b, dv, fn);
-    else
-        snprintf(out, len, "%s", in);
-}
-
-static const char *p2p_status_name(int s)
-{
-    switch (s) {
-    case 1:
-        return "chipset not supported";
-    case 2:
-        return "GPU not supported";
-    case 3:
-        return "PCIe topology not supported";
-    case 4:
-        return "disabled by the driver (regkey)";
-    case 5:
-        return "not supported";
-    default:
-        return "unknown";
-    }
-}
-
-static void gather_gpus(ck_t *x, ec_check_facts_t *f)
-{
-    const ec_config_t *cfg = x->cfg;
-    const char *cvd = x->env("CUDA_VISIBLE_DEVICES", x->env_arg);
-    int cvd_ids[1024];
-    int ncvd = 0;
-    if (cvd) {
-        f->cvd_set = 1;
-        snprintf(f->cvd, sizeof(f->cvd), "%s", cvd);
-        ncvd = f->cvd_count = ec_check_cvd_parse(cvd, cvd_ids, 1024);
-    }
-    for (int i = 0; i < cfg->gpus.n; i++) {
-        int *e = realloc(f->gpus_flag, (size_t)(f->ngpus_flag + 1) * sizeof(int));
-        if (!e)
-            break;
-        f->gpus_flag = e;
-        f->gpus_flag[f->ngpus_flag++] = cfg->gpus.v[i];
-    }
-    f->visible = -1;
-
-    /* the CUDA driver: presence, version, visible devices */
-    void *cu_init = NULL;
-    char cu_path[PATH_MAX] = "";
-    static const char *const cuda_libs[] = {"libcuda.so.1", "libcuda.so", NULL};
-    void *hcu = open_first(cuda_libs, cu_path, sizeof(cu_path), &cu_init, "cuInit");
-    cu_errstr_fn errstr = hcu ? (cu_errstr_fn)dlsym(hcu, "cuGetErrorString") : NULL;
-    int cu_rc = -1;
-    if (!hcu) {
-        snprintf(f->driver_why, sizeof(f->driver_why),
-                 "no NVIDIA driver: libcuda.so.1 cannot be loaded");
-    } else {
-        cu_rc = ((cu_init_fn)cu_init)(0);
-        if (cu_rc == 0) {
-            f->driver = 1;
-            cu_int_fn ver = (cu_int_fn)dlsym(hcu, "cuDriverGetVersion");
-            cu_int_fn cnt = (cu_int_fn)dlsym(hcu, "cuDeviceGetCount");
-            if (ver)
-                ver(&f->cuda_driver_version);
-            if (cnt && cnt(&f->visible) != 0)
-                f->visible = -1;
-        } else {
-            const char *s = NULL;
-            if (errstr)
-                errstr(cu_rc, &s);
-            if (cu_rc == 34) /* CUDA_ERROR_STUB_LIBRARY */
-                snprintf(f->driver_why, sizeof(f->driver_why), "%s is CUDA's stub library, not "
-                         "the driver (a stubs directory in LD_LIBRARY_PATH?)", cu_path);
-            else
-                snprintf(f->driver_why, sizeof(f->driver_why), "cuInit failed: %s (CUDA error %d)",
-                         s ? s : "unknown error", cu_rc);
-            if (cu_rc == 100) /* CUDA_ERROR_NO_DEVICE: a driver, no device visible */
-                f->visible = 0;
-        }
-    }
-
-    /* NVML: driver version, who else runs on our GPUs, peer-to-peer */
-    void *nvml_init = NULL;
-    static const char *const nvml_libs[] = {"libnvidia-ml.so.1", "libnvidia-ml.so", NULL};
-    void *hnv = open_first(nvml_libs, NULL, 0, &nvml_init, "nvmlInit_v2");
-    bool nv = hnv && ((nvml_void_fn)nvml_init)() == 0;
-    if (nv) {
-        nvml_str_fn dv = (nvml_str_fn)dlsym(hnv, "nvmlSystemGetDriverVersion");
-        if (dv)
-            dv(f->driver_version, sizeof(f->driver_version));
-        if (cu_rc == 100) {
-            f->driver = 1; /* the driver runs; CUDA_VISIBLE_DEVICES hides the devices */
-            f->driver_why[0] = '\0';
-        }
-    } else if (f->driver) {
-        char v[256];
-        read_line_file("/proc/driver/nvidia/version", v, sizeof(v));
-        const char *m = strstr(v, "Kernel Module");
-        if (m && sscanf(m + 13, " %31s", f->driver_version) != 1)
-            f->driver_version[0] = '\0';
-    }
-
-    /* the GPU of every local rank: --gpus (physical ids), else the
-     * CUDA_VISIBLE_DEVICES entry, else the rank itself */
-    bool assigned = f->driver || ncvd > 0 || cfg->gpus.n > 0;
-    nvml_dev_t handles[1024];
-    int nh = 0;
-    cu_get_fn cuget = hcu && cu_rc == 0 ? (cu_get_fn)dlsym(hcu, "cuDeviceGet") : NULL;
-    cu_busid_fn cubus = hcu && cu_rc == 0 ? (cu_busid_fn)dlsym(hcu, "cuDeviceGetPCIBusId") : NULL;
-    nvml_bybus_fn bybus = nv ? (nvml_bybus_fn)dlsym(hnv, "nvmlDeviceGetHandleByPciBusId_v2") : NULL;
-    nvml_name_fn nname = nv ? (nvml_name_fn)dlsym(hnv, "nvmlDeviceGetName") : NULL;
-    nvml_mem_fn nmem = nv ? (nvml_mem_fn)dlsym(hnv, "nvmlDeviceGetMemoryInfo") : NULL;
-    nvml_procs_fn nprocs = nv ? (nvml_procs_fn)dlsym(hnv, "nvmlDeviceGetComputeRunningProcesses_v3")
-                              : NULL;
-    if (nv && !nprocs)
-        nprocs = (nvml_procs_fn)dlsym(hnv, "nvmlDeviceGetComputeRunningProcesses_v2");
-    for (int r = 0; assigned && r < cfg->nproc_per_node && r < 1024; r++) {
-        ec_check_gpu_t g = {.rank = r, .ordinal = r, .physical = r, .mem_used_mib = -1,
-                            .mem_total_mib = -1};
-        if (cfg->gpus.n > r) {
-            g.physical = cfg->gpus.v[r];
-            g.ordinal = g.physical;
-            if (f->cvd_set) {
-                g.ordinal = -1;
-                for (int k = 0; k < ncvd && k < 1024; k++)
-                    if (cvd_ids[k] == g.physical)
-                        g.ordinal = k;
-            }
-        } else if (f->cvd_set) {
-            if (r >= ncvd)
-                break; /* no GPU for this rank: the gpu-count check says so */
-            g.physical = r < 1024 ? cvd_ids[r] : -1;
-        }
-        nvml_dev_t h = NULL;
-        if (cuget && cubus && g.ordinal >= 0 && g.ordinal < f->visible) {
-            int dev;
-            char bus[64];
-            if (cuget(&dev, g.ordinal) == 0 && cubus(bus, sizeof(bus), dev) == 0) {
-                norm_bus_id(bus, g.bus_id, sizeof(g.bus_id));
-                if (bybus && bybus(bus, &h) != 0)
-                    h = NULL;
-            }
-        }
-        if (h) {
-            if (nname)
-                nname(h, g.name, sizeof(g.name));
-            nvml_mem_t mem;
-            if (nmem && nmem(h, &mem) == 0) {
-                g.mem_used_mib = (long long)(mem.used >> 20);
-                g.mem_total_mib = (long long)(mem.total >> 20);
-            }
-            nvml_proc_t procs[32];
-            unsigned np = 32;
-            if (nprocs && nprocs(h, &np, procs) == 0) {
-                size_t used = 0;
-                for (unsigned k = 0; k < np && k < 32; k++) {
-                    if ((pid_t)procs[k].pid == getpid())
-                        continue;
-                    g.nprocs++;
-                    if (used + 48 < sizeof(g.procs))
-                        used += (size_t)snprintf(g.procs + used, sizeof(g.procs) - used,
-                                                 "%spid %u (%llu MiB)", used ? ", " : "",
-                                                 procs[k].pid, procs[k].used >> 20);
-                }
-            }
-        }
-        handles[nh++] = h;
-        ec_check_facts_add_gpu(f, &g);
-    }
-    nvml_p2p_fn p2p = nv ? (nvml_p2p_fn)dlsym(hnv, "nvmlDeviceGetP2PStatus") : NULL;
-    for (int a = 0; p2p && a < nh; a++)
-        for (int b = a + 1; b < nh; b++) {
-            if (!handles[a] || !handles[b] || handles[a] == handles[b])
-                continue;
-            int st = 6;
-            if (p2p(handles[a], handles[b], 0 /* NVML_P2P_CAPS_INDEX_READ */, &st) != 0)
-                continue;
-            ec_check_p2p_t e = {.a = a, .b = b, .ok = st == 0};
-            snprintf(e.status, sizeof(e.status), "%s", st == 0 ? "ok" : p2p_status_name(st));
-            ec_check_facts_add_p2p(f, &e);
-        }
-    if (nv) {
-        nvml_void_fn shut = (nvml_void_fn)dlsym(hnv, "nvmlShutdown");
-        if (shut)
-            shut();
-    }
-    if (hnv)
-        dlclose(hnv);
-    /* libcuda stays loaded: unloading it after cuInit is not supported. */
-
-    /* the CUDA runtime and NCCL training would load (same library path) */
-    void *sym = NULL;
-    static const char *const rt_libs[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                                          "libcudart.so.11.0", NULL};
-    void *hrt = open_first(rt_libs, f->cudart_path, sizeof(f->cudart_path), &sym,
-                           "cudaRuntimeGetVersion");
-    if (hrt) {
-        if (((cu_int_fn)sym)(&f->cudart_version) != 0)
-            f->cudart_version = 0;
-        dlclose(hrt);
-    }
-    static const char *const nccl_libs[] = {"libnccl.so.2", "libnccl.so", NULL};
-    void *hnc = open_first(nccl_libs, f->nccl_path, sizeof(f->nccl_path), &sym, "ncclGetVersion");
-    if (hnc) {
-        int code = 0;
-        if (((cu_int_fn)sym)(&code) == 0)
-            f->nccl_version = ec_check_nccl_version_norm(code);
-        dlclose(hnc);
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* gathering: memory and environment                                         */
-
-static void gather_memory(ec_check_facts_t *f)
-{
-    snprintf(f->shm_path, sizeof(f->shm_path), "/dev/shm");
-    struct statvfs sv;
-    if (statvfs(f->shm_path, &sv) == 0) {
-        f->shm_bytes = (long long)sv.f_blocks * (long long)sv.f_frsize;
-        f->shm_free = (long long)sv.f_bavail * (long long)sv.f_frsize;
-    } else {
-        f->shm_bytes = f->shm_free = -1;
-        snprintf(f->shm_err, sizeof(f->shm_err), "%s", strerror(errno));
-    }
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0)
-        f->memlock_cur = rl.rlim_cur == RLIM_INFINITY ? -1 : (long long)rl.rlim_cur;
-    DIR *d = opendir("/sys/class/infiniband");
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (e->d_name[0] != '.')
-                f->nib++;
-        closedir(d);
-    }
-}
-
-static int env_published(const char *name)
-{
-    static const char *const prefixes[] = {"NCCL_", "CUDA_", "GLOO_", "TORCH_NCCL_",
-                                           "TORCH_DISTRIBUTED_", "UCX_", "FI_", NULL};
-    static const char *const exact[] = {"LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH",
-                                        "PYTHONHOME", "OMP_NUM_THREADS", NULL};
-    static const char *const per_machine[] = {"CUDA_VISIBLE_DEVICES", "NCCL_HOSTID", NULL};
-    for (int i = 0; per_machine[i]; i++)
-        if (!strcmp(name, per_machine[i]))
-            return 0;
-    for (int i = 0; exact[i]; i++)
-        if (!strcmp(name, exact[i]))
-            return 1;
-    for (int i = 0; prefixes[i]; i++)
-        if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
-            return 1;
-    return 0;
-}
-
-static int cmp_env(const void *a, const void *b)
-{
-    return strcmp(((const ec_check_env_t *)a)->name, ((const ec_check_env_t *)b)->name);
-}
-
-static void gather_env(ck_t *x, ec_check_facts_t *f)
-{
-    for (char **e = environ; e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        if (!eq || eq == *e || eq - *e >= 128)
-            continue;
-        char name[128];
-        memcpy(name, *e, (size_t)(eq - *e));
-        name[eq - *e] = '\0';
-        if (!env_published(name))
-            continue;
-        char value[ENV_VALUE_MAX + 1];
-        snprintf(value, sizeof(value), "%s", eq + 1);
-        ec_check_facts_add_env(f, name, value);
-    }
-    if (f->nenv > 1)
-        qsort(f->env, (size_t)f->nenv, sizeof(f->env[0]), cmp_env);
-    const char *hid = x->env("NCCL_HOSTID", x->env_arg);
-    if (hid)
-        snprintf(f->host_id, sizeof(f->host_id), "%s", hid);
-}
-
-static void find_coll_prog(ck_t *x, char *path, size_t len, char *why, size_t wlen)
-{
-    path[0] = '\0';
-    const char *p = x->env("ECOORD_CHECK_ALLREDUCE", x->env_arg);
-    if (p && *p) {
-        if (access(p, X_OK) == 0)
-            snprintf(path, len, "%s", p);
-        else
-            snprintf(why, wlen, "ECOORD_CHECK_ALLREDUCE=%s is not an executable program", p);
-        return;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        snprintf(why, wlen, "cannot find the ecoord binary's directory");
-        return;
-    }
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = '\0';
-    char cand[PATH_MAX + 32];
-    snprintf(cand, sizeof(cand), "%s/ecoord-allreduce", exe);
-    if (access(cand, X_OK) == 0)
-        snprintf(path, len, "%s", cand);
-    else
-        snprintf(why, wlen, "the worker library's allreduce program is not installed (looked for "
-                            "%s and $ECOORD_CHECK_ALLREDUCE); build worker/ to run it", cand);
-}
-
-static void gather(ck_t *x)
-{
-    ec_check_facts_t *f = &x->self;
-    f->version = EC_CHECK_FACTS_VERSION;
-    f->phase = EC_CHECK_PHASE_LOCAL;
-    snprintf(f->node_id, sizeof(f->node_id), "%s", x->cfg->node_id);
-    make_nonce(f->nonce);
-    gethostname(f->hostname, sizeof(f->hostname) - 1);
-    read_line_file("/proc/sys/kernel/random/boot_id", f->boot_id, sizeof(f->boot_id));
-    f->pid = (int)getpid();
-    ssize_t nl = readlink("/proc/self/ns/pid", f->pidns, sizeof(f->pidns) - 1);
-    f->pidns[nl > 0 ? nl : 0] = '\0';
-    f->wall_ms = wall_us() / 1000;
-    f->nproc = x->cfg->nproc_per_node;
-    snprintf(f->etcd, sizeof(f->etcd), "%s", x->endpoints ? x->endpoints : "");
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    char why[160];
-    if (resolve(f->hostname, 0, SOCK_STREAM, &ss, &sl, why, sizeof(why)) == 0)
-        addr_string(&ss, f->hostname_addr, sizeof(f->hostname_addr));
-    gather_ifaces(f);
-    gather_gpus(x, f);
-    gather_memory(f);
-    gather_env(x, f);
-    char prog[PATH_MAX];
-    find_coll_prog(x, prog, sizeof(prog), why, sizeof(why));
-    f->coll_prog = prog[0] != '\0';
-}
-
 /* Median and max of a few reads of the report key (absent is fine). */
 static void measure_etcd(ck_t *x)
 {
@@ -739,10 +170,10 @@ static void measure_etcd(ck_t *x)
     for (int i = 0; i < ETCD_SAMPLES; i++) {
         ec_kv_t kv;
         bool found = false;
-        int64_t t0 = mono_us();
+        int64_t t0 = ec_mono_us();
         if (ec_etcd_get(x->c, x->k_report, &kv, &found, NULL, NULL) < 0)
             continue;
-        s[n++] = mono_us() - t0;
+        s[n++] = ec_mono_us() - t0;
         if (found)
             ec_kv_free(&kv);
     }
@@ -757,312 +188,16 @@ static void measure_etcd(ck_t *x)
     ec_etcd_status(x->c, NULL, x->self.etcd_version, sizeof(x->self.etcd_version), NULL);
 }
 
-/* ------------------------------------------------------------------------ */
-/* the listener: answers every connection to a reserved port with
- *   "ECCHK1 <node_id> <nonce> <wall clock, us>\n"
- * once the caller sent its own hello line, so a prober knows it reached the
- * right process (not another program, not another node behind the same
- * address) and can estimate the clock offset (Cristian's method).          */
-
-#define MAX_ACCEPTED 256
-
-typedef struct lconn {
-    int fd;
-    int answered;
-    int64_t deadline;
-    size_t len;
-    char buf[256];
-} lconn_t;
-
-static void lconn_answer(ck_t *x, lconn_t *lc)
-{
-    char reply[EC_NODE_ID_MAX + 96];
-    int n = snprintf(reply, sizeof(reply), HELLO " %s %s %" PRId64 "\n", x->self.node_id,
-                     x->self.nonce, wall_us());
-    ssize_t w = send(lc->fd, reply, (size_t)n, MSG_NOSIGNAL);
-    (void)w; /* a prober that left early does not care */
-}
-
-static void *listener_main(void *arg)
-{
-    ck_t *x = arg;
-    lconn_t *conns = calloc(MAX_ACCEPTED, sizeof(*conns));
-    struct pollfd *pf = calloc((size_t)(1 + x->nfds + MAX_ACCEPTED), sizeof(*pf));
-    int nc = 0;
-    while (conns && pf) {
-        int np = 0;
-        pf[np++] = (struct pollfd){x->lpipe[0], POLLIN, 0};
-        for (int i = 0; i < x->nfds; i++)
-            pf[np++] = (struct pollfd){x->fds[i], POLLIN, 0};
-        for (int i = 0; i < nc; i++)
-            pf[np++] = (struct pollfd){conns[i].fd, POLLIN, 0};
-        if (poll(pf, (nfds_t)np, 100) < 0 && errno != EINTR)
-            break;
-        if (pf[0].revents)
-            break;
-        for (int i = 0; i < x->nfds; i++) {
-            if (!(pf[1 + i].revents & POLLIN))
-                continue;
-            int fd;
-            while ((fd = accept4(x->fds[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                if (nc == MAX_ACCEPTED) {
-                    close(fd);
-                    continue;
-                }
-                conns[nc++] = (lconn_t){.fd = fd, .deadline = mono_ms() + HELLO_MS};
-            }
-        }
-        int64_t now = mono_ms();
-        for (int i = 0; i < nc; i++) {
-            lconn_t *lc = &conns[i];
-            bool done = now > lc->deadline;
-            short rev = 0;
-            for (int k = 1 + x->nfds; k < np; k++)
-                if (pf[k].fd == lc->fd)
-                    rev = pf[k].revents;
-            if (!done && rev) {
-                ssize_t r = recv(lc->fd, lc->buf + lc->len, sizeof(lc->buf) - 1 - lc->len, 0);
-                if (r > 0 && lc->answered) {
-                    lc->len = 0; /* after the answer: only waiting for the close */
-                } else if (r > 0) {
-                    lc->len += (size_t)r;
-                    lc->buf[lc->len] = '\0';
-                    if (strchr(lc->buf, '\n') && !strncmp(lc->buf, HELLO " ", sizeof(HELLO))) {
-                        /* Answer, then let the prober close first: the
-                         * TIME_WAIT stays on its side, and training can bind
-                         * this port right after the check. */
-                        lconn_answer(x, lc);
-                        lc->answered = 1;
-                        lc->len = 0;
-                    } else if (strchr(lc->buf, '\n') || lc->len == sizeof(lc->buf) - 1) {
-                        done = true;
-                    }
-                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-                    done = true;
-                }
-            }
-            if (done) {
-                close(lc->fd);
-                conns[i--] = conns[--nc];
-            }
-        }
-    }
-    for (int i = 0; conns && i < nc; i++)
-        close(conns[i].fd);
-    free(conns);
-    free(pf);
-    return NULL;
-}
-
-static int listener_start(ck_t *x, ec_error_t *err)
-{
-    if (pipe2(x->lpipe, O_CLOEXEC) < 0)
-        return ec_errorf(err, EC_ESYS, "pipe: %s", strerror(errno));
-    int e = pthread_create(&x->lthread, NULL, listener_main, x);
-    if (e)
-        return ec_errorf(err, EC_ESYS, "cannot start the listener thread: %s", strerror(e));
-    x->lrunning = true;
-    return 0;
-}
-
-/* Set the flag (write to the pipe), join, then free what it used. */
+/* Stop answering on our ports, then release them (training may bind them). */
 static void listener_stop(ck_t *x)
 {
-    if (x->lrunning) {
-        ssize_t w = write(x->lpipe[1], "x", 1);
-        (void)w;
-        pthread_join(x->lthread, NULL);
-        x->lrunning = false;
-    }
-    if (x->lpipe[0] >= 0) {
-        close(x->lpipe[0]);
-        close(x->lpipe[1]);
-        x->lpipe[0] = x->lpipe[1] = -1;
-    }
+    ec_check_listener_stop(x->listener);
+    x->listener = NULL;
     if (x->reserved) {
         ec_ports_release(x->fds, x->nfds);
         ec_ports_release(x->locks, x->nfds);
         x->reserved = false;
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* probes: a real TCP connection to every published port of every node
- * (this one included: it proves the published address is really ours),
- * all in flight together under one deadline.                                */
-
-typedef struct target {
-    char node_id[EC_NODE_ID_MAX + 1];
-    char nonce[EC_CHECK_NONCE_LEN + 1];
-    char host[64];
-    int nports;
-    int *ports;
-} target_t;
-
-typedef struct pconn {
-    int fd;
-    int state; /* 0 connecting, 1 waiting for the hello, 2 done */
-    int64_t t0_us, t0_wall_us;
-    size_t len;
-    char buf[256];
-    ec_check_probe_t res;
-} pconn_t;
-
-static void probe_finish(pconn_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void probe_finish(pconn_t *p, const char *fmt, ...)
-{
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(p->res.why, sizeof(p->res.why), fmt, ap);
-        va_end(ap);
-    }
-    if (p->fd >= 0)
-        close(p->fd);
-    p->fd = -1;
-    p->state = 2;
-}
-
-static void probe_reply(ck_t *x, pconn_t *p, const target_t *t)
-{
-    int64_t t1 = mono_us();
-    char id[EC_NODE_ID_MAX + 1], nonce[64];
-    long long wall;
-    p->buf[strcspn(p->buf, "\n")] = '\0';
-    if (sscanf(p->buf, HELLO " %253s %63s %lld", id, nonce, &wall) != 3) {
-        probe_finish(p, "another program answered on this port (not ecoord check)");
-        return;
-    }
-    if (strcmp(nonce, t->nonce)) {
-        probe_finish(p, "answered by %s, not by %s (two nodes publish the same address?)",
-                     strcmp(id, t->node_id) ? id : "another process with the same node id",
-                     t->node_id);
-        return;
-    }
-    p->res.ok = 1;
-    p->res.rtt_us = t1 - p->t0_us;
-    p->res.offset_us = (int64_t)wall - (p->t0_wall_us + p->res.rtt_us / 2);
-    (void)x;
-    probe_finish(p, NULL);
-}
-
-static void probe_batch(ck_t *x, pconn_t *pc, const int *ti, target_t *t, int n)
-{
-    if (n <= 0)
-        return;
-    char hello[EC_JOB_ID_MAX + EC_NODE_ID_MAX + 64];
-    int hl = snprintf(hello, sizeof(hello), HELLO " %s %s %s\n", x->cfg->job_id, x->self.node_id,
-                      x->self.nonce);
-    for (int i = 0; i < n; i++) {
-        pconn_t *p = &pc[i];
-        struct sockaddr_storage ss;
-        socklen_t sl = 0;
-        char why[160];
-        p->fd = -1;
-        if (resolve(t[ti[i]].host, p->res.port, SOCK_STREAM, &ss, &sl, why, sizeof(why)) < 0) {
-            probe_finish(p, "%s", why);
-            continue;
-        }
-        p->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (p->fd < 0) {
-            probe_finish(p, "socket: %s", strerror(errno));
-            continue;
-        }
-        if (connect(p->fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS)
-            probe_finish(p, "%s", strerror(errno));
-    }
-    int64_t deadline = mono_ms() + PROBE_MS;
-    struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
-    int *idx = calloc((size_t)n, sizeof(int));
-    while (pf && idx && !g_abort) {
-        int np = 0;
-        for (int i = 0; i < n; i++)
-            if (pc[i].state < 2) {
-                pf[np] = (struct pollfd){pc[i].fd, pc[i].state == 0 ? POLLOUT : POLLIN, 0};
-                idx[np++] = i;
-            }
-        int64_t left = deadline - mono_ms();
-        if (!np || left <= 0)
-            break;
-        if (poll(pf, (nfds_t)np, (int)(left < POLL_MS ? left : POLL_MS)) < 0 && errno != EINTR)
-            break;
-        for (int k = 0; k < np; k++) {
-            pconn_t *p = &pc[idx[k]];
-            if (!pf[k].revents)
-                continue;
-            if (p->state == 0) {
-                int e = 0;
-                socklen_t el = sizeof(e);
-                getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &e, &el);
-                if (e) {
-                    probe_finish(p, "%s", strerror(e));
-                    continue;
-                }
-                p->t0_us = mono_us();
-                p->t0_wall_us = wall_us();
-                if (send(p->fd, hello, (size_t)hl, MSG_NOSIGNAL) != hl) {
-                    probe_finish(p, "connected, then the connection broke: %s", strerror(errno));
-                    continue;
-                }
-                p->state = 1;
-            } else {
-                ssize_t r = recv(p->fd, p->buf + p->len, sizeof(p->buf) - 1 - p->len, 0);
-                if (r > 0) {
-                    p->len += (size_t)r;
-                    p->buf[p->len] = '\0';
-                    if (strchr(p->buf, '\n') || p->len == sizeof(p->buf) - 1)
-                        probe_reply(x, p, &t[ti[idx[k]]]);
-                } else if (r == 0) {
-                    probe_finish(p, "connected, but closed without answering (another program "
-                                    "holds this port?)");
-                } else if (errno != EAGAIN && errno != EINTR) {
-                    probe_finish(p, "connected, then %s", strerror(errno));
-                }
-            }
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        if (pc[i].state == 0)
-            probe_finish(&pc[i], "no answer within %d ms (a firewall dropping packets, or no "
-                                 "route to it)", PROBE_MS);
-        else if (pc[i].state == 1)
-            probe_finish(&pc[i], "connected, but no hello within %d ms (another program holds "
-                                 "this port?)", PROBE_MS);
-    }
-    free(pf);
-    free(idx);
-}
-
-static void probe_all(ck_t *x, target_t *t, int nt)
-{
-    int total = 0;
-    for (int i = 0; i < nt; i++)
-        total += t[i].nports;
-    pconn_t *pc = calloc((size_t)(total ? total : 1), sizeof(*pc));
-    int *ti = calloc((size_t)(total ? total : 1), sizeof(int));
-    if (!pc || !ti) {
-        free(pc);
-        free(ti);
-        return;
-    }
-    int k = 0;
-    for (int i = 0; i < nt; i++)
-        for (int p = 0; p < t[i].nports; p++, k++) {
-            ec_check_probe_t *r = &pc[k].res;
-            snprintf(r->peer, sizeof(r->peer), "%s", t[i].node_id);
-            snprintf(r->nonce, sizeof(r->nonce), "%s", t[i].nonce);
-            snprintf(r->addr, sizeof(r->addr), "%s", t[i].host);
-            r->port = t[i].ports[p];
-            ti[k] = i;
-        }
-    for (int off = 0; off < total && !g_abort; off += MAX_CONNS) {
-        int n = total - off < MAX_CONNS ? total - off : MAX_CONNS;
-        probe_batch(x, pc + off, ti + off, t, n);
-    }
-    for (int i = 0; i < total; i++)
-        ec_check_facts_add_probe(&x->self, &pc[i].res);
-    free(pc);
-    free(ti);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1100,6 +235,11 @@ static void model_put(ck_t *x, const ec_kv_t *kv)
         x->report_len = kv->value_len;
         x->report_create_rev = kv->create_revision;
         x->report_mod_rev = kv->mod_revision;
+        ec_check_report_t rep;
+        x->report_claim =
+            ec_check_report_decode(kv->value, kv->value_len, kv->key, &rep, NULL) == 0 &&
+            rep.pending;
+        ec_check_report_clear(&rep);
         return;
     }
     peer_t *p = peer_get(x, kv->key, true);
@@ -1108,7 +248,7 @@ static void model_put(ck_t *x, const ec_kv_t *kv)
     ec_check_facts_t f;
     ec_error_t err = {0};
     p->present = 1;
-    if (ec_check_facts_decode(kv->value, kv->value_len, &f, &err) == 0) {
+    if (ec_check_facts_decode(kv->value, kv->value_len, kv->key, &f, &err) == 0) {
         ec_check_facts_clear(&p->f);
         p->f = f;
         p->valid = 1;
@@ -1126,6 +266,7 @@ static void model_del(ck_t *x, const char *key)
         free(x->report);
         x->report = NULL;
         x->report_len = 0;
+        x->report_claim = false;
         x->report_create_rev = x->report_mod_rev = 0;
         return;
     }
@@ -1184,7 +325,7 @@ static bool wait_for(ck_t *x, pred_fn pred, void *arg, int64_t deadline)
             pthread_mutex_unlock(&x->lock);
             return true;
         }
-        int64_t now = mono_ms();
+        int64_t now = ec_mono_ms();
         if (g_abort || now >= deadline) {
             pthread_mutex_unlock(&x->lock);
             return false;
@@ -1238,8 +379,8 @@ static bool pred_phase(ck_t *x, void *arg)
     } *a = arg;
     for (int i = 0; i < a->s->n; i++) {
         peer_t *p = peer_get(x, a->s->keys[i], false);
-        if (p && p->present && (!p->valid || p->f.phase < a->phase))
-            return false;
+        if (p && p->present && p->valid && p->f.phase < a->phase)
+            return false; /* (facts that stopped decoding will not get further) */
     }
     return true;
 }
@@ -1256,8 +397,8 @@ static bool wait_phase(ck_t *x, snap_t *s, int phase, int64_t deadline)
 static bool pred_report(ck_t *x, void *arg)
 {
     (void)arg;
-    return x->report && x->report_create_rev > x->pub_rev &&
-           !strncmp(x->report, "ecoord-check-report", 19);
+    /* the report itself, or a value that is no claim (decoding it says why) */
+    return x->report && x->report_create_rev > x->pub_rev && !x->report_claim;
 }
 
 static bool pred_alone(ck_t *x, void *arg)
@@ -1283,9 +424,9 @@ static bool nonce_present(ck_t *x, const char *nonce)
 
 static int put_self(ck_t *x, ec_error_t *err)
 {
-    char *buf = NULL;
+    void *buf = NULL;
     size_t len = 0;
-    x->self.wall_ms = wall_us() / 1000;
+    x->self.wall_ms = ec_wall_us() / 1000;
     int rc = ec_check_facts_encode(&x->self, &buf, &len, err);
     if (rc == 0)
         rc = ec_etcd_put(x->c, x->k_self, buf, len, x->lease, NULL, err);
@@ -1299,9 +440,9 @@ static int put_self(ck_t *x, ec_error_t *err)
  * crashed check of this same machine (its pid gone) is taken over. */
 static int publish_first(ck_t *x, ec_error_t *err)
 {
-    char *buf = NULL;
+    void *buf = NULL;
     size_t len = 0;
-    x->self.wall_ms = wall_us() / 1000;
+    x->self.wall_ms = ec_wall_us() / 1000;
     int rc = ec_check_facts_encode(&x->self, &buf, &len, err);
     if (rc < 0)
         return rc;
@@ -1326,7 +467,7 @@ static int publish_first(ck_t *x, ec_error_t *err)
         if (r.n && r.results[0].kvs.n) {
             const ec_kv_t *kv = &r.results[0].kvs.kvs[0];
             mod = kv->mod_revision;
-            if (ec_check_facts_decode(kv->value, kv->value_len, &other, NULL) == 0)
+            if (ec_check_facts_decode(kv->value, kv->value_len, kv->key, &other, NULL) == 0)
                 stale = !strcmp(other.boot_id, x->self.boot_id) &&
                         !strcmp(other.pidns, x->self.pidns) && other.pid != x->self.pid &&
                         kill(other.pid, 0) < 0 && errno == ESRCH;
@@ -1367,16 +508,14 @@ static int publish_first(ck_t *x, ec_error_t *err)
  * writer is no longer in etcd is a leftover of a crashed run: removed (if it
  * did not change meanwhile) and the creation retried.  *late is set when a
  * live report was created before this node arrived. */
-static int elect(ck_t *x, bool *late, char *leader, size_t llen, char *lnonce, ec_error_t *err)
+static int elect_with(ck_t *x, const void *pending, size_t pl, bool *late, char *leader,
+                      size_t llen, char *lnonce, ec_error_t *err)
 {
     *late = false;
-    char pending[EC_NODE_ID_MAX + 64];
-    int pl = snprintf(pending, sizeof(pending), "ecoord-check-pending %s %s\n", x->self.node_id,
-                      x->self.nonce);
     for (int attempt = 0; attempt < 3; attempt++) {
         ec_cmp_t absent = {.key = x->k_report, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL};
         ec_op_t put = {.type = EC_OP_PUT, .key = x->k_report, .value = pending,
-                       .value_len = (size_t)pl, .lease = x->lease};
+                       .value_len = pl, .lease = x->lease};
         ec_op_t get = {.type = EC_OP_GET, .key = x->k_report};
         ec_txn_result_t r;
         int rc = ec_etcd_txn(x->c, &absent, 1, &put, 1, &get, 1, &r, err);
@@ -1397,8 +536,7 @@ static int elect(ck_t *x, bool *late, char *leader, size_t llen, char *lnonce, e
             mod = kv->mod_revision;
             create = kv->create_revision;
             ec_check_report_t rep;
-            if (sscanf((const char *)kv->value, "ecoord-check-pending %253s %16s", who, nonce) != 2 &&
-                ec_check_report_decode(kv->value, kv->value_len, &rep, NULL) == 0) {
+            if (ec_check_report_decode(kv->value, kv->value_len, kv->key, &rep, NULL) == 0) {
                 snprintf(who, sizeof(who), "%s", rep.leader);
                 snprintf(nonce, sizeof(nonce), "%s", rep.leader_nonce);
                 ec_check_report_clear(&rep);
@@ -1426,6 +564,22 @@ static int elect(ck_t *x, bool *late, char *leader, size_t llen, char *lnonce, e
     }
     return ec_errorf(err, EC_EINTERNAL, "could not settle who writes the report in %s",
                      x->k_report);
+}
+
+static int elect(ck_t *x, bool *late, char *leader, size_t llen, char *lnonce, ec_error_t *err)
+{
+    /* the claim: a report with only its writer, pending */
+    ec_check_report_t claim = {.version = EC_CHECK_REPORT_VERSION, .pending = 1};
+    snprintf(claim.job_id, sizeof(claim.job_id), "%s", x->cfg->job_id);
+    snprintf(claim.leader, sizeof(claim.leader), "%s", x->self.node_id);
+    snprintf(claim.leader_nonce, sizeof(claim.leader_nonce), "%s", x->self.nonce);
+    void *pending = NULL;
+    size_t pl = 0;
+    int rc = ec_check_report_encode(&claim, &pending, &pl, err);
+    if (rc == 0)
+        rc = elect_with(x, pending, pl, late, leader, llen, lnonce, err);
+    free(pending);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1474,7 +628,7 @@ static void run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
     const ec_config_t *cfg = x->cfg;
     ec_check_facts_t *f = &x->self;
     char prog[PATH_MAX], why[256] = "", exe[PATH_MAX];
-    find_coll_prog(x, prog, sizeof(prog), why, sizeof(why));
+    ec_check_find_coll_prog(x->env, x->env_arg, prog, sizeof(prog), why, sizeof(why));
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (!prog[0] || n <= 0) {
         f->coll = EC_CHECK_COLL_SKIP;
@@ -1571,18 +725,18 @@ static void run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
                  strerror(errno));
         return;
     }
-    int64_t deadline = mono_ms() + COLL_EXTRA_MS;
+    int64_t deadline = ec_mono_ms() + COLL_EXTRA_MS;
     int st = 0;
     pid_t r = 0;
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && !g_abort && mono_ms() < deadline) {
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && !g_abort && ec_mono_ms() < deadline) {
         struct timespec ts = {0, 50 * 1000000L}; /* polls the child: no event to wait on */
         nanosleep(&ts, NULL);
     }
     if (r == 0) {
         /* deadline or signal: stop it, give it its grace, then kill */
         kill(pid, SIGTERM);
-        int64_t grace = mono_ms() + 3000;
-        while ((r = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < grace) {
+        int64_t grace = ec_mono_ms() + 3000;
+        while ((r = waitpid(pid, &st, WNOHANG)) == 0 && ec_mono_ms() < grace) {
             struct timespec ts = {0, 20 * 1000000L};
             nanosleep(&ts, NULL);
         }
@@ -1591,9 +745,10 @@ static void run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
             waitpid(pid, &st, 0);
         }
         f->coll = EC_CHECK_COLL_FAIL;
-        snprintf(f->coll_why, sizeof(f->coll_why), "the allreduce job did not finish within "
-                 "%lld s: a node died or never joined it (log: %s)", (long long)(COLL_EXTRA_MS / 1000),
-                 log);
+        snprintf(f->coll_why, sizeof(f->coll_why),
+                 "the allreduce job did not finish within "
+                 "%lld s: a node died or never joined it (log: %s)",
+                 (long long)(COLL_EXTRA_MS / 1000), log);
         return;
     }
     coll_parse(f, log);
@@ -1683,6 +838,7 @@ static int compute_report(ck_t *x, const snap_t *snap, const char *leader, const
         return ec_errorf(err, EC_ENOMEM, "out of memory");
     }
     int n = 0;
+    ec_check_unreadable_t *bad = NULL;
     if (!snap) {
         facts[n++] = x->self;
     } else {
@@ -1694,12 +850,25 @@ static int compute_report(ck_t *x, const snap_t *snap, const char *leader, const
             facts[n] = p->f; /* shallow: the lock keeps it alive */
             facts[n++].gone = !p->present;
         }
+        /* facts that never decoded (another ecoord version): named, not
+         * silently missing */
+        bad = calloc((size_t)x->npeers + 1, sizeof(*bad));
+        for (int i = 0; bad && i < x->npeers; i++) {
+            const peer_t *p = &x->peers[i];
+            if (!p->present || p->valid)
+                continue;
+            const char *slash = strrchr(p->key, '/');
+            bad[in.nunreadable].name = slash ? slash + 1 : p->key;
+            bad[in.nunreadable++].why = p->err;
+        }
+        in.unreadable = bad;
     }
     in.facts = facts;
     in.nfacts = n;
     int rc = ec_check_compare(&in, rep, err);
     if (snap)
         pthread_mutex_unlock(&x->lock);
+    free(bad);
     free(facts);
     for (int i = 0; i < nknown; i++)
         free(known[i]);
@@ -1748,7 +917,7 @@ static int reserve_ports(ck_t *x)
         struct sockaddr_storage ss;
         socklen_t sl;
         char why[160];
-        if (resolve(f->host, x->ports[i], SOCK_STREAM, &ss, &sl, why, sizeof(why)) < 0) {
+        if (ec_check_resolve(f->host, x->ports[i], SOCK_STREAM, &ss, &sl, why, sizeof(why)) < 0) {
             snprintf(f->ports_err, sizeof(f->ports_err), "%s", why);
             return -1;
         }
@@ -1792,7 +961,7 @@ static void coll_decide(ck_t *x, const snap_t *snap, char *why, size_t len, bool
     pthread_mutex_unlock(&x->lock);
     if (!x->self.coll_prog) {
         char prog[PATH_MAX];
-        find_coll_prog(x, prog, sizeof(prog), why, len);
+        ec_check_find_coll_prog(x->env, x->env_arg, prog, sizeof(prog), why, len);
     } else if (nmiss) {
         snprintf(why, len, "the worker library's allreduce program is missing on %s", missing);
     }
@@ -1809,7 +978,7 @@ static int check_run(ck_t *x)
     ec_check_report_t rep;
     memset(&rep, 0, sizeof(rep));
     snap_t snap = {0};
-    target_t *targets = NULL;
+    ec_check_target_t *targets = NULL;
     int nt = 0;
 
     if (ec_keys_init(&x->keys, cfg->etcd_prefix, cfg->job_id, &err) < 0 ||
@@ -1849,8 +1018,8 @@ static int check_run(ck_t *x)
     }
 
     /* 2. local facts, ports */
-    gather(x);
-    gather_address(x, &x->self);
+    ec_check_gather_in_t gin = {x->cfg, x->endpoints, x->env, x->env_arg};
+    ec_check_gather(&gin, &x->self);
     reserve_ports(x);
     if (!etcd_error[0]) {
         measure_etcd(x);
@@ -1871,7 +1040,8 @@ static int check_run(ck_t *x)
         !(x->ka = ec_keepalive_start(x->c, x->lease, granted ? granted : cfg->lease_ttl_ms / 1000,
                                      NULL, NULL, &err)))
         goto error;
-    if (x->reserved && listener_start(x, &err) < 0)
+    if (x->reserved && ec_check_listener_start(x->fds, x->nfds, x->self.node_id, x->self.nonce,
+                                                &x->listener, &err) < 0)
         goto error;
     if (publish_first(x, &err) < 0)
         goto error;
@@ -1883,7 +1053,7 @@ static int check_run(ck_t *x)
            x->reserved ? "reserved" : "not reserved", (double)wait_ms / 1000.0, want,
            want == 1 ? "" : "s");
     wait_for(x, pred_arrived, &want, x->start_ms + wait_ms);
-    x->arrival_ms = mono_ms() - x->start_ms;
+    x->arrival_ms = ec_mono_ms() - x->start_ms;
     if (g_abort)
         goto interrupted;
 
@@ -1898,7 +1068,7 @@ static int check_run(ck_t *x)
         if (!(snap.keys[snap.n] = strdup(p->key)))
             break;
         snap.n++;
-        target_t *t = &targets[nt++];
+        ec_check_target_t *t = &targets[nt++];
         snprintf(t->node_id, sizeof(t->node_id), "%s", p->f.node_id);
         snprintf(t->nonce, sizeof(t->nonce), "%s", p->f.nonce);
         snprintf(t->host, sizeof(t->host), "%s", p->f.host);
@@ -1931,11 +1101,11 @@ static int check_run(ck_t *x)
            want == 1 ? "" : "s", (double)x->arrival_ms / 1000.0, leader);
 
     /* 5. probes */
-    probe_all(x, targets, nt);
+    ec_check_probe_all(x->cfg->job_id, &x->self, targets, nt, &g_abort);
     x->self.phase = EC_CHECK_PHASE_PROBED;
     if (put_self(x, &err) < 0)
         goto error;
-    wait_phase(x, &snap, EC_CHECK_PHASE_PROBED, mono_ms() + PHASE_MS);
+    wait_phase(x, &snap, EC_CHECK_PHASE_PROBED, ec_mono_ms() + PHASE_MS);
     listener_stop(x);
     if (g_abort)
         goto interrupted;
@@ -1961,7 +1131,7 @@ static int check_run(ck_t *x)
     /* 7. the report */
     int64_t coll_ms = ran ? COLL_EXTRA_MS + 5000 : 0;
     if (x->leader) {
-        wait_phase(x, &snap, EC_CHECK_PHASE_DONE, mono_ms() + PHASE_MS + coll_ms);
+        wait_phase(x, &snap, EC_CHECK_PHASE_DONE, ec_mono_ms() + PHASE_MS + coll_ms);
         if (g_abort)
             goto interrupted;
         if (ran) {
@@ -1975,7 +1145,7 @@ static int check_run(ck_t *x)
         }
         if (compute_report(x, &snap, x->self.node_id, x->self.nonce, NULL, &rep, &err) < 0)
             goto error;
-        char *buf = NULL;
+        void *buf = NULL;
         size_t len = 0;
         if (ec_check_report_encode(&rep, &buf, &len, &err) < 0)
             goto error;
@@ -1995,13 +1165,13 @@ static int check_run(ck_t *x)
         if (trc == 0)
             ec_txn_result_free(&r);
     } else {
-        int64_t deadline = mono_ms() + PHASE_MS + REPORT_SLACK_MS + coll_ms;
+        int64_t deadline = ec_mono_ms() + PHASE_MS + REPORT_SLACK_MS + coll_ms;
         bool got = wait_for(x, pred_report, NULL, deadline);
         if (g_abort)
             goto interrupted;
         if (got) {
             pthread_mutex_lock(&x->lock);
-            int drc = ec_check_report_decode(x->report, x->report_len, &rep, &err);
+            int drc = ec_check_report_decode(x->report, x->report_len, x->k_report, &rep, &err);
             pthread_mutex_unlock(&x->lock);
             if (drc < 0)
                 got = false;
@@ -2020,7 +1190,7 @@ static int check_run(ck_t *x)
 
     /* 8. leave no key behind: followers go first, the report goes last */
     if (x->leader)
-        wait_for(x, pred_alone, NULL, mono_ms() + CLEANUP_MS);
+        wait_for(x, pred_alone, NULL, ec_mono_ms() + CLEANUP_MS);
     goto out;
 
 interrupted:
@@ -2054,8 +1224,7 @@ int ec_cmd_check(const ec_config_t *cfg, FILE *out, FILE *errout)
     x.env = ec_config_environ;
     x.out = out;
     x.errout = errout;
-    x.lpipe[0] = x.lpipe[1] = -1;
-    x.start_ms = mono_ms();
+    x.start_ms = ec_mono_ms();
     pthread_mutex_init(&x.lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -3,7 +3,7 @@
  * Run on every node with the job's --elastic_server, --job_id and --np (and
  * the --gpus, --nproc_per_node, --host and ports training will use); without
  * --elastic_server it checks this node alone with an embedded etcd.  Each
- * node gathers its facts (coord/check/rules.c), publishes them under
+ * node gathers its facts (coord/check/gather.c), publishes them under
  * <job>/check/nodes/<node_id> on a lease, waits for the others, probes every
  * node's published ports over TCP, runs the allreduce test when the worker
  * library provides it, and then one node (the first to create
