@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "planner.h"
+#include "strbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -84,71 +85,6 @@ uint64_t ec_plan_fingerprint(const ec_plan_config_t *cfg, const ec_plan_node_t *
         }
     }
     return sum ^ (count * 0x9e3779b97f4a7c15ULL);
-}
-
-/* ------------------------------------------------------------------ */
-/* growable text                                                       */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf_t;
-
-static void sb_printf(sbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(sbuf_t *sb, const char *fmt, ...)
-{
-    if (sb->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        size_t room = sb->cap - sb->len;
-        va_start(ap, fmt);
-        int n = vsnprintf(sb->p ? sb->p + sb->len : NULL, sb->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            sb->oom = 1;
-            return;
-        }
-        if (sb->p && (size_t)n < room) {
-            sb->len += (size_t)n;
-            return;
-        }
-        size_t cap = sb->cap ? sb->cap : 128;
-        while (cap < sb->len + (size_t)n + 1)
-            cap *= 2;
-        char *np = realloc(sb->p, cap);
-        if (!np) {
-            sb->oom = 1;
-            return;
-        }
-        sb->p = np;
-        sb->cap = cap;
-    }
-}
-
-/* Take the text out of sb (never NULL unless out of memory). */
-static char *sb_take(sbuf_t *sb)
-{
-    if (!sb->p && !sb->oom)
-        sb_printf(sb, "%s", "");
-    if (sb->oom) {
-        free(sb->p);
-        sb->p = NULL;
-        return NULL;
-    }
-    char *p = sb->p;
-    sb->p = NULL;
-    sb->len = sb->cap = 0;
-    return p;
-}
-
-/* "; " between the parts of a text, nothing before the first. */
-static void sb_sep(sbuf_t *sb)
-{
-    if (sb->len)
-        sb_printf(sb, "; ");
 }
 
 static const char *plural(size_t n)
@@ -270,43 +206,43 @@ static const char *departed_word(const plan_t *p, size_t m)
 }
 
 /* "n1, n2, n3 and 5 more" for nodes[idx[i]]. */
-static void sb_node_names(sbuf_t *sb, const ec_plan_node_t *nodes, const size_t *idx, size_t n)
+static void sb_node_names(ec_strbuf_t *sb, const ec_plan_node_t *nodes, const size_t *idx, size_t n)
 {
     for (size_t i = 0; i < n && i < NAMES_MAX; i++)
-        sb_printf(sb, "%s%s", i ? ", " : "", nodes[idx[i]].node_id);
+        ec_strbuf_printf(sb, "%s%s", i ? ", " : "", nodes[idx[i]].node_id);
     if (n > NAMES_MAX)
-        sb_printf(sb, " and %zu more", n - NAMES_MAX);
+        ec_strbuf_printf(sb, " and %zu more", n - NAMES_MAX);
 }
 
 /* Names of members m with mstat[m] == st (and, for departed, their word). */
-static void sb_members_with(sbuf_t *sb, const plan_t *p, mem_status_t st, int with_word)
+static void sb_members_with(ec_strbuf_t *sb, const plan_t *p, mem_status_t st, int with_word)
 {
     size_t shown = 0, total = 0;
     for (size_t m = 0; m < p->n_mem; m++) {
         if (p->mstat[m] != st)
             continue;
         if (shown < NAMES_MAX) {
-            sb_printf(sb, "%s%s", shown ? ", " : "", member_name(p, m));
+            ec_strbuf_printf(sb, "%s%s", shown ? ", " : "", member_name(p, m));
             if (with_word)
-                sb_printf(sb, " (%s)", departed_word(p, m));
+                ec_strbuf_printf(sb, " (%s)", departed_word(p, m));
             shown++;
         }
         total++;
     }
     if (total > shown)
-        sb_printf(sb, " and %zu more", total - shown);
+        ec_strbuf_printf(sb, " and %zu more", total - shown);
 }
 
 /* "; 1 node refused (nproc mismatch): n4" */
-static void sb_refused_note(sbuf_t *sb, const ec_plan_decision_t *d, const ec_plan_node_t *nodes)
+static void sb_refused_note(ec_strbuf_t *sb, const ec_plan_decision_t *d, const ec_plan_node_t *nodes)
 {
     if (!d->n_refused)
         return;
-    sb_printf(sb, "; %zu node%s refused (nproc mismatch): ", d->n_refused, plural(d->n_refused));
+    ec_strbuf_printf(sb, "; %zu node%s refused (nproc mismatch): ", d->n_refused, plural(d->n_refused));
     for (size_t i = 0; i < d->n_refused && i < NAMES_MAX; i++)
-        sb_printf(sb, "%s%s", i ? ", " : "", nodes[d->refused[i].node].node_id);
+        ec_strbuf_printf(sb, "%s%s", i ? ", " : "", nodes[d->refused[i].node].node_id);
     if (d->n_refused > NAMES_MAX)
-        sb_printf(sb, " and %zu more", d->n_refused - NAMES_MAX);
+        ec_strbuf_printf(sb, " and %zu more", d->n_refused - NAMES_MAX);
 }
 
 static int64_t elapsed(int64_t ms)
@@ -323,7 +259,7 @@ static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wai
 /* Build members[] for a publish: current members in M_id order with departed
  * slots refilled from the candidates, then the remaining candidates up to
  * np_max; compose why.  reason applies when no member departed. */
-static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_epoch_reason_t reason)
+static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_epoch_reason_t reason)
 {
     const ec_plan_node_t *nodes = p->in->nodes;
     size_t max = (size_t)p->cfg->np_max;
@@ -342,7 +278,7 @@ static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_epoch_reaso
             any_lost = 1;
         if (next < p->n_cand) {
             if (promoted < NAMES_MAX)
-                sb_printf(why, "%s%s replaces %s (%s) at M_id %zu", promoted ? ", " : "",
+                ec_strbuf_printf(why, "%s%s replaces %s (%s) at M_id %zu", promoted ? ", " : "",
                           nodes[p->cand[next]].node_id, member_name(p, m), departed_word(p, m), n);
             promoted++;
             d->members[n++] = p->cand[next++];
@@ -351,12 +287,12 @@ static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_epoch_reaso
         }
     }
     if (promoted > NAMES_MAX)
-        sb_printf(why, " and %zu more promoted", promoted - NAMES_MAX);
+        ec_strbuf_printf(why, " and %zu more promoted", promoted - NAMES_MAX);
     if (dropped) {
         /* Name the departed members whose slots closed: the last ones, since
          * slots are refilled in M_id order. */
         size_t skip = promoted, shown = 0;
-        sb_sep(why);
+        ec_strbuf_sep(why, "; ");
         for (size_t m = 0; m < p->n_mem; m++) {
             if (p->mstat[m] != MEM_DEPARTED)
                 continue;
@@ -365,30 +301,30 @@ static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_epoch_reaso
                 continue;
             }
             if (shown < NAMES_MAX) {
-                sb_printf(why, "%s%s %s", shown ? ", " : "", member_name(p, m),
+                ec_strbuf_printf(why, "%s%s %s", shown ? ", " : "", member_name(p, m),
                           departed_word(p, m));
                 shown++;
             }
         }
         if (dropped > shown)
-            sb_printf(why, " and %zu more", dropped - shown);
+            ec_strbuf_printf(why, " and %zu more", dropped - shown);
     }
     if (p->n_restarted) {
-        sb_sep(why);
+        ec_strbuf_sep(why, "; ");
         sb_members_with(why, p, MEM_RESTARTED, 0);
-        sb_printf(why, " restarted");
+        ec_strbuf_printf(why, " restarted");
     }
     size_t first_join = n;
     while (next < p->n_cand && n < max)
         d->members[n++] = p->cand[next++];
     if (n > first_join) {
-        sb_sep(why);
+        ec_strbuf_sep(why, "; ");
         sb_node_names(why, nodes, d->members + first_join, n - first_join);
-        sb_printf(why, " joined");
+        ec_strbuf_printf(why, " joined");
     }
     if (next < p->n_cand) {
-        sb_sep(why);
-        sb_printf(why, "%zu standby%s", p->n_cand - next, p->n_cand - next == 1 ? "" : "s");
+        ec_strbuf_sep(why, "; ");
+        ec_strbuf_printf(why, "%zu standby%s", p->n_cand - next, p->n_cand - next == 1 ? "" : "s");
     }
 
     if (p->n_departed)
@@ -403,20 +339,20 @@ static int publish(plan_t *p, ec_plan_decision_t *d, sbuf_t *why, ec_epoch_reaso
 }
 
 /* The first-epoch rules: no members, every eligible node is a candidate. */
-static int plan_start(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
+static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 {
     const ec_plan_config_t *c = p->cfg;
     size_t n = p->n_cand, min = (size_t)c->np_min, max = (size_t)c->np_max;
 
     if (n < min) {
-        sb_printf(why, "waiting for %zu more node%s: have %zu, need np_min=%d", min - n,
+        ec_strbuf_printf(why, "waiting for %zu more node%s: have %zu, need np_min=%d", min - n,
                   plural(min - n), n, c->np_min);
         set_wait(d, EC_PLAN_WAIT, 0);
         return 0;
     }
     int64_t since = elapsed(p->in->since_eligible_change_ms);
     if (n < max && since < c->elastic_timeout_ms) {
-        sb_printf(why,
+        ec_strbuf_printf(why,
                   "have %zu of np_max=%d nodes (np_min=%d): starting with %zu in %" PRId64
                   " ms unless more join",
                   n, c->np_max, c->np_min, n, c->elastic_timeout_ms - since);
@@ -428,10 +364,10 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
     if (!d->members)
         return EC_ENOMEM;
     memcpy(d->members, p->cand, w * sizeof(*d->members));
-    sb_printf(why, "%zu node%s: ", w, plural(w));
+    ec_strbuf_printf(why, "%zu node%s: ", w, plural(w));
     sb_node_names(why, p->in->nodes, d->members, w);
     if (n > w)
-        sb_printf(why, "; %zu standby%s", n - w, n - w == 1 ? "" : "s");
+        ec_strbuf_printf(why, "; %zu standby%s", n - w, n - w == 1 ? "" : "s");
     d->action = EC_PLAN_PUBLISH;
     d->reason = EC_REASON_START;
     d->n_members = w;
@@ -443,10 +379,10 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
 /* Never publish fewer than np_min nodes.  Reached only when the current
  * epoch is itself below np_min (np_min was raised, e.g. a new leader runs with
  * another --np) and a restart or join would publish it as is: wait instead. */
-static int wait_below_min(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
+static int wait_below_min(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 {
     size_t have = p->n_mem - p->n_departed + p->n_cand, min = (size_t)p->cfg->np_min;
-    sb_printf(why, "waiting for %zu more node%s: have %zu, need np_min=%d (epoch %" PRIu64
+    ec_strbuf_printf(why, "waiting for %zu more node%s: have %zu, need np_min=%d (epoch %" PRIu64
               " has %zu member%s)", min - have, plural(min - have), have, p->cfg->np_min,
               p->in->epoch.number, p->n_mem, plural(p->n_mem));
     set_wait(d, EC_PLAN_WAIT, 0);
@@ -461,7 +397,7 @@ static size_t publish_size(const plan_t *p)
 }
 
 /* Rule 6: members departed. */
-static int plan_departed(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
+static int plan_departed(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 {
     const ec_plan_config_t *c = p->cfg;
     size_t k = p->n_departed;
@@ -475,22 +411,22 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
                                      : publish(p, d, why, EC_REASON_UNKNOWN);
 
     if (remain < min || c->np_min == c->np_max) {
-        sb_printf(why, "waiting for %zu more node%s: ", min - remain, plural(min - remain));
+        ec_strbuf_printf(why, "waiting for %zu more node%s: ", min - remain, plural(min - remain));
         sb_members_with(why, p, MEM_DEPARTED, 1);
         size_t left = p->n_mem - k;
-        sb_printf(why, " departed, %zu replacement%s registered, %zu member%s, need ", fill,
+        ec_strbuf_printf(why, " departed, %zu replacement%s registered, %zu member%s, need ", fill,
                   plural(fill), left, left == 1 ? " remains" : "s remain");
         if (c->np_min == c->np_max)
-            sb_printf(why, "np=%d (fixed size)", c->np_min);
+            ec_strbuf_printf(why, "np=%d (fixed size)", c->np_min);
         else
-            sb_printf(why, "np_min=%d", c->np_min);
+            ec_strbuf_printf(why, "np_min=%d", c->np_min);
         set_wait(d, EC_PLAN_WAIT, 0);
         return 0;
     }
     int64_t since = elapsed(p->in->since_member_missing_ms);
     if (since < c->replace_wait_ms) {
         sb_members_with(why, p, MEM_DEPARTED, 1);
-        sb_printf(why,
+        ec_strbuf_printf(why,
                   " departed: waiting %" PRId64 " ms more for %zu replacement%s before"
                   " continuing with %zu nodes",
                   c->replace_wait_ms - since, unfilled, plural(unfilled), remain);
@@ -501,7 +437,7 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
 }
 
 /* Rules 7-9: nobody departed. */
-static int plan_running(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
+static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 {
     const ec_plan_config_t *c = p->cfg;
     size_t max = (size_t)c->np_max;
@@ -517,48 +453,48 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, sbuf_t *why)
         if (p->n_mem + p->n_cand >= max || since >= c->elastic_timeout_ms)
             return publish(p, d, why, EC_REASON_JOIN);
         sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
-        sb_printf(why,
+        ec_strbuf_printf(why,
                   " joined: publishing %zu nodes in %" PRId64 " ms unless more join"
                   " (np_max=%d)",
                   p->n_mem + p->n_cand, c->elastic_timeout_ms - since, c->np_max);
         set_wait(d, EC_PLAN_WAIT_UNTIL, c->elastic_timeout_ms - since);
         return 0;
     }
-    sb_printf(why, "steady");
+    ec_strbuf_printf(why, "steady");
     if (p->n_cand) {
-        sb_printf(why, ": %zu standby%s (", p->n_cand, p->n_cand == 1 ? "" : "s");
+        ec_strbuf_printf(why, ": %zu standby%s (", p->n_cand, p->n_cand == 1 ? "" : "s");
         sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
-        sb_printf(why, ")");
+        ec_strbuf_printf(why, ")");
     }
     set_wait(d, EC_PLAN_WAIT, 0);
     return 0;
 }
 
-static int check_config(const ec_plan_config_t *c, sbuf_t *why)
+static int check_config(const ec_plan_config_t *c, ec_strbuf_t *why)
 {
     if (c->np_min < 1)
-        sb_printf(why,
+        ec_strbuf_printf(why,
                   "invalid configuration: np_min=%d; --np takes MIN[:MAX] with"
                   " 1 <= MIN <= MAX",
                   c->np_min);
     else if (c->np_min > c->np_max)
-        sb_printf(why,
+        ec_strbuf_printf(why,
                   "invalid configuration: np_min=%d > np_max=%d; --np takes MIN[:MAX] with"
                   " 1 <= MIN <= MAX",
                   c->np_min, c->np_max);
     else if (c->nproc < 1)
-        sb_printf(why, "invalid configuration: nproc=%d; --nproc_per_node must be at least 1",
+        ec_strbuf_printf(why, "invalid configuration: nproc=%d; --nproc_per_node must be at least 1",
                   c->nproc);
     else if ((int64_t)c->np_max * c->nproc > INT32_MAX)
-        sb_printf(why,
+        ec_strbuf_printf(why,
                   "invalid configuration: np_max=%d x nproc=%d is more than %d ranks;"
                   " lower --np or --nproc_per_node",
                   c->np_max, c->nproc, INT32_MAX);
     else if (c->elastic_timeout_ms < 0)
-        sb_printf(why, "invalid configuration: elastic_timeout_ms=%" PRId64 " is negative",
+        ec_strbuf_printf(why, "invalid configuration: elastic_timeout_ms=%" PRId64 " is negative",
                   c->elastic_timeout_ms);
     else if (c->replace_wait_ms < 0)
-        sb_printf(why, "invalid configuration: replace_wait_ms=%" PRId64 " is negative",
+        ec_strbuf_printf(why, "invalid configuration: replace_wait_ms=%" PRId64 " is negative",
                   c->replace_wait_ms);
     else
         return 0;
@@ -658,13 +594,13 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
         const ec_plan_node_t *nd = &nodes[i];
         if (p->elig[i] || (nd->state != EC_NODE_JOINING && nd->state != EC_NODE_READY))
             continue;
-        sbuf_t sb = {0};
-        sb_printf(&sb,
+        ec_strbuf_t sb = EC_STRBUF_INIT;
+        ec_strbuf_printf(&sb,
                   "node %s has nproc=%" PRIu32 " but the job runs nproc=%d; restart it"
                   " with --nproc_per_node=%d",
                   nd->node_id, nd->nproc, p->cfg->nproc, p->cfg->nproc);
         d->refused[d->n_refused].node = i;
-        if (!(d->refused[d->n_refused++].why = sb_take(&sb)))
+        if (!(d->refused[d->n_refused++].why = ec_strbuf_take(&sb)))
             return EC_ENOMEM;
     }
 
@@ -712,7 +648,7 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
 
     plan_t p = {.in = in, .cfg = &in->config, .mem = in->epoch.members,
                 .n_mem = in->new_run ? 0 : in->epoch.n_members};
-    sbuf_t why = {0}, log = {0};
+    ec_strbuf_t why = EC_STRBUF_INIT, log = EC_STRBUF_INIT;
     ec_plan_decision_t *d = calloc(1, sizeof(*d));
     if (!d) {
         rc = EC_ENOMEM;
@@ -734,20 +670,20 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         rc = plan_start(&p, d, &why);
     } else if (p.n_failed == p.n_mem) {
         /* 2. every member failed: nothing left to rebuild from */
-        sb_printf(&why, "every member of epoch %" PRIu64 " failed: ", in->epoch.number);
+        ec_strbuf_printf(&why, "every member of epoch %" PRIu64 " failed: ", in->epoch.number);
         sb_members_with(&why, &p, MEM_DEPARTED, 0);
-        sb_printf(&why, "; see their logs and failure records");
+        ec_strbuf_printf(&why, "; see their logs and failure records");
         set_wait(d, EC_PLAN_FAIL, 0);
     } else if (p.n_mem > (size_t)p.cfg->np_max) {
         /* 3. another agent wrote this epoch with a larger --np */
-        sb_printf(&why,
+        ec_strbuf_printf(&why,
                   "epoch %" PRIu64 " has %zu members but np_max=%d: every agent of a job"
                   " must run with the same --np",
                   in->epoch.number, p.n_mem, p.cfg->np_max);
         set_wait(d, EC_PLAN_FAIL, 0);
     } else if (p.n_done == p.n_mem) {
         /* 5. training finished: do not promote standbys into a finished job */
-        sb_printf(&why, "all %zu members of epoch %" PRIu64 " are done", p.n_mem,
+        ec_strbuf_printf(&why, "all %zu members of epoch %" PRIu64 " are done", p.n_mem,
                   in->epoch.number);
         set_wait(d, EC_PLAN_COMPLETE, 0);
     } else if (p.n_departed) {
@@ -761,30 +697,30 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         sb_refused_note(&why, d, in->nodes);
 
 done:
-    d->why = sb_take(&why);
+    d->why = ec_strbuf_take(&why);
     if (!d->why) {
         rc = EC_ENOMEM;
         goto error;
     }
     switch (d->action) {
     case EC_PLAN_PUBLISH:
-        sb_printf(&log, "+epoch %" PRIu64 " world=%" PRId64 " nodes=%zu reason=%s: %s", d->epoch,
+        ec_strbuf_printf(&log, "+epoch %" PRIu64 " world=%" PRId64 " nodes=%zu reason=%s: %s", d->epoch,
                   d->world_size, d->n_members, ec_epoch_reason_name(d->reason), d->why);
         break;
     case EC_PLAN_WAIT_UNTIL:
-        sb_printf(&log, "+wait-until %" PRId64 "ms: %s", d->wait_ms, d->why);
+        ec_strbuf_printf(&log, "+wait-until %" PRId64 "ms: %s", d->wait_ms, d->why);
         break;
     case EC_PLAN_WAIT:
-        sb_printf(&log, "+wait: %s", d->why);
+        ec_strbuf_printf(&log, "+wait: %s", d->why);
         break;
     case EC_PLAN_FAIL:
-        sb_printf(&log, "+fail: %s", d->why);
+        ec_strbuf_printf(&log, "+fail: %s", d->why);
         break;
     case EC_PLAN_COMPLETE:
-        sb_printf(&log, "+complete: %s", d->why);
+        ec_strbuf_printf(&log, "+complete: %s", d->why);
         break;
     }
-    d->log = sb_take(&log);
+    d->log = ec_strbuf_take(&log);
     if (!d->log) {
         rc = EC_ENOMEM;
         goto error;
@@ -796,8 +732,8 @@ done:
 error:
     if (rc == EC_ENOMEM)
         ec_errorf(err, EC_ENOMEM, "planner: out of memory planning %zu nodes", in->n_nodes);
-    free(why.p);
-    free(log.p);
+    ec_strbuf_free(&why);
+    ec_strbuf_free(&log);
     free(p.scratch);
     ec_plan_decision_free(d);
     return rc;
