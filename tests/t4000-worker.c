@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ecw.h"
+#include "epoch_delta.h"
 #include "ec_select.h"
 #include "harness.h"
 #include "keys.h"
@@ -537,8 +538,18 @@ static void write_epoch_of(const char *job, uint64_t n, const char *const *ids, 
     ec_error_t err = {0};
     ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &err) == 0, "%s", err.msg);
     ec_key_epoch(&k, key, sizeof(key));
-    ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, NULL), 0);
+    /* and, in the same transaction, epochd as a leader writes it (here the
+     * marker that says "read the epoch key"): what workers watch */
+    char dkey[EC_KEY_MAX];
+    ec_key_epoch_delta(&k, dkey, sizeof(dkey));
+    void *dbuf = NULL;
+    size_t dlen = 0;
+    ck_assert_int_eq(ec_epoch_delta_encode(NULL, ep, buf, len, &dbuf, &dlen, NULL), 0);
+    ec_op_t ops[2] = {{.type = EC_OP_PUT, .key = key, .value = buf, .value_len = len},
+                      {.type = EC_OP_PUT, .key = dkey, .value = dbuf, .value_len = dlen}};
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, ops, 2, NULL, 0, NULL, NULL), 0);
     free(buf);
+    free(dbuf);
     ec_epoch_free(ep);
 }
 

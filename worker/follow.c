@@ -1,6 +1,10 @@
 /* Following the job's epochs.
  *
- * The watch of the epoch key runs on the etcd client's thread.  Each newer
+ * The epoch key is read once; then the watch of its deltas (epochd,
+ * coord/core/epoch_delta.h: the new epoch rebuilt from the one held, or the
+ * epoch key read at the delta's revision when it cannot be) runs on the
+ * etcd client's thread, so a change costs each process a few hundred bytes,
+ * not the whole record.  Each newer
  * epoch replaces w->latest, wakes whoever waits for one (ecw_rebuild, a
  * collective whose peer died) and, when the communicator in use or being
  * built belongs to an older epoch, aborts it at once: a collective blocked
@@ -19,6 +23,7 @@
 #include <time.h>
 
 #include "epoch_check.h"
+#include "epoch_delta.h"
 #include "log.h"
 
 /* Caller holds nothing.  Aborts the communicator if it is older than the
@@ -103,6 +108,59 @@ static int epoch_ok(ecw_t *w, const ec_kv_t *kv, const ec_epoch_t *ep, ec_error_
     return ok;
 }
 
+/* Ask the service thread to read the epoch again and re-watch. */
+static void restart_watch(ecw_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->watch_restart = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The epoch an epochd event describes (coord/core/epoch_delta.h), as the
+ * epoch key's value at the event's revision: rebuilt from the epoch we hold,
+ * else read from the epoch key.  malloc'd into *out; false: nothing to
+ * apply (logged, or a re-read asked for). */
+static bool epoch_from_delta(ecw_t *w, const ec_watch_event_t *ev, void **out, size_t *out_len)
+{
+    pthread_mutex_lock(&w->mu);
+    ec_epoch_t *base = w->latest ? ec_epoch_dup(w->latest) : NULL;
+    pthread_mutex_unlock(&w->mu);
+    uint64_t num = 0;
+    ec_error_t err = {0};
+    int rc = ec_epoch_delta_apply(base, ev->kv->value, ev->kv->value_len, &num, out, out_len, &err);
+    ec_epoch_free(base);
+    if (rc < 0) {
+        ecw__log(w, ECW_LOG_WARN, "ignoring an epoch delta: %s", err.msg);
+        return false;
+    }
+    if (rc == 1)
+        return true;
+    if (num && num <= atomic_load(&w->latest_num))
+        return false; /* no newer than ours: no read */
+    char key[EC_KEY_MAX];
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_key_epoch(&w->keys, key, sizeof(key)) < 0 ||
+        ec_etcd_get_at(w->etcd, key, ev->revision, &kv, &found, NULL, &err) < 0) {
+        ecw__log(w, ECW_LOG_WARN, "cannot read epoch %" PRIu64 ": %s; reading the epoch again",
+                 num, err.msg);
+        restart_watch(w);
+        return false;
+    }
+    bool ok = found && kv.mod_revision == ev->revision;
+    if (!ok)
+        ecw__log(w, ECW_LOG_WARN, "ignoring an epoch delta at revision %" PRId64 ": the epoch key "
+                 "was not written with it (another tool?)", ev->revision);
+    else if ((*out = malloc(kv.value_len ? kv.value_len : 1))) {
+        memcpy(*out, kv.value, kv.value_len);
+        *out_len = kv.value_len;
+    }
+    if (found)
+        ec_kv_free(&kv);
+    return ok && *out;
+}
+
 static void on_watch(const ec_watch_event_t *ev, void *arg)
 {
     ecw_t *w = arg;
@@ -110,15 +168,29 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
         ev->revision > atomic_load(&w->seen_rev))
         atomic_store(&w->seen_rev, ev->revision);
     if (ev->type == EC_WATCH_PUT) {
+        /* The watch is on epochd, the epoch's delta from the one before
+         * (a few hundred bytes for a loss, not the record): every process of
+         * every node follows it. */
+        void *raw = NULL;
+        size_t len = 0;
+        if (!epoch_from_delta(w, ev, &raw, &len))
+            return;
+        char ekey[EC_KEY_MAX];
+        ec_key_epoch(&w->keys, ekey, sizeof(ekey));
+        ec_kv_t ekv = {.key = ekey, .key_len = strlen(ekey), .value = raw, .value_len = len,
+                       .mod_revision = ev->revision};
         ec_epoch_t *ep = NULL;
         ec_error_t err = {0};
-        if (ec_epoch_decode(ev->kv->value, ev->kv->value_len, ev->kv->key, &ep, &err) < 0) {
+        int drc = ec_epoch_decode(raw, len, ekey, &ep, &err);
+        free(raw);
+        ekv.value = NULL;
+        if (drc < 0) {
             ecw__log(w, ECW_LOG_WARN, "ignoring an epoch record: %s", err.msg);
             return;
         }
         /* Cheap first: an epoch no newer than ours is dropped without a read. */
         uint64_t have = atomic_load(&w->latest_num);
-        int ok = ep->number > have ? epoch_ok(w, ev->kv, ep, &err) : 0;
+        int ok = ep->number > have ? epoch_ok(w, &ekv, ep, &err) : 0;
         if (ok < 0) {
             /* Cannot tell now: the service thread lists again and checks. */
             ecw__log(w, ECW_LOG_WARN, "%s; reading the epoch again", err.msg);
@@ -183,9 +255,13 @@ static int relist(ecw_t *w, ec_error_t *err)
         else
             ec_epoch_free(ep);
     }
-    w->watch = ec_watch_start(w->etcd, key, false, rev + 1, on_watch, w, err);
+    /* then follow its deltas (epochd) from the revision read */
+    char dkey[EC_KEY_MAX];
+    if (ec_key_epoch_delta(&w->keys, dkey, sizeof(dkey)) < 0)
+        return ec_errorf(err, EC_EINVAL, "cannot build the epoch delta key");
+    w->watch = ec_watch_start(w->etcd, dkey, false, rev + 1, on_watch, w, err);
     if (!w->watch)
-        return ec_error_prefix(err, "watching the job's epoch '%s'", key);
+        return ec_error_prefix(err, "watching the job's epoch '%s'", dkey);
     return 0;
 }
 
