@@ -270,6 +270,8 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
         add(&b, "ECOORD_LEASE_MARGIN_MS", "%lld", ctx->lease_margin_ms);
     }
     add(&b, "ECOORD_REBUILD", "%s", ctx->rebuild ? ctx->rebuild : "restart");
+    if (ctx->progress_file)
+        add(&b, "ECOORD_PROGRESS_FILE", "%s", ctx->progress_file);
     /* etcd's TLS and authentication, as the agent connects */
     const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();
     if (cfg) {

@@ -245,6 +245,11 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
  * leader the rest still reach), so that a dead leader is replaced as fast as
  * a dead member (its record and key deleted, the next campaign brings a new
  * fencing token, and a leader that was only slow can no longer publish). */
+int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err)
+{
+    return evict(n, id, lease, rec_mod, false, 0, err);
+}
+
 void ec__node_handle_suspicions(ec_node_t *n)
 {
     enum { MAXS = 64 };

@@ -299,4 +299,10 @@ int ecw__out(ecw_error_t *u, const ec_error_t *e, int rc);
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* progress.c: the progress file (coord/progress_file.h) around collectives;
+ * options.c: its path from the environment (NULL: no agent gave one) */
+void ecw__progress_coll_enter(void);
+void ecw__progress_coll_exit(int ok);
+const char *ecw__progress_path(void);
+
 #endif

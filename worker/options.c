@@ -373,3 +373,10 @@ void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len)
         n += (size_t)w;
     }
 }
+
+/* The progress file the agent made for this process (coord/progress_file.h;
+ * worker/progress.c maps it), or NULL. */
+const char *ecw__progress_path(void)
+{
+    return getenv("ECOORD_PROGRESS_FILE");
+}
