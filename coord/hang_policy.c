@@ -221,7 +221,7 @@ int ec_hang_decide(const ec_hang_config_t *cfg, const ec_hang_member_t *m, size_
             else if (p->silent_ms > 0)
                 add(&b, "%s silent %.1f s", m[i].node_id, (double)p->silent_ms / 1000.0);
             else
-                add(&b, "%s progressed (step %llu)", m[i].node_id, (unsigned long long)p->step);
+                add(&b, "%s progressing", m[i].node_id);
         }
         goto done;
     }

@@ -89,7 +89,7 @@ START_TEST(a_silent_node_among_progressing_ones_is_the_suspect)
     ck_assert_int_eq(d->action, EC_HANG_SUSPECT);
     ck_assert_uint_eq(d->nsuspects, 1);
     ck_assert_uint_eq(d->suspects[0], 1);
-    ck_assert_ptr_nonnull(strstr(d->why, "a progressed (step 90)"));
+    ck_assert_ptr_nonnull(strstr(d->why, "a progressing"));
     ec_hang_decision_free(d);
 }
 END_TEST
