@@ -25,6 +25,7 @@ static char tmp[256];
 static pid_t pids[8];
 static int npids;
 static pid_t stopped_pid;
+static const char *python_prog; /* non-NULL: agents run this Python program instead */
 
 static void setup(void)
 {
@@ -38,6 +39,7 @@ static void setup(void)
     setenv("ECOORD_DEV_DIR", nodev, 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     stopped_pid = 0;
+    python_prog = NULL;
 }
 
 static void teardown(void)
@@ -64,6 +66,10 @@ typedef struct {
 static agent_t start_agent(const char *job, const char *id, const char *np, const char *envs,
                            const char *flags, const char *run_ms)
 {
+    char py[1200] = "";
+    if (python_prog)
+        snprintf(py, sizeof(py), "PYTHONPATH=%s/worker/python %s", getenv("EC_SRCDIR") ?
+                 getenv("EC_SRCDIR") : ".", "");
     agent_t a;
     snprintf(a.id, sizeof(a.id), "%s", id);
     snprintf(a.log, sizeof(a.log), "%s/%s-%s.console", tmp, job, id);
@@ -74,11 +80,13 @@ static agent_t start_agent(const char *job, const char *id, const char *np, cons
     mkdir(steps, 0755);
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
-             "exec env EC_TEST_PROG_STEP_MS=50 EC_TEST_PROG_STEPS_TO=%s %s %s launch "
+             "exec env EC_TEST_PROG_STEP_MS=50 EC_TEST_PROG_STEPS_TO=%s %s %s %s launch "
              "--elastic_server=%s --job_id=%s --np=%s --nproc_per_node=1 --node_id=%s "
              "--log_dir=%s/%s-%s --grace_period=1 %s -- %s %s %s",
-             steps, envs, ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job, np, id,
-             tmp, job, id, flags, ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"), dump, run_ms);
+             steps, py, envs, ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job,
+             np, id, tmp, job, id, flags,
+             python_prog ? python_prog : ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"),
+             python_prog ? "" : dump, python_prog ? "" : run_ms);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a.pid = ec_test_spawn(argv, a.log);
     pids[npids++] = a.pid;
@@ -289,6 +297,31 @@ START_TEST(a_program_that_reports_nothing_is_watched_through_its_log)
 }
 END_TEST
 
+START_TEST(a_python_program_reporting_through_ecoord_progress_is_watched)
+{
+    /* the package's pure-Python writer of the same progress file */
+    static char path[1200];
+    snprintf(path, sizeof(path), "%s/tests/progs/progress_steps.py",
+             getenv("EC_SRCDIR") ? getenv("EC_SRCDIR") : ".");
+    if (access(path, R_OK) != 0 || access("/usr/bin/python3", X_OK) != 0) {
+        fprintf(stderr, "# skipped: no %s or no python3\n", path);
+        return;
+    }
+    python_prog = path;
+    char envs[400];
+    snprintf(envs, sizeof(envs), "EC_TEST_PROG_HANG=b:0:15:%s/hung-once", tmp);
+    const char *flags = "--python=/usr/bin/python3 --hang_timeout=2";
+    agent_t a[2] = {start_agent("hp", "a", "2", envs, flags, "0"),
+                    start_agent("hp", "b", "2", envs, flags, "0")};
+    uint64_t e = wait_epoch_above("hp", 0, 2, 15000);
+    wait_steps("b", e, 15, 15000);
+    int64_t t0 = ec_test_now_ms();
+    /* "at step 15": the steps came from the Python writer (a program that
+     * reports nothing is described by its log instead) */
+    expect_recovered(a, 2, "hp", "b", e, t0 - 100, 2000, "at step 15");
+}
+END_TEST
+
 START_TEST(a_declared_checkpoint_longer_than_the_timeout_is_no_hang)
 {
     /* every rank pauses 4 s at step 10 with --hang_timeout=1.5 */
@@ -346,6 +379,7 @@ static Suite *suite(void)
     ec_tcase_add(t, a_stopped_rank_is_named_after_the_timeout_and_the_job_goes_on);
     ec_tcase_add(t, a_rank_sleeping_forever_is_named_and_restarted);
     ec_tcase_add(t, a_program_that_reports_nothing_is_watched_through_its_log);
+    ec_tcase_add(t, a_python_program_reporting_through_ecoord_progress_is_watched);
     ec_tcase_add(t, a_declared_checkpoint_longer_than_the_timeout_is_no_hang);
     ec_tcase_add(t, a_slow_node_is_named_in_status);
     suite_add_tcase(s, t);
