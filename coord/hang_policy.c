@@ -154,6 +154,21 @@ int ec_hang_decide(const ec_hang_config_t *cfg, const ec_hang_member_t *m, size_
                 cand[nc++] = stalled[k];
             nstop += p->stopped != 0;
         }
+        if (nc == 0 && wait > 0) {
+            /* a member not yet at its timeout, silent outside a collective
+             * (or stopped), is likely whom they wait for: wait for it */
+            for (size_t i = 0; i < n && d->action == EC_HANG_NONE; i++) {
+                const ec_node_progress_t *p = &m[i].p;
+                int64_t to = ec_hang_timeout_for(cfg, p);
+                if (p->seq && !p->paused && p->silent_ms > 0 && p->silent_ms < to &&
+                    (p->stopped || !p->waiting)) {
+                    d->action = EC_HANG_WAIT_UNTIL;
+                    d->wait_ms = wait;
+                }
+            }
+            if (d->action == EC_HANG_WAIT_UNTIL)
+                goto done;
+        }
         if (nc == 0) {
             d->action = EC_HANG_STALLED;
             add(&b, "%zu of %zu nodes made no progress for their timeout, every silent rank "

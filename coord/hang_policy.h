@@ -13,8 +13,10 @@
  *      whose ranks report progress and off for one that does not; 0 off.
  *      None stalled -> WAIT_UNTIL the first silent member would be (or NONE)
  *   3. candidates: stalled members that are stopped (SIGSTOP) or not inside
- *      a collective; stalled members all inside collectives -> STALLED (each
- *      waits on a peer: a wedged collective, not one node to blame)
+ *      a collective; stalled members all inside collectives -> WAIT_UNTIL a
+ *      member silent outside a collective (or stopped) reaches its timeout
+ *      if there is one (whom they wait for), else STALLED (each waits on a
+ *      peer: a wedged collective, not one node to blame)
  *   4. stopped candidates are the suspects if there are any; else candidates
  *      that are fewer than all members are the suspects (the others progress
  *      or wait on them); else (every member silent outside a collective: no

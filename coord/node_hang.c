@@ -55,21 +55,22 @@ void ec__node_hang_clear(ec_node_t *n)
     n->hang_last = NULL;
 }
 
-static struct ec_hang_seen *seen_of(ec_node_t *n, const char *id)
+/* The index of id's entry, added if new; -1 when out of memory.  An index,
+ * not a pointer: adding an entry may move the array. */
+static long seen_of(ec_node_t *n, const char *id)
 {
     for (size_t i = 0; i < n->nhang_seen; i++)
         if (!strcmp(n->hang_seen[i].id, id))
-            return &n->hang_seen[i];
+            return (long)i;
     struct ec_hang_seen *s = realloc(n->hang_seen, (n->nhang_seen + 1) * sizeof(*s));
     if (!s)
-        return NULL;
+        return -1;
     n->hang_seen = s;
     s = &n->hang_seen[n->nhang_seen];
     *s = (struct ec_hang_seen){.id = strdup(id)};
     if (!s->id)
-        return NULL;
-    n->nhang_seen++;
-    return s;
+        return -1;
+    return (long)n->nhang_seen++;
 }
 
 typedef struct snap {
@@ -78,7 +79,7 @@ typedef struct snap {
     ec_node_progress_t fresh; /* as published, when new (seq 0: not new) */
     int64_t lease, mod;
     int m_id;
-    struct ec_hang_seen *seen;
+    long seen; /* index into n->hang_seen */
 } snap_t;
 
 static void record_hung(ec_node_t *n, const snap_t *s, uint64_t epoch, const char *why,
@@ -170,6 +171,12 @@ void ec__node_check_hangs(ec_node_t *n)
         return;
     }
     uint64_t epoch = n->epoch->number;
+    if (epoch != n->hang_epoch) {
+        /* A new epoch restarts or rebuilds every rank: silence published
+         * before it says nothing about the ranks after it. */
+        n->hang_epoch = epoch;
+        n->hang_epoch_ms = now;
+    }
     size_t nm = (size_t)n->epoch->nmembers;
     snap_t *s = calloc(nm, sizeof(*s));
     ec_hang_member_t *hm = calloc(nm, sizeof(*hm));
@@ -180,9 +187,10 @@ void ec__node_check_hangs(ec_node_t *n)
         size_t j = ec__node_mnode_find(n, id, &found);
         if (!found || !n->nodes[j].rec)
             continue;
-        struct ec_hang_seen *seen = seen_of(n, id);
-        if (!seen || !(s[k].id = strdup(id)))
+        long si = seen_of(n, id);
+        if (si < 0 || !(s[k].id = strdup(id)))
             continue;
+        struct ec_hang_seen *seen = &n->hang_seen[si];
         const ec_node_progress_t *p = &n->nodes[j].rec->progress;
         if (p->seq != seen->seq) {
             seen->seq = p->seq;
@@ -190,12 +198,16 @@ void ec__node_check_hangs(ec_node_t *n)
             s[k].fresh = *p;
         }
         s[k].p = *p;
-        if (p->seq && p->silent_ms > 0)
-            s[k].p.silent_ms = p->silent_ms + (now - seen->seen_ms);
+        if (p->seq && p->silent_ms > 0) {
+            int64_t q = p->silent_ms + (now - seen->seen_ms);
+            if (q > now - n->hang_epoch_ms)
+                q = now - n->hang_epoch_ms;
+            s[k].p.silent_ms = q > 0 ? q : 1;
+        }
         s[k].lease = n->nodes[j].lease;
         s[k].mod = n->nodes[j].mod_rev;
         s[k].m_id = (int)i;
-        s[k].seen = seen;
+        s[k].seen = si;
         hm[k] = (ec_hang_member_t){.node_id = s[k].id, .p = s[k].p};
         k++;
     }
@@ -233,14 +245,15 @@ void ec__node_check_hangs(ec_node_t *n)
     if (d->action == EC_HANG_SUSPECT) {
         for (size_t i = 0; i < d->nsuspects; i++) {
             snap_t *x = &s[d->suspects[i]];
-            if (d->straggler && x->seen->straggled_ms &&
-                now - x->seen->straggled_ms < EC_STRAGGLER_HOLDOFF_MS)
+            struct ec_hang_seen *xs = &n->hang_seen[x->seen];
+            if (d->straggler && xs->straggled_ms &&
+                now - xs->straggled_ms < EC_STRAGGLER_HOLDOFF_MS)
                 continue;
-            if (x->seen->acted_seq == x->seen->seq && !d->straggler) {
+            if (xs->acted_seq == xs->seq && !d->straggler) {
                 /* told, and its summary has not changed since */
-                if (!x->seen->acted_ms || now - x->seen->acted_ms < EC_HANG_REACT_MS)
+                if (!xs->acted_ms || now - xs->acted_ms < EC_HANG_REACT_MS)
                     continue;
-                x->seen->acted_ms = 0;
+                xs->acted_ms = 0;
                 ec_error_t e = {0};
                 int rc = ec__node_evict(n, x->id, x->lease, x->mod, &e);
                 ec__node_emit(n, "-node %s evicted: hung, and its agent did not restart its "
@@ -248,19 +261,19 @@ void ec__node_check_hangs(ec_node_t *n)
                               rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
                 continue;
             }
-            x->seen->acted_seq = x->seen->seq;
+            xs->acted_seq = xs->seq;
             ec__node_emit(n, "%s %s epoch %" PRIu64 ": %s", d->straggler ? "+straggler" :
                           "+hang-suspect", x->id, epoch, d->why);
             record_hung(n, x, epoch, d->why, d->straggler);
             if (d->straggler) {
-                x->seen->straggled_ms = now;
+                xs->straggled_ms = now;
                 ec_error_t e = {0};
                 int rc = ec__node_evict(n, x->id, x->lease, x->mod, &e);
                 ec__node_emit(n, "-node %s evicted: straggler%s%s", x->id,
                               rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
                 continue;
             }
-            x->seen->acted_ms = now;
+            xs->acted_ms = now;
             tell_hung(n, x, epoch, d->why);
         }
     }

@@ -150,6 +150,9 @@ struct ec_node {
     struct ec_hang_seen *hang_seen;
     size_t nhang_seen;
     char *hang_last; /* the last stalled/suspect line logged */
+    uint64_t hang_epoch; /* the epoch hang_epoch_ms is about */
+    int64_t hang_epoch_ms; /* monotonic: when the leader first saw it (silence
+                            * is never counted from before it) */
 };
 
 /* clocks and the event log (node.c) */

@@ -2,9 +2,11 @@
  * separate processes and the stepping test program (tests/lib/test_prog.c,
  * EC_TEST_PROG_STEP_MS): a rank that stops making progress while staying
  * alive (SIGSTOP of its process; an endless sleep in the program, with and
- * without progress reports) is named by the leader once --hang_timeout
- * passed, never before, with the evidence in a failure record, and the job
- * goes on (a restart epoch, the rank stepping again); a whole job pausing
+ * without progress reports, from C and from Python) is named by the leader
+ * once --hang_timeout passed, never before, with the evidence in a failure
+ * record, and the job goes on (a restart epoch, the rank stepping again);
+ * in place, a peer blocked in a Gloo allreduce on a stopped rank is released
+ * and trains on in the same process, never blamed itself; a whole job pausing
  * in a declared checkpoint longer than the timeout is no hang; a node
  * whose steps are slower is named in `ecoord status`. */
 #include <signal.h>
@@ -340,6 +342,100 @@ START_TEST(a_declared_checkpoint_longer_than_the_timeout_is_no_hang)
 }
 END_TEST
 
+/* The first log line of node's local rank 0 containing every needle. */
+static bool log_line(const char *job, const char *node, const char *n1, const char *n2,
+                     char *out, size_t len)
+{
+    char p[512], line[1024];
+    snprintf(p, sizeof(p), "%s/%s-%s/workerlog.0", tmp, job, node);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f))
+        if (strstr(line, n1) && (!n2 || strstr(line, n2))) {
+            found = true;
+            if (out)
+                snprintf(out, len, "%s", line);
+        }
+    fclose(f);
+    return found;
+}
+
+typedef struct {
+    const char *job, *node, *n1, *n2;
+} line_want_t;
+
+static bool has_line(void *arg)
+{
+    line_want_t *w = arg;
+    return log_line(w->job, w->node, w->n1, w->n2, NULL, 0);
+}
+
+static void wait_line(const char *job, const char *node, const char *n1, const char *n2, long ms)
+{
+    line_want_t w = {job, node, n1, n2};
+    ck_assert_msg(ec_test_wait(has_line, &w, ms), "%s's log never showed '%s' with '%s'", node, n1,
+                  n2 ? n2 : "");
+}
+
+START_TEST(a_collective_blocked_on_a_stopped_peer_is_released_in_place)
+{
+    /* linreg over Gloo in place: b's process stopped mid-training leaves a's
+     * inside an allreduce; the leader names b (a waits inside a collective,
+     * b's process is stopped), b's agent restarts its process, and a's same
+     * process rebuilds in place and trains on with it */
+    agent_t a[2];
+    const char *ids[2] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a[i].id, sizeof(a[i].id), "%s", ids[i]);
+        snprintf(a[i].log, sizeof(a[i].log), "%s/hw-%s.console", tmp, ids[i]);
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "exec %s launch --elastic_server=%s --job_id=hw --np=2 --nproc_per_node=1 "
+                 "--node_id=%s --log_dir=%s/hw-%s --grace_period=1 --elastic_timeout=1 "
+                 "--rebuild=inprocess --hang_timeout=3 -- %s --steps=100000 --delay-ms=20",
+                 ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), ids[i], tmp, ids[i],
+                 ec_test_bin("ECW_LINREG", "worker/examples/linreg"));
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        a[i].pid = ec_test_spawn(argv, a[i].log);
+        pids[npids++] = a[i].pid;
+    }
+    uint64_t e = wait_epoch_above("hw", 0, 2, 20000);
+    char want[64], line[1024];
+    snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)e);
+    wait_line("hw", "a", "linreg step=20 ", want, 20000);
+    ck_assert(log_line("hw", "a", "linreg step=20 ", want, line, sizeof(line)));
+    char apid[32];
+    snprintf(apid, sizeof(apid), "%s", strstr(line, "pid=") ? strstr(line, "pid=") : "pid=?");
+    apid[strcspn(apid, " \n")] = '\0';
+    wait_line("hw", "b", "linreg step=20 ", want, 20000);
+    ck_assert(log_line("hw", "b", "linreg step=20 ", want, line, sizeof(line)));
+    stopped_pid = (pid_t)atoi(strstr(line, "pid=") + 4);
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(kill(stopped_pid, SIGSTOP), 0);
+    wait_any(a, 2, "+hang-suspect b ", 3000 + 10000);
+    ck_assert_int_ge(ec_test_now_ms() - t0, 3000);
+    char msg[1100] = "";
+    ck_assert(hung_record("hw", "b", msg, sizeof(msg)));
+    ck_assert_msg(strstr(msg, "stopped") && strstr(msg, "a waited") &&
+                  strstr(msg, "inside a collective"),
+                  "the evidence '%s' does not show b stopped and a waiting in a collective", msg);
+    uint64_t next = wait_epoch_above("hw", e, 2, 15000);
+    snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)next);
+    /* a's same process trains on in the new epoch; b's is a new one */
+    char apid_sp[48];
+    snprintf(apid_sp, sizeof(apid_sp), "%s node=a", apid);
+    wait_line("hw", "a", want, apid_sp, 20000);
+    wait_line("hw", "b", want, "node=b", 20000);
+    /* a's wait, which ended with the epoch, is not held against it */
+    ck_assert_msg(none_shows(a, 2, "+hang-suspect a "), "a was blamed for b's hang");
+    ck_assert_msg(kill(stopped_pid, 0) < 0, "b's stopped process %d is still there",
+                  (int)stopped_pid);
+    stopped_pid = 0;
+}
+END_TEST
+
 static char status_out[65536];
 
 static bool status_names_slowest(void *arg)
@@ -380,6 +476,7 @@ static Suite *suite(void)
     ec_tcase_add(t, a_rank_sleeping_forever_is_named_and_restarted);
     ec_tcase_add(t, a_program_that_reports_nothing_is_watched_through_its_log);
     ec_tcase_add(t, a_python_program_reporting_through_ecoord_progress_is_watched);
+    ec_tcase_add(t, a_collective_blocked_on_a_stopped_peer_is_released_in_place);
     ec_tcase_add(t, a_declared_checkpoint_longer_than_the_timeout_is_no_hang);
     ec_tcase_add(t, a_slow_node_is_named_in_status);
     suite_add_tcase(s, t);

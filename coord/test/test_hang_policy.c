@@ -102,6 +102,13 @@ START_TEST(every_silent_node_inside_a_collective_is_stalled_without_a_suspect)
     ck_assert_uint_eq(d->nsuspects, 0);
     ck_assert_ptr_nonnull(strstr(d->why, "wedged collective"));
     ec_hang_decision_free(d);
+    /* the waiter reached its timeout a moment before the one it waits for
+     * (stopped, 2.99 s): not "stalled", wait for that one */
+    m[1].p = silent(5, 2990, 1, 1);
+    d = decide(3000, 0, m, 2);
+    ck_assert_int_eq(d->action, EC_HANG_WAIT_UNTIL);
+    ck_assert_int_eq(d->wait_ms, 10);
+    ec_hang_decision_free(d);
 }
 END_TEST
 
