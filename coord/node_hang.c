@@ -262,9 +262,9 @@ void ec__node_check_hangs(ec_node_t *n)
                 continue;
             }
             xs->acted_seq = xs->seq;
+            record_hung(n, x, epoch, d->why, d->straggler); /* the evidence, then the event */
             ec__node_emit(n, "%s %s epoch %" PRIu64 ": %s", d->straggler ? "+straggler" :
                           "+hang-suspect", x->id, epoch, d->why);
-            record_hung(n, x, epoch, d->why, d->straggler);
             if (d->straggler) {
                 xs->straggled_ms = now;
                 ec_error_t e = {0};

@@ -195,7 +195,7 @@ static bool none_shows(agent_t *a, int n, const char *needle)
 }
 
 /* The failure record of kind hung naming node, its message copied to msg. */
-static bool hung_record(const char *job, const char *node, char *msg, size_t len)
+static bool hung_record_now(const char *job, const char *node, char *msg, size_t len)
 {
     ec_keys_t k;
     char prefix[EC_KEY_MAX];
@@ -215,6 +215,25 @@ static bool hung_record(const char *job, const char *node, char *msg, size_t len
     }
     ec_kv_list_free(&l);
     return found;
+}
+
+typedef struct {
+    const char *job, *node;
+    char *msg;
+    size_t len;
+} hung_want_t;
+
+static bool hung_there(void *arg)
+{
+    hung_want_t *w = arg;
+    return hung_record_now(w->job, w->node, w->msg, w->len);
+}
+
+/* The same, polled for a few seconds (the leader writes it as it decides). */
+static bool hung_record(const char *job, const char *node, char *msg, size_t len)
+{
+    hung_want_t w = {job, node, msg, len};
+    return ec_test_wait(hung_there, &w, 5000);
 }
 
 static pid_t rank_pid(const char *job, const char *node, uint64_t epoch)

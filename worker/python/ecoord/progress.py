@@ -15,6 +15,7 @@ samples it and the leader acts when the job stops progressing for --hang_timeout
 torch; without an agent (the variable unset) every call does nothing.
 """
 import contextlib
+import ctypes
 import mmap
 import os
 import struct
@@ -32,6 +33,9 @@ _OFF_PAUSED_NS, _OFF_RESUMED_NS = 40, 48
 _map = None
 _tried = False
 _steps = 0
+# The words as ctypes objects over the mapping: each store is one aligned
+# 8-byte store made by C, never torn for the agent reading it.
+_w = {}
 
 
 def _get():
@@ -53,8 +57,13 @@ def _get():
     finally:
         os.close(fd)
     _steps = struct.unpack_from("<Q", m, _OFF_STEP)[0]
-    struct.pack_into("<I", m, _OFF_VERSION, _VERSION)
-    struct.pack_into("<I", m, _OFF_MAGIC, _MAGIC)  # last: from here on the agent reads steps
+    for name, off, typ in (("step", _OFF_STEP, ctypes.c_uint64),
+                           ("step_ns", _OFF_STEP_NS, ctypes.c_int64),
+                           ("paused_ns", _OFF_PAUSED_NS, ctypes.c_int64),
+                           ("resumed_ns", _OFF_RESUMED_NS, ctypes.c_int64)):
+        _w[name] = typ.from_buffer(m, off)
+    ctypes.c_uint32.from_buffer(m, _OFF_VERSION).value = _VERSION
+    ctypes.c_uint32.from_buffer(m, _OFF_MAGIC).value = _MAGIC  # last: the agent reads steps now
     _map = m
     return m
 
@@ -71,15 +80,15 @@ def step():
     if m is None:
         return
     _steps += 1
-    struct.pack_into("<q", m, _OFF_STEP_NS, time.monotonic_ns())
-    struct.pack_into("<Q", m, _OFF_STEP, _steps)
+    _w["step_ns"].value = time.monotonic_ns()
+    _w["step"].value = _steps
 
 
 def pause():
     """A long pause that is not a hang begins (a checkpoint being written)."""
     m = _get()
     if m is not None:
-        struct.pack_into("<q", m, _OFF_PAUSED_NS, time.monotonic_ns())
+        _w["paused_ns"].value = time.monotonic_ns()
 
 
 def resume():
@@ -88,9 +97,9 @@ def resume():
     if m is None:
         return
     t = time.monotonic_ns()
-    struct.pack_into("<q", m, _OFF_RESUMED_NS, t)
-    struct.pack_into("<q", m, _OFF_PAUSED_NS, 0)
-    struct.pack_into("<q", m, _OFF_STEP_NS, t)
+    _w["resumed_ns"].value = t
+    _w["paused_ns"].value = 0
+    _w["step_ns"].value = t
 
 
 @contextlib.contextmanager
