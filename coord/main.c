@@ -1,11 +1,11 @@
 /* ecoord: one binary, subcommands dispatched here; the knob table parses
- * every flag (coord/knobs.c). */
+ * every flag (coord/cli/knobs.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "checkrun.h"
+#include "command.h"
 #include "etcd.h"
 #include "gpus.h"
 #include "knobs.h"
@@ -28,7 +28,7 @@ static int usage(FILE *f)
 
 /* What --nproc_per_node=gpu|cpu|auto count on this machine: the GPUs
  * CUDA_VISIBLE_DEVICES shows (up to its first invalid entry, as CUDA reads
- * it), else the NVIDIA device nodes (coord/gpus.h; ECOORD_DEV_DIR, a test
+ * it), else the NVIDIA device nodes (coord/util/gpus.h; ECOORD_DEV_DIR, a test
  * hook, instead of /dev); the online CPUs. */
 static ec_torchrun_host_t host_facts(void)
 {
@@ -43,7 +43,7 @@ static ec_torchrun_host_t host_facts(void)
     return h;
 }
 
-/* `ecoord torchrun ARGS`: translated (coord/torchrun_args.h), then parsed
+/* `ecoord torchrun ARGS`: translated (coord/cli/torchrun_args.h), then parsed
  * by the knob table like `ecoord launch`. */
 static int cmd_torchrun(int argc, char **argv, const char *host)
 {

@@ -517,7 +517,7 @@ static void write_epoch_of(const char *job, uint64_t n, const char *const *ids, 
         ep->members[m].incarnation = n;
     }
     ep->reason = why;
-    /* Written as a leader would (readers check it, coord/epoch_check.h):
+    /* Written as a leader would (readers check it, coord/core/epoch_check.h):
      * naming the job, under the leader key "n1" current at its revision. */
     char key[EC_KEY_MAX];
     ec_keys_t k;
@@ -704,7 +704,7 @@ static bool latest_is_2(void *arg)
     return ecw_latest_epoch(arg) == 2;
 }
 
-/* The worker library applies the coordinator's rule (coord/epoch_check.h):
+/* The worker library applies the coordinator's rule (coord/core/epoch_check.h):
  * a higher-numbered epoch copied from another job, or written by a node
  * that does not hold the leader key, is ignored (its communicator is not
  * aborted); the next real epoch is followed. */

@@ -6,7 +6,8 @@
  * "prohibit" policy route in a private network namespace), an NCCL_* variable
  * set on one node only, one host name on two machines (as NCCL tells machines
  * apart: NCCL_HOSTID), an interface name that does not exist, a node that
- * never arrives (named when the job knows it) and a node that dies midway.
+ * never arrives (named when the job knows it), a node that dies midway and a
+ * node whose facts cannot be read (another ecoord version).
  * It never hangs, and leaves no key behind.  GPU checks skip with the reason
  * where no GPU is visible. */
 #define _GNU_SOURCE
@@ -265,7 +266,7 @@ START_TEST(blocked_port)
              "%s check $S --node_id=a --start_port=36400 >$D/bp.a.out 2>$D/bp.a.err & A=$!\n"
              "%s check $S --node_id=b --port_range=36500-36501 >$D/bp.b.out 2>$D/bp.b.err\n"
              "B=$?; wait $A; RA=$?; kill $E; wait $E; echo rc $RA $B\n",
-             tmp, ec_embed_find_etcd(NULL), ecoord(), ecoord());
+             tmp, ec_embed_find_etcd(getenv("ETCD"), getenv("PATH")), ecoord(), ecoord());
     char *argv[] = {"unshare", "-n", "sh", "-c", script, NULL};
     int rc = ec_test_run(argv, out, sizeof(out));
     ck_assert_msg(rc == 0 && strstr(out, "rc 1 1"), "rc %d: %s", rc, out);
@@ -395,6 +396,27 @@ START_TEST(duplicate_node_ids)
 }
 END_TEST
 
+START_TEST(node_running_another_ecoord_version)
+{
+    /* old1 runs an ecoord that wrote its facts in the text encoding of
+     * version 1: the report names it and says to run one version everywhere
+     * (it is not silently counted as missing). */
+    const char *old = "ecoord-check-facts 1\nphase 1\nnode_id old1\nnproc 1\nend\n";
+    int64_t lease = 0;
+    ck_assert_int_eq(ec_etcd_lease_grant(c, 60, &lease, NULL, NULL), 0);
+    ck_assert_int_eq(ec_etcd_put(c, "/oldv/check/nodes/old1", old, strlen(old), lease, NULL,
+                                 NULL), 0);
+    node_t a = start_node("oldv", "n1", "2", NULL, "--elastic_timeout=2", NULL);
+    ck_assert_int_eq(finish(&a, 30000), 1);
+    const char *r = slurp(a.out, 0);
+    ASSERT_LINE(r, "nodes", "FAIL", "the facts of old1 cannot be read", NULL);
+    ASSERT_LINE(r, "nodes", "FAIL", "run the same ecoord version on every node",
+                "run the same ecoord version on every node");
+    ck_assert_int_eq(ec_etcd_lease_revoke(c, lease, NULL), 0);
+    ck_assert(ec_test_wait(check_keys_gone, "oldv", 5000));
+}
+END_TEST
+
 static bool no_keys_under(void *arg)
 {
     ec_kv_list_t l;
@@ -406,7 +428,7 @@ static bool no_keys_under(void *arg)
 }
 
 /* A stand-in for the worker library's allreduce program, speaking its
- * result-line contract (coord/checkrun.h). */
+ * result-line contract (coord/check/command.h). */
 static void write_prog(const char *path, const char *line)
 {
     FILE *f = fopen(path, "w");
@@ -484,6 +506,7 @@ static Suite *suite(void)
     tcase_add_test(tc, node_that_never_arrives);
     tcase_add_test(tc, node_that_dies_midway);
     tcase_add_test(tc, duplicate_node_ids);
+    tcase_add_test(tc, node_running_another_ecoord_version);
     tcase_add_test(tc, allreduce_through_launch);
     tcase_add_test(tc, etcd_unreachable);
     suite_add_tcase(s, tc);

@@ -336,7 +336,7 @@ static agent_t *pick(bool cores, bool settled)
 
 /* Whether the agent's node key was written since it started. */
 /* A SIGSTOPped agent cannot fence, but its janitor (not frozen with it)
- * kills its ranks before etcd can expire its lease (coord/janitor.h, the
+ * kills its ranks before etcd can expire its lease (coord/agent/janitor.h, the
  * watchdog): no overlap is excused once the lease could have expired.
  * What stays excused: overlaps while its lease still holds — a new epoch
  * (another node lost or left) may renumber the members, giving the frozen

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "planner.h" /* ec_rank: the one rank formula */
+#include "rank.h"
 
 /* The public codes are ecoord's, under the library's own prefix. */
 #define ECW__SAME(name, val, text) \
@@ -610,7 +610,7 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
 }
 
 /* A collective failed and no newer epoch is out yet: find which members'
- * agents are silent (a direct probe, coord/probe.c) and report them under
+ * agents are silent (a direct probe, coord/core/probe.c) and report them under
  * epochs/<cur>/suspect/<node>, on the node's lease.  The leader probes them
  * itself and evicts the silent ones at once, instead of waiting for their
  * leases to expire.  Best effort: any failure here only means the lease

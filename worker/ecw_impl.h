@@ -110,6 +110,7 @@ typedef struct ecw__opts {
     int timeout_ms, rebuild_timeout_ms, epoch_wait_ms, suspect_after_ms;
     int lease_ttl_ms, lease_margin_ms; /* the fence (fence.c); ttl 0: off */
     bool restart_mode;          /* ECOORD_REBUILD=restart: one process per epoch */
+    char *progress_file;        /* the agent's progress file (worker/progress.c); NULL: none */
     ecw_log_cb log_cb;
     void *log_arg;
     ecw_log_level_t log_level;

@@ -37,7 +37,7 @@ const char *ecw__rebuild_mode_name(ecw__rebuild_mode_t m);
 #define ECW__NCCL_SCALABLE_MIN 22300 /* ncclCommInitRankScalable: NCCL 2.23.0 */
 
 /* One epoch as the plan sees it: members in M_id order, rank = M_id * nproc
- * + local rank (coord/planner.h, ec_rank). */
+ * + local rank (coord/core/rank.h, ec_rank). */
 typedef struct ecw__nccl_epoch {
     uint64_t number;
     int nmembers, nproc;

@@ -1,9 +1,10 @@
 /* The worker library's knobs: one table gives each option its environment
- * variables (what `ecoord launch` sets, coord/env.c), type, bounds, default
+ * variables (what `ecoord launch` sets, coord/agent/env.c), type, bounds, default
  * and meaning.  The same table resolves ecw_options_t and describes the
  * result for the start-up log; no other file of the library reads the
  * environment. */
 #include "ecw_impl.h"
+#include "env_contract.h"
 #include "nccl_plan.h"
 
 #include <errno.h>
@@ -21,7 +22,10 @@ typedef enum {
     K_BACKEND, /* ecw_backend_t from "auto|gloo|nccl|none" */
     K_HOSTOF,  /* const char * from "host:port" / "[v6]:port" */
     K_REBUILD, /* const char * "auto|shrink|init" -> int (ecw__rebuild_mode_t) */
+    K_RESTART, /* environment only: "restart" -> bool true, anything else false */
 } kind_t;
+
+#define NO_IN ((size_t)-1) /* a knob ecw_options_t has no field for: environment only */
 
 typedef struct knob {
     const char *name;
@@ -38,26 +42,26 @@ typedef struct knob {
 #define OUT(f) offsetof(ecw__opts_t, f)
 
 static const knob_t knobs[] = {
-    {"etcd_endpoints", {"ECOORD_ELASTIC_SERVER"}, K_STR, IN(etcd_endpoints), OUT(etcd_endpoints),
+    {"etcd_endpoints", {EC_ENV_ELASTIC_SERVER}, K_STR, IN(etcd_endpoints), OUT(etcd_endpoints),
      0, 0, 0, NULL, "etcd endpoints of the job (set by ecoord launch)"},
-    {"etcd_prefix", {"ECOORD_ETCD_PREFIX"}, K_STR, IN(etcd_prefix), OUT(etcd_prefix), 0, 0, 0, "",
+    {"etcd_prefix", {EC_ENV_ETCD_PREFIX}, K_STR, IN(etcd_prefix), OUT(etcd_prefix), 0, 0, 0, "",
      "key prefix in front of /<job_id>/"},
-    {"job_id", {"ECOORD_JOB_ID", "PADDLE_JOB_ID"}, K_STR, IN(job_id), OUT(job_id), 0, 0, 0, NULL,
+    {"job_id", {EC_ENV_JOB_ID, EC_ENV_PADDLE_JOB_ID}, K_STR, IN(job_id), OUT(job_id), 0, 0, 0, NULL,
      "the job's id"},
-    {"node_id", {"ECOORD_NODE_ID", "POD_NAME"}, K_STR, IN(node_id), OUT(node_id), 0, 0, 0, NULL,
+    {"node_id", {EC_ENV_NODE_ID, EC_ENV_POD_NAME}, K_STR, IN(node_id), OUT(node_id), 0, 0, 0, NULL,
      "this node's id in the epoch records"},
-    {"local_rank", {"LOCAL_RANK", "PADDLE_LOCAL_RANK"}, K_INT, IN(local_rank), OUT(local_rank), -1,
+    {"local_rank", {EC_ENV_LOCAL_RANK, EC_ENV_PADDLE_LOCAL_RANK}, K_INT, IN(local_rank), OUT(local_rank), -1,
      0, EC_NPROC_MAX - 1, NULL, "this process's index on its node"},
-    {"start_epoch", {"ECOORD_EPOCH"}, K_U64, IN(start_epoch), OUT(start_epoch), 0, 0, 0, "0",
+    {"start_epoch", {EC_ENV_EPOCH}, K_U64, IN(start_epoch), OUT(start_epoch), 0, 0, 0, "0",
      "epoch the agent started this process in: never join an older one"},
-    {"lease", {"ECOORD_LEASE"}, K_LEASE, IN(lease), OUT(lease), 0, 0, 0, "0",
+    {"lease", {EC_ENV_LEASE}, K_LEASE, IN(lease), OUT(lease), 0, 0, 0, "0",
      "etcd lease (hex) of this node: every key the library writes is attached to it"},
     {"backend", {"ECOORD_WORKER_BACKEND"}, K_BACKEND, IN(backend), OUT(backend), ECW_BACKEND_AUTO,
      0, 0, "auto", "auto (NCCL when a GPU is visible), gloo, nccl, or none (follow epochs "
      "and claim ranks, build no communicator)"},
-    {"host", {"PADDLE_CURRENT_ENDPOINT"}, K_HOSTOF, IN(host), OUT(host), 0, 0, 0, "",
+    {"host", {EC_ENV_PADDLE_CURRENT_ENDPOINT}, K_HOSTOF, IN(host), OUT(host), 0, 0, 0, "",
      "address Gloo binds (default: this node's host in the epoch)"},
-    {"device", {"FLAGS_selected_gpus"}, K_INT, IN(device), OUT(device), -1, -1, 4095, "-1",
+    {"device", {EC_ENV_SELECTED_GPUS}, K_INT, IN(device), OUT(device), -1, -1, 4095, "-1",
      "CUDA device of this process (-1: local rank modulo the visible devices)"},
     {"timeout_ms", {"ECOORD_WORKER_TIMEOUT_MS"}, K_INT, IN(timeout_ms), OUT(timeout_ms), 0, 1,
      86400000, "30000", "bound on each connect and collective"},
@@ -67,23 +71,23 @@ static const knob_t knobs[] = {
     {"epoch_wait_ms", {"ECOORD_WORKER_EPOCH_WAIT_MS"}, K_INT, IN(epoch_wait_ms),
      OUT(epoch_wait_ms), 0, 0, 86400000, "60000",
      "after a peer failure, how long to wait for the epoch that replaces it"},
-    {"etcd_cacert", {"ECOORD_ETCD_CACERT"}, K_STR, IN(etcd_cacert), OUT(etcd_cacert), 0, 0, 0, "",
+    {"etcd_cacert", {EC_ENV_ETCD_CACERT}, K_STR, IN(etcd_cacert), OUT(etcd_cacert), 0, 0, 0, "",
      "CA certificate of etcd's (TLS; set by ecoord launch from --etcd_cacert)"},
-    {"etcd_cert", {"ECOORD_ETCD_CERT"}, K_STR, IN(etcd_cert), OUT(etcd_cert), 0, 0, 0, "",
+    {"etcd_cert", {EC_ENV_ETCD_CERT}, K_STR, IN(etcd_cert), OUT(etcd_cert), 0, 0, 0, "",
      "client certificate for etcd (TLS)"},
-    {"etcd_key", {"ECOORD_ETCD_KEY"}, K_STR, IN(etcd_key), OUT(etcd_key), 0, 0, 0, "",
+    {"etcd_key", {EC_ENV_ETCD_KEY}, K_STR, IN(etcd_key), OUT(etcd_key), 0, 0, 0, "",
      "key of the client certificate"},
-    {"etcd_user", {"ECOORD_ETCD_USER"}, K_STR, IN(etcd_user), OUT(etcd_user), 0, 0, 0, "",
+    {"etcd_user", {EC_ENV_ETCD_USER}, K_STR, IN(etcd_user), OUT(etcd_user), 0, 0, 0, "",
      "etcd user (authentication)"},
-    {"etcd_password_file", {"ECOORD_ETCD_PASSWORD_FILE"}, K_STR, IN(etcd_password_file),
+    {"etcd_password_file", {EC_ENV_ETCD_PASSWORD_FILE}, K_STR, IN(etcd_password_file),
      OUT(etcd_password_file), 0, 0, 0, "",
      "file holding the etcd user's password (ecoord launch writes one, mode 0600)"},
     {"suspect_after_ms", {"ECOORD_WORKER_SUSPECT_AFTER_MS"}, K_INT, IN(suspect_after_ms),
      OUT(suspect_after_ms), 0, 1, 86400000, "1000",
      "a build waiting this long for a peer reports the members whose agents do not answer"},
-    {"lease_ttl_ms", {"ECOORD_LEASE_TTL_MS"}, K_INT, IN(lease_ttl_ms), OUT(lease_ttl_ms), 0, 0,
+    {"lease_ttl_ms", {EC_ENV_LEASE_TTL_MS}, K_INT, IN(lease_ttl_ms), OUT(lease_ttl_ms), 0, 0,
      86400000, "0", "the node's lease TTL: with a lease, collectives are fenced on it (0: off)"},
-    {"lease_margin_ms", {"ECOORD_LEASE_MARGIN_MS"}, K_INT, IN(lease_margin_ms),
+    {"lease_margin_ms", {EC_ENV_LEASE_MARGIN_MS}, K_INT, IN(lease_margin_ms),
      OUT(lease_margin_ms), 0, 0, 86400000, "0",
      "refuse collectives once the lease may expire within this (0: a fifth of the TTL)"},
     {"cuda_libdir", {"ECOORD_WORKER_CUDA_LIBDIR"}, K_STR, IN(cuda_libdir), OUT(cuda_libdir), 0, 0,
@@ -99,6 +103,12 @@ static const knob_t knobs[] = {
     {"nccl_scalable_min", {"ECOORD_WORKER_NCCL_SCALABLE_MIN"}, K_INT, IN(nccl_scalable_min),
      OUT(nccl_scalable_min), 0, 1, 1 << 30, "128",
      "NCCL: world size from which a full init uses ncclCommInitRankScalable with several roots"},
+    {"progress_file", {EC_ENV_PROGRESS_FILE}, K_STR, NO_IN, OUT(progress_file), 0, 0, 0, NULL,
+     "the file the agent samples this process's progress from (coord/core/progress_file.h; "
+     "worker/progress.c writes it, also without ecw_init)"},
+    {"restart_mode", {EC_ENV_REBUILD}, K_RESTART, NO_IN, OUT(restart_mode), 0, 0, 0, "",
+     "started by `ecoord launch --rebuild=restart`: this process lives for exactly its start "
+     "epoch (the agent replaces it on the next one)"},
 };
 
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
@@ -118,8 +128,12 @@ static const char *env_of(const knob_t *k, const char **which)
 /* Whether the caller gave the field. */
 static bool given(const knob_t *k, const ecw_options_t *in)
 {
+    if (k->in_off == NO_IN)
+        return false;
     const char *p = (const char *)in + k->in_off;
     switch (k->kind) {
+    case K_RESTART:
+        return false;
     case K_STR:
     case K_HOSTOF:
     case K_REBUILD:
@@ -205,6 +219,9 @@ static int parse(const knob_t *k, const char *text, const char *src, ecw__opts_t
         *(ecw_backend_t *)p = b;
         return 0;
     }
+    case K_RESTART:
+        *(bool *)p = !strcmp(text, "restart");
+        return 0;
     case K_REBUILD: {
         int m = ecw__rebuild_mode_parse(text);
         if (m < 0)
@@ -255,6 +272,8 @@ static int take(const knob_t *k, const ecw_options_t *in, ecw__opts_t *out, ec_e
     }
     case K_REBUILD:
         return parse(k, *(const char *const *)ip, "options.nccl_rebuild", out, err);
+    case K_RESTART:
+        break;
     }
     return ec_errorf(err, EC_EINTERNAL, "knob %s has no copier", k->name);
 }
@@ -294,10 +313,6 @@ int ecw__opts_resolve(const ecw_options_t *user, ecw__opts_t *out, ec_error_t *e
     out->log_cb = in.log_cb;
     out->log_arg = in.log_arg;
     out->log_level = in.log_level;
-    /* Started by `ecoord launch --rebuild=restart`: this process lives for
-     * exactly its start epoch (the agent replaces it on the next one). */
-    const char *rb = in.from_env ? getenv("ECOORD_REBUILD") : NULL;
-    out->restart_mode = rb && !strcmp(rb, "restart");
     if (out->host && !*out->host) {
         free(out->host);
         out->host = NULL;
@@ -330,6 +345,7 @@ void ecw__opts_free(ecw__opts_t *o)
     free(o->etcd_user);
     free(o->etcd_password_file);
     free(o->cuda_libdir);
+    free(o->progress_file);
     memset(o, 0, sizeof(*o));
     errno = saved;
 }
@@ -367,6 +383,9 @@ void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len)
             w = snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "", k->name,
                          ecw__rebuild_mode_name((ecw__rebuild_mode_t) * (const int *)p));
             break;
+        case K_RESTART:
+            w = snprintf(buf + n, len - n, "%s%s=%d", n ? " " : "", k->name, *(const bool *)p);
+            break;
         }
         if (w < 0)
             break;
@@ -374,9 +393,15 @@ void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len)
     }
 }
 
-/* The progress file the agent made for this process (coord/progress_file.h;
- * worker/progress.c maps it), or NULL. */
+/* The progress file the agent made for this process (coord/core/progress_file.h;
+ * worker/progress.c maps it, with or without ecw_init), or NULL: the table's
+ * progress_file knob read from the environment. */
 const char *ecw__progress_path(void)
 {
-    return getenv("ECOORD_PROGRESS_FILE");
+    for (size_t i = 0; i < NKNOBS; i++)
+        if (!strcmp(knobs[i].name, "progress_file")) {
+            const char *which = NULL;
+            return env_of(&knobs[i], &which);
+        }
+    return NULL;
 }

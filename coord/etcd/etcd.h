@@ -2,7 +2,7 @@
  *
  * It knows etcd and nothing of jobs, epochs or ranks.  Every call has a
  * deadline (ec_etcd_opts_t.call_timeout_ms); every failure returns a negative
- * EC_* code (coord/error.h) and, with a non-NULL err, a message that names the
+ * EC_* code (coord/util/error.h) and, with a non-NULL err, a message that names the
  * endpoint and what to do, with etcd's own text kept.
  *
  * Thread-safety: an ec_etcd_t may be used from any number of threads at once

@@ -1,4 +1,4 @@
-/* Rules checked: which epochs a reader applies (coord/epoch_check.c).  An
+/* Rules checked: which epochs a reader applies (coord/core/epoch_check.c).  An
  * epoch is applied only if it names the reader's job and the leader key at
  * its revision existed, was created at its leader_rev and names its
  * leader_id; the log of leaderships a reader saw tells which leadership held

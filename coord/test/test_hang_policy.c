@@ -1,5 +1,5 @@
 /* Rules checked: the leader's hang and straggler decision
- * (coord/hang_policy.c) and the agent's publish rate (coord/progress.c).
+ * (coord/core/hang_policy.c) and the agent's publish rate (coord/agent/progress.c).
  * A node whose ranks stopped while the others wait on it (inside a
  * collective, or still progressing) is the suspect, and a stopped
  * (SIGSTOP) one before any other; every silent node inside a collective,

@@ -1,4 +1,4 @@
-/* Rule checked: every etcd key of a job is built in coord/keys.c, sits under
+/* Rule checked: every etcd key of a job is built in coord/core/keys.c, sits under
  * "<prefix>/<job_id>/" (so job1 never sees job10's keys), and epoch numbers
  * are padded so that key order is numeric order, with each epoch's worker
  * keys between its history copy and the next epoch's. */

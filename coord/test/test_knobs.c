@@ -1270,6 +1270,26 @@ START_TEST(hang_knobs_resolve_and_refuse_nonsense)
 }
 END_TEST
 
+/* The one getenv of ecoord reads only the names of the knob table: its
+ * aliases and the other variables it lists (and shows in --help). */
+START_TEST(environment_read_only_through_the_table)
+{
+    setenv("ECOORD_NOT_A_KNOB_AT_ALL", "x", 1);
+    ck_assert_ptr_null(ec_config_environ("ECOORD_NOT_A_KNOB_AT_ALL", NULL));
+    unsetenv("ECOORD_NOT_A_KNOB_AT_ALL");
+    setenv("ECOORD_NP", "2:4", 1);
+    ck_assert_str_eq(ec_config_environ("ECOORD_NP", NULL), "2:4");
+    unsetenv("ECOORD_NP");
+    setenv("TMPDIR", "/tmp", 1);
+    ck_assert_str_eq(ec_config_environ("TMPDIR", NULL), "/tmp");
+    char *h = ec_config_help("launch");
+    ck_assert_ptr_nonnull(h);
+    ck_assert_msg(strstr(h, "environment read besides") && strstr(h, "XDG_RUNTIME_DIR"),
+                  "launch --help does not list the environment it reads");
+    free(h);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("config");
@@ -1312,6 +1332,7 @@ static Suite *suite(void)
     tcase_add_test(tc, repeated_flag_last_wins_with_warning);
     tcase_add_test(tc, lifecycle);
     tcase_add_test(tc, hang_knobs_resolve_and_refuse_nonsense);
+    tcase_add_test(tc, environment_read_only_through_the_table);
     suite_add_tcase(s, tc);
     return s;
 }

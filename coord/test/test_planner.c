@@ -1,4 +1,4 @@
-/* The planner's rules (coord/planner.h), one test per rule and boundary:
+/* The planner's rules (coord/core/planner.h), one test per rule and boundary:
  *
  * - invalid config and an epoch whose members all failed FAIL the job;
  * - start: publish at once with np_max eligible nodes (first np_max by
@@ -155,11 +155,11 @@ static const char *fx_members(void)
     return buf;
 }
 
-static void expect_publish(ec_plan_reason_t reason, const char *members)
+static void expect_publish(ec_epoch_reason_t reason, const char *members)
 {
     ck_assert_msg(F.d->action == EC_PLAN_PUBLISH, "expected publish, got %s: %s",
                   ec_plan_action_name(F.d->action), F.d->why);
-    ck_assert_str_eq(ec_plan_reason_name(F.d->reason), ec_plan_reason_name(reason));
+    ck_assert_str_eq(ec_epoch_reason_name(F.d->reason), ec_epoch_reason_name(reason));
     ck_assert_str_eq(fx_members(), members);
     ck_assert_uint_eq(F.d->epoch, F.in.epoch.number + 1);
     ck_assert_int_eq(F.d->world_size, (int64_t)F.d->n_members * F.in.config.nproc);
@@ -172,7 +172,7 @@ static void expect_wait_until(int64_t ms)
                   ec_plan_action_name(F.d->action), F.d->why);
     ck_assert_int_eq(F.d->wait_ms, ms);
     ck_assert_uint_eq(F.d->n_members, 0);
-    ck_assert_int_eq(F.d->reason, EC_PLAN_REASON_NONE);
+    ck_assert_int_eq(F.d->reason, EC_REASON_UNKNOWN);
 }
 
 static void expect_wait(const char *why)
@@ -218,13 +218,10 @@ END_TEST
 
 START_TEST(names_of_reasons_and_actions)
 {
-    ck_assert_str_eq(ec_plan_reason_name(EC_PLAN_REASON_START), "start");
-    ck_assert_str_eq(ec_plan_reason_name(EC_PLAN_REASON_JOIN), "join");
-    ck_assert_str_eq(ec_plan_reason_name(EC_PLAN_REASON_LEAVE), "leave");
-    ck_assert_str_eq(ec_plan_reason_name(EC_PLAN_REASON_LOST), "lost");
-    ck_assert_str_eq(ec_plan_reason_name(EC_PLAN_REASON_RESTART), "restart");
-    ck_assert_str_eq(ec_plan_reason_name(EC_PLAN_REASON_SPARE_PROMOTED), "spare-promoted");
-    ck_assert_str_eq(ec_plan_reason_name(EC_PLAN_REASON_NONE), "none");
+    /* one reason enum: the planner's reasons are the epoch record's */
+    ck_assert_str_eq(ec_epoch_reason_name(EC_REASON_START), "start");
+    ck_assert_str_eq(ec_epoch_reason_name(EC_REASON_SPARE_PROMOTED), "spare-promoted");
+    ck_assert_str_eq(ec_plan_action_name(EC_PLAN_COMPLETE), "complete");
     ck_assert_str_eq(ec_plan_action_name(EC_PLAN_PUBLISH), "publish");
     ck_assert_str_eq(ec_plan_action_name(EC_PLAN_WAIT_UNTIL), "wait-until");
     ck_assert_str_eq(ec_plan_action_name(EC_PLAN_WAIT), "wait");
@@ -262,7 +259,7 @@ START_TEST(invalid_config_fails)
     /* The boundaries themselves are valid. */
     fx_cfg(1, 1, 2, 0, 0);
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n1");
+    expect_publish(EC_REASON_START, "n1");
 }
 END_TEST
 
@@ -408,7 +405,7 @@ START_TEST(start_below_min_waits_indefinitely)
     /* joining counts as eligible. */
     fx_add("n7")->state = EC_NODE_JOINING;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n1,n2,n7");
+    expect_publish(EC_REASON_START, "n1,n2,n7");
 }
 END_TEST
 
@@ -422,7 +419,7 @@ START_TEST(start_at_max_publishes_at_once_in_registration_order)
     fx_find("b")->create_revision = 20;
     F.in.since_eligible_change_ms = 0; /* the last one just arrived */
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "a,b,c");
+    expect_publish(EC_REASON_START, "a,b,c");
     ck_assert_uint_eq(F.d->epoch, 1);
     ck_assert_int_eq(F.d->world_size, 12);
     ck_assert_str_eq(F.d->why, "3 nodes: a, b, c");
@@ -438,11 +435,11 @@ START_TEST(start_beyond_max_keeps_standbys)
     fx_find("n3")->create_revision = 15;
     fx_find("n2")->create_revision = 15; /* tie: broken by id */
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n4,n1");
+    expect_publish(EC_REASON_START, "n4,n1");
     ck_assert_str_eq(F.d->why, "2 nodes: n4, n1; 2 standbys");
     fx_cfg(1, 3, 1, 30000, 0);
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n4,n1,n2");
+    expect_publish(EC_REASON_START, "n4,n1,n2");
     ck_assert_str_eq(F.d->why, "3 nodes: n4, n1, n2; 1 standby");
 }
 END_TEST
@@ -468,10 +465,10 @@ START_TEST(start_between_min_and_max_waits_elastic_timeout)
     expect_wait_until(1);
     F.in.since_eligible_change_ms = 1000; /* the exact boundary publishes */
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n1,n2");
+    expect_publish(EC_REASON_START, "n1,n2");
     F.in.since_eligible_change_ms = 5000;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n1,n2");
+    expect_publish(EC_REASON_START, "n1,n2");
     /* One below max still waits; reaching max does not. */
     fx_add("n3");
     F.in.since_eligible_change_ms = 10;
@@ -479,7 +476,7 @@ START_TEST(start_between_min_and_max_waits_elastic_timeout)
     expect_wait_until(990);
     fx_add("n4");
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n1,n2,n3,n4");
+    expect_publish(EC_REASON_START, "n1,n2,n3,n4");
 }
 END_TEST
 
@@ -488,7 +485,7 @@ START_TEST(start_with_zero_elastic_timeout_is_immediate)
     fx_cfg(2, 4, 2, 0, 0);
     fx_adds("n1", "n2", NULL);
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n1,n2");
+    expect_publish(EC_REASON_START, "n1,n2");
     fx_drop("n2");
     fx_plan();
     expect_wait("waiting for 1 more node: have 1, need np_min=2");
@@ -519,7 +516,7 @@ START_TEST(mismatched_nproc_is_refused)
     fx_add("n3")->state = EC_NODE_JOINING;
     fx_find("n3")->nproc = 1;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n1,n2");
+    expect_publish(EC_REASON_START, "n1,n2");
     ck_assert_uint_eq(F.d->n_refused, 2);
     ck_assert_str_eq(F.nodes[F.d->refused[0].node].node_id, "n4");
     ck_assert_str_eq(F.nodes[F.d->refused[1].node].node_id, "n3");
@@ -535,7 +532,7 @@ START_TEST(member_reregistered_with_other_nproc_departs)
     fx_find("n2")->nproc = 8;
     fx_find("n2")->incarnation = 2;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n1,n3");
+    expect_publish(EC_REASON_LOST, "n1,n3");
     ck_assert_uint_eq(F.d->n_refused, 1);
     ck_assert_str_eq(F.d->why, "n2 not eligible");
 }
@@ -580,7 +577,7 @@ START_TEST(standby_takes_lost_members_mid_at_once)
     F.in.since_member_missing_ms = -1; /* first sight: no replace_wait for a standby */
     F.in.since_eligible_change_ms = 0;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_SPARE_PROMOTED, "n4,n6,n2,n1");
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n4,n6,n2,n1");
     ck_assert_uint_eq(F.d->n_departed, 1);
     ck_assert_str_eq(F.d->why, "n6 replaces n3 (missing) at M_id 1; 1 standby");
     ck_assert_str_eq(F.d->log,
@@ -599,7 +596,7 @@ START_TEST(several_lost_with_enough_standbys)
     fx_find("n4")->state = EC_NODE_LEAVING;
     fx_plan();
     /* Slots refilled in M_id order with standbys in registration order. */
-    expect_publish(EC_PLAN_REASON_SPARE_PROMOTED, "s1,n2,s2,s3");
+    expect_publish(EC_REASON_SPARE_PROMOTED, "s1,n2,s2,s3");
     ck_assert_uint_eq(F.d->n_departed, 3);
     ck_assert_str_eq(F.d->why, "s1 replaces n1 (missing) at M_id 0, s2 replaces n3 (missing) "
                                "at M_id 2, s3 replaces n4 (leaving) at M_id 3");
@@ -626,19 +623,19 @@ START_TEST(several_lost_with_fewer_standbys)
     F.in.since_member_missing_ms = 1000;
     fx_plan();
     /* n6 takes n2's M_id, n4's slot closes, n5 moves up one. */
-    expect_publish(EC_PLAN_REASON_LOST, "n1,n6,n3,n5");
+    expect_publish(EC_REASON_LOST, "n1,n6,n3,n5");
     ck_assert_str_eq(F.d->why, "n6 replaces n2 (missing) at M_id 1; n4 missing");
     /* A second replacement arriving in time fills both. */
     fx_add("n7");
     F.in.since_member_missing_ms = 500;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_SPARE_PROMOTED, "n1,n6,n3,n7,n5");
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n1,n6,n3,n7,n5");
     /* With replace_wait 0 the partial fill is published at once. */
     fx_drop("n7");
     fx_cfg(2, 5, 2, 0, 0);
     F.in.since_member_missing_ms = -1;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n1,n6,n3,n5");
+    expect_publish(EC_REASON_LOST, "n1,n6,n3,n5");
 }
 END_TEST
 
@@ -652,13 +649,13 @@ START_TEST(lost_without_standby_replace_wait_zero_publishes_survivors)
     fx_epoch(5, "n4", "n2", "n3", "n1", NULL);
     fx_drop("n3");
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n4,n2,n1");
+    expect_publish(EC_REASON_LOST, "n4,n2,n1");
     ck_assert_str_eq(F.d->log, "+epoch 6 world=6 nodes=3 reason=lost: n3 missing");
     /* Down to exactly np_min. */
     fx_epoch(6, "n4", "n2", "n1", NULL);
     fx_drop("n4");
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n2,n1");
+    expect_publish(EC_REASON_LOST, "n2,n1");
 }
 END_TEST
 
@@ -678,18 +675,18 @@ START_TEST(lost_without_standby_waits_replace_wait)
     expect_wait_until(1);
     F.in.since_member_missing_ms = 3000;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n1,n3");
+    expect_publish(EC_REASON_LOST, "n1,n3");
     /* A replacement inside the window is taken at once, in n2's M_id. */
     F.in.since_member_missing_ms = 1500;
     fx_add("n9");
     F.in.since_eligible_change_ms = 0;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_SPARE_PROMOTED, "n1,n9,n3");
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n1,n9,n3");
     /* The node itself coming back with a new incarnation is a restart. */
     fx_drop("n9");
     fx_add("n2")->incarnation = 2;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_RESTART, "n1,n2,n3");
+    expect_publish(EC_REASON_RESTART, "n1,n2,n3");
     ck_assert_str_eq(F.d->why, "n2 restarted");
     ck_assert_uint_eq(F.d->n_departed, 0);
 }
@@ -732,7 +729,7 @@ START_TEST(fixed_size_always_waits_for_a_replacement)
     fx_add("r1");
     F.in.since_eligible_change_ms = 0;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_SPARE_PROMOTED, "n1,r1,n3");
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n1,r1,n3");
     /* Two holes, one replacement: wait, saying so. */
     fx_drop("n3");
     fx_plan();
@@ -753,17 +750,17 @@ START_TEST(graceful_leave_vs_lost)
     fx_drop("n3");
     fx_left("n3"); /* its record said leaving before it vanished */
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LEAVE, "n1,n2,n4");
+    expect_publish(EC_REASON_LEAVE, "n1,n2,n4");
     ck_assert_str_eq(F.d->why, "n3 left");
 
     fx_drop("n2"); /* n2 just vanished */
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n1,n4");
+    expect_publish(EC_REASON_LOST, "n1,n4");
     ck_assert_str_eq(F.d->why, "n2 missing, n3 left");
 
     fx_left("n2");
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LEAVE, "n1,n4");
+    expect_publish(EC_REASON_LEAVE, "n1,n4");
 
     /* Records still present: leaving is graceful, failed is not, and a
      * member that is done (finished before the others) stays a member. */
@@ -773,17 +770,17 @@ START_TEST(graceful_leave_vs_lost)
     fx_find("n2")->state = EC_NODE_LEAVING;
     fx_find("n3")->state = EC_NODE_DONE;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LEAVE, "n1,n3,n4");
+    expect_publish(EC_REASON_LEAVE, "n1,n3,n4");
     ck_assert_str_eq(F.d->why, "n2 leaving");
     fx_find("n3")->state = EC_NODE_FAILED;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n1,n4");
+    expect_publish(EC_REASON_LOST, "n1,n4");
     ck_assert_str_eq(F.d->why, "n2 leaving, n3 failed");
     /* A left id that is not a member, or whose record is still there, changes nothing. */
     fx_left("zz");
     fx_left("n3");
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n1,n4");
+    expect_publish(EC_REASON_LOST, "n1,n4");
 }
 END_TEST
 
@@ -795,7 +792,12 @@ START_TEST(all_members_done_is_complete)
     fx_find("n1")->state = EC_NODE_DONE;
     fx_find("n2")->state = EC_NODE_DONE;
     fx_plan();
-    expect_wait("complete: all 2 members of epoch 6 are done");
+    /* an action of its own, not a wait the caller recognises by its text */
+    ck_assert_msg(F.d->action == EC_PLAN_COMPLETE, "expected complete, got %s: %s",
+                  ec_plan_action_name(F.d->action), F.d->why);
+    ck_assert_uint_eq(F.d->n_members, 0);
+    ck_assert_int_eq(F.d->reason, EC_REASON_UNKNOWN);
+    ck_assert_str_eq(F.d->why, "all 2 members of epoch 6 are done");
 }
 END_TEST
 
@@ -810,14 +812,14 @@ START_TEST(incarnation_change_restarts_same_members)
     fx_find("n1")->incarnation = 5;
     F.in.since_eligible_change_ms = 0;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_RESTART, "n3,n1,n2");
+    expect_publish(EC_REASON_RESTART, "n3,n1,n2");
     ck_assert_str_eq(F.d->why, "n1 restarted; 1 standby");
     ck_assert_str_eq(F.d->log, "+epoch 10 world=6 nodes=3 reason=restart: n1 restarted; 1 "
                                "standby");
     /* The restarted node state joining (re-registering) is still eligible. */
     fx_find("n1")->state = EC_NODE_JOINING;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_RESTART, "n3,n1,n2");
+    expect_publish(EC_REASON_RESTART, "n3,n1,n2");
 }
 END_TEST
 
@@ -829,7 +831,7 @@ START_TEST(restart_beats_join_and_takes_joiners)
     fx_find("n2")->incarnation = 2;
     F.in.since_eligible_change_ms = 0; /* join window just opened */
     fx_plan();
-    expect_publish(EC_PLAN_REASON_RESTART, "n1,n2,j1");
+    expect_publish(EC_REASON_RESTART, "n1,n2,j1");
     ck_assert_str_eq(F.d->why, "n2 restarted; j1 joined");
 }
 END_TEST
@@ -852,13 +854,13 @@ START_TEST(joiners_below_max_wait_elastic_timeout)
     expect_wait_until(1);
     F.in.since_eligible_change_ms = 1000;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_JOIN, "n2,n1,j1");
+    expect_publish(EC_REASON_JOIN, "n2,n1,j1");
     ck_assert_str_eq(F.d->why, "j1 joined");
     /* Joiners are appended in registration order. */
     fx_add("j3");
     fx_add("j2")->create_revision = F.nodes[2].create_revision + 1;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_JOIN, "n2,n1,j1,j2,j3");
+    expect_publish(EC_REASON_JOIN, "n2,n1,j1,j2,j3");
 }
 END_TEST
 
@@ -872,11 +874,11 @@ START_TEST(joiners_reaching_max_publish_at_once)
     expect_wait_until(30000);
     fx_add("j2");
     fx_plan();
-    expect_publish(EC_PLAN_REASON_JOIN, "n1,n2,j1,j2");
+    expect_publish(EC_REASON_JOIN, "n1,n2,j1,j2");
     /* More than needed: the first by registration join, the rest are standbys. */
     fx_add("j3")->create_revision = 0;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_JOIN, "n1,n2,j3,j1");
+    expect_publish(EC_REASON_JOIN, "n1,n2,j3,j1");
     ck_assert_str_eq(F.d->why, "j3, j1 joined; 1 standby");
 }
 END_TEST
@@ -894,7 +896,7 @@ START_TEST(join_and_loss_together_joiners_replace)
     F.in.since_member_missing_ms = 0;
     fx_plan();
     /* j1 fills n2's slot; j2 is appended up to np_max; j3 waits as standby. */
-    expect_publish(EC_PLAN_REASON_SPARE_PROMOTED, "n1,j1,n3,j2");
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n1,j1,n3,j2");
     ck_assert_str_eq(F.d->why, "j1 replaces n2 (missing) at M_id 1; j2 joined; 1 standby");
 }
 END_TEST
@@ -907,7 +909,7 @@ START_TEST(loss_promotion_and_restart_in_one_epoch)
     fx_drop("n1");
     fx_find("n3")->incarnation = 7;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_SPARE_PROMOTED, "s1,n2,n3");
+    expect_publish(EC_REASON_SPARE_PROMOTED, "s1,n2,n3");
     ck_assert_str_eq(F.d->why, "s1 replaces n1 (missing) at M_id 0; n3 restarted");
     ck_assert_int_eq(F.d->world_size, 24);
 }
@@ -926,7 +928,7 @@ START_TEST(loss_window_holds_restart_and_join)
     expect_wait_until(4000);
     F.in.since_member_missing_ms = 5000;
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n2,n3");
+    expect_publish(EC_REASON_LOST, "n2,n3");
     ck_assert_str_eq(F.d->why, "n1 missing; n3 restarted");
 }
 END_TEST
@@ -944,7 +946,7 @@ START_TEST(epoch_below_raised_min_is_never_republished_below_min)
     expect_wait("waiting for 1 more node: have 3, need np_min=4 (epoch 3 has 2 members)");
     fx_add("j2");
     fx_plan();
-    expect_publish(EC_PLAN_REASON_RESTART, "n1,n2,j1,j2");
+    expect_publish(EC_REASON_RESTART, "n1,n2,j1,j2");
     /* Left alone, a below-min epoch keeps running. */
     fx_drop("j1");
     fx_drop("j2");
@@ -995,7 +997,7 @@ START_TEST(long_name_lists_are_cut)
         fx_add(ids[i]);
     }
     fx_plan();
-    expect_publish(EC_PLAN_REASON_START, "n00,n01,n02,n03,n04,n05,n06,n07,n08,n09,n10,n11,n12,"
+    expect_publish(EC_REASON_START, "n00,n01,n02,n03,n04,n05,n06,n07,n08,n09,n10,n11,n12,"
                                          "n13,n14,n15,n16,n17,n18,n19");
     ck_assert_str_eq(F.d->why, "20 nodes: n00, n01, n02, n03, n04, n05, n06, n07 and 12 more");
     fx_cfg(2, 20, 1, 0, 0);
@@ -1006,7 +1008,7 @@ START_TEST(long_name_lists_are_cut)
     for (int i = 0; i < 10; i++)
         fx_drop(ids[i]);
     fx_plan();
-    expect_publish(EC_PLAN_REASON_LOST, "n10,n11,n12,n13,n14,n15,n16,n17,n18,n19");
+    expect_publish(EC_REASON_LOST, "n10,n11,n12,n13,n14,n15,n16,n17,n18,n19");
     ck_assert_str_eq(F.d->why, "n00 missing, n01 missing, n02 missing, n03 missing, n04 missing, "
                                "n05 missing, n06 missing, n07 missing and 2 more");
 }
@@ -1134,7 +1136,7 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
     }
     ck_assert_int_ne(d->action, EC_PLAN_FAIL);
     if (nm && done == nm) {
-        ck_assert_int_eq(d->action, EC_PLAN_WAIT);
+        ck_assert_int_eq(d->action, EC_PLAN_COMPLETE);
         return;
     }
 
@@ -1188,7 +1190,7 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
                 last_mid = mid;
                 have_last = 1;
                 survivors++;
-                if (d->reason == EC_PLAN_REASON_SPARE_PROMOTED || departed == 0)
+                if (d->reason == EC_REASON_SPARE_PROMOTED || departed == 0)
                     ck_assert_uint_eq(mid, m); /* no M_id moves */
             } else {
                 if (last_new)
@@ -1210,20 +1212,20 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
             }
         /* Reasons. */
         if (nm == 0) {
-            ck_assert_int_eq(d->reason, EC_PLAN_REASON_START);
+            ck_assert_int_eq(d->reason, EC_REASON_START);
         } else if (departed) {
             if (n_cand >= departed)
-                ck_assert_int_eq(d->reason, EC_PLAN_REASON_SPARE_PROMOTED);
+                ck_assert_int_eq(d->reason, EC_REASON_SPARE_PROMOTED);
             else if (graceful == departed)
-                ck_assert_int_eq(d->reason, EC_PLAN_REASON_LEAVE);
+                ck_assert_int_eq(d->reason, EC_REASON_LEAVE);
             else
-                ck_assert_int_eq(d->reason, EC_PLAN_REASON_LOST);
+                ck_assert_int_eq(d->reason, EC_REASON_LOST);
             if (n_cand < departed && c->np_min == c->np_max)
                 ck_abort_msg("fixed-size job shrank");
         } else if (restarted) {
-            ck_assert_int_eq(d->reason, EC_PLAN_REASON_RESTART);
+            ck_assert_int_eq(d->reason, EC_REASON_RESTART);
         } else {
-            ck_assert_int_eq(d->reason, EC_PLAN_REASON_JOIN);
+            ck_assert_int_eq(d->reason, EC_REASON_JOIN);
         }
         break;
     }
@@ -1394,8 +1396,8 @@ START_TEST(random_cases_keep_invariants)
     /* The generator reaches every outcome often enough to mean something. */
     for (int a = EC_PLAN_PUBLISH; a <= EC_PLAN_FAIL; a++)
         ck_assert_msg(counts[a] >= 100, "%s only %zu times", ec_plan_action_name(a), counts[a]);
-    for (int a = EC_PLAN_REASON_START; a <= EC_PLAN_REASON_SPARE_PROMOTED; a++)
-        ck_assert_msg(reasons[a] >= 10, "%s only %zu times", ec_plan_reason_name(a), reasons[a]);
+    for (int a = EC_REASON_START; a <= EC_REASON_SPARE_PROMOTED; a++)
+        ck_assert_msg(reasons[a] >= 10, "%s only %zu times", ec_epoch_reason_name(a), reasons[a]);
 }
 END_TEST
 
@@ -1536,7 +1538,7 @@ START_TEST(large_cluster_promotes_in_place)
     nodes[1234].state = EC_NODE_FAILED;
     ec_plan_decision_t *d = plan_ok(&in);
     ck_assert_int_eq(d->action, EC_PLAN_PUBLISH);
-    ck_assert_int_eq(d->reason, EC_PLAN_REASON_SPARE_PROMOTED);
+    ck_assert_int_eq(d->reason, EC_REASON_SPARE_PROMOTED);
     ck_assert_uint_eq(d->n_members, 4000);
     for (size_t m = 0; m < 4000; m++)
         ck_assert_uint_eq(d->members[m], m == 1234 ? 4000 : m);

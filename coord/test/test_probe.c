@@ -7,6 +7,7 @@
  * wrong id or a closed port does not count.
  */
 #include "probe.h"
+#include "probe_server.h"
 
 #include <arpa/inet.h>
 #include <ec_check.h>

@@ -6,7 +6,10 @@
 #
 # --files     every manifest file (base/, examples/; kustomization files and
 #             overlay patches are checked through the renderings instead)
-#             against the Kubernetes API schemas: validate/validate.mjs
+#             against the Kubernetes API schemas: validate/validate.mjs; the
+#             examples (each complete in itself) with the rules as well; the
+#             custom resources (PyTorchJob, PaddleJob, JobSet) structurally
+#             and through the pod and Job templates they embed
 # --overlays  render every kustomization (base/*, overlays/*) and validate each
 #             rendering with the cross-object rules as well (--rules)
 # --docker    lint deploy/docker/Dockerfile (dockerfile-utils, the parser
@@ -67,6 +70,15 @@ if [ "$mode" = all ] || [ "$mode" = files ]; then
     files=$(find "$here/base" "$here/examples" -name '*.yaml' ! -name kustomization.yaml | sort)
     # shellcheck disable=SC2086
     node "$work/validate.mjs" $files || status=1
+    echo "== examples, with the rules"
+    for f in $(find "$here/examples" -name '*.yaml' | sort); do
+        if out=$(node "$work/validate.mjs" --rules --label "examples/$(basename "$f")" "$f"); then
+            printf '%s\n' "$out" | tail -n 1
+        else
+            printf '%s\n' "$out" | grep -v '^ok '
+            status=1
+        fi
+    done
 fi
 
 if [ "$mode" = all ] || [ "$mode" = overlays ]; then

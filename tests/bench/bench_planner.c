@@ -20,14 +20,14 @@
 typedef struct {
     const char *name;
     ec_plan_action_t action;
-    ec_plan_reason_t reason;
+    ec_epoch_reason_t reason;
 } scenario_t;
 
 static const scenario_t scenarios[] = {
-    {"start", EC_PLAN_PUBLISH, EC_PLAN_REASON_START},
-    {"loss+standby", EC_PLAN_PUBLISH, EC_PLAN_REASON_SPARE_PROMOTED},
-    {"loss-nostandby", EC_PLAN_PUBLISH, EC_PLAN_REASON_LOST},
-    {"join", EC_PLAN_PUBLISH, EC_PLAN_REASON_JOIN},
+    {"start", EC_PLAN_PUBLISH, EC_REASON_START},
+    {"loss+standby", EC_PLAN_PUBLISH, EC_REASON_SPARE_PROMOTED},
+    {"loss-nostandby", EC_PLAN_PUBLISH, EC_REASON_LOST},
+    {"join", EC_PLAN_PUBLISH, EC_REASON_JOIN},
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;

@@ -16,7 +16,7 @@
  *                                 embedded one; its CPU is then not measured
  *
  * Who is real and who is simulated.  Only the leader is a real ec_node_t
- * (coord/node.h), started first so it wins the election, with np=1:N,
+ * (coord/agent/node.h), started first so it wins the election, with np=1:N,
  * elastic_timeout one hour (so only "np_max reached" can form the first
  * epoch) and replace_wait 0 (a loss re-forms at once).  The other N-1 nodes
  * are what a real agent leaves in etcd and nothing more: a lease and a node
@@ -61,7 +61,7 @@
  *                 Txn carries it twice (epoch and epochs/<n>), and etcd
  *                 refuses requests over 1.5 MiB.
  *   READY wave    every live simulated node rewrites its record with state
- *                 ready (a plain Put under its lease), as coord/launch.c does
+ *                 ready (a plain Put under its lease), as coord/agent/launch.c does
  *                 through ec_node_set_state() after every epoch in restart
  *                 mode: the leader's CPU and etcd's work for N writes that
  *                 change no decision (no epoch may follow).
@@ -991,7 +991,7 @@ static double rel_ms(int64_t wall_ms_field, int64_t t0_wall_us)
 }
 
 /* Every live simulated node rewrites its record with state ready, as
- * coord/launch.c does through ec_node_set_state() after each epoch. */
+ * coord/agent/launch.c does through ec_node_set_state() after each epoch. */
 static void *ready_main(void *arg)
 {
     ec_etcd_t *c = arg;
@@ -1603,7 +1603,7 @@ static void print_size(const result_t *r)
            L->met.rx_bytes, L->met.tx_bytes, 2 * L->rec, L->met.tx_bytes - 2.0 * L->rec,
            L->met.puts, L->met.dels, L->met.txns, L->met.proposals);
     if (r->rw_puts > 0)
-        printf("READY wave (every member rewrites its record, as coord/launch.c does after each "
+        printf("READY wave (every member rewrites its record, as coord/agent/launch.c does after each "
                "epoch): %d puts in %.2f s, %.0f requests, %.0f raft proposals, etcd sent %.0f bytes "
                "to the leader; leader CPU %.1f ms (coordinator thread %.1f ms) = %.3f ms per put; "
                "etcd CPU %.1f ms net; %" PRIu64 " epochs published%s\n",

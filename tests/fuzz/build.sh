@@ -47,13 +47,13 @@ fi
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 CFLAGS="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wno-unused-function $SAN"
-INC="-I$SRC/coord -I$SRC/coord/etcd -I$OUT/proto -I$SRC/tests/fuzz $PBC_CFLAGS"
-LIBSRC="coord/error.c coord/log.c coord/keys.c coord/records.c coord/history.c coord/planner.c
-coord/knobs.c coord/gpus.c coord/torchrun_args.c coord/etcd/endpoints.c"
+INC="-I$SRC/coord/util -I$SRC/coord/etcd -I$SRC/coord/core -I$SRC/coord/cli -I$OUT/proto -I$SRC/tests/fuzz $PBC_CFLAGS"
+LIBSRC="coord/util/error.c coord/util/log.c coord/util/strbuf.c coord/core/keys.c coord/core/records.c coord/core/history.c coord/core/planner.c coord/core/rank.c
+coord/cli/knobs.c coord/util/gpus.c coord/cli/torchrun_args.c coord/etcd/endpoints.c"
 OBJS=""
 for s in $LIBSRC; do
     o="$OUT/obj/$(echo "$s" | tr / _).o"
-    if newer "$o" "$SRC/$s" "$SRC"/coord/*.h "$SRC"/coord/etcd/*.h; then
+    if newer "$o" "$SRC/$s" "$SRC"/coord/*/*.h; then
         # shellcheck disable=SC2086
         "$CC" $CFLAGS -fsanitize=fuzzer-no-link $INC -c "$SRC/$s" -o "$o"
     fi

@@ -1,7 +1,7 @@
-/* libFuzzer target: the knob table's parser (coord/knobs.c) fed arbitrary
+/* libFuzzer target: the knob table's parser (coord/cli/knobs.c) fed arbitrary
  * command lines and environments, as `ecoord launch|status|check` is by
  * users, pod specs and inherited PADDLE_* variables; and `ecoord torchrun`'s
- * translation (coord/torchrun_args.c) in front of it.
+ * translation (coord/cli/torchrun_args.c) in front of it.
  *
  * Input: the first byte picks the subcommand (0 launch, 1 status, 2 check,
  * 3 torchrun); the rest is split at NUL

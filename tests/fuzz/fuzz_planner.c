@@ -1,4 +1,4 @@
-/* libFuzzer target: the planner (coord/planner.c) fed arbitrary node sets,
+/* libFuzzer target: the planner (coord/core/planner.c) fed arbitrary node sets,
  * epochs, configurations and clocks, built from the input bytes.  Ids come
  * from a small pool so nodes, members and left ids collide the way they do
  * in a real job (and sometimes twice, which the planner must refuse).
@@ -60,9 +60,9 @@ static void check_publish(const ec_plan_input_t *in, const ec_plan_decision_t *d
                "%zu members outside np %d:%d", d->n_members, c->np_min, c->np_max);
     FUZZ_CHECK(d->world_size == (int64_t)d->n_members * c->nproc, "world %" PRId64,
                d->world_size);
-    FUZZ_CHECK(d->reason >= EC_PLAN_REASON_START && d->reason <= EC_PLAN_REASON_SPARE_PROMOTED,
+    FUZZ_CHECK(d->reason >= EC_REASON_START && d->reason <= EC_REASON_SPARE_PROMOTED,
                "reason %d", d->reason);
-    FUZZ_CHECK((d->reason == EC_PLAN_REASON_START) == (e->number == 0), "start reason");
+    FUZZ_CHECK((d->reason == EC_REASON_START) == (e->number == 0), "start reason");
     bool in_pub[MAXN] = {0};
     for (size_t k = 0; k < d->n_members; k++) {
         size_t i = d->members[k];
@@ -127,8 +127,9 @@ static int plan_checked(const ec_plan_input_t *in, bool malformed, ec_plan_decis
         FUZZ_CHECK(d->wait_ms > 0, "wait-until %" PRId64 " ms", d->wait_ms);
         /* fallthrough */
     case EC_PLAN_WAIT:
+    case EC_PLAN_COMPLETE:
     case EC_PLAN_FAIL:
-        FUZZ_CHECK(d->reason == EC_PLAN_REASON_NONE && d->n_members == 0, "stray publish data");
+        FUZZ_CHECK(d->reason == EC_REASON_UNKNOWN && d->n_members == 0, "stray publish data");
         break;
     default:
         FUZZ_CHECK(0, "action %d", d->action);

@@ -12,7 +12,7 @@ void ec_test_require_etcd(void)
 {
     /* First thing in main, before any thread (etcd.h: EC_ETCD_POLL_ENV). */
     setenv(EC_ETCD_POLL_ENV, EC_ETCD_POLL_MS, 0);
-    if (!ec_embed_find_etcd(NULL)) {
+    if (!ec_embed_find_etcd(getenv("ETCD"), getenv("PATH"))) {
         printf("1..0 # SKIP no etcd binary (apt-get install etcd-server)\n");
         exit(0);
     }
@@ -22,7 +22,20 @@ ec_embed_t *ec_test_etcd_start(const ec_embed_opts_t *opts)
 {
     ec_error_t err = {0};
     ec_embed_opts_t o = EC_EMBED_OPTS_INIT;
-    ec_embed_t *e = ec_embed_start(opts ? opts : &o, &err);
+    if (opts)
+        memcpy(&o, opts, opts->size < sizeof(o) ? opts->size : sizeof(o));
+    o.size = sizeof(o);
+    /* The environment the tests run in (make check sets ETCD): the library
+     * reads none itself. */
+    if (!o.etcd_path || !*o.etcd_path)
+        o.etcd_path = getenv("ETCD");
+    if (!o.search_path)
+        o.search_path = getenv("PATH");
+    if (!o.tmpdir)
+        o.tmpdir = getenv("TMPDIR");
+    if (getenv("EC_KEEP_ETCD_DIR"))
+        o.keep_dir = 1;
+    ec_embed_t *e = ec_embed_start(&o, &err);
     ck_assert_msg(e != NULL, "cannot start etcd: %s", err.msg);
     return e;
 }

@@ -1,4 +1,4 @@
-/* Integration-test harness: a real etcd per test case (coord/embed.c),
+/* Integration-test harness: a real etcd per test case (coord/etcd/embed.c),
  * clients, and polling with deadlines.  Tests never sleep and hope. */
 #ifndef EC_TEST_HARNESS_H
 #define EC_TEST_HARNESS_H

@@ -1,5 +1,5 @@
 /* ecoord-allreduce: the collective `ecoord check` runs on every node through
- * `ecoord launch` (contract in coord/checkrun.h).
+ * `ecoord launch` (contract in coord/check/command.h).
  *
  *   ecoord-allreduce --bytes=B
  *

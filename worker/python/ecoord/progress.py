@@ -9,7 +9,7 @@
 
 The same as the C library's ecw_progress_step/pause/resume (worker/ecw.h), in pure
 Python: `ecoord launch` gives every process a small file (ECOORD_PROGRESS_FILE,
-layout in coord/progress_file.h) that this module maps and stores into; the agent
+layout in coord/core/progress_file.h) that this module maps and stores into; the agent
 samples it and the leader acts when the job stops progressing for --hang_timeout
 (on by default, 300 s, for programs that report).  Needs neither libecworker nor
 torch; without an agent (the variable unset) every call does nothing.

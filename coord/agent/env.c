@@ -1,0 +1,333 @@
+/* Training-process environment: one function, one table of names. */
+#define _GNU_SOURCE /* vasprintf */
+#include "env.h"
+#include "env_contract.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "connect.h"
+#include "knobs.h"
+#include "rank.h"
+
+/* Never passed on to a training process. */
+static const char *const secret_vars[] = {EC_ENV_ETCD_PASSWORD, NULL};
+
+static bool is_secret(const char *kv)
+{
+    for (int i = 0; secret_vars[i]; i++) {
+        size_t nl = strlen(secret_vars[i]);
+        if (!strncmp(kv, secret_vars[i], nl) && kv[nl] == '=')
+            return true;
+    }
+    return false;
+}
+
+/* ---- the password file the agent writes for its workers --------------------------- */
+
+static pthread_mutex_t pw_mu = PTHREAD_MUTEX_INITIALIZER;
+static char pw_dir[PATH_MAX], pw_path[PATH_MAX + 32];
+static pid_t pw_owner; /* a forked child that exit()s must not remove it */
+
+static void pw_remove(void)
+{
+    if (getpid() != pw_owner)
+        return;
+    if (pw_path[0])
+        unlink(pw_path);
+    if (pw_dir[0])
+        rmdir(pw_dir);
+}
+
+/* The file holding password, written once per agent process: 0600 in a
+ * fresh 0700 directory, removed at exit.  (A SIGKILLed agent leaves it, in
+ * a directory only its user can enter.) */
+static const char *pw_file(const char *password, ec_error_t *err)
+{
+    pthread_mutex_lock(&pw_mu);
+    if (pw_path[0]) {
+        pthread_mutex_unlock(&pw_mu);
+        return pw_path;
+    }
+    const char *base = ec_config_environ("XDG_RUNTIME_DIR", NULL);
+    if (!base || !*base || access(base, W_OK) != 0)
+        base = ec_config_environ("TMPDIR", NULL);
+    if (!base || !*base)
+        base = "/tmp";
+    snprintf(pw_dir, sizeof(pw_dir), "%s/ecoord-secret-XXXXXX", base);
+    if (!mkdtemp(pw_dir)) {
+        ec_errorf(err, EC_ESYS, "cannot create a private directory under %s for the etcd "
+                  "password of the training processes: %s (set TMPDIR to a writable "
+                  "directory)", base, strerror(errno));
+        pw_dir[0] = '\0';
+        goto fail;
+    }
+    snprintf(pw_path, sizeof(pw_path), "%s/etcd-password", pw_dir);
+    pw_owner = getpid();
+    int fd = open(pw_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    size_t len = strlen(password);
+    bool ok = fd >= 0 && write(fd, password, len) == (ssize_t)len;
+    int saved = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) {
+        ec_errorf(err, EC_ESYS, "cannot write the etcd password file %s for the training "
+                  "processes: %s", pw_path, strerror(saved));
+        pw_remove();
+        pw_path[0] = pw_dir[0] = '\0';
+        goto fail;
+    }
+    atexit(pw_remove);
+    pthread_mutex_unlock(&pw_mu);
+    return pw_path;
+fail:
+    pthread_mutex_unlock(&pw_mu);
+    return NULL;
+}
+
+/* path made absolute (the training process may change directory). */
+static void abs_path(const char *path, char *out, size_t len)
+{
+    char buf[PATH_MAX];
+    snprintf(out, len, "%s", realpath(path, buf) ? buf : path);
+}
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+    int oom;
+} envb_t;
+
+static void add(envb_t *b, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(envb_t *b, const char *name, const char *fmt, ...)
+{
+    /* no fixed cap: PADDLE_TRAINER_ENDPOINTS and PADDLE_WORLD_DEVICE_IDS
+     * grow with the world */
+    char *val = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int vl = vasprintf(&val, fmt, ap);
+    va_end(ap);
+    if (vl < 0) {
+        b->oom = 1;
+        return;
+    }
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < b->n; i++) /* ours replace anything inherited */
+        if (!strncmp(b->v[i], name, nl) && b->v[i][nl] == '=') {
+            free(b->v[i]);
+            b->v[i] = b->v[--b->n];
+            break;
+        }
+    if (b->n + 2 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 128;
+        char **nv = realloc(b->v, nc * sizeof(char *));
+        if (!nv) {
+            b->oom = 1;
+            free(val);
+            return;
+        }
+        b->v = nv;
+        b->cap = nc;
+    }
+    char *kv = malloc(nl + (size_t)vl + 2);
+    if (!kv) {
+        b->oom = 1;
+        free(val);
+        return;
+    }
+    sprintf(kv, "%s=%s", name, val);
+    free(val);
+    b->v[b->n++] = kv;
+    b->v[b->n] = NULL;
+}
+
+int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
+                 char *const *base, char ***out, ec_error_t *err)
+{
+    *out = NULL;
+    if (m_id < 0 || m_id >= ep->nmembers || n_id < 0 || n_id >= ep->nproc)
+        return ec_errorf(err, EC_EINVAL, "no local rank %d on member %d of epoch %llu", n_id, m_id,
+                         (unsigned long long)ep->number);
+    envb_t b = {0};
+    for (size_t i = 0; base && base[i]; i++) {
+        if (is_secret(base[i]))
+            continue;
+        if (b.n + 2 > b.cap) {
+            size_t nc = b.cap ? b.cap * 2 : 128;
+            char **nv = realloc(b.v, nc * sizeof(char *));
+            if (!nv)
+                goto oom;
+            b.v = nv;
+            b.cap = nc;
+        }
+        if (!(b.v[b.n] = strdup(base[i])))
+            goto oom;
+        b.v[++b.n] = NULL;
+    }
+    int64_t rank = ec_rank(m_id, ep->nproc, n_id);
+    char *endpoints = NULL;
+    if (ec_epoch_endpoints(ep, ",", &endpoints, err) < 0)
+        goto fail;
+    char cur[EC_ENDPOINT_MAX], rank0[EC_ENDPOINT_MAX];
+    ec_epoch_endpoint(ep, m_id, n_id, cur, sizeof(cur));
+    ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0));
+    const char *maddr;
+    int mport;
+    ec_epoch_master(ep, &maddr, &mport);
+    int W = ep->world_size, N = ep->nproc, M = ep->nmembers;
+
+    /* Paddle (conventions.md) */
+    add(&b, "PADDLE_TRAINER_ID", "%lld", (long long)rank);
+    add(&b, "PADDLE_TRAINERS_NUM", "%d", W);
+    add(&b, "PADDLE_TRAINER_ENDPOINTS", "%s", endpoints);
+    add(&b, EC_ENV_PADDLE_CURRENT_ENDPOINT, "%s", cur);
+    add(&b, "PADDLE_RANK_IN_NODE", "%d", n_id);
+    add(&b, "PADDLE_MASTER", "%s", rank0);
+    add(&b, "PADDLE_GLOBAL_SIZE", "%d", W);
+    add(&b, "PADDLE_LOCAL_SIZE", "%d", N);
+    add(&b, "PADDLE_GLOBAL_RANK", "%lld", (long long)rank);
+    add(&b, EC_ENV_PADDLE_LOCAL_RANK, "%d", n_id);
+    add(&b, "PADDLE_NNODES", "%d", M);
+    add(&b, EC_ENV_PADDLE_JOB_ID, "%s", ctx->job_id);
+    add(&b, "PADDLE_LOG_DIR", "%s", ctx->log_dir);
+    add(&b, EC_ENV_POD_NAME, "%s", ctx->node_id);
+    if (n_id < ctx->ngpus) {
+        /* The node's GPUs narrowed to the ones it uses, so an index into
+         * them is the local rank (coord/util/gpus.h); Paddle's formats (fleet's
+         * launch_utils.py): a process's ids comma-separated, every rank's in
+         * rank order comma-separated (a rank's several ids ':'-joined: one
+         * each here).  Every member runs the same N, so rank r's id is r % N. */
+        if (ctx->visible_devices)
+            add(&b, "CUDA_VISIBLE_DEVICES", "%s", ctx->visible_devices);
+        add(&b, EC_ENV_SELECTED_GPUS, "%d", n_id);
+        add(&b, "PADDLE_LOCAL_DEVICE_IDS", "%d", n_id);
+        size_t wl = (size_t)W * 12 + 1;
+        char *world = malloc(wl);
+        if (!world) {
+            free(endpoints);
+            goto oom;
+        }
+        size_t used = 0;
+        for (int r = 0; r < W; r++)
+            used += (size_t)snprintf(world + used, wl - used, "%s%d", r ? "," : "", r % N);
+        add(&b, "PADDLE_WORLD_DEVICE_IDS", "%s", world);
+        free(world);
+        if (!ec_env_get(base, "PADDLE_DISTRI_BACKEND"))
+            add(&b, "PADDLE_DISTRI_BACKEND", "nccl");
+    } else {
+        add(&b, "PADDLE_DISTRI_BACKEND", "gloo");
+    }
+    /* torchrun */
+    add(&b, "RANK", "%lld", (long long)rank);
+    add(&b, EC_ENV_LOCAL_RANK, "%d", n_id);
+    add(&b, "WORLD_SIZE", "%d", W);
+    add(&b, "LOCAL_WORLD_SIZE", "%d", N);
+    add(&b, "GROUP_RANK", "%d", m_id);
+    add(&b, "GROUP_WORLD_SIZE", "%d", M);
+    add(&b, "ROLE_RANK", "%lld", (long long)rank);
+    add(&b, "ROLE_WORLD_SIZE", "%d", W);
+    add(&b, "ROLE_NAME", "%s", ctx->role && *ctx->role ? ctx->role : "default");
+    add(&b, "MASTER_ADDR", "%s", maddr);
+    add(&b, "MASTER_PORT", "%d", mport);
+    add(&b, "TORCHELASTIC_RESTART_COUNT", "%d", ctx->restart_count);
+    add(&b, "TORCHELASTIC_MAX_RESTARTS", "%d", ctx->max_restarts);
+    add(&b, "TORCHELASTIC_RUN_ID", "%s", ctx->job_id);
+    /* the program's env:// rendezvous hosts its own store on rank 0 (at
+     * MASTER_PORT): there is no agent store to use, whatever was inherited */
+    add(&b, "TORCHELASTIC_USE_AGENT_STORE", "False");
+    if (ctx->error_file)
+        add(&b, "TORCHELASTIC_ERROR_FILE", "%s", ctx->error_file);
+    /* torchrun's: a NCCL error or timeout tears the process down instead of
+     * leaving it hung in a collective (torch < 2.2 reads the first name,
+     * later ones the second).  A user who set either keeps exactly theirs. */
+    if (!ec_env_get(base, "NCCL_ASYNC_ERROR_HANDLING") &&
+        !ec_env_get(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
+        add(&b, "NCCL_ASYNC_ERROR_HANDLING", "1");
+        add(&b, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    }
+    /* torchrun's default against N processes each starting a thread per core */
+    if (ec_env_omp_default(N, base))
+        add(&b, "OMP_NUM_THREADS", "1");
+    /* ecoord: what the worker library needs to follow epochs itself */
+    add(&b, EC_ENV_ELASTIC_SERVER, "%s", ctx->elastic_server ? ctx->elastic_server : "");
+    add(&b, EC_ENV_ETCD_PREFIX, "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
+    add(&b, EC_ENV_JOB_ID, "%s", ctx->job_id);
+    add(&b, EC_ENV_EPOCH, "%llu", (unsigned long long)ep->number);
+    add(&b, EC_ENV_NODE_ID, "%s", ctx->node_id);
+    add(&b, EC_ENV_LEASE, "%llx", ctx->lease);
+    if (ctx->lease_ttl_ms > 0) {
+        add(&b, EC_ENV_LEASE_TTL_MS, "%lld", ctx->lease_ttl_ms);
+        add(&b, EC_ENV_LEASE_MARGIN_MS, "%lld", ctx->lease_margin_ms);
+    }
+    add(&b, EC_ENV_REBUILD, "%s", ctx->rebuild ? ctx->rebuild : "restart");
+    if (ctx->progress_file)
+        add(&b, EC_ENV_PROGRESS_FILE, "%s", ctx->progress_file);
+    /* etcd's TLS and authentication, as the agent connects */
+    const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();
+    if (cfg) {
+        const char *files[][2] = {{EC_ENV_ETCD_CACERT, cfg->etcd_cacert},
+                                  {EC_ENV_ETCD_CERT, cfg->etcd_cert},
+                                  {EC_ENV_ETCD_KEY, cfg->etcd_key}};
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+            char p[PATH_MAX] = "";
+            if (files[i][1] && *files[i][1])
+                abs_path(files[i][1], p, sizeof(p));
+            add(&b, files[i][0], "%s", p);
+        }
+        add(&b, EC_ENV_ETCD_USER, "%s", cfg->etcd_user ? cfg->etcd_user : "");
+        const char *pwf = "";
+        char p[PATH_MAX];
+        if (cfg->etcd_user && *cfg->etcd_user && cfg->etcd_password && *cfg->etcd_password) {
+            if (cfg->etcd_password_file && *cfg->etcd_password_file) {
+                abs_path(cfg->etcd_password_file, p, sizeof(p));
+                pwf = p;
+            } else if (!(pwf = pw_file(cfg->etcd_password, err))) {
+                free(endpoints);
+                goto fail;
+            }
+        }
+        add(&b, EC_ENV_ETCD_PASSWORD_FILE, "%s", pwf);
+    }
+    free(endpoints);
+    if (b.oom)
+        goto oom;
+    *out = b.v;
+    return 0;
+oom:
+    ec_errorf(err, EC_ENOMEM, "out of memory building the environment");
+fail:
+    ec_env_free(b.v);
+    return err && err->code ? err->code : EC_ENOMEM;
+}
+
+void ec_env_free(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
+
+bool ec_env_omp_default(int nproc, char *const *base)
+{
+    return nproc > 1 && !ec_env_get(base, "OMP_NUM_THREADS");
+}
+
+const char *ec_env_get(char *const *env, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; env && env[i]; i++)
+        if (!strncmp(env[i], name, nl) && env[i][nl] == '=')
+            return env[i] + nl + 1;
+    return NULL;
+}

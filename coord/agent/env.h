@@ -1,0 +1,69 @@
+/* The environment of one training process (pure): what Paddle and torchrun
+ * programs expect, plus ecoord's own, computed from the epoch alone so every
+ * process of every node agrees. */
+#ifndef EC_ENV_H
+#define EC_ENV_H
+
+#include <stdbool.h>
+
+#include "error.h"
+#include "records.h"
+
+struct ec_config;
+
+typedef struct ec_env_ctx {
+    const char *job_id;
+    const char *node_id;
+    const char *log_dir;
+    const char *elastic_server;  /* endpoints, comma list */
+    const char *etcd_prefix;     /* "" for none */
+    const char *rebuild;         /* "restart" or "inprocess" */
+    /* The node's GPUs (coord/util/gpus.h): ngpus, one per local rank (0: a CPU
+     * node, PADDLE_DISTRI_BACKEND=gloo), and the CUDA_VISIBLE_DEVICES every
+     * process gets (NULL: left as inherited).  Local rank i uses the i-th:
+     * FLAGS_selected_gpus=i, PADDLE_LOCAL_DEVICE_IDS=i. */
+    int ngpus;
+    const char *visible_devices;
+    int restart_count;
+    int max_restarts;
+    long long lease;             /* the node's lease, for keys workers write */
+    /* The lease's TTL and the fence margin (--lease_margin, in ms): the
+     * worker library refuses collectives once it cannot confirm the lease
+     * for TTL - margin.  0: not passed (the library does not fence). */
+    long long lease_ttl_ms, lease_margin_ms;
+    /* The agent's configuration (NULL: none): the workers connect to etcd
+     * with its TLS files and user.  The password itself never enters a
+     * training process's environment: ECOORD_ETCD_PASSWORD is removed and
+     * ECOORD_ETCD_PASSWORD_FILE names a file only this user can read (the
+     * agent's --etcd_password_file, else one the agent writes once, 0600 in
+     * a private 0700 directory, removed when the agent exits).  Until
+     * launch.c names it, the configuration of the agent's own connection
+     * (ec_connect_config) is used. */
+    const struct ec_config *etcd;
+    /* This process's TORCHELASTIC_ERROR_FILE (torch's @record writes the
+     * exception there), an absolute path; NULL: not set. */
+    const char *error_file;
+    const char *progress_file;   /* ECOORD_PROGRESS_FILE (coord/progress_file.h); NULL: none */
+    const char *role;            /* ROLE_NAME; NULL: "default" */
+} ec_env_ctx_t;
+
+/* Build the environment of local rank n_id on member m_id of ep: base
+ * (NULL-terminated, e.g. environ) with every variable we set replaced.
+ * OMP_NUM_THREADS=1 is added, as torchrun does, when the node runs more than
+ * one process and base does not set it (see ec_env_omp_default);
+ * NCCL_ASYNC_ERROR_HANDLING=1 and TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base
+ * sets neither.
+ * *out is a malloc'd NULL-terminated array of malloc'd "K=V" strings; free
+ * it with ec_env_free.  Returns 0, EC_EINVAL (m_id/n_id out of range),
+ * EC_ESYS (the password file could not be written) or EC_ENOMEM.
+ * Pure but for that file: see ctx->etcd. */
+int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
+                 char *const *base, char ***out, ec_error_t *err);
+void ec_env_free(char **env);
+/* Whether ec_env_build sets OMP_NUM_THREADS=1 for nproc processes per node
+ * over base: the caller says so once, in its own words. */
+bool ec_env_omp_default(int nproc, char *const *base);
+/* Value of name in env, or NULL. */
+const char *ec_env_get(char *const *env, const char *name);
+
+#endif

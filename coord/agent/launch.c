@@ -1,0 +1,1137 @@
+/* `ecoord launch`: the per-node agent.
+ *
+ * The main thread owns the training processes and runs one poll loop over a
+ * self-pipe (woken by signals and by the coordinator's callbacks) and local
+ * rank 0's output.  The node coordinator (coord/agent/node.c) runs on its own
+ * threads and hands over epochs and job status through `inbox`.
+ *
+ * The fence: a node whose lease etcd has not confirmed for TTL - margin
+ * (--lease_margin) stops acting before etcd can expire the lease and the
+ * others re-form without it, so two groups never train at once.  Restart
+ * mode: the agent stops its processes; in place, the worker library refuses
+ * collectives by itself (worker/ecw.c).  Once the lease is confirmed again,
+ * the node asks for a re-form of the same members (incarnation bump), or
+ * rejoins as a new registration if the lease was lost meanwhile. */
+#define _GNU_SOURCE
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "connect.h"
+#include "embed.h"
+#include "endpoints.h"
+#include "env.h"
+#include "errorfile.h"
+#include "gpus.h"
+#include "log.h"
+#include "metrics.h"
+#include "progress.h"
+#include "netaddr.h"
+#include "node.h"
+#include "planner.h"
+#include "procs.h"
+#include "program.h"
+
+#define EC_VERSION "0.1.0"
+
+extern char **environ;
+
+static int wake_fd = -1;
+/* sig_term: the first SIGINT or SIGTERM (a graceful leave); sig_kill_now:
+ * the second (stop the processes at once and exit), which also cuts short a
+ * grace period in progress (ec_procs_set_abort). */
+static volatile sig_atomic_t sig_term, sig_kill_now, sig_last;
+
+static void on_signal(int s)
+{
+    int saved = errno;
+    if (s == SIGINT || s == SIGTERM) {
+        if (sig_term)
+            sig_kill_now = 1;
+        sig_term = 1;
+        sig_last = s;
+    }
+    if (wake_fd >= 0) {
+        ssize_t w = write(wake_fd, "s", 1);
+        (void)w;
+    }
+    errno = saved;
+}
+
+/* The console (stdout) behind a bounded queue: the coordinator's threads
+ * log through it and rank 0's output is copied to it, and none of them may
+ * block when nobody reads stdout (a stopped pager, Ctrl-S, a stuck log
+ * shipper): what does not fit is dropped and counted. */
+#define CONSOLE_QUEUE_BYTES (1u << 20)
+#define CONSOLE_FLUSH_MS 2000
+static ec_outq_t *console_q;
+
+/* LAUNCH INFO 2022-07-20 12:10:15,863 message (Paddle's console form). */
+static void console(ec_log_level_t lvl, const char *msg, void *arg)
+{
+    (void)arg;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    char ts[32];
+    strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+    char line[1200];
+    int n = snprintf(line, sizeof(line), "LAUNCH %s %s,%03d %s\n", ec_log_level_name(lvl), ts,
+                     (int)(tv.tv_usec / 1000), msg);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(line)) {
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    if (console_q) {
+        ec_outq_write(console_q, line, (size_t)n);
+    } else {
+        fputs(line, stdout);
+        fflush(stdout);
+    }
+}
+
+typedef struct agent {
+    const ec_config_t *cfg;
+    ec_program_t prog;  /* the command each local rank runs */
+    ec_embed_t *embed;
+    char *endpoints;
+    ec_etcd_t *c;
+    ec_node_t *node;
+    ec_procs_t *procs;
+    ec_metrics_t *metrics; /* NULL: --metrics_port=0 */
+    char host[256], ifname[64];
+    char log_dir[4096]; /* --log_dir made absolute: ranks may change directory */
+    int nproc;
+    ec_gpus_t gpus; /* which GPUs the processes get (coord/util/gpus.h) */
+    uint16_t *ports;
+    int *resv;
+    bool reserved;
+    int pipefd[2];
+    /* inbox, under lock */
+    pthread_mutex_t lock;
+    ec_epoch_t *new_epoch;
+    ec_job_state_t job_state;
+    char *job_reason;
+    /* main thread */
+    ec_epoch_t *epoch;
+    int m_id;
+    bool *done;
+    bool node_done;
+    int restarts;
+    uint64_t epochs_seen;
+    int64_t start_ms;
+    /* A failure folded into a membership change (after_failure): the
+     * processes are stopped and the epoch that drops the lost peer is
+     * awaited until fold_until (monotonic ms; 0: none), after which the
+     * failure of local rank fold_rank counts as this node's own. */
+    int64_t fold_until;
+    int fold_rank;
+    bool fenced;          /* the lease is not confirmed: processes stopped */
+    int64_t fenced_since; /* monotonic ms */
+    /* the ranks' progress (coord/progress.h): sampled every pass, written
+     * into our record when ec_progress_publish_due says so */
+    ec_progress_t *progress;
+    int64_t silence_ms;
+    ec_node_progress_t pub; /* what was last written (seq 0: nothing) */
+    int64_t pub_ms;
+    int64_t hang_poll_ms;   /* last look for the leader's hang verdict */
+} agent_t;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The fence margin and threshold, in ms. */
+static int64_t lease_margin_ms(const ec_config_t *cfg)
+{
+    return cfg->lease_ttl_ms * cfg->lease_margin_pct / 100;
+}
+
+static int64_t fence_after_ms(const ec_config_t *cfg)
+{
+    return cfg->lease_ttl_ms - lease_margin_ms(cfg);
+}
+
+static void wake(agent_t *a)
+{
+    ssize_t w = write(a->pipefd[1], "e", 1);
+    (void)w;
+}
+
+static void on_epoch(const ec_epoch_t *ep, void *arg)
+{
+    agent_t *a = arg;
+    ec_epoch_t *cp = ec_epoch_dup(ep);
+    pthread_mutex_lock(&a->lock);
+    ec_epoch_free(a->new_epoch); /* only the newest matters */
+    a->new_epoch = cp;
+    pthread_mutex_unlock(&a->lock);
+    wake(a);
+}
+
+static void on_job(const ec_job_status_t *st, void *arg)
+{
+    agent_t *a = arg;
+    pthread_mutex_lock(&a->lock);
+    a->job_state = st->state;
+    free(a->job_reason);
+    a->job_reason = st->reason && *st->reason ? strdup(st->reason) : NULL;
+    pthread_mutex_unlock(&a->lock);
+    wake(a);
+}
+
+static void on_event(const char *ev, void *arg)
+{
+    /* already logged through ec_log; leader and lease gauges follow it */
+    ec_metrics_event(((agent_t *)arg)->metrics, ev);
+}
+
+static const char *rebuild_name(const ec_config_t *cfg)
+{
+    return cfg->rebuild == EC_REBUILD_INPROCESS ? "inprocess" : "restart";
+}
+
+static void write_endpoints_log(agent_t *a, const ec_epoch_t *ep)
+{
+    char *eps = NULL;
+    if (ec_epoch_endpoints(ep, "\n", &eps, NULL) < 0)
+        return;
+    char path[600], tmp[620];
+    snprintf(path, sizeof(path), "%s/endpoints.log", a->cfg->log_dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+        fprintf(f, "PADDLE_TRAINER_ENDPOINTS:\n%s\n", eps);
+        fclose(f);
+        rename(tmp, path);
+    }
+    free(eps);
+}
+
+static int64_t failure_rank(const agent_t *a, int r)
+{
+    return a->m_id >= 0 ? ec_rank(a->m_id, a->nproc, r) : -1;
+}
+
+static void record_failure(agent_t *a, ec_failure_t *f)
+{
+    ec_metrics_failure(a->metrics, f->kind);
+    ec_error_t err = {0};
+    if (ec_node_record_failure(a->node, f, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot record the failure in etcd: %s", err.msg);
+}
+
+/* A rank that could not even be started is recorded like one that exited
+ * 127 (a shell's "command not found"), with the reason as its log. */
+static void record_start_failure(agent_t *a, int r, const char *why)
+{
+    int64_t rank = failure_rank(a, r);
+    char *lines[] = {(char *)why};
+    ec_failure_t f = {
+        .node_id = (char *)a->cfg->node_id,
+        .kind = EC_FAILURE_EXITED,
+        .local_rank = r,
+        .global_rank = rank >= 0 ? (int)rank : 0,
+        .exit_code = 127,
+        .epoch = a->epoch ? a->epoch->number : 0,
+        .time_ms = wall_ms(),
+        .log_path = (char *)ec_procs_log_path(a->procs, r),
+        .nlines = 1,
+        .last_lines = lines,
+    };
+    record_failure(a, &f);
+}
+
+/* Local rank r's TORCHELASTIC_ERROR_FILE, beside its workerlog. */
+static void error_file(const agent_t *a, int r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/error.%d.json", a->log_dir, r);
+}
+
+static int start_rank(agent_t *a, int r)
+{
+    char errpath[4200];
+    error_file(a, r, errpath, sizeof(errpath));
+    /* what an earlier run of this rank reported is not about this one */
+    if (unlink(errpath) < 0 && errno != ENOENT)
+        ec_log(EC_LOG_WARN, "cannot remove the old error file %s (%s): a failure of local rank %d "
+                            "may be shown with an old exception", errpath, strerror(errno), r);
+    ec_env_ctx_t ctx = {
+        .job_id = a->cfg->job_id,
+        .node_id = a->cfg->node_id,
+        .log_dir = a->cfg->log_dir,
+        .elastic_server = a->endpoints,
+        .etcd_prefix = a->cfg->etcd_prefix,
+        .rebuild = rebuild_name(a->cfg),
+        .ngpus = a->gpus.n,
+        .visible_devices = a->gpus.n ? a->gpus.visible : NULL,
+        .restart_count = a->restarts,
+        .max_restarts = a->cfg->max_restart,
+        .lease = ec_node_lease(a->node),
+        .lease_ttl_ms = a->cfg->lease_ttl_ms,
+        .lease_margin_ms = lease_margin_ms(a->cfg),
+        .etcd = a->cfg,
+        .error_file = errpath,
+        .role = a->cfg->role,
+    };
+    char **env = NULL;
+    ec_error_t err = {0};
+    if (a->progress) {
+        if (ec_progress_reset(a->progress, r, ec_procs_log_path(a->procs, r), &err) == 0)
+            ctx.progress_file = ec_progress_path(a->progress, r);
+        else
+            ec_log(EC_LOG_WARN, "%s", err.msg);
+        err = (ec_error_t){0};
+    }
+    if (ec_env_build(a->epoch, a->m_id, r, &ctx, environ, &env, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "cannot build the environment of local rank %d: %s", r, err.msg);
+        return err.code;
+    }
+    char marker[512];
+    int64_t rank = ec_rank(a->m_id, a->nproc, r);
+    snprintf(marker, sizeof(marker),
+             "======== ecoord epoch %" PRIu64 ": rank %lld of world %d, local rank %d, node %s, "
+             "reason %s, restart %d ========\n",
+             a->epoch->number, (long long)rank, a->epoch->world_size, r, a->cfg->node_id,
+             ec_epoch_reason_name(a->epoch->reason), a->restarts);
+    int rc = ec_procs_start(a->procs, r, env, marker, &err);
+    ec_env_free(env);
+    if (rc < 0) {
+        ec_log(EC_LOG_ERROR, "cannot start local rank %d: %s", r, err.msg);
+        record_start_failure(a, r, err.msg);
+    }
+    return rc;
+}
+
+/* Start every local rank: the first that could not be started, or -1. */
+static int start_all(agent_t *a)
+{
+    int failed = -1;
+    for (int r = 0; r < a->nproc; r++) {
+        a->done[r] = false;
+        if (start_rank(a, r) < 0 && failed < 0)
+            failed = r;
+    }
+    a->node_done = false;
+    return failed;
+}
+
+static int after_failure(agent_t *a, int r, bool start_failed);
+
+/* Returns an exit code when the agent must exit, else -1. */
+static int apply_epoch(agent_t *a, ec_epoch_t *ep)
+{
+    ec_epoch_free(a->epoch);
+    a->epoch = ep;
+    a->epochs_seen++;
+    int m = ec_epoch_find_member(ep, a->cfg->node_id);
+    ec_log(EC_LOG_INFO, "+epoch %" PRIu64 " world=%d reason=%s%s%s nodes=%d leader=%s", ep->number,
+           ep->world_size, ec_epoch_reason_name(ep->reason),
+           ep->reason_detail && *ep->reason_detail ? ": " : "",
+           ep->reason_detail ? ep->reason_detail : "", ep->nmembers, ep->leader_id);
+    if (ep->np_max > 0 && (ep->np_min != a->cfg->np.min || ep->np_max != a->cfg->np.max)) {
+        /* The job's node counts are its leader's; one node believing others
+         * would decide differently once it leads. */
+        char mine[32], job[32];
+        snprintf(mine, sizeof(mine), "%d:%d", a->cfg->np.min, a->cfg->np.max);
+        snprintf(job, sizeof(job), "%d:%d", ep->np_min, ep->np_max);
+        ec_log(EC_LOG_ERROR, "-node %s: this node runs --np=%s but job %s runs --np=%s (every "
+                             "node uses the same); leaving, the job goes on without it: restart "
+                             "this node with --np=%s",
+               a->cfg->node_id, mine, a->cfg->job_id, job, job);
+        ec_error_t err = {0};
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return 1;
+    }
+    if (m < 0 && ep->nproc != a->nproc) {
+        /* The leader refuses a node whose N differs (planner.c); waiting
+         * as a standby would wait forever. */
+        ec_log(EC_LOG_ERROR, "-node %s: this node runs --nproc_per_node=%d but job %s runs %d "
+                             "processes per node (every node runs the same number); leaving, the "
+                             "job goes on without it: restart this node with --nproc_per_node=%d",
+               a->cfg->node_id, a->nproc, a->cfg->job_id, ep->nproc, ep->nproc);
+        ec_error_t err = {0};
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return 1;
+    }
+    if (m < 0) {
+        a->m_id = -1;
+        if (ec_procs_running(a->procs))
+            ec_log(EC_LOG_INFO, "this node is not in epoch %" PRIu64 ": stopping its processes",
+                   ep->number);
+        else
+            ec_log(EC_LOG_INFO, "this node is a standby in epoch %" PRIu64 ": waiting", ep->number);
+        /* and whatever finished ranks left running */
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        return -1;
+    }
+    bool was_running = ec_procs_running(a->procs) > 0;
+    a->m_id = m;
+    write_endpoints_log(a, ep);
+    ec_log(EC_LOG_INFO, "node %s is M_id %d: ranks %lld-%lld of %d", a->cfg->node_id, m,
+           (long long)ec_rank(m, a->nproc, 0), (long long)ec_rank(m, a->nproc, a->nproc - 1),
+           ep->world_size);
+    if (a->cfg->rebuild == EC_REBUILD_INPROCESS && was_running) {
+        /* The processes follow epochs themselves (worker library). */
+        return -1;
+    }
+    if (a->fenced && a->cfg->rebuild == EC_REBUILD_RESTART) {
+        /* Started now, they could train past our lease: once it is
+         * confirmed, the re-form this node asks for starts them. */
+        ec_log(EC_LOG_INFO, "fenced: not starting the processes of epoch %" PRIu64 " until "
+                            "this node's lease is confirmed", ep->number);
+        return -1;
+    }
+    /* every process of the last epoch, and what finished ranks left running */
+    ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    int failed = start_all(a);
+    ec_error_t err = {0};
+    if (ec_node_set_state(a->node, EC_NODE_READY, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot mark this node ready: %s", err.msg);
+    return failed >= 0 ? after_failure(a, failed, true) : -1;
+}
+
+/* The command line for messages: whole when short, else cut at about max
+ * bytes with an ellipsis and how much was left out.  malloc'd. */
+static char *command_line(const ec_program_t *p, size_t max)
+{
+    size_t total = 0;
+    for (int i = 0; i < p->argc; i++)
+        total += strlen(p->argv[i]) + 1;
+    char *s = malloc(max + 64);
+    if (!s)
+        return NULL;
+    size_t len = 0;
+    s[0] = '\0';
+    for (int i = 0; i < p->argc && len < total; i++) {
+        size_t n = strlen(p->argv[i]);
+        size_t room = max - len;
+        if (n + 1 > room) {
+            memcpy(s + len, p->argv[i], room);
+            len += room;
+            snprintf(s + len, 64, "... (%zu more bytes)", total - len - 1);
+            return s;
+        }
+        memcpy(s + len, p->argv[i], n);
+        len += n;
+        s[len++] = i + 1 < p->argc ? ' ' : '\0';
+    }
+    s[len] = '\0';
+    return s;
+}
+
+static void report_failure(agent_t *a, int r, int status)
+{
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    int64_t rank = failure_rank(a, r);
+    char what[64];
+    if (sig)
+        snprintf(what, sizeof(what), "signal %d (%s)", sig, strsignal(sig));
+    else
+        snprintf(what, sizeof(what), "exit code %d", code);
+    char *cmd = command_line(&a->prog, 400); /* one console line (ec_log: 1 KB) */
+    ec_log(EC_LOG_ERROR, "Container failed !!!");
+    ec_log(EC_LOG_ERROR, "  rank %lld (local rank %d, node %s, epoch %" PRIu64 ") ended with %s",
+           (long long)rank, r, a->cfg->node_id, a->epoch ? a->epoch->number : 0, what);
+    ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->prog.argv[0]);
+    free(cmd);
+    ec_log(EC_LOG_ERROR, "  log: %s", ec_procs_log_path(a->procs, r));
+    /* What the process said about its failure (torch's @record), if anything. */
+    char errpath[4200];
+    error_file(a, r, errpath, sizeof(errpath));
+    ec_errfile_t ef = {0};
+    ec_error_t eerr = {0};
+    int erc = ec_errfile_read(errpath, &ef, &eerr);
+    if (erc == 0) {
+        char when[64] = "an unknown time";
+        if (ef.timestamp > 0) {
+            time_t t = (time_t)ef.timestamp;
+            struct tm tm;
+            localtime_r(&t, &tm);
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+        }
+        ec_log(EC_LOG_ERROR, "  exception: %.700s", ef.message);
+        if (ef.raised[0])
+            ec_log(EC_LOG_ERROR, "  raised at: %.500s%s%.300s", ef.raised,
+                   ef.raised_code[0] ? ": " : "", ef.raised_code);
+        if (ef.entered[0] && strcmp(ef.entered, ef.raised) != 0)
+            ec_log(EC_LOG_ERROR, "  entered at: %.500s", ef.entered);
+        ec_log(EC_LOG_ERROR, "  reported by rank %lld (local rank %d) on node %s at %s, in %s",
+               (long long)rank, r, a->cfg->node_id, when, errpath);
+    } else if (erc != EC_ENOTFOUND) {
+        ec_log(EC_LOG_WARN, "  the process's error file is unreadable: %s", eerr.msg);
+    }
+    char **lines = NULL;
+    int n = ec_procs_tail(a->procs, r, 10, &lines);
+    for (int i = 0; i < n; i++)
+        ec_log(EC_LOG_ERROR, "  | %s", lines[i]);
+    if (a->epoch)
+        ec_log(EC_LOG_ERROR, "ABORT!!! Out of all %d trainers, the trainer process with rank=[%lld] "
+                             "was aborted. Please check its log.",
+               a->epoch->world_size, (long long)rank);
+    ec_failure_t f = {
+        .node_id = (char *)a->cfg->node_id,
+        .kind = sig ? EC_FAILURE_SIGNALED : EC_FAILURE_EXITED,
+        .local_rank = r,
+        .global_rank = rank >= 0 ? (int)rank : 0,
+        .exit_code = code >= 0 ? code : 0,
+        .signal = sig,
+        .epoch = a->epoch ? a->epoch->number : 0,
+        .time_ms = wall_ms(),
+        .log_path = (char *)ec_procs_log_path(a->procs, r),
+        .nlines = n,
+        .last_lines = lines,
+        .message = erc == 0 ? ef.message : NULL,
+        .raised_at = erc == 0 ? ef.raised : NULL,
+    };
+    /* one etcd value: a message of a few pages is cut, the log has it all */
+    if (f.message && strlen(f.message) > 2000)
+        f.message[2000] = '\0';
+    if (f.raised_at && strlen(f.raised_at) > 1000)
+        f.raised_at[1000] = '\0';
+    record_failure(a, &f);
+    ec_errfile_release(&ef);
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+/* Returns an exit code when the agent must exit, else -1. */
+static int on_child_exit(agent_t *a, int r, int status)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        a->done[r] = true;
+        int ndone = 0;
+        for (int i = 0; i < a->nproc; i++)
+            ndone += a->done[i];
+        ec_log(EC_LOG_INFO, "local rank %d finished (%d of %d done)", r, ndone, a->nproc);
+        if (ndone == a->nproc && !a->node_done) {
+            a->node_done = true;
+            ec_error_t err = {0};
+            ec_log(EC_LOG_INFO, "+node %s done: all its processes finished; waiting for the "
+                                "others", a->cfg->node_id);
+            ec_metrics_state(a->metrics, EC_MSTATE_DONE);
+            if (ec_node_set_state(a->node, EC_NODE_DONE, NULL, &err) < 0)
+                ec_log(EC_LOG_WARN, "cannot mark this node done: %s", err.msg);
+        }
+        return -1;
+    }
+    report_failure(a, r, status);
+    return after_failure(a, r, false);
+}
+
+/* How long a failure folded into a membership change waits for the epoch
+ * that drops the lost peer: the leader's probe and eviction take well under
+ * a second; a lease TTL is the fallback that this does not wait for. */
+#define FOLD_WAIT_MS 3000
+
+static int count_restart(agent_t *a, int r);
+
+/* After local rank r failed (reported): restart within --max_restart, or
+ * leave the job.  start_failed: r could not even be started, which says
+ * nothing about the peers.  Returns an exit code when the agent must exit,
+ * else -1. */
+static int after_failure(agent_t *a, int r, bool start_failed)
+{
+    ec_error_t err = {0};
+    /* A process often dies because a peer's node died: find silent peers
+     * now and report them, so the leader can evict them without waiting for
+     * their leases to expire. */
+    int nd = 0;
+    if (!start_failed && a->epoch && a->m_id >= 0) {
+        char **dead = NULL;
+        nd = ec_node_probe_members(a->node, 300, &dead, &err);
+        if (nd > 0 && ec_node_report_suspects(a->node, a->epoch->number, (const char *const *)dead,
+                                              (size_t)nd, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot report silent peers: %s", err.msg);
+        if (nd > 0)
+            ec_log(EC_LOG_INFO, "+peer %s%s silent after local rank %d failed", dead[0],
+                   nd > 1 ? " and others" : "", r);
+        ec_node_free_ids(dead, nd > 0 ? nd : 0);
+    }
+    /* One loss, one epoch (restart mode): a failure caused by a membership
+     * change (the epoch it ran in is superseded already, or a peer of it is
+     * silent) is not this node's own.  Its processes stop and the epoch that
+     * drops the peer starts them again; no restart epoch of our own, and
+     * nothing taken from --max_restart.  A peer that was only slow answers
+     * the leader's probe and no epoch comes: after FOLD_WAIT_MS the failure
+     * counts after all (run()). */
+    if (!start_failed && a->cfg->rebuild == EC_REBUILD_RESTART && a->epoch && a->m_id >= 0) {
+        pthread_mutex_lock(&a->lock);
+        bool superseded = (a->new_epoch && a->new_epoch->number > a->epoch->number) ||
+                          ec_node_epoch_number(a->node) > a->epoch->number;
+        pthread_mutex_unlock(&a->lock);
+        if (superseded || nd > 0) {
+            ec_log(EC_LOG_INFO, "+failure of local rank %d folded into the membership change "
+                                "(%s): stopping this node's processes for the next epoch, not "
+                                "counted against --max_restart=%d (%d used)",
+                   r, superseded ? "its epoch was superseded" : "a peer of its epoch is silent",
+                   a->cfg->max_restart, a->restarts);
+            ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+            if (!a->fold_until) {
+                a->fold_until = mono_ms() + FOLD_WAIT_MS;
+                a->fold_rank = r;
+            }
+            return -1;
+        }
+    }
+    return count_restart(a, r);
+}
+
+/* Restart this node's processes for local rank r's failure, within
+ * --max_restart, or leave the job.  Returns an exit code when the agent
+ * must exit, else -1. */
+static int count_restart(agent_t *a, int r)
+{
+    ec_error_t err = {0};
+again:
+    a->restarts++;
+    if (a->restarts > a->cfg->max_restart) {
+        bool fixed = a->cfg->np.min == a->cfg->np.max;
+        ec_log(EC_LOG_ERROR, "-node %s: --max_restart=%d exhausted; leaving the job%s",
+               a->cfg->node_id, a->cfg->max_restart,
+               fixed ? a->cfg->fixed_failure_exit == 101
+                           ? " (exit 101: fixed-size job, let the scheduler restart this pod)"
+                           : " (fixed-size job: --fixed_failure_exit)"
+                     : "");
+        ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_node_leave(a->node, &err);
+        return fixed ? a->cfg->fixed_failure_exit : 1;
+    }
+    ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
+           a->cfg->max_restart);
+    ec_metrics_restart(a->metrics);
+    if (a->cfg->rebuild == EC_REBUILD_INPROCESS) {
+        if (start_rank(a, r) < 0) /* the peers rebuild in place around it */
+            goto again;
+    } else {
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    }
+    if (ec_node_bump_incarnation(a->node, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot announce the restart: %s", err.msg);
+    return -1;
+}
+
+/* The fence (see the top of the file), checked on every pass of the loop.
+ * Returns how long until it must be checked again (ms). */
+static int64_t check_fence(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    int64_t confirmed = ec_node_lease_confirmed_ms(a->node);
+    int64_t now = mono_ms(), after = fence_after_ms(cfg);
+    bool unconfirmed = confirmed <= 0 || now - confirmed >= after;
+    if (unconfirmed && !a->fenced) {
+        a->fenced = true;
+        a->fenced_since = now;
+        char why[128];
+        if (confirmed > 0)
+            snprintf(why, sizeof(why), "lease not confirmed for %lld ms",
+                     (long long)(now - confirmed));
+        else
+            snprintf(why, sizeof(why), "no lease (lost, not registered again yet)");
+        if (cfg->rebuild == EC_REBUILD_RESTART) {
+            ec_log(EC_LOG_WARN, "-fenced: %s; stopping processes (etcd may expire the lease "
+                                "%lld ms after its last confirmation; --lease_margin=%d%%)",
+                   why, (long long)cfg->lease_ttl_ms, cfg->lease_margin_pct);
+            /* They must be gone within the margin: SIGKILL after half of it
+             * at most, whatever --grace_period says. */
+            int64_t grace = lease_margin_ms(cfg) / 2;
+            if (cfg->grace_period_ms < grace)
+                grace = cfg->grace_period_ms;
+            ec_procs_deadline(a->procs, 0); /* alive: the janitor's watchdog stands down */
+            ec_procs_stop_all(a->procs, grace);
+        } else {
+            ec_log(EC_LOG_WARN, "-fenced: %s; the processes' worker library refuses "
+                                "collectives until it confirms membership", why);
+        }
+        return 200;
+    }
+    if (!unconfirmed && a->fenced) {
+        a->fenced = false;
+        ec_log(EC_LOG_INFO, "+fence lifted: lease confirmed again after %lld ms fenced",
+               (long long)(now - a->fenced_since));
+        /* Our processes were stopped (restart) or aborted their communicator
+         * (in place): have the same members re-form, which starts or
+         * rebuilds them.  A node whose lease was lost meanwhile registered
+         * again and is admitted as a joiner anyway. */
+        ec_error_t err = {0};
+        if (a->epoch && a->m_id >= 0 && ec_node_bump_incarnation(a->node, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot ask for a re-form after the fence: %s (retrying)",
+                   err.msg);
+    }
+    if (unconfirmed)
+        return 200;
+    /* The janitor's watchdog (coord/agent/janitor.h), for when this agent is
+     * frozen and cannot fence: it SIGKILLs the ranks at our own SIGKILL
+     * time, T + half the margin, still before etcd can expire the lease,
+     * unless we renew the deadline (each confirmation) or fence first. */
+    if (cfg->rebuild == EC_REBUILD_RESTART)
+        ec_procs_deadline(a->procs, confirmed + after + lease_margin_ms(cfg) / 2);
+    int64_t left = confirmed + after - now;
+    return left < 200 ? (left > 1 ? left : 1) : 200;
+}
+
+/* The leader found local rank r of this node hung (coord/node_hang.c):
+ * stop every local process (a stopped one gets SIGCONT after SIGTERM) and
+ * ask for a re-form of the same members, which starts them again (restart
+ * mode: every node restarts; in place: the others rebuild around this
+ * node's fresh processes).  Counts against --max_restart like a failure.
+ * Returns an exit code when the agent must exit, else -1. */
+static int on_hung(agent_t *a, int r, const char *why)
+{
+    ec_log(EC_LOG_WARN, "+hung %s local rank %d in epoch %" PRIu64 ": %s; stopping this node's "
+                        "processes to restart them",
+           a->cfg->node_id, r, a->epoch ? a->epoch->number : 0, why);
+    ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    a->pub.silent_ms = 0; /* what we publish next says so */
+    if (a->cfg->rebuild == EC_REBUILD_RESTART)
+        return count_restart(a, r);
+    if (a->restarts + 1 > a->cfg->max_restart)
+        return count_restart(a, r); /* leaves the job, with its message */
+    a->restarts++;
+    ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
+           a->cfg->max_restart);
+    ec_metrics_restart(a->metrics);
+    ec_error_t err = {0};
+    if (ec_node_bump_incarnation(a->node, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot announce the restart: %s", err.msg);
+    return -1;
+}
+
+/* Sample the ranks' progress; write the node's summary into its record
+ * when it changed enough (coord/progress.h); while it says a rank is
+ * silent, look for the leader's verdict that it hung (one etcd read every
+ * 500 ms, only then).  Returns how long until it must be looked at again
+ * (ms); *exit_rc gets an exit code when the agent must exit. */
+static int64_t progress_tick(agent_t *a, int *exit_rc)
+{
+    *exit_rc = -1;
+    if (!a->progress)
+        return 200;
+    pid_t pid[EC_NPROC_MAX];
+    for (int r = 0; r < a->nproc; r++)
+        pid[r] = a->m_id >= 0 && !a->done[r] && !a->fenced ? ec_procs_pid(a->procs, r) : 0;
+    int64_t now = mono_ms();
+    ec_progress_sample(a->progress, pid, now);
+    ec_node_progress_t cur;
+    ec_progress_summary(a->progress, &cur);
+    int64_t next = -1;
+    if (ec_progress_publish_due(&a->pub, a->pub_ms, &cur, a->silence_ms, now, &next)) {
+        ec_error_t err = {0};
+        if (ec_node_set_progress(a->node, &cur, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot write this node's progress: %s (retrying)", err.msg);
+        cur.seq = a->pub.seq + 1;
+        if (!a->pub.seq || (a->pub.silent_ms > 0) != (cur.silent_ms > 0) ||
+            a->pub.stopped != cur.stopped || a->pub.paused != cur.paused)
+            ec_log(EC_LOG_INFO, "+progress %s: step %llu%s%s%s%s", a->cfg->node_id,
+                   (unsigned long long)cur.step, cur.silent_ms > 0 ? ", silent" : "",
+                   cur.silent_ms > 0 && cur.waiting ? " inside a collective" : "",
+                   cur.stopped ? ", a process stopped (SIGSTOP)" : "",
+                   cur.paused ? ", paused (checkpoint declared)" : "");
+        a->pub = cur;
+        a->pub_ms = now;
+        ec_metrics_progress(a->metrics, a->cfg->node_id, &cur);
+    }
+    if (a->pub.silent_ms > 0 && a->epoch && a->m_id >= 0 && now - a->hang_poll_ms >= 500) {
+        a->hang_poll_ms = now;
+        int r = 0;
+        char why[1200];
+        ec_error_t err = {0};
+        if (ec_node_take_hang(a->node, a->epoch->number, &r, why, sizeof(why), &err) > 0) {
+            *exit_rc = on_hung(a, r >= 0 && r < a->nproc ? r : 0, why);
+            return 0;
+        }
+    }
+    return next > now && next - now < 200 ? next - now : 200;
+}
+
+static void on_progress(const char *node_id, const ec_node_progress_t *p, void *arg)
+{
+    agent_t *a = arg;
+    if (strcmp(node_id, a->cfg->node_id) != 0) /* our own is set from the source */
+        ec_metrics_progress(a->metrics, node_id, p);
+}
+
+static int run(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
+    int64_t wait_ms = 200;
+    for (;;) {
+        struct pollfd pf[2] = {{a->pipefd[0], POLLIN, 0}, {ec_procs_out_fd(a->procs), POLLIN, 0}};
+        int n = poll(pf, pf[1].fd >= 0 ? 2 : 1, (int)wait_ms);
+        if (n > 0 && (pf[0].revents & POLLIN)) {
+            char buf[64];
+            while (read(a->pipefd[0], buf, sizeof(buf)) > 0)
+                ;
+        }
+        ec_procs_pump(a->procs);
+        if (sig_term) {
+            int s = sig_last;
+            if (!sig_kill_now) {
+                ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes (up to "
+                                    "--grace_period=%.3gs), leaving the job; send it again to "
+                                    "kill them at once",
+                       cfg->node_id, strsignal(s), (double)cfg->grace_period_ms / 1000.0);
+                ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
+                ec_procs_stop_all(a->procs, cfg->grace_period_ms); /* cut short by a second */
+            }
+            if (sig_kill_now) {
+                ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now and exiting "
+                                    "without leaving the job (the others re-form when its lease "
+                                    "expires)",
+                       cfg->node_id, strsignal(sig_last));
+                ec_procs_kill_all(a->procs);
+                return 128 + s;
+            }
+            ec_node_leave(a->node, &err);
+            return 128 + s;
+        }
+        /* --join_timeout: the job never formed (no epoch at all) */
+        if (cfg->join_timeout_ms > 0 && a->epochs_seen == 0 &&
+            mono_ms() - a->start_ms >= cfg->join_timeout_ms) {
+            char t[32];
+            snprintf(t, sizeof(t), "%.3g", (double)cfg->join_timeout_ms / 1000.0);
+            ec_log(EC_LOG_ERROR, "-node %s: job %s did not form within --join_timeout=%s: it "
+                                 "needs at least %d nodes registered under the same --job_id "
+                                 "and --elastic_server; `ecoord status --job_id=%s` shows who "
+                                 "did. Leaving (exit 1)",
+                   cfg->node_id, cfg->job_id, t, cfg->np.min, cfg->job_id);
+            ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
+            ec_node_leave(a->node, &err);
+            return 1;
+        }
+        /* The fence before the reap: an agent thawed after a freeze fences
+         * (its lease is unconfirmed) and so does not count the ranks its
+         * janitor killed meanwhile as failures. */
+        wait_ms = check_fence(a);
+        int hrc;
+        int64_t pw = progress_tick(a, &hrc);
+        if (hrc >= 0)
+            return hrc;
+        if (pw < wait_ms)
+            wait_ms = pw;
+        int r, st;
+        while (ec_procs_reap(a->procs, &r, &st)) {
+            int rc = on_child_exit(a, r, st);
+            if (rc >= 0)
+                return rc;
+        }
+        pthread_mutex_lock(&a->lock);
+        ec_epoch_t *ep = a->new_epoch;
+        a->new_epoch = NULL;
+        ec_job_state_t js = a->job_state;
+        char *why = a->job_reason ? strdup(a->job_reason) : NULL;
+        pthread_mutex_unlock(&a->lock);
+        if (js == EC_JOB_COMPLETED || js == EC_JOB_FAILED) {
+            ec_epoch_free(ep);
+            ec_procs_stop_all(a->procs, cfg->grace_period_ms);
+            double wall = (double)(mono_ms() - a->start_ms) / 1000.0;
+            if (js == EC_JOB_COMPLETED)
+                ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
+                                    "this node, %.1f s", cfg->job_id, a->epochs_seen, a->restarts, wall);
+            else
+                ec_log(EC_LOG_ERROR, "job %s failed: %s", cfg->job_id, why ? why : "no reason given");
+            free(why);
+            ec_node_leave(a->node, &err);
+            return js == EC_JOB_COMPLETED ? 0 : 1;
+        }
+        free(why);
+        if (!ep && a->fold_until && mono_ms() >= a->fold_until) {
+            /* the peer answered the leader after all: our own failure */
+            ec_log(EC_LOG_WARN, "no new epoch within %d ms of the failure of local rank %d "
+                                "folded into a membership change: counting it as this node's",
+                   FOLD_WAIT_MS, a->fold_rank);
+            a->fold_until = 0;
+            int rc = count_restart(a, a->fold_rank);
+            if (rc >= 0)
+                return rc;
+        }
+        if (ep) {
+            a->fold_until = 0; /* the epoch a folded failure waited for */
+            int64_t t0 = mono_ms();
+            int rc = apply_epoch(a, ep);
+            ec_metrics_epoch(a->metrics, a->epoch, a->m_id, mono_ms() - t0);
+            if (rc >= 0)
+                return rc;
+        }
+    }
+}
+
+int ec_cmd_launch(const ec_config_t *cfg)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    fflush(stdout); /* from here on, stdout is the queue's alone */
+    char note[700];
+    snprintf(note, sizeof(note), "local rank 0's output is complete in %s/workerlog.0",
+             cfg->log_dir);
+    console_q = ec_outq_create(STDOUT_FILENO, CONSOLE_QUEUE_BYTES, note);
+    ec_log_set_sink(console, NULL, cfg->log_level);
+    if (!console_q)
+        ec_log(EC_LOG_WARN, "cannot start the console writer (%s): a stalled stdout will stall "
+                            "this agent", strerror(errno));
+    agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}};
+    a.start_ms = mono_ms();
+    a.nproc = cfg->nproc_per_node;
+    pthread_mutex_init(&a.lock, NULL);
+    ec_error_t err = {0};
+    int rc = 1;
+
+    for (int i = 0; i < cfg->nwarnings; i++)
+        ec_log(EC_LOG_WARN, "%s", cfg->warnings[i]);
+    char *dump = ec_config_dump(cfg);
+    if (dump) {
+        ec_log(EC_LOG_INFO, "-----------  Configuration  ----------------------");
+        for (char *save = NULL, *l = strtok_r(dump, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            ec_log(EC_LOG_INFO, "%s", l);
+        ec_log(EC_LOG_INFO, "--------------------------------------------------");
+        free(dump);
+    }
+    ec_log(EC_LOG_INFO, "Job: %s, mode collective, replicas %d[%d:%d], elastic %s", cfg->job_id,
+           cfg->np.max, cfg->np.min, cfg->np.max, cfg->np.min != cfg->np.max ? "True" : "False");
+
+    /* The program first: one that cannot run here is this node's
+     * configuration error (exit 1), found before it joins anything. */
+    if (ec_program_resolve(cfg, ec_config_environ, NULL, &a.prog, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    if (a.prog.python) {
+        char *cmd = command_line(&a.prog, 400);
+        ec_log(EC_LOG_INFO, "running %s with %s (%s -u%s, as Paddle's launcher and torchrun do; "
+                            "--no_python runs the program as given): %s",
+               cfg->prog_argv[0], a.prog.resolved, cfg->python, cfg->module ? " -m" : "",
+               cmd ? cmd : "");
+        free(cmd);
+    }
+
+    /* etcd: given, or our own on loopback */
+    if (cfg->elastic_server.n == 0) {
+        ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+        eo.etcd_path = ec_config_environ("ETCD", NULL);
+        eo.search_path = ec_config_environ("PATH", NULL);
+        eo.tmpdir = ec_config_environ("TMPDIR", NULL);
+        if (!(a.embed = ec_embed_start(&eo, &err))) {
+            ec_log(EC_LOG_ERROR, "cannot start the embedded etcd: %s", err.msg);
+            goto out;
+        }
+        a.endpoints = strdup(ec_embed_endpoint(a.embed));
+        ec_log(EC_LOG_INFO, "no --elastic_server: started an embedded etcd at %s (data in %s)",
+               a.endpoints, ec_embed_dir(a.embed));
+    } else {
+        a.endpoints = ec_connect_endpoints(cfg);
+    }
+    if (!(a.c = ec_connect(cfg, a.embed ? a.endpoints : NULL, 5000, &err))) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    if (cfg->metrics_port > 0) {
+        ec_metrics_opts_t mo = EC_METRICS_OPTS_INIT;
+        mo.port = cfg->metrics_port;
+        mo.job_id = cfg->job_id;
+        mo.node_id = cfg->node_id;
+        mo.version = EC_VERSION;
+        mo.etcd = a.c;
+        if (!(a.metrics = ec_metrics_create(&mo, &err))) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+        ec_log(EC_LOG_INFO, "metrics: serving /metrics, /healthz and /readyz on port %d",
+               cfg->metrics_port);
+    }
+
+    /* our address and ports */
+    if (*cfg->host) {
+        snprintf(a.host, sizeof(a.host), "%s", cfg->host);
+        ec_addr_ifname(a.host, a.ifname, sizeof(a.ifname));
+    } else {
+        ec__endpoints_t eps;
+        if (ec__endpoints_parse(a.endpoints, &eps, &err) < 0 ||
+            ec_route_addr(eps.ep[0].host, eps.ep[0].port, a.host, sizeof(a.host), a.ifname,
+                          sizeof(a.ifname), &err) < 0) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+    }
+    ec_log(EC_LOG_INFO, "this node publishes host %s (interface %s)", a.host,
+           a.ifname[0] ? a.ifname : "unknown");
+    /* N ports for the ranks, one for a torch-style master store, one where
+     * the agent answers liveness probes. */
+    a.ports = calloc((size_t)a.nproc + 2, sizeof(uint16_t));
+    a.resv = calloc((size_t)a.nproc + 2, sizeof(int));
+    a.done = calloc((size_t)a.nproc, sizeof(bool));
+    if (!a.ports || !a.resv || !a.done)
+        goto out;
+    if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 2, a.ports, a.resv, &err) < 0) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    a.reserved = true;
+    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, a.prog.argv, console_q, &err))) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    ec_procs_set_abort(a.procs, &sig_kill_now);
+    char absdir[PATH_MAX];
+    snprintf(a.log_dir, sizeof(a.log_dir), "%s",
+             realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
+    /* A rank counts as silent after half the hang timeout (so the leader
+     * knows in time), 10 s when the timeout is off or automatic. */
+    a.silence_ms = 10000;
+    if (cfg->hang_timeout_ms > 0)
+        a.silence_ms = cfg->hang_timeout_ms / 2 < 10000 ? cfg->hang_timeout_ms / 2 : 10000;
+    if (!(a.progress = ec_progress_create(a.nproc, a.log_dir, a.silence_ms, &err)))
+        ec_log(EC_LOG_WARN, "no progress reports on this node: %s", err.msg);
+    {
+        char np_s[32], g_s[32];
+        snprintf(np_s, sizeof(np_s), "--nproc_per_node=%d", a.nproc);
+        snprintf(g_s, sizeof(g_s), "--gpus");
+        if (ec_gpus_plan(ec_config_environ("CUDA_VISIBLE_DEVICES", NULL), cfg->dev_gpus,
+                         cfg->gpus.v, cfg->gpus.n, a.nproc, g_s, np_s, &a.gpus, &err) < 0) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+        if (a.gpus.note[0])
+            ec_log(EC_LOG_WARN, "%s", a.gpus.note);
+        if (a.gpus.n)
+            ec_log(EC_LOG_INFO, "GPUs: the processes see CUDA_VISIBLE_DEVICES=%s; local rank i "
+                                "uses the i-th (FLAGS_selected_gpus=i, cuda:LOCAL_RANK); "
+                                "PADDLE_DISTRI_BACKEND=nccl unless set", a.gpus.visible);
+        else
+            ec_log(EC_LOG_INFO, "no GPU for the processes: PADDLE_DISTRI_BACKEND=gloo");
+    }
+    if (ec_env_omp_default(a.nproc, environ))
+        ec_log(EC_LOG_INFO, "OMP_NUM_THREADS is not set and this node runs %d processes: each "
+                            "gets OMP_NUM_THREADS=1 (torchrun's default), so they do not all start "
+                            "a thread per core; set OMP_NUM_THREADS to choose", a.nproc);
+
+    if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
+        goto out;
+    wake_fd = a.pipefd[1];
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGCHLD, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* The node record names each local rank's GPU as the user named it
+     * (the entry of the node's CUDA_VISIBLE_DEVICES). */
+    const char **devs = NULL;
+    char *devbuf = NULL;
+    if (a.gpus.n >= a.nproc) {
+        devs = calloc((size_t)a.nproc, sizeof(char *));
+        devbuf = strdup(a.gpus.visible);
+        char *save = NULL, *tok = devbuf ? strtok_r(devbuf, ",", &save) : NULL;
+        int i = 0;
+        for (; devs && tok && i < a.nproc; i++, tok = strtok_r(NULL, ",", &save))
+            devs[i] = tok;
+        if (!devs || !devbuf || i < a.nproc) {
+            free(devs);
+            devs = NULL;
+        }
+    }
+    ec_node_opts_t no = EC_NODE_OPTS_INIT;
+    no.etcd = a.c;
+    no.etcd_prefix = cfg->etcd_prefix;
+    no.job_id = cfg->job_id;
+    no.node_id = cfg->node_id;
+    no.host = a.host;
+    no.nproc = a.nproc;
+    no.ports = a.ports;
+    no.master_port = a.ports[a.nproc];
+    no.probe_port = a.ports[a.nproc + 1];
+    no.device_ids = devs;
+    no.ndevices = devs ? a.nproc : 0;
+    no.agent_version = EC_VERSION;
+    no.np_min = cfg->np.min;
+    no.np_max = cfg->np.max;
+    no.elastic_timeout_ms = cfg->elastic_timeout_ms;
+    no.replace_wait_ms = cfg->replace_wait_ms;
+    no.lease_ttl_s = (int)(cfg->lease_ttl_ms / 1000);
+    no.watch_peers_ms = (int)cfg->peer_probe_interval_ms;
+    no.hang_timeout_ms = cfg->hang_timeout_ms;
+    no.straggler_factor = cfg->straggler_factor_x;
+    no.on_progress = on_progress;
+    no.on_epoch = on_epoch;
+    no.on_job = on_job;
+    no.on_event = on_event;
+    no.arg = &a;
+    a.node = ec_node_start(&no, &err);
+    free(devs);
+    free(devbuf);
+    if (!a.node) {
+        ec_log(EC_LOG_ERROR, "%s", err.msg);
+        goto out;
+    }
+    ec_log(EC_LOG_INFO, "Waiting peer start... (np=%d:%d, elastic_timeout=%.1fs)", cfg->np.min,
+           cfg->np.max, (double)cfg->elastic_timeout_ms / 1000.0);
+    rc = run(&a);
+out:
+    if (a.procs)
+        ec_procs_kill_all(a.procs);
+    ec_node_stop(a.node);
+    ec_procs_destroy(a.procs);
+    ec_progress_destroy(a.progress);
+    ec_metrics_destroy(a.metrics); /* before the etcd client its prober uses */
+    if (a.reserved)
+        ec_ports_release(a.resv, a.nproc + 2);
+    ec_etcd_destroy(a.c);
+    ec_embed_stop(a.embed);
+    wake_fd = -1;
+    if (a.pipefd[0] >= 0) {
+        close(a.pipefd[0]);
+        close(a.pipefd[1]);
+    }
+    ec_epoch_free(a.epoch);
+    ec_epoch_free(a.new_epoch);
+    free(a.job_reason);
+    free(a.endpoints);
+    free(a.ports);
+    free(a.resv);
+    free(a.done);
+    ec_program_release(&a.prog);
+    pthread_mutex_destroy(&a.lock);
+    if (console_q) {
+        uint64_t dropped = ec_outq_dropped(console_q);
+        if (dropped)
+            ec_log(EC_LOG_INFO, "the console dropped %" PRIu64 " lines in all (stdout was not "
+                                "read fast enough)", dropped);
+        ec_outq_flush(console_q, CONSOLE_FLUSH_MS);
+        ec_log_set_sink(NULL, NULL, cfg->log_level);
+        ec_outq_destroy(console_q);
+        console_q = NULL;
+    }
+    return rc;
+}

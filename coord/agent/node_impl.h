@@ -1,0 +1,221 @@
+/* The node coordinator's shared state and the functions its files share
+ * (internal to coord/node*.c; the public API is node.h).
+ *
+ * The coordinator is split by concern, in reading order:
+ *   node_model.c     the job model, fed by one watch of the job's keys;
+ *   node_register.c  registration of this node under its lease;
+ *   node_election.c  campaign, adopt or resign, step down, the fence;
+ *   node_publish.c   (leader) the planner's decisions published as fenced epochs;
+ *   node_ring.c      agents watching their successors, reporting silent ones;
+ *   node_evict.c     eviction of silent members faster than a lease TTL;
+ *   node.c           the loop that ties them together, and the public calls.
+ * The decisions each of them takes that do not need etcd are pure functions
+ * in node_policy.c, unit-tested in coord/test/test_node_policy.c.
+ *
+ * Threads: the coordinator thread runs the loop; the watch thread applies
+ * events to the model under `lock` and wakes the loop; the keepalive thread
+ * reports a lost lease the same way.  etcd calls are made from the
+ * coordinator thread (and from the ec_node_* calls) without holding `lock`;
+ * the planner runs under it (it is pure and fast). */
+#ifndef EC_NODE_IMPL_H
+#define EC_NODE_IMPL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "epoch_check.h"
+#include "etcd.h"
+#include "keys.h"
+#include "node.h"
+#include "node_policy.h"
+#include "probe.h"
+#include "probe_server.h"
+#include "records.h"
+
+typedef struct mnode {
+    char *id;
+    ec_node_rec_t *rec; /* NULL when the stored value is corrupt */
+    int64_t create_rev, mod_rev, lease;
+} mnode_t;
+
+struct ec_node {
+    ec_node_opts_t o;
+    char *node_id, *host, *job_id, *agent_version;
+    uint16_t *ports;
+    char **devices;
+    ec_keys_t keys;
+    char k_node[EC_KEY_MAX], k_leader[EC_KEY_MAX], k_epoch[EC_KEY_MAX], k_status[EC_KEY_MAX],
+        k_epochs[EC_KEY_MAX];
+    ec_etcd_t *c;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* flags, under lock */
+    bool stop, dirty, lease_lost, relist, leaving;
+    bool self_bad; /* our record was overwritten with what no agent writes */
+    /* our registration, under lock */
+    int64_t lease;
+    ec_keepalive_t *ka;
+    uint64_t incarnation;
+    ec_node_state_t state;
+    char *reason;
+    int64_t registered_at_ms;
+    /* the model, under lock */
+    mnode_t *nodes; /* sorted by id */
+    size_t nnodes, cap;
+    uint8_t *epoch_raw;
+    size_t epoch_raw_len;
+    ec_epoch_t *epoch;       /* newest valid epoch */
+    int64_t epoch_mod_rev;   /* of whatever is stored at `epoch` now */
+    bool epoch_bad;          /* `epoch` holds garbage or was deleted */
+    char *leader_id;
+    int64_t leader_create_rev;
+    int64_t leader_lease, leader_mod_rev; /* lease 0: not written by an agent */
+    int64_t leader_deleted_rev; /* revision of the leader key's last deletion seen */
+    int64_t leader_absent_since; /* monotonic ms the key was first seen absent; -1 */
+    /* Which epochs are applied (epoch_check.h): the leaderships seen, the
+     * highest number seen in any epoch or node record (valid or not: never
+     * reused), and an epoch of the listing whose leadership the log cannot
+     * tell, which the loop checks with a read at its revision. */
+    ec_leader_log_t llog;
+    uint64_t epoch_seen_max;
+    uint8_t *verify_raw;
+    size_t verify_len;
+    int64_t verify_rev;
+    bool verify_pending;
+    /* etcd's history going backwards (it lost its data): the highest
+     * revision seen, and whether to compare it with etcd's now */
+    int64_t max_rev;
+    bool check_history;
+    uint8_t *status_raw;
+    size_t status_raw_len;
+    int64_t status_mod_rev;
+    ec_job_state_t status_state; /* decoded from status_raw; 0: none or corrupt */
+    uint64_t status_run;
+    char **fails;           /* failures/ keys, sorted (oldest first) */
+    size_t nfails, fails_cap;
+    char **left;
+    size_t nleft;
+    int64_t changed_at_ms;
+    int64_t list_rev;       /* watch events at or below it are in the listing */
+    bool watch_created;
+    /* suspicion reports for the current epoch (under lock) */
+    struct suspect {
+        uint64_t epoch;
+        char *reporter, *ids;
+    } *sus;
+    size_t nsus;
+    /* the first epoch seen with the current epoch's member set (restart
+     * epochs keep it): reports of it and later ones still count */
+    uint64_t members_epoch, members_fp;
+    char **probed;          /* suspects already probed in probed_epoch */
+    size_t nprobed;
+    uint64_t probed_epoch;
+    /* Nodes evicted as silent (or found silent on a quorum's reports), held
+     * out of the planner's eligible nodes after they register again until
+     * they answer a probe (node_evict.c; under lock) */
+    struct held {
+        char *id, *by;
+        int64_t at_ms, probed_ms; /* monotonic; probed_ms -1: not yet */
+        bool answered, told;
+    } *held;
+    size_t nheld;
+    ec_probe_server_t *probe;
+    /* the thread watching peer agents (node_ring.c); woken by ring_cond */
+    pthread_t ring_thread;
+    bool ring_started;
+    pthread_cond_t ring_cond;
+    /* coordinator thread only */
+    bool am_leader;
+    int64_t my_leader_rev;
+    uint64_t delivered_epoch;
+    int64_t delivered_status_rev;
+    uint64_t fingerprint;
+    int64_t fp_since, missing_since, wake_at;
+    char *last_wait;
+    bool wrote_final;
+    /* the run of the job this node takes part in (set before registering) */
+    uint64_t run;
+    /* our record must be written again (a put failed: retried by the loop) */
+    bool self_pending;
+    /* the loop's heartbeat (monotonic ms): the keepalive refreshes the lease
+     * only while the loop beats, so a wedged coordinator loses its lease */
+    _Atomic int64_t beat_ms;
+    ec_watch_t *watch;
+    /* our progress summary, written with our record (under lock) */
+    ec_node_progress_t progress;
+    /* (leader) hang and straggler detection's memory (node_hang.c;
+     * coordinator thread) */
+    struct ec_hang_seen *hang_seen;
+    size_t nhang_seen;
+    char *hang_last; /* the last stalled/suspect line logged */
+    uint64_t hang_epoch; /* the epoch hang_epoch_ms is about */
+    int64_t hang_epoch_ms; /* monotonic: when the leader first saw it (silence
+                            * is never counted from before it) */
+};
+
+/* clocks and the event log (node.c) */
+int64_t ec__node_mono_ms(void);
+int64_t ec__node_wall_ms(void);
+void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Whether the loop beat recently enough for its lease to be refreshed
+ * (the keepalive's gate; arg is the node). */
+bool ec__node_loop_alive(void *arg);
+
+/* node_model.c */
+size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found);
+void ec__node_model_clear(ec_node_t *n);
+int ec__node_sync_model(ec_node_t *n, ec_error_t *err);
+/* Check an epoch of the listing whose leadership the model cannot tell, by
+ * reading the leader key at the epoch's revision (coordinator thread, no
+ * lock held).  Returns false while it is still unverified (retry later). */
+bool ec__node_verify_epoch(ec_node_t *n);
+/* Compare etcd's revision now with the highest seen (coordinator thread, no
+ * lock held); when it went backwards, drop the model's epoch and ask for a
+ * fresh listing.  Returns whether it did. */
+bool ec__node_check_history(ec_node_t *n);
+
+/* node_register.c */
+int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err);
+int ec__node_put_self(ec_node_t *n, ec_error_t *err);
+
+/* node_election.c */
+void ec__node_campaign(ec_node_t *n);
+void ec__node_step_down(ec_node_t *n, const char *why);
+ec_cmp_t ec__node_fence_leader(ec_node_t *n);
+int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason, uint64_t epoch,
+                          uint64_t run, bool fenced);
+void ec__node_clear_foreign_leader(ec_node_t *n, int64_t mod_rev);
+/* Act on the leader key as the model shows it: campaign, adopt, resign,
+ * step down or clear a foreign key (ec_elect_decide). */
+void ec__node_elect(ec_node_t *n);
+
+/* node_publish.c (leader only) */
+void ec__node_plan_and_act(ec_node_t *n);
+
+/* node_evict.c */
+void ec__node_handle_suspicions(ec_node_t *n);
+/* Whether node `id` is held out of the planner's eligible nodes: evicted as
+ * silent and not answering a probe since (lock held). */
+bool ec__node_held_out(ec_node_t *n, const char *id);
+
+/* node_evict.c: delete member `id`'s record (fenced by our leadership and
+ * by the record's mod revision) and revoke its lease: the planner re-forms
+ * the job without it; its agent registers again and rejoins. */
+int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err);
+
+/* node_hang.c (leader only): hangs and stragglers from the members'
+ * progress summaries (coord/hang_policy.h), acted on by eviction. */
+void ec__node_check_hangs(ec_node_t *n);
+void ec__node_hang_clear(ec_node_t *n);
+
+/* node_ring.c: start the thread that probes this node's successors every
+ * o.watch_peers_ms (0, or no probe port: none); join it after `stop` is
+ * set and ring_cond broadcast. */
+int ec__node_ring_start(ec_node_t *n, ec_error_t *err);
+void ec__node_ring_join(ec_node_t *n);
+
+#endif

@@ -1,0 +1,401 @@
+/* The leader's half: feed the planner from the model and publish what it
+ * decides as fenced epoch transactions. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keys.h"
+#include "log.h"
+#include "node_impl.h"
+#include "planner.h"
+
+typedef struct pub {
+    void *buf;
+    size_t len;
+    uint64_t number;
+    int64_t expect_mod;
+    char *log;
+    bool first;
+    uint64_t run;
+    /* refused nodes to mark: key, value, lease, expected mod revision */
+    size_t nref;
+    struct {
+        char key[EC_KEY_MAX];
+        void *buf;
+        size_t len;
+        int64_t lease, mod;
+    } *ref;
+} pub_t;
+
+static void pub_free(pub_t *p)
+{
+    free(p->buf);
+    free(p->log);
+    for (size_t i = 0; i < p->nref; i++)
+        free(p->ref[i].buf);
+    free(p->ref);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Build the epoch record for decision d; lock held. */
+static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan_nodes,
+                       int64_t planner_us, uint64_t run, bool new_run, pub_t *p, ec_error_t *err)
+{
+    ec_epoch_t *ep = ec_epoch_new((int)d->n_members, n->o.nproc);
+    if (!ep)
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    /* Above every number seen, valid or not: a rejected epoch's number is
+     * never reused, and after etcd lost its data the job numbers on above
+     * what its members saw. */
+    ep->number = d->epoch > n->epoch_seen_max ? d->epoch : n->epoch_seen_max + 1;
+    ep->job_id = strdup(n->job_id);
+    ep->np_min = n->o.np_min;
+    ep->np_max = n->o.np_max;
+    ep->reason = (ec_epoch_reason_t)d->reason;
+    ep->reason_detail = d->why ? strdup(d->why) : NULL;
+    ep->leader_id = strdup(n->node_id);
+    ep->leader_rev = n->my_leader_rev;
+    ep->observed_at_ms = n->changed_at_ms;
+    ep->decided_at_ms = ec__node_wall_ms();
+    ep->planner_us = planner_us;
+    for (size_t i = 0; i < d->n_members; i++) {
+        const ec_node_rec_t *r = plan_nodes[d->members[i]]->rec;
+        ec_member_t *m = &ep->members[i];
+        m->node_id = strdup(r->node_id);
+        m->host = strdup(r->host);
+        for (int j = 0; j < n->o.nproc; j++)
+            m->ports[j] = r->ports[j];
+        m->master_port = r->master_port;
+        m->incarnation = r->incarnation;
+    }
+    ep->published_at_ms = ec__node_wall_ms();
+    ep->run = run;
+    int rc = ec_epoch_encode(ep, &p->buf, &p->len, err);
+    p->number = ep->number;
+    ec_epoch_free(ep);
+    p->expect_mod = n->epoch_mod_rev;
+    p->first = n->epoch == NULL || new_run; /* a run starts: status running */
+    p->run = run;
+    return rc;
+}
+
+static void plan_refusals(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan_nodes, pub_t *p)
+{
+    if (!d->n_refused)
+        return;
+    p->ref = calloc(d->n_refused, sizeof(*p->ref));
+    if (!p->ref)
+        return;
+    for (size_t i = 0; i < d->n_refused; i++) {
+        mnode_t *m = plan_nodes[d->refused[i].node];
+        if (!m->rec || (m->rec->state == EC_NODE_FAILED && m->rec->reason &&
+                        !strcmp(m->rec->reason, d->refused[i].why)))
+            continue; /* already says so */
+        ec_node_rec_t copy = *m->rec;
+        copy.state = EC_NODE_FAILED;
+        copy.reason = d->refused[i].why;
+        if (ec_node_rec_encode(&copy, &p->ref[p->nref].buf, &p->ref[p->nref].len, NULL) < 0)
+            continue;
+        ec_key_node(&n->keys, m->id, p->ref[p->nref].key, EC_KEY_MAX);
+        p->ref[p->nref].lease = m->lease;
+        p->ref[p->nref].mod = m->mod_rev;
+        p->nref++;
+    }
+}
+
+/* Failure records outlive their nodes for the post-mortem, but not forever:
+ * the leader keeps the newest EC_FAILURES_KEEP and deletes the older ones
+ * with one fenced range delete. */
+#define EC_FAILURES_KEEP 64
+
+static void prune_failures(ec_node_t *n)
+{
+    char first_kept[EC_KEY_MAX], prefix[EC_KEY_MAX];
+    pthread_mutex_lock(&n->lock);
+    bool over = n->nfails > EC_FAILURES_KEEP;
+    if (over)
+        snprintf(first_kept, sizeof(first_kept), "%s", n->fails[n->nfails - EC_FAILURES_KEEP]);
+    size_t excess = over ? n->nfails - EC_FAILURES_KEEP : 0;
+    pthread_mutex_unlock(&n->lock);
+    if (!over)
+        return;
+    ec_key_failures_prefix(&n->keys, prefix, sizeof(prefix));
+    ec_cmp_t f = ec__node_fence_leader(n);
+    ec_op_t del = {.type = EC_OP_DELETE, .key = prefix, .range_end = first_kept};
+    ec_error_t err = {0};
+    if (ec_etcd_txn(n->c, &f, 1, &del, 1, NULL, 0, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot prune old failure records: %s", err.msg);
+    else
+        ec_log(EC_LOG_INFO, "pruned %zu failure records (the newest %d are kept)", excess,
+               EC_FAILURES_KEEP);
+}
+
+/* why with each countdown ("in 4998 ms", "waiting 120 ms more") masked, so
+ * that a wait whose only change is the time left is not logged again on
+ * every re-plan, while one whose reason changes is.  malloc'd; NULL on no
+ * memory. */
+static char *wait_key(const char *why)
+{
+    char *k = strdup(why);
+    if (!k)
+        return NULL;
+    char *w = k;
+    for (const char *r = why; *r;) {
+        size_t digits = strspn(r, "0123456789");
+        if (digits && !strncmp(r + digits, " ms", 3)) {
+            *w++ = '#';
+            r += digits;
+        } else if (digits) {
+            memcpy(w, r, digits);
+            w += digits;
+            r += digits;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return k;
+}
+
+void ec__node_plan_and_act(ec_node_t *n)
+{
+    prune_failures(n);
+    pub_t p = {0};
+    ec_error_t err = {0};
+    ec_plan_decision_t *d = NULL;
+    ec_plan_action_t action = EC_PLAN_WAIT;
+    int64_t wait_ms = 0;
+    char *why = NULL;
+    bool complete = false, repair = false;
+    uint64_t cur_epoch = 0;
+
+    pthread_mutex_lock(&n->lock);
+    /* Runs: a job whose status is final (completed or failed) and newer than
+     * its epoch's run is being launched again; its next epoch is the first
+     * of run status_run + 1, formed only from agents of that run (agents of
+     * the ended run are on their way out). */
+    bool final = n->status_state == EC_JOB_COMPLETED || n->status_state == EC_JOB_FAILED;
+    uint64_t epoch_run = n->epoch ? n->epoch->run : 0;
+    bool new_run = final && n->status_run >= epoch_run;
+    /* With neither an epoch nor a status (etcd lost its data), the run is
+     * the one this agent registered for. */
+    uint64_t run = new_run ? n->status_run + 1
+                           : (epoch_run ? epoch_run
+                                        : (n->status_run ? n->status_run : (n->run ? n->run : 1)));
+    mnode_t **pn = calloc(n->nnodes ? n->nnodes : 1, sizeof(*pn));
+    ec_plan_node_t *nodes = calloc(n->nnodes ? n->nnodes : 1, sizeof(*nodes));
+    ec_plan_member_t *mem = NULL;
+    size_t nn = 0;
+    for (size_t i = 0; pn && nodes && i < n->nnodes; i++) {
+        /* A record without a lease was not written by an agent (ours are
+         * all leased) and would never expire: never a member. */
+        if (!n->nodes[i].rec || n->nodes[i].rec->run != run || n->nodes[i].lease == 0)
+            continue;
+        /* Evicted as silent and not answering a probe since: not while
+         * the members that reported it still cannot reach it. */
+        if (ec__node_held_out(n, n->nodes[i].id))
+            continue;
+        pn[nn] = &n->nodes[i];
+        nodes[nn].node_id = n->nodes[i].id;
+        nodes[nn].nproc = (uint32_t)n->nodes[i].rec->nproc;
+        nodes[nn].incarnation = n->nodes[i].rec->incarnation;
+        nodes[nn].create_revision = n->nodes[i].create_rev;
+        nodes[nn].state = (ec_node_state_t)n->nodes[i].rec->state;
+        nn++;
+    }
+    ec_plan_input_t in = EC_PLAN_INPUT_INIT;
+    in.config.np_min = n->o.np_min;
+    in.config.np_max = n->o.np_max;
+    in.config.nproc = n->o.nproc;
+    in.config.elastic_timeout_ms = n->o.elastic_timeout_ms;
+    in.config.replace_wait_ms = n->o.replace_wait_ms;
+    in.nodes = nodes;
+    in.n_nodes = nn;
+    if (n->epoch) {
+        mem = calloc((size_t)n->epoch->nmembers, sizeof(*mem));
+        for (int i = 0; mem && i < n->epoch->nmembers; i++) {
+            mem[i].node_id = n->epoch->members[i].node_id;
+            mem[i].incarnation = n->epoch->members[i].incarnation;
+        }
+        in.epoch.number = n->epoch->number;
+        in.epoch.members = mem;
+        in.epoch.n_members = (size_t)n->epoch->nmembers;
+        cur_epoch = n->epoch->number;
+    }
+    int64_t now = ec__node_mono_ms();
+    uint64_t fp = ec_plan_fingerprint(&in.config, nodes, nn);
+    if (fp != n->fingerprint) {
+        n->fingerprint = fp;
+        n->fp_since = now;
+    }
+    in.since_eligible_change_ms = now - n->fp_since;
+    in.since_member_missing_ms = n->missing_since < 0 ? -1 : now - n->missing_since;
+    in.left_ids = (const char *const *)n->left;
+    in.n_left = n->nleft;
+    in.new_run = new_run && n->epoch;
+    repair = n->epoch_bad && n->epoch_raw;
+    int64_t t0 = ec__node_mono_ms();
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int rc = ec_plan(&in, &d, &err);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    (void)t0;
+    int64_t planner_us = (b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
+    if (rc == 0) {
+        action = d->action;
+        wait_ms = d->wait_ms;
+        why = d->why ? strdup(d->why) : NULL;
+        complete = action == EC_PLAN_COMPLETE;
+        if (d->n_departed > 0 && n->missing_since < 0)
+            n->missing_since = now;
+        else if (d->n_departed == 0)
+            n->missing_since = -1;
+        plan_refusals(n, d, pn, &p);
+        if (action == EC_PLAN_PUBLISH) {
+            if (build_epoch(n, d, pn, planner_us, run, new_run, &p, &err) < 0) {
+                ec_log(EC_LOG_ERROR, "cannot build epoch %" PRIu64 ": %s", d->epoch, err.msg);
+                action = EC_PLAN_WAIT;
+            }
+            p.log = d->log ? strdup(d->log) : NULL;
+            if (p.log && p.number != d->epoch) {
+                /* numbered above what was seen: the planner's line says which */
+                char head[64];
+                snprintf(head, sizeof(head), "+epoch %" PRIu64 " ", d->epoch);
+                size_t hl = strlen(head);
+                char *fixed = NULL;
+                if (!strncmp(p.log, head, hl) &&
+                    asprintf(&fixed, "+epoch %" PRIu64 " %s (above epoch %" PRIu64 " seen)",
+                             p.number, p.log + hl, p.number - 1) >= 0) {
+                    free(p.log);
+                    p.log = fixed;
+                }
+            }
+        } else if (repair) {
+            /* Someone overwrote or deleted the epoch: put the last valid one
+             * back, under our leadership (readers check that the epoch names
+             * the leadership current at its revision). */
+            ec_epoch_t *ep = ec_epoch_dup(n->epoch);
+            if (ep) {
+                free(ep->leader_id);
+                free(ep->job_id);
+                ep->leader_id = strdup(n->node_id);
+                ep->job_id = strdup(n->job_id);
+                ep->leader_rev = n->my_leader_rev;
+                if (ec_epoch_encode(ep, &p.buf, &p.len, NULL) < 0)
+                    p.buf = NULL;
+                ec_epoch_free(ep);
+            }
+            p.expect_mod = n->epoch_mod_rev;
+            p.number = 0;
+        }
+    } else {
+        ec_log(EC_LOG_ERROR, "planner refused its input: %s", err.msg);
+    }
+    pthread_mutex_unlock(&n->lock);
+    ec_plan_decision_free(d);
+    free(pn);
+    free(nodes);
+    free(mem);
+
+    /* Refusals: tell refused nodes why, in their own record (their lease). */
+    for (size_t i = 0; i < p.nref; i++) {
+        ec_cmp_t same = {.key = p.ref[i].key, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                         .number = p.ref[i].mod};
+        ec_op_t put = {.type = EC_OP_PUT, .key = p.ref[i].key, .value = p.ref[i].buf,
+                       .value_len = p.ref[i].len, .lease = p.ref[i].lease};
+        ec_cmp_t cm[2] = {ec__node_fence_leader(n), same};
+        ec_etcd_txn(n->c, cm, 2, &put, 1, NULL, 0, NULL, NULL);
+    }
+
+    if (action == EC_PLAN_PUBLISH || (repair && p.buf)) {
+        char hist[EC_KEY_MAX], keep_from[EC_KEY_MAX];
+        ec_cmp_t cm[2] = {ec__node_fence_leader(n),
+                          {.key = n->k_epoch, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                           .number = p.expect_mod}};
+        ec_op_t ops[4];
+        size_t nops = 0;
+        ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epoch, .value = p.buf, .value_len = p.len};
+        void *stbuf = NULL;
+        size_t stlen = 0;
+        if (p.number > 0) {
+            ec_key_epoch_history(&n->keys, p.number, hist, sizeof(hist));
+            ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = hist, .value = p.buf, .value_len = p.len};
+            int keep = n->o.history_keep > 0 ? n->o.history_keep : 64;
+            if (p.number > (uint64_t)keep) {
+                ec_key_epoch_history(&n->keys, p.number - (uint64_t)keep, keep_from, sizeof(keep_from));
+                ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = n->k_epochs, .range_end = keep_from};
+            }
+            if (p.first) {
+                ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p.number,
+                                      .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id,
+                                      .run = p.run};
+                if (ec_job_status_encode(&st, &stbuf, &stlen, NULL) == 0)
+                    ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_status, .value = stbuf,
+                                            .value_len = stlen};
+            }
+        }
+        ec_txn_result_t r;
+        int64_t t_send = ec__node_wall_ms();
+        rc = ec_etcd_txn(n->c, cm, 2, ops, nops, NULL, 0, &r, &err);
+        free(stbuf);
+        if (rc < 0) {
+            ec_log(EC_LOG_WARN, "publishing epoch %" PRIu64 " failed: %s; will retry", p.number, err.msg);
+            n->wake_at = ec__node_mono_ms() + 200;
+        } else {
+            if (r.succeeded) {
+                if (p.number > 0) {
+                    ec__node_emit(n, "%s (txn %lld ms)", p.log ? p.log : "+epoch",
+                         (long long)(ec__node_wall_ms() - t_send));
+                    pthread_mutex_lock(&n->lock);
+                    if (p.first)
+                        n->wrote_final = false; /* a new run: its end is written again */
+                    for (size_t i = 0; i < n->nleft; i++)
+                        free(n->left[i]);
+                    n->nleft = 0;
+                    n->missing_since = -1;
+                    pthread_mutex_unlock(&n->lock);
+                } else {
+                    ec__node_emit(n, "+epoch-repaired: restored the last valid epoch over a bad value");
+                }
+            } else {
+                /* Either the leader key or the epoch moved under us. */
+                ec_kv_t kv;
+                bool found = false;
+                ec_etcd_get(n->c, n->k_leader, &kv, &found, NULL, NULL);
+                if (!found || kv.create_revision != n->my_leader_rev)
+                    ec__node_step_down(n, "the leader key changed (epoch write fenced)");
+                else
+                    ec_log(EC_LOG_INFO, "epoch changed under us; re-planning");
+                ec_kv_free(&kv);
+            }
+            ec_txn_result_free(&r);
+        }
+    } else {
+        /* Say what the job waits for whenever that changes, timed waits too
+         * (enough nodes, starting after --elastic_timeout): otherwise the
+         * last untimed wait ("waiting for 1 more node") stays the console's
+         * last word until the epoch. */
+        char *key = why ? wait_key(why) : NULL;
+        if (key && (!n->last_wait || strcmp(n->last_wait, key))) {
+            ec__node_emit(n, "%s %s",
+                          action == EC_PLAN_FAIL ? "+fail:" : complete ? "+complete:" : "+wait:", why);
+            free(n->last_wait);
+            n->last_wait = key;
+            key = NULL;
+        }
+        free(key);
+        if (action == EC_PLAN_WAIT_UNTIL) {
+            n->wake_at = ec__node_mono_ms() + (wait_ms > 0 ? wait_ms : 1);
+        } else if ((complete || action == EC_PLAN_FAIL) && !n->wrote_final) {
+            if (ec__node_write_status(n, complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
+                                      complete ? NULL : why, cur_epoch, run, true) == 0)
+                n->wrote_final = true;
+        }
+    }
+    free(why);
+    pub_free(&p);
+}

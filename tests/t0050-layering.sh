@@ -1,0 +1,169 @@
+#!/bin/sh
+# Rule checked: the layers of the house (README, "Layout") hold.
+#   coord/util < coord/etcd < coord/core < coord/cli < coord/agent
+#     < coord/check, coord/status < coord/main.c
+# 1. Every `#include "x.h"` in coord/ and worker/ names a header of the
+#    includer's own layer or a lower one (check and status do not include
+#    each other); the worker library includes only coord/util, coord/etcd and
+#    coord/core, and of the core not the planner or the history checker.
+# 2. The worker library (libecworker.so) defines no symbol that the planner,
+#    the history checker, the cli, the agent, the check or the status
+#    command define: it does not link them.
+# 3. The checker itself refuses an include that goes up a layer (a
+#    synthetic tree), so a broken check cannot pass silently.
+# 4. The names of the agent-worker environment (coord/core/env_contract.h)
+#    are spelt nowhere else in coord/ and worker/.
+# 5. One knob table per program reads the environment: getenv() is called in
+#    coord/ only by coord/cli/knobs.c (ec_config_environ, which reads only
+#    the names of its table) and in worker/ only by worker/options.c's table.
+set -u
+src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+build=${EC_BUILDDIR:-$src}
+tmp=$(mktemp -d /tmp/ec-t0050-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+echo "1..5"
+
+# layer_of FILE (a path under a tree root): prints the layer number and name
+layer_of() {
+    case $1 in
+    coord/util/*) echo "0 util" ;;
+    coord/etcd/*) echo "1 etcd" ;;
+    proto/*) echo "1 proto" ;;
+    coord/core/planner.* | coord/core/history.*) echo "2 plan" ;;
+    coord/core/*) echo "2 core" ;;
+    coord/cli/*) echo "3 cli" ;;
+    coord/agent/*) echo "4 agent" ;;
+    coord/check/*) echo "5 check" ;;
+    coord/status/*) echo "5 status" ;;
+    coord/main.c) echo "6 main" ;;
+    worker/*) echo "W worker" ;;
+    *) echo "- other" ;;
+    esac
+}
+
+# check_tree ROOT: prints one line per include that breaks the layering;
+# exits 0 when there is none.
+check_tree() {
+    root=$1
+    bad=0
+    # every header of the tree, by base name (names are unique: -I paths)
+    (cd "$root" && find coord worker proto -name '*.h' -o -name '*.proto' 2>/dev/null) |
+        sed 's/\.proto$/.pb-c.h/' >"$tmp/headers"
+    files=$(cd "$root" && find coord worker -path '*/test' -prune -o -path '*/examples' -prune -o \
+        -path '*/python' -prune -o \( -name '*.c' -o -name '*.h' -o -name '*.cc' \) -print | sort)
+    for f in $files; do
+        set -- $(layer_of "$f")
+        fl=$1 fname=$2
+        for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$root/$f"); do
+            [ "$inc" = config.h ] && continue
+            h=$(grep -m1 "/$inc\$" "$tmp/headers" || true)
+            if [ -z "$h" ]; then
+                echo "$f includes \"$inc\", which is no header of coord/, worker/ or proto/"
+                bad=1
+                continue
+            fi
+            set -- $(layer_of "$h")
+            hl=$1 hname=$2
+            if [ "$fname" = worker ]; then
+                case $hname in
+                util | etcd | proto | core | worker) ;;
+                *)
+                    echo "$f (worker library) includes $h ($hname): the worker library uses only util, etcd and core (not the planner)"
+                    bad=1
+                    ;;
+                esac
+                continue
+            fi
+            if [ "$hname" = worker ]; then
+                echo "$f ($fname) includes $h: the coordinator never includes the worker library"
+                bad=1
+                continue
+            fi
+            [ "$hname" = plan ] && hname=core
+            if [ "$hl" -gt "$fl" ] || { [ "$hl" = "$fl" ] && [ "$fl" = 5 ] && [ "$hname" != "$fname" ]; }; then
+                echo "$f ($fname) includes $h ($hname): a layer may include only its own and lower layers"
+                bad=1
+            fi
+        done
+    done
+    return $bad
+}
+
+if check_tree "$src" >"$tmp/out" 2>&1; then
+    echo "ok 1 - every include in coord/ and worker/ stays in its layer or goes down"
+else
+    echo "not ok 1 - includes that break the layering:"
+    sed 's/^/# /' "$tmp/out"
+fi
+
+# 2: symbols
+so=$build/.libs/libecworker.so
+if [ ! -f "$so" ]; then
+    echo "ok 2 - worker library symbols # SKIP libecworker.so is not built"
+else
+    : >"$tmp/upper"
+    for o in "$build"/coord/cli/.libs/*.o "$build"/coord/agent/.libs/*.o "$build"/coord/check/.libs/*.o \
+        "$build"/coord/status/.libs/*.o "$build"/coord/core/.libs/libecplan_la-*.o; do
+        [ -f "$o" ] || continue
+        nm --defined-only -g "$o" | awk '$2 ~ /^[TDBR]$/ {print $3}' >>"$tmp/upper"
+    done
+    nm --defined-only "$so" | awk '{print $3}' | sort -u >"$tmp/worker"
+    sort -u "$tmp/upper" >"$tmp/upper.s"
+    if [ ! -s "$tmp/upper.s" ]; then
+        echo "not ok 2 - found no object files of the agent's layers under $build/coord"
+    else
+        comm -12 "$tmp/worker" "$tmp/upper.s" >"$tmp/both"
+        if [ -s "$tmp/both" ]; then
+            echo "not ok 2 - libecworker.so defines symbols of the planner, cli or agent:"
+            sed 's/^/# /' "$tmp/both"
+        else
+            echo "ok 2 - libecworker.so defines none of the $(wc -l <"$tmp/upper.s") symbols of the planner, history, cli, agent, check and status"
+        fi
+    fi
+fi
+
+# 3: the checker refuses what it must
+mkdir -p "$tmp/t/coord/core" "$tmp/t/coord/agent" "$tmp/t/worker" "$tmp/t/proto"
+printf '#include "node.h"\n' >"$tmp/t/coord/core/keys.c"
+printf '/* agent */\n' >"$tmp/t/coord/agent/node.h"
+printf '#include "planner.h"\n' >"$tmp/t/worker/ecw.c"
+printf '/* plan */\n' >"$tmp/t/coord/core/planner.h"
+if check_tree "$tmp/t" >"$tmp/out2" 2>&1; then
+    echo "not ok 3 - the checker accepted a core file including an agent header"
+elif grep -q 'keys.c (core) includes coord/agent/node.h' "$tmp/out2" &&
+    grep -q 'worker/ecw.c (worker library) includes coord/core/planner.h' "$tmp/out2"; then
+    echo "ok 3 - the checker refuses an include up a layer and the worker including the planner"
+else
+    echo "not ok 3 - the checker refused, but not for the planted includes:"
+    sed 's/^/# /' "$tmp/out2"
+fi
+
+# 4: the environment contract between the agent and the worker library is
+# written once (coord/core/env_contract.h): no C file spells its names
+names=$(sed -n 's/^#define EC_ENV_[A-Z0-9_]* "\([^"]*\)".*/\1/p' "$src/coord/core/env_contract.h")
+: >"$tmp/spelled"
+for nm in $names; do
+    (cd "$src" && grep -rln --include='*.c' --include='*.h' --include='*.cc' "\"$nm\"" coord worker |
+        grep -v -e '^coord/core/env_contract.h$' -e '/test/' | sed "s|\$|: \"$nm\"|") >>"$tmp/spelled"
+done
+if [ -z "$names" ]; then
+    echo "not ok 4 - no names found in coord/core/env_contract.h"
+elif [ -s "$tmp/spelled" ]; then
+    echo "not ok 4 - names of the environment contract spelt outside coord/core/env_contract.h:"
+    sed 's/^/# /' "$tmp/spelled"
+else
+    echo "ok 4 - the $(echo "$names" | wc -w) names of the agent-worker environment are spelt only in coord/core/env_contract.h"
+fi
+
+# 5: every getenv in a knob table
+(cd "$src" && grep -rn --include='*.c' --include='*.cc' 'getenv *(' coord worker |
+    grep -v -e '/test/' -e '/examples/' -e '^[^:]*:[0-9]*: *\(/\*\|\*\)') >"$tmp/getenv" || true
+grep -v -e '^coord/cli/knobs.c:' -e '^worker/options.c:' "$tmp/getenv" >"$tmp/getenv.out" || true
+nk=$(grep -c '^coord/cli/knobs.c:' "$tmp/getenv" || true)
+nw=$(grep -c '^worker/options.c:' "$tmp/getenv" || true)
+if [ -s "$tmp/getenv.out" ] || [ "$nk" != 1 ] || [ "$nw" != 1 ]; then
+    echo "not ok 5 - getenv() outside the one read of each knob table (knobs.c: $nk, options.c: $nw, want 1 each):"
+    sed 's/^/# /' "$tmp/getenv"
+else
+    echo "ok 5 - getenv() is called once in coord/ (coord/cli/knobs.c) and once in worker/ (worker/options.c)"
+fi
