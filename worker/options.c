@@ -103,7 +103,7 @@ static const knob_t knobs[] = {
     {"nccl_scalable_min", {"ECOORD_WORKER_NCCL_SCALABLE_MIN"}, K_INT, IN(nccl_scalable_min),
      OUT(nccl_scalable_min), 0, 1, 1 << 30, "128",
      "NCCL: world size from which a full init uses ncclCommInitRankScalable with several roots"},
-    {"progress_file", {EC_ENV_PROGRESS_FILE}, K_STR, NO_IN, OUT(progress_file), 0, 0, 0, NULL,
+    {"progress_file", {EC_ENV_PROGRESS_FILE}, K_STR, NO_IN, OUT(progress_file), 0, 0, 0, "",
      "the file the agent samples this process's progress from (coord/core/progress_file.h; "
      "worker/progress.c writes it, also without ecw_init)"},
     {"restart_mode", {EC_ENV_REBUILD}, K_RESTART, NO_IN, OUT(restart_mode), 0, 0, 0, "",
