@@ -366,9 +366,10 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .metavar = "SECONDS|auto|off", .example = "600", .group = "hangs and stragglers",
         .help = "when the job's ranks make no progress for this long (no step reported, or "
                 "for programs that report none, no log output), the leader names the node "
-                "whose ranks stopped while the others wait on it, records why and evicts it: "
-                "the job re-forms without it and it rejoins with new processes. A number "
-                "turns it on for every program; off (or 0) turns it off.",
+                "whose ranks stopped while the others wait on it and records why; that node's "
+                "agent restarts its processes and the job re-forms (evicted instead if its "
+                "agent does not react). Declare checkpoints with ecw_progress_pause/resume. A "
+                "number turns it on for every program; off (or 0) turns it off.",
         .offset = OFF(hang_timeout), .check = check_hang_timeout},
     [EC_K_STRAGGLER_FACTOR] = {
         .id = EC_K_STRAGGLER_FACTOR, .name = "straggler_factor",
