@@ -8,7 +8,9 @@
  * in place, a peer blocked in a Gloo allreduce on a stopped rank is released
  * and trains on in the same process, never blamed itself; a whole job pausing
  * in a declared checkpoint longer than the timeout is no hang; a node
- * whose steps are slower is named in `ecoord status`. */
+ * whose steps are slower is named in `ecoord status`, and with
+ * --straggler_factor evicted once, the job going on without it and taking
+ * it back. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,6 +487,32 @@ START_TEST(a_slow_node_is_named_in_status)
 }
 END_TEST
 
+START_TEST(a_straggler_is_evicted_with_straggler_factor_and_rejoins)
+{
+    /* c's steps take 4x the others'; --straggler_factor=2: c is named with
+     * its step time against the median, evicted (the job goes on with 2),
+     * and rejoins (3 again), once: not evicted again within the hold-off */
+    const char *envs = "EC_TEST_PROG_SLOW=c:150";
+    const char *flags = "--straggler_factor=2";
+    agent_t a[3] = {start_agent("hg", "a", "2:3", envs, flags, "0"),
+                    start_agent("hg", "b", "2:3", envs, flags, "0"),
+                    start_agent("hg", "c", "2:3", envs, flags, "0")};
+    uint64_t e = wait_epoch_above("hg", 0, 3, 15000);
+    wait_any(a, 3, "+straggler c ", 20000);
+    wait_any(a, 3, "-node c evicted: straggler", 5000);
+    char msg[1100] = "";
+    ck_assert(hung_record("hg", "c", msg, sizeof(msg)));
+    ck_assert_msg(strstr(msg, "straggler: c: step time") && strstr(msg, "x the median"),
+                  "the record's message '%s' does not give the step time against the median",
+                  msg);
+    uint64_t without = wait_epoch_above("hg", e, 2, 15000);
+    uint64_t back = wait_epoch_above("hg", without, 3, 15000);
+    wait_steps("c", back, 3, 15000);
+    ck_assert_msg(none_shows(a, 3, "+straggler a ") && none_shows(a, 3, "+straggler b "),
+                  "a node at the median was named a straggler");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3400-hang");
@@ -498,6 +526,7 @@ static Suite *suite(void)
     ec_tcase_add(t, a_collective_blocked_on_a_stopped_peer_is_released_in_place);
     ec_tcase_add(t, a_declared_checkpoint_longer_than_the_timeout_is_no_hang);
     ec_tcase_add(t, a_slow_node_is_named_in_status);
+    ec_tcase_add(t, a_straggler_is_evicted_with_straggler_factor_and_rejoins);
     suite_add_tcase(s, t);
     return s;
 }
