@@ -238,8 +238,13 @@ START_TEST(killed_process_restarts_then_node_leaves)
 {
     const char *ids[] = {"a", "b", "c"};
     agent_t ag[3];
+    /* b says "restart this pod" when it gives up (--node_failure_exit, as
+     * deploy/k8s's Indexed Job does); the others keep the default, 1 */
     for (int i = 0; i < 3; i++)
-        ag[i] = start_agent("jkill", ids[i], "1:3", "--max_restart=1 --elastic_timeout=60", "0");
+        ag[i] = start_agent("jkill", ids[i], "1:3",
+                            i == 1 ? "--max_restart=1 --elastic_timeout=60 --node_failure_exit=101"
+                                   : "--max_restart=1 --elastic_timeout=60",
+                            "0");
     ec_epoch_t *ep = wait_epoch("/jkill/", 1, 6, 15000);
     ec_epoch_free(ep);
     wait_dump("jkill", "b", 1, 1);
@@ -260,10 +265,11 @@ START_TEST(killed_process_restarts_then_node_leaves)
     ck_assert_int_eq(ec_etcd_get_prefix(c, "/jkill/failures/", 0, &l, NULL), 0);
     ck_assert_int_ge(l.n, 1);
     ec_kv_list_free(&l);
-    /* past --max_restart=1: b leaves (exit 1: elastic job), the job goes on */
+    /* past --max_restart=1: b leaves with its --node_failure_exit, the job
+     * goes on */
     victim = (pid_t)atoi(dump_get(dump_path("jkill", "b", 1, 2), "PID"));
     kill(victim, SIGKILL);
-    ck_assert_int_eq(ec_test_reap(ag[1].pid, 15000), 1);
+    ck_assert_int_eq(ec_test_reap(ag[1].pid, 15000), 101);
     ep = wait_epoch("/jkill/", 3, 4, 10000);
     ck_assert_int_lt(ec_epoch_find_member(ep, "b"), 0);
     ec_epoch_free(ep);

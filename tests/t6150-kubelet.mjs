@@ -248,7 +248,7 @@ const ready = (pod) => new Promise((res) => {
 const tail = (pod) => { try { return readFileSync(pod.log, "utf8").split("\n").slice(-15).join("\n"); } catch { return ""; } };
 
 // ---------------------------------------------------------------- the story
-console.log("1..12");
+console.log("1..14");
 const spec = jobObj.spec;
 note(`Job ${jobObj.metadata.name}: completions ${spec.completions}, grace ${spec.template.spec.terminationGracePeriodSeconds} s, ` +
   `policy ${JSON.stringify((spec.podFailurePolicy?.rules || []).map((r) => [r.action, r.onExitCodes?.values ?? r.onPodConditions?.[0]?.type]))}`);
@@ -293,6 +293,57 @@ ok(new1 && job.failures === 1 && job.history.some((h) => h[1] === old1.name && h
 s = await world(p0, "train-0,train-1");
 const back = s && s.epoch.number > eLeave && (s.nodes || []).some((n) => n.node_id === "train-1" && n.in_epoch);
 ok(back, `the new pod rejoins as the same node train-1 (epoch ${s?.epoch?.number}, reason ${s?.epoch?.reason})`, new1 && tail(new1));
+
+// A node whose processes keep failing: past --max_restart (3, the default)
+// its agent leaves the job and exits 101 (--node_failure_exit=101 in the
+// manifest), which the policy counts: a new pod for the index, while the
+// other node trains on; not a failed Job (exit 1 would be).
+function linregUnder(root) {
+  const kids = new Map();
+  for (const d of (spawnSync("ls", ["/proc"]).stdout || "").toString().split("\n")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = readFileSync(`/proc/${d}/stat`, "utf8");
+      const ppid = Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[1]);
+      if (!kids.has(ppid)) kids.set(ppid, []);
+      kids.get(ppid).push(Number(d));
+    } catch { /* gone */ }
+  }
+  const out = [];
+  const todo = [root];
+  while (todo.length) {
+    const p = todo.pop();
+    for (const k of kids.get(p) || []) {
+      todo.push(k);
+      // by the executable's name: the agent's and its janitor's command
+      // lines name the program too
+      try { if (readFileSync(`/proc/${k}/comm`, "utf8").trim() === "linreg") out.push(k); } catch { /* gone */ }
+    }
+  }
+  return out;
+}
+const bad = job.pods.get(1);
+let killed = 0;
+for (let k = 0, prev = 0; k < 4; k++) {
+  // a new process that has trained a step (a failure while its epoch is
+  // still being replaced is folded into that change, not counted)
+  const t = await until(`a training process of ${bad.name} stepping`, () => {
+    const x = bad.exit === null && linregUnder(bad.proc.pid).find((y) => y !== prev);
+    return x && new RegExp(`linreg step=\\d+ .* pid=${x} `).test(readFileSync(bad.log, "utf8")) && x;
+  }, 30000);
+  if (!t) break;
+  try { process.kill(t, "SIGKILL"); killed++; } catch { /* already gone */ }
+  prev = t;
+}
+const badExit = await Promise.race([bad.exited, sleep(30000 * mult).then(() => null)]);
+const new1b = await until("a new pod for index 1 after exit 101", () => job.pods.get(1) !== bad && job.pods.get(1), 10000);
+ok(killed === 4 && badExit === 101 && job.state === "Running" && new1b &&
+  job.history.some((h) => h[1] === bad.name && h[2] === 101 && h[3] === "Count"),
+  `a node whose training process is killed past --max_restart exits 101 (--node_failure_exit) and gets a new pod by the policy (Count), the Job still running (${killed} kills, exit ${badExit}, ${job.failures} of ${job.backoff} failures)`,
+  tail(bad));
+s = await world(p0, "train-0,train-1");
+ok(s && (s.nodes || []).some((n) => n.node_id === "train-1" && n.in_epoch),
+  `the replacement rejoins as train-1 (epoch ${s?.epoch?.number}, reason ${s?.epoch?.reason})`, new1b && tail(new1b));
 
 // A pod whose ECOORD_NP differs (what a changed template would start): it
 // is refused, exits 1, and its own Job fails by the policy (FailJob); the

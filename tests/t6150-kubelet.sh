@@ -101,17 +101,17 @@ EC_VALIDATE_DIR=$work EC_ETCD="https://127.0.0.1:$cport" EC_BUILDDIR=$build \
     EC_KUBELET_MAP="{\"ecoord\":\"$build/ecoord\",\"/usr/local/libexec/ecoord/linreg\":\"$build/worker/examples/linreg\"}" \
     node "$src/tests/t6150-kubelet.mjs" "$tmp/rendering.yaml" "$c/secrets.yaml" "$tmp/pods" >"$tmp/tap" 2>&1
 rc=$?
-# Renumber: the role check is test 13, etcd's environment test 14.
-sed 's/^1\.\.12$/1..14/' "$tmp/tap"
+# Renumber: the role check is test 15, etcd's environment test 16.
+sed 's/^1\.\.14$/1..16/' "$tmp/tap"
 if [ "$roleok" = 0 ]; then
-    echo "ok 13 - the job's etcd user (etcd-auth.sh) writes under /train/ only; no client without a certificate gets in"
+    echo "ok 15 - the job's etcd user (etcd-auth.sh) writes under /train/ only; no client without a certificate gets in"
 else
-    echo "not ok 13 - the job's etcd user (etcd-auth.sh) writes under /train/ only; no client without a certificate gets in"
+    echo "not ok 15 - the job's etcd user (etcd-auth.sh) writes under /train/ only; no client without a certificate gets in"
 fi
 if [ "$etcdok" = 0 ]; then
-    echo "ok 14 - etcd runs with the manifest's ETCD_* environment (every variable known to etcd, TLS, /health on the metrics port)"
+    echo "ok 16 - etcd runs with the manifest's ETCD_* environment (every variable known to etcd, TLS, /health on the metrics port)"
 else
-    echo "not ok 14 - etcd runs with the manifest's ETCD_* environment (every variable known to etcd, TLS, /health on the metrics port)"
+    echo "not ok 16 - etcd runs with the manifest's ETCD_* environment (every variable known to etcd, TLS, /health on the metrics port)"
 fi
 if [ "$rc" != 0 ] || [ "$roleok" != 0 ] || [ "$etcdok" != 0 ]; then
     for f in "$tmp"/pods/*/container.log; do

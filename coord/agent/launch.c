@@ -623,11 +623,11 @@ again:
                fixed ? a->cfg->fixed_failure_exit == 101
                            ? " (exit 101: fixed-size job, let the scheduler restart this pod)"
                            : " (fixed-size job: --fixed_failure_exit)"
-                     : "");
+                     : a->cfg->node_failure_exit != 1 ? " (--node_failure_exit)" : "");
         ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
-        return fixed ? a->cfg->fixed_failure_exit : 1;
+        return fixed ? a->cfg->fixed_failure_exit : a->cfg->node_failure_exit;
     }
     ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
            a->cfg->max_restart);

@@ -211,8 +211,18 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .metavar = "CODE", .example = "1", .group = "job",
         .help = "exit code of a node that leaves a fixed-size job (MIN = MAX) after "
                 "--max_restart: 101 tells a scheduler to restart the pod; an elastic job's "
-                "node exits 1.",
+                "node exits --node_failure_exit.",
         .offset = OFF(fixed_failure_exit)},
+    [EC_K_NODE_FAILURE_EXIT] = {
+        .id = EC_K_NODE_FAILURE_EXIT, .name = "node_failure_exit",
+        .spellings = {"node_failure_exit"}, .env = {"ECOORD_NODE_FAILURE_EXIT"},
+        .type = EC_KT_INT, .cmds = L, .min = 1, .max = 255,
+        .def = "1", .metavar = "CODE", .example = "101", .group = "job",
+        .help = "exit code of a node that leaves an elastic job after --max_restart while the "
+                "job goes on without it: 1 (Paddle's) reads as a failure; under a scheduler "
+                "that fails the whole job on 1 (a Kubernetes Job's podFailurePolicy), 101 "
+                "asks for a new pod instead.",
+        .offset = OFF(node_failure_exit)},
     [EC_K_ELASTIC_TIMEOUT] = {
         .id = EC_K_ELASTIC_TIMEOUT, .name = "elastic_timeout",
         .spellings = {"elastic_timeout"},

@@ -58,6 +58,7 @@ typedef enum {
     EC_K_ELASTIC_LEVEL,
     EC_K_MAX_RESTART,
     EC_K_FIXED_FAILURE_EXIT,
+    EC_K_NODE_FAILURE_EXIT,
     EC_K_ELASTIC_TIMEOUT,
     EC_K_JOIN_TIMEOUT,
     EC_K_REPLACE_WAIT,
@@ -195,6 +196,7 @@ typedef struct ec_config {
     int elastic_level;           /* Paddle's -1|0|1: accepted, ignored (warning) */
     int max_restart;
     int fixed_failure_exit;      /* exit code of a node leaving a fixed-size job failed */
+    int node_failure_exit;       /* exit code of a node leaving an elastic job failed */
     int64_t elastic_timeout_ms;
     int64_t join_timeout_ms;     /* 0: wait for the job to form as long as it takes */
     int64_t replace_wait_ms;
