@@ -67,6 +67,7 @@
  */
 #define _GNU_SOURCE /* open_memstream, vasprintf */
 #include "status.h"
+#include "json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -181,83 +182,7 @@ static void fmt_ago(int64_t ms, int64_t now, char *buf, size_t len)
 
 /* ---- JSON output ---------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    /* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* A JSON string.  Records hold whatever a writer put there: bytes that are
- * not valid UTF-8 become U+FFFD, so the output always parses. */
-static void json_str(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc(c, f);
-            i++;
-        } else if (c == '\n') {
-            fputs("\\n", f);
-            i++;
-        } else if (c == '\r') {
-            fputs("\\r", f);
-            i++;
-        } else if (c == '\t') {
-            fputs("\\t", f);
-            i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-            i++;
-        } else if (c < 0x80) {
-            fputc(c, f);
-            i++;
-        } else {
-            size_t l = utf8_len(p + i, n - i);
-            if (l) {
-                fwrite(p + i, 1, l, f);
-                i += l;
-            } else {
-                fputs("\\ufffd", f);
-                i++;
-            }
-        }
-    }
-    fputc('"', f);
-}
+/* (strings: ec_json_str, coord/util/json.h) */
 
 /* ------------------------------------------------------------------------ */
 /* the snapshot: everything decoded from one listing                        */
@@ -989,14 +914,14 @@ static void json_key(FILE *f, bool *first, const char *k)
     if (!*first)
         fputc(',', f);
     *first = false;
-    json_str(f, k);
+    ec_json_str(f, k);
     fputc(':', f);
 }
 
 static void json_kstr(FILE *f, bool *first, const char *k, const char *v)
 {
     json_key(f, first, k);
-    json_str(f, v);
+    ec_json_str(f, v);
 }
 
 static void json_kint(FILE *f, bool *first, const char *k, int64_t v)
@@ -1057,7 +982,7 @@ static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
                               : ec_endpoint_format(host, ports[i], ep, sizeof(ep));
         if (i)
             fputc(',', f);
-        json_str(f, rc < 0 ? "?" : ep);
+        ec_json_str(f, rc < 0 ? "?" : ep);
     }
     fputc(']', f);
     json_kstr(f, &first, "state", row_state(r));
@@ -1117,7 +1042,7 @@ static void json_failure(FILE *f, const st_fail_t *x, bool root)
     for (int i = 0; fl && i < fl->nlines; i++) {
         if (i)
             fputc(',', f);
-        json_str(f, fl->last_lines[i]);
+        ec_json_str(f, fl->last_lines[i]);
     }
     fputc(']', f);
     json_kstr(f, &first, "message", fl && fl->message ? fl->message : "");
