@@ -600,9 +600,12 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
      * looks at the count: it aborts this collective or this check refuses
      * it.  end() uncounts. */
     atomic_fetch_add(&w->in_coll, 1);
+    ecw__progress_coll_enter(); /* "waiting on peers", for the agent's hang detection */
     int rc = ecw__fence_check(w, what, err);
-    if (rc < 0)
+    if (rc < 0) {
         atomic_fetch_sub(&w->in_coll, 1);
+        ecw__progress_coll_exit(0);
+    }
     return rc;
 }
 
@@ -706,6 +709,7 @@ void ecw__build_tick(ecw_t *w, uint64_t epoch)
 static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
 {
     atomic_fetch_sub(&w->in_coll, 1);
+    ecw__progress_coll_exit(rc == 0);
     uint64_t cur = atomic_load(&w->cur_num);
     if (rc == EC_ERESTART) {
         /* No epoch fixes a lost GPU: say so now, not after epoch_wait_ms. */
@@ -859,6 +863,7 @@ int ecw_iallreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_
     ecw_request_t *r = calloc(1, sizeof(*r));
     if (!r) {
         atomic_fetch_sub(&w->in_coll, 1);
+        ecw__progress_coll_exit(0);
         return ecw__out(uerr, &err, ec_errorf(&err, EC_ENOMEM, "out of memory"));
     }
     *r = (ecw_request_t){.w = w, .buf = buf, .count = count, .dt = dtype, .op = op};
@@ -872,6 +877,7 @@ int ecw_iallreduce(ecw_t *w, void *buf, size_t count, ecw_dtype_t dtype, ecw_op_
     if (e) {
         request_free(r);
         atomic_fetch_sub(&w->in_coll, 1);
+        ecw__progress_coll_exit(0);
         return ecw__out(uerr, &err, ec_errorf(&err, EC_ESYS, "ecw_iallreduce: cannot start its "
                                               "thread: %s", strerror(e)));
     }
@@ -916,6 +922,7 @@ static void request_drop(ecw_t *w)
     pthread_mutex_unlock(&w->comm_mu);
     pthread_join(r->th, NULL);
     atomic_fetch_sub(&w->in_coll, 1);
+    ecw__progress_coll_exit(0);
     w->req = NULL;
     request_free(r);
 }

@@ -471,6 +471,26 @@ int ecw_wait(ecw_request_t *req, int timeout_ms, ecw_error_t *err);
  * next collective (the communicator stays usable). */
 int ecw_set_stream(ecw_t *w, void *cuda_stream, ecw_error_t *err);
 
+/* ---- progress reports (hang and straggler detection) --------------------
+ * Tell the agent this process makes progress: call ecw_progress_step() once
+ * per training step.  It stores into a small file the agent mapped for this
+ * process (ECOORD_PROGRESS_FILE): one clock read and two stores, no system
+ * call, no etcd write.  The agent samples it, publishes a summary per node
+ * at a low rate, and the leader acts when the job stops progressing for
+ * --hang_timeout (on by default, 300 s, for programs that report), naming
+ * the node whose ranks stopped while the others wait in a collective.  The
+ * library's collectives also mark "in a collective since" and "last
+ * collective completed" on their own.
+ * Around work that legitimately makes no step for long (writing a
+ * checkpoint, evaluation), call ecw_progress_pause() before and
+ * ecw_progress_resume() after: while any rank of the job is paused no hang
+ * is declared.  None of these needs ecw_init (a program with collectives of
+ * its own reports steps the same way); without an agent they do nothing.
+ * All return 0. */
+int ecw_progress_step(void);
+int ecw_progress_pause(void);
+int ecw_progress_resume(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -110,6 +110,7 @@ typedef struct ecw__opts {
     int timeout_ms, rebuild_timeout_ms, epoch_wait_ms, suspect_after_ms;
     int lease_ttl_ms, lease_margin_ms; /* the fence (fence.c); ttl 0: off */
     bool restart_mode;          /* ECOORD_REBUILD=restart: one process per epoch */
+    char *progress_file;        /* the agent's progress file (worker/progress.c); NULL: none */
     ecw_log_cb log_cb;
     void *log_arg;
     ecw_log_level_t log_level;
@@ -298,5 +299,11 @@ void *ecw__user_stream(const ecw_t *w);
 int ecw__out(ecw_error_t *u, const ec_error_t *e, int rc);
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* progress.c: the progress file (coord/progress_file.h) around collectives;
+ * options.c: its path from the environment (NULL: no agent gave one) */
+void ecw__progress_coll_enter(void);
+void ecw__progress_coll_exit(int ok);
+const char *ecw__progress_path(void);
 
 #endif

@@ -103,6 +103,9 @@ static const knob_t knobs[] = {
     {"nccl_scalable_min", {"ECOORD_WORKER_NCCL_SCALABLE_MIN"}, K_INT, IN(nccl_scalable_min),
      OUT(nccl_scalable_min), 0, 1, 1 << 30, "128",
      "NCCL: world size from which a full init uses ncclCommInitRankScalable with several roots"},
+    {"progress_file", {EC_ENV_PROGRESS_FILE}, K_STR, NO_IN, OUT(progress_file), 0, 0, 0, "",
+     "the file the agent samples this process's progress from (coord/core/progress_file.h; "
+     "worker/progress.c writes it, also without ecw_init)"},
     {"restart_mode", {EC_ENV_REBUILD}, K_RESTART, NO_IN, OUT(restart_mode), 0, 0, 0, "",
      "started by `ecoord launch --rebuild=restart`: this process lives for exactly its start "
      "epoch (the agent replaces it on the next one)"},
@@ -342,6 +345,7 @@ void ecw__opts_free(ecw__opts_t *o)
     free(o->etcd_user);
     free(o->etcd_password_file);
     free(o->cuda_libdir);
+    free(o->progress_file);
     memset(o, 0, sizeof(*o));
     errno = saved;
 }
@@ -387,4 +391,17 @@ void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len)
             break;
         n += (size_t)w;
     }
+}
+
+/* The progress file the agent made for this process (coord/core/progress_file.h;
+ * worker/progress.c maps it, with or without ecw_init), or NULL: the table's
+ * progress_file knob read from the environment. */
+const char *ecw__progress_path(void)
+{
+    for (size_t i = 0; i < NKNOBS; i++)
+        if (!strcmp(knobs[i].name, "progress_file")) {
+            const char *which = NULL;
+            return env_of(&knobs[i], &which);
+        }
+    return NULL;
 }

@@ -271,6 +271,8 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
         add(&b, EC_ENV_LEASE_MARGIN_MS, "%lld", ctx->lease_margin_ms);
     }
     add(&b, EC_ENV_REBUILD, "%s", ctx->rebuild ? ctx->rebuild : "restart");
+    if (ctx->progress_file)
+        add(&b, EC_ENV_PROGRESS_FILE, "%s", ctx->progress_file);
     /* etcd's TLS and authentication, as the agent connects */
     const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();
     if (cfg) {

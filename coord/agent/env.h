@@ -43,6 +43,7 @@ typedef struct ec_env_ctx {
     /* This process's TORCHELASTIC_ERROR_FILE (torch's @record writes the
      * exception there), an absolute path; NULL: not set. */
     const char *error_file;
+    const char *progress_file;   /* ECOORD_PROGRESS_FILE (coord/progress_file.h); NULL: none */
     const char *role;            /* ROLE_NAME; NULL: "default" */
 } ec_env_ctx_t;
 

@@ -39,6 +39,7 @@
 #include "gpus.h"
 #include "log.h"
 #include "metrics.h"
+#include "progress.h"
 #include "netaddr.h"
 #include "node.h"
 #include "planner.h"
@@ -144,6 +145,13 @@ typedef struct agent {
     int fold_rank;
     bool fenced;          /* the lease is not confirmed: processes stopped */
     int64_t fenced_since; /* monotonic ms */
+    /* the ranks' progress (coord/progress.h): sampled every pass, written
+     * into our record when ec_progress_publish_due says so */
+    ec_progress_t *progress;
+    int64_t silence_ms;
+    ec_node_progress_t pub; /* what was last written (seq 0: nothing) */
+    int64_t pub_ms;
+    int64_t hang_poll_ms;   /* last look for the leader's hang verdict */
 } agent_t;
 
 static int64_t mono_ms(void)
@@ -295,6 +303,13 @@ static int start_rank(agent_t *a, int r)
     };
     char **env = NULL;
     ec_error_t err = {0};
+    if (a->progress) {
+        if (ec_progress_reset(a->progress, r, ec_procs_log_path(a->procs, r), &err) == 0)
+            ctx.progress_file = ec_progress_path(a->progress, r);
+        else
+            ec_log(EC_LOG_WARN, "%s", err.msg);
+        err = (ec_error_t){0};
+    }
     if (ec_env_build(a->epoch, a->m_id, r, &ctx, environ, &env, &err) < 0) {
         ec_log(EC_LOG_ERROR, "cannot build the environment of local rank %d: %s", r, err.msg);
         return err.code;
@@ -687,6 +702,87 @@ static int64_t check_fence(agent_t *a)
     return left < 200 ? (left > 1 ? left : 1) : 200;
 }
 
+/* The leader found local rank r of this node hung (coord/node_hang.c):
+ * stop every local process (a stopped one gets SIGCONT after SIGTERM) and
+ * ask for a re-form of the same members, which starts them again (restart
+ * mode: every node restarts; in place: the others rebuild around this
+ * node's fresh processes).  Counts against --max_restart like a failure.
+ * Returns an exit code when the agent must exit, else -1. */
+static int on_hung(agent_t *a, int r, const char *why)
+{
+    ec_log(EC_LOG_WARN, "+hung %s local rank %d in epoch %" PRIu64 ": %s; stopping this node's "
+                        "processes to restart them",
+           a->cfg->node_id, r, a->epoch ? a->epoch->number : 0, why);
+    ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    a->pub.silent_ms = 0; /* what we publish next says so */
+    if (a->cfg->rebuild == EC_REBUILD_RESTART)
+        return count_restart(a, r);
+    if (a->restarts + 1 > a->cfg->max_restart)
+        return count_restart(a, r); /* leaves the job, with its message */
+    a->restarts++;
+    ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
+           a->cfg->max_restart);
+    ec_metrics_restart(a->metrics);
+    ec_error_t err = {0};
+    if (ec_node_bump_incarnation(a->node, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot announce the restart: %s", err.msg);
+    return -1;
+}
+
+/* Sample the ranks' progress; write the node's summary into its record
+ * when it changed enough (coord/progress.h); while it says a rank is
+ * silent, look for the leader's verdict that it hung (one etcd read every
+ * 500 ms, only then).  Returns how long until it must be looked at again
+ * (ms); *exit_rc gets an exit code when the agent must exit. */
+static int64_t progress_tick(agent_t *a, int *exit_rc)
+{
+    *exit_rc = -1;
+    if (!a->progress)
+        return 200;
+    pid_t pid[EC_NPROC_MAX];
+    for (int r = 0; r < a->nproc; r++)
+        pid[r] = a->m_id >= 0 && !a->done[r] && !a->fenced ? ec_procs_pid(a->procs, r) : 0;
+    int64_t now = mono_ms();
+    ec_progress_sample(a->progress, pid, now);
+    ec_node_progress_t cur;
+    ec_progress_summary(a->progress, &cur);
+    int64_t next = -1;
+    if (ec_progress_publish_due(&a->pub, a->pub_ms, &cur, a->silence_ms, now, &next)) {
+        ec_error_t err = {0};
+        if (ec_node_set_progress(a->node, &cur, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot write this node's progress: %s (retrying)", err.msg);
+        cur.seq = a->pub.seq + 1;
+        if (!a->pub.seq || (a->pub.silent_ms > 0) != (cur.silent_ms > 0) ||
+            a->pub.stopped != cur.stopped || a->pub.paused != cur.paused)
+            ec_log(EC_LOG_INFO, "+progress %s: step %llu%s%s%s%s", a->cfg->node_id,
+                   (unsigned long long)cur.step, cur.silent_ms > 0 ? ", silent" : "",
+                   cur.silent_ms > 0 && cur.waiting ? " inside a collective" : "",
+                   cur.stopped ? ", a process stopped (SIGSTOP)" : "",
+                   cur.paused ? ", paused (checkpoint declared)" : "");
+        a->pub = cur;
+        a->pub_ms = now;
+        ec_metrics_progress(a->metrics, a->cfg->node_id, &cur);
+    }
+    if (a->pub.silent_ms > 0 && a->epoch && a->m_id >= 0 && now - a->hang_poll_ms >= 500) {
+        a->hang_poll_ms = now;
+        int r = 0;
+        char why[1200];
+        ec_error_t err = {0};
+        if (ec_node_take_hang(a->node, a->epoch->number, &r, why, sizeof(why), &err) > 0) {
+            *exit_rc = on_hung(a, r >= 0 && r < a->nproc ? r : 0, why);
+            return 0;
+        }
+    }
+    return next > now && next - now < 200 ? next - now : 200;
+}
+
+static void on_progress(const char *node_id, const ec_node_progress_t *p, void *arg)
+{
+    agent_t *a = arg;
+    if (strcmp(node_id, a->cfg->node_id) != 0) /* our own is set from the source */
+        ec_metrics_progress(a->metrics, node_id, p);
+}
+
 static int run(agent_t *a)
 {
     const ec_config_t *cfg = a->cfg;
@@ -740,6 +836,12 @@ static int run(agent_t *a)
          * (its lease is unconfirmed) and so does not count the ranks its
          * janitor killed meanwhile as failures. */
         wait_ms = check_fence(a);
+        int hrc;
+        int64_t pw = progress_tick(a, &hrc);
+        if (hrc >= 0)
+            return hrc;
+        if (pw < wait_ms)
+            wait_ms = pw;
         int r, st;
         while (ec_procs_reap(a->procs, &r, &st)) {
             int rc = on_child_exit(a, r, st);
@@ -904,6 +1006,13 @@ int ec_cmd_launch(const ec_config_t *cfg)
     char absdir[PATH_MAX];
     snprintf(a.log_dir, sizeof(a.log_dir), "%s",
              realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
+    /* A rank counts as silent after half the hang timeout (so the leader
+     * knows in time), 10 s when the timeout is off or automatic. */
+    a.silence_ms = 10000;
+    if (cfg->hang_timeout_ms > 0)
+        a.silence_ms = cfg->hang_timeout_ms / 2 < 10000 ? cfg->hang_timeout_ms / 2 : 10000;
+    if (!(a.progress = ec_progress_create(a.nproc, a.log_dir, a.silence_ms, &err)))
+        ec_log(EC_LOG_WARN, "no progress reports on this node: %s", err.msg);
     {
         char np_s[32], g_s[32];
         snprintf(np_s, sizeof(np_s), "--nproc_per_node=%d", a.nproc);
@@ -972,6 +1081,9 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.replace_wait_ms = cfg->replace_wait_ms;
     no.lease_ttl_s = (int)(cfg->lease_ttl_ms / 1000);
     no.watch_peers_ms = (int)cfg->peer_probe_interval_ms;
+    no.hang_timeout_ms = cfg->hang_timeout_ms;
+    no.straggler_factor = cfg->straggler_factor_x;
+    no.on_progress = on_progress;
     no.on_epoch = on_epoch;
     no.on_job = on_job;
     no.on_event = on_event;
@@ -991,6 +1103,7 @@ out:
         ec_procs_kill_all(a.procs);
     ec_node_stop(a.node);
     ec_procs_destroy(a.procs);
+    ec_progress_destroy(a.progress);
     ec_metrics_destroy(a.metrics); /* before the etcd client its prober uses */
     if (a.reserved)
         ec_ports_release(a.resv, a.nproc + 2);

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "metrics.h"
+#include "keys.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -70,6 +71,15 @@ struct ec_metrics {
     bool lease_ok;
     unsigned long long lease_id;
     uint64_t lease_losses;
+
+    /* hangs and stragglers: per node progress (own; all members on the
+     * leader), bounded by EC_METRICS_NODES_MAX; and the events */
+    struct mprog {
+        char id[EC_NODE_ID_MAX + 1];
+        ec_node_progress_t p;
+    } *prog;
+    size_t nprog;
+    uint64_t hang_suspects, hang_stalls, stragglers;
 
     /* etcd prober */
     ec_etcd_t *etcd;
@@ -249,12 +259,39 @@ void ec_metrics_event(ec_metrics_t *m, const char *ev)
     } else if (starts(ev, "-lease ")) {
         m->lease_ok = false;
         m->lease_losses++;
+    } else if (starts(ev, "+hang-suspect ")) {
+        m->hang_suspects++;
+    } else if (starts(ev, "+hang-stalled ")) {
+        m->hang_stalls++;
+    } else if (starts(ev, "+straggler ")) {
+        m->stragglers++;
     } else if (starts(ev, "-node ") && strstr(ev, " leaving")) {
         m->lease_ok = false;
         m->leader = false;
         if (m->state != EC_MSTATE_DONE && m->state != EC_MSTATE_FAILED)
             m->state = EC_MSTATE_LEAVING; /* done and failed say more */
     }
+    pthread_mutex_unlock(&m->lock);
+}
+
+void ec_metrics_progress(ec_metrics_t *m, const char *node_id, const ec_node_progress_t *p)
+{
+    if (!m || !node_id || !p)
+        return;
+    pthread_mutex_lock(&m->lock);
+    size_t i = 0;
+    while (i < m->nprog && strcmp(m->prog[i].id, node_id) != 0)
+        i++;
+    if (i == m->nprog && m->nprog < EC_METRICS_NODES_MAX) {
+        struct mprog *g = realloc(m->prog, (m->nprog + 1) * sizeof(*g));
+        if (g) {
+            m->prog = g;
+            snprintf(g[i].id, sizeof(g[i].id), "%s", node_id);
+            m->nprog++;
+        }
+    }
+    if (i < m->nprog)
+        m->prog[i].p = *p;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -376,6 +413,30 @@ static void render(ec_metrics_t *m, FILE *f)
         fprintf(f, "ecoord_lease_info{lease_id=\"%llx\"} 1\n", m->lease_id);
     head(f, "ecoord_lease_losses_total", "counter", "Times this node's lease expired or was revoked under it and it registered again.");
     fprintf(f, "ecoord_lease_losses_total %" PRIu64 "\n", m->lease_losses);
+
+    head(f, "ecoord_node_step_seconds", "gauge", "Median step time of a node's ranks over a sliding window (its agent's progress summary; the leader shows every member, other agents their own node).");
+    for (size_t i = 0; i < m->nprog; i++)
+        if (m->prog[i].p.step_p50_us > 0)
+            fprintf(f, "ecoord_node_step_seconds{node=\"%s\"} %.6f\n", m->prog[i].id,
+                    (double)m->prog[i].p.step_p50_us / 1e6);
+    head(f, "ecoord_node_slowest_rank_step_seconds", "gauge", "Step time of a node's slowest rank over the same window.");
+    for (size_t i = 0; i < m->nprog; i++)
+        if (m->prog[i].p.slowest_us > 0)
+            fprintf(f, "ecoord_node_slowest_rank_step_seconds{node=\"%s\",local_rank=\"%d\"} %.6f\n",
+                    m->prog[i].id, m->prog[i].p.slowest_rank,
+                    (double)m->prog[i].p.slowest_us / 1e6);
+    head(f, "ecoord_node_step", "gauge", "Lowest step count among a node's ranks, as last published (published when silence, pauses or step times change, not every step).");
+    for (size_t i = 0; i < m->nprog; i++)
+        fprintf(f, "ecoord_node_step{node=\"%s\"} %llu\n", m->prog[i].id,
+                (unsigned long long)m->prog[i].p.step);
+    head(f, "ecoord_node_silent", "gauge", "1 while a rank of the node has made no progress for the silence threshold (half of --hang_timeout, at most 10 s), as last published; 2 when one is also stopped (SIGSTOP).");
+    for (size_t i = 0; i < m->nprog; i++)
+        fprintf(f, "ecoord_node_silent{node=\"%s\"} %d\n", m->prog[i].id,
+                m->prog[i].p.stopped ? 2 : m->prog[i].p.silent_ms > 0);
+    head(f, "ecoord_hang_events_total", "counter", "Hang and straggler decisions this node took as leader: suspect (a node evicted as hung), stalled (no single node to blame), straggler.");
+    fprintf(f, "ecoord_hang_events_total{event=\"suspect\"} %" PRIu64 "\n", m->hang_suspects);
+    fprintf(f, "ecoord_hang_events_total{event=\"stalled\"} %" PRIu64 "\n", m->hang_stalls);
+    fprintf(f, "ecoord_hang_events_total{event=\"straggler\"} %" PRIu64 "\n", m->stragglers);
 
     head(f, "ecoord_recovery_phase_seconds", "histogram",
          "Duration of each phase of a membership change: decide (leader observed the change to "
@@ -689,6 +750,7 @@ void ec_metrics_destroy(ec_metrics_t *m)
     free(m->job_id);
     free(m->node_id);
     free(m->version);
+    free(m->prog);
     free(m);
     errno = saved;
 }

@@ -113,6 +113,12 @@ void ec_metrics_restart(ec_metrics_t *m);
  * "+node n1 registered ... lease=1f", "-node n1 leaving: ..."): leadership
  * and lease gauges follow them.  Other events are ignored. */
 void ec_metrics_event(ec_metrics_t *m, const char *event);
+/* A node's progress summary (coord/progress.h): the agent's own, and on
+ * the leader every member's as it is published; the gauges
+ * ecoord_node_step_seconds{node=...} and friends.  At most
+ * EC_METRICS_NODES_MAX nodes are kept (the first seen). */
+#define EC_METRICS_NODES_MAX 1024
+void ec_metrics_progress(ec_metrics_t *m, const char *node_id, const ec_node_progress_t *p);
 /* Record one observation of a phase directly (seconds >= 0). */
 void ec_metrics_observe(ec_metrics_t *m, ec_phase_t phase, double seconds);
 

@@ -226,8 +226,10 @@ static void *loop(void *arg)
             pthread_mutex_unlock(&n->lock);
         }
         ec__node_handle_suspicions(n);
-        if (n->am_leader && n->model_wide)
+        if (n->am_leader && n->model_wide) {
             ec__node_plan_and_act(n);
+            ec__node_check_hangs(n);
+        }
     }
     return NULL;
 }
@@ -376,6 +378,16 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
     }
     pthread_mutex_unlock(&n->lock);
     return same ? 0 : put_self_or_retry(n, err);
+}
+
+int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t seq = n->progress.seq + 1;
+    n->progress = *p;
+    n->progress.seq = seq;
+    pthread_mutex_unlock(&n->lock);
+    return put_self_or_retry(n, err);
 }
 
 int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)
@@ -572,6 +584,7 @@ void ec_node_stop(ec_node_t *n)
         free(n->held[i].by);
     }
     free(n->held);
+    ec__node_hang_clear(n);
     free(n->nodes);
     ec_epoch_free(n->epoch);
     free(n->epoch_raw);

@@ -62,6 +62,15 @@ typedef struct ec_node_opts {
      * this struct; `ecoord launch --peer_probe_interval`, 0.25 s).  Needs
      * probe_port.  Appended last: older callers' size leaves it 0. */
     int watch_peers_ms;
+    /* Hangs and stragglers (coord/hang_policy.h; only the leader's values
+     * are used): --hang_timeout in ms (> 0: every program; 0: off; < 0:
+     * auto, on for programs that report progress), --straggler_factor (0:
+     * off).  on_progress (optional) gets, on the leader, each member's
+     * newly published progress summary (metrics); on the coordinator's
+     * thread.  Appended last: older callers' size leaves them 0 (off). */
+    int64_t hang_timeout_ms;
+    double straggler_factor;
+    void (*on_progress)(const char *node_id, const ec_node_progress_t *p, void *arg);
 } ec_node_opts_t;
 
 #define EC_NODE_OPTS_INIT {.size = sizeof(ec_node_opts_t)}
@@ -75,6 +84,17 @@ ec_node_t *ec_node_start(const ec_node_opts_t *opts, ec_error_t *err);
  * fails the error is returned and the coordinator keeps writing it until it
  * succeeds (so does ec_node_bump_incarnation). */
 int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err);
+/* Our agent's summary of its ranks' progress (coord/progress.h): written
+ * into our record now (the caller rate-limits; ec_progress_publish_due),
+ * numbered with the next seq.  A failed write is retried by the loop. */
+int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err);
+/* The leader's verdict that this node's ranks hung in `epoch`
+ * (hang/<node_id>, written by the leader's hang detection): 1 when there
+ * is one for that epoch (local_rank and why filled; the key is deleted), 0
+ * when none, or a negative code.  One etcd read: the agent asks only while
+ * its own summary says a rank is silent. */
+int ec_node_take_hang(ec_node_t *n, uint64_t epoch, int *local_rank, char *why, size_t len,
+                      ec_error_t *err);
 /* Our processes restarted: bump the incarnation so the leader re-forms the
  * job with the same members (reason restart). */
 int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err);

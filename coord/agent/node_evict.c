@@ -245,6 +245,11 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
  * leader the rest still reach), so that a dead leader is replaced as fast as
  * a dead member (its record and key deleted, the next campaign brings a new
  * fencing token, and a leader that was only slow can no longer publish). */
+int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err)
+{
+    return evict(n, id, lease, rec_mod, false, 0, err);
+}
+
 /* A follower's model holds no other node's record: once a majority
  * reported the leader, read the leader's (its host, probe port, lease and
  * mod revision for the fenced eviction).  No lock held. */

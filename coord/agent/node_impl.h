@@ -176,6 +176,16 @@ struct ec_node {
     _Atomic int64_t beat_ms;
     ec_watch_t *watch[5];
     size_t nwatch;
+    /* our progress summary, written with our record (under lock) */
+    ec_node_progress_t progress;
+    /* (leader) hang and straggler detection's memory (node_hang.c;
+     * coordinator thread) */
+    struct ec_hang_seen *hang_seen;
+    size_t nhang_seen;
+    char *hang_last; /* the last stalled/suspect line logged */
+    uint64_t hang_epoch; /* the epoch hang_epoch_ms is about */
+    int64_t hang_epoch_ms; /* monotonic: when the leader first saw it (silence
+                            * is never counted from before it) */
 };
 
 /* clocks and the event log (node.c) */
@@ -243,6 +253,16 @@ void ec__node_handle_suspicions(ec_node_t *n);
 /* Whether node `id` is held out of the planner's eligible nodes: evicted as
  * silent and not answering a probe since (lock held). */
 bool ec__node_held_out(ec_node_t *n, const char *id);
+
+/* node_evict.c: delete member `id`'s record (fenced by our leadership and
+ * by the record's mod revision) and revoke its lease: the planner re-forms
+ * the job without it; its agent registers again and rejoins. */
+int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err);
+
+/* node_hang.c (leader only): hangs and stragglers from the members'
+ * progress summaries (coord/hang_policy.h), acted on by eviction. */
+void ec__node_check_hangs(ec_node_t *n);
+void ec__node_hang_clear(ec_node_t *n);
 
 /* node_ring.c: start the thread that probes this node's successors every
  * o.watch_peers_ms (0, or no probe port: none); join it after `stop` is

@@ -532,6 +532,9 @@ void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms)
 {
     p->ntermed = 0;
     signal_ranks(p, SIGTERM);
+    /* A rank stopped by SIGSTOP or a debugger (found hung, say) acts on
+     * SIGTERM only once it runs again, as systemd does it. */
+    signal_ranks(p, SIGCONT);
     int left = sweep(p, SIGTERM);
     if (!ec_procs_running(p) && !left) {
         prune_left(p);

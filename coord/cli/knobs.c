@@ -43,6 +43,8 @@ static int check_node_id(const char *v, const char *where, const char *fix, ec_e
 static int check_host(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_role(const char *v, const char *where, const char *fix, ec_error_t *err);
+static int check_hang_timeout(const char *v, const char *where, const char *fix, ec_error_t *err);
+static int check_straggler(const char *v, const char *where, const char *fix, ec_error_t *err);
 static void origin(const ec_config_t *cfg, int id, const char *value, char *buf, size_t len);
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
@@ -362,6 +364,33 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
                 "--lease_ttl ends. 0: off, a lost node is found by its peers' failing "
                 "processes or its lease.",
         .offset = OFF(peer_probe_interval_ms)},
+    /* Hangs and stragglers (coord/core/hang_policy.h): the leader's values
+     * decide.  Not a SECONDS knob: "auto" (the default) is on only for
+     * programs that report progress, whose steps are known. */
+    [EC_K_HANG_TIMEOUT] = {
+        .id = EC_K_HANG_TIMEOUT, .name = "hang_timeout",
+        .spellings = {"hang_timeout"}, .env = {"ECOORD_HANG_TIMEOUT"},
+        .type = EC_KT_STRING, .cmds = L, .max = 32,
+        .def = "auto", .def_help = "auto: 300 s for programs that report progress "
+                                   "(ecw_progress_step, ecoord.progress), off for others",
+        .metavar = "SECONDS|auto|off", .example = "600", .group = "hangs and stragglers",
+        .help = "when the job's ranks make no progress for this long (no step reported, or "
+                "for programs that report none, no log output), the leader names the node "
+                "whose ranks stopped while the others wait on it and records why; that node's "
+                "agent restarts its processes and the job re-forms (evicted instead if its "
+                "agent does not react). Declare checkpoints with ecw_progress_pause/resume. A "
+                "number turns it on for every program; off (or 0) turns it off.",
+        .offset = OFF(hang_timeout), .check = check_hang_timeout},
+    [EC_K_STRAGGLER_FACTOR] = {
+        .id = EC_K_STRAGGLER_FACTOR, .name = "straggler_factor",
+        .spellings = {"straggler_factor"}, .env = {"ECOORD_STRAGGLER_FACTOR"},
+        .type = EC_KT_STRING, .cmds = L, .max = 32,
+        .def = "off", .def_help = "off: stragglers are only reported (ecoord status, metrics)",
+        .metavar = "FACTOR|off", .example = "2", .group = "hangs and stragglers",
+        .help = "a node whose median step time over a sliding window is more than FACTOR "
+                "times the job's median (3 nodes or more reporting steps) is treated as a "
+                "suspect and evicted, at most once every 10 minutes. A number above 1.",
+        .offset = OFF(straggler_factor), .check = check_straggler},
 
     /* ---- program ------------------------------------------------------- */
     /* Paddle's launcher and torchrun run the script with their own
@@ -435,7 +464,8 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
 };
 /* clang-format on */
 
-static const char *const groups[] = {"etcd", "job", "this node", "program", "output", NULL};
+static const char *const groups[] = {"etcd",    "job",    "this node", "hangs and stragglers",
+                                     "program", "output", NULL};
 
 /* Spellings users bring from other launchers that ecoord deliberately lacks:
  * a pointed answer beats "unknown flag". */
@@ -796,6 +826,55 @@ static int check_role(const char *v, const char *where, const char *fix, ec_erro
 {
     (void)fix;
     return no_space(v, where, "the role", err);
+}
+
+/* --hang_timeout: "auto", "off", or seconds (at most 3 decimals, 0.1 to
+ * 86400); *ms gets -1, 0 or the milliseconds. */
+static int hang_timeout_ms(const char *v, long long *ms)
+{
+    if (!strcasecmp(v, "auto")) {
+        *ms = -1;
+        return 0;
+    }
+    if (!strcasecmp(v, "off") || !strcmp(v, "0")) {
+        *ms = 0;
+        return 0;
+    }
+    return parse_seconds(v, ms) || *ms < 100 || *ms > 86400000 ? -1 : 0;
+}
+
+static int check_hang_timeout(const char *v, const char *where, const char *fix, ec_error_t *err)
+{
+    long long ms;
+    if (hang_timeout_ms(v, &ms) == 0)
+        return 0;
+    return ec_errorf(err, EC_EINVAL, "%s: not auto, off or a number of seconds from 0.1 to "
+                     "86400; e.g. %s600 (10 minutes: above your longest step and collective)",
+                     where, fix);
+}
+
+static int straggler_factor(const char *v, double *x)
+{
+    if (!strcasecmp(v, "off") || !strcmp(v, "0")) {
+        *x = 0;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || !(d > 1.0) || d > 1000.0)
+        return -1;
+    *x = d;
+    return 0;
+}
+
+static int check_straggler(const char *v, const char *where, const char *fix, ec_error_t *err)
+{
+    double x;
+    if (straggler_factor(v, &x) == 0)
+        return 0;
+    return ec_errorf(err, EC_EINVAL, "%s: not off or a number above 1 (how many times slower "
+                     "than the median a node may be); e.g. %s2", where, fix);
 }
 
 static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err)
@@ -1478,6 +1557,14 @@ static int resolve(ec_config_t *cfg, ec_getenv_fn env, void *env_arg, ec_error_t
     int rc;
     if ((rc = resolve_master(cfg, err)))
         return rc;
+    {
+        long long ms = -1;
+        double x = 0;
+        if (cfg->hang_timeout && hang_timeout_ms(cfg->hang_timeout, &ms) == 0)
+            cfg->hang_timeout_ms = ms;
+        if (cfg->straggler_factor && straggler_factor(cfg->straggler_factor, &x) == 0)
+            cfg->straggler_factor_x = x;
+    }
     if (cfg->cmd & knobs[EC_K_NPROC_PER_NODE].cmds) {
         /* Like Paddle's launcher: one process per GPU the node shows, when
          * the user says neither how many nor which. */

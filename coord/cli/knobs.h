@@ -73,6 +73,8 @@ typedef enum {
     EC_K_LEASE_MARGIN,
     EC_K_GRACE_PERIOD,
     EC_K_PEER_PROBE_INTERVAL,
+    EC_K_HANG_TIMEOUT,
+    EC_K_STRAGGLER_FACTOR,
     EC_K_PYTHON,
     EC_K_NO_PYTHON,
     EC_K_MODULE,
@@ -217,6 +219,11 @@ typedef struct ec_config {
     int lease_margin_pct;        /* percent of the TTL: fence that long before it ends */
     int64_t grace_period_ms;
     int64_t peer_probe_interval_ms; /* 0: agents do not watch each other */
+    char *hang_timeout;          /* as given: "auto", "off", or seconds */
+    int64_t hang_timeout_ms;     /* resolved: > 0 every program, 0 off, -1 auto
+                                  * (EC_HANG_AUTO_MS for programs that report progress) */
+    char *straggler_factor;      /* as given: "off" or a number > 1 */
+    double straggler_factor_x;   /* resolved: 0 off */
 
     /* the program (coord/agent/program.h turns these into a command) */
     char *python;                /* interpreter of a .py program or a module */

@@ -22,6 +22,8 @@
 #define EC_ENV_LEASE_TTL_MS "ECOORD_LEASE_TTL_MS"
 #define EC_ENV_LEASE_MARGIN_MS "ECOORD_LEASE_MARGIN_MS"
 #define EC_ENV_REBUILD "ECOORD_REBUILD"                   /* restart | inprocess */
+#define EC_ENV_PROGRESS_FILE "ECOORD_PROGRESS_FILE"       /* progress_file.h; the Python package
+                                                           * (ecoord/progress.py) reads it too */
 #define EC_ENV_ETCD_CACERT "ECOORD_ETCD_CACERT"
 #define EC_ENV_ETCD_CERT "ECOORD_ETCD_CERT"
 #define EC_ENV_ETCD_KEY "ECOORD_ETCD_KEY"

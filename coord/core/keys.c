@@ -219,6 +219,13 @@ int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, c
     return build(k, buf, len, "epochs/%020" PRIu64 "/suspect/%s", n, reporter);
 }
 
+int ec_key_hang(const ec_keys_t *k, const char *node_id, char *buf, size_t len)
+{
+    if (!node_id || !ec_node_id_valid(node_id, strlen(node_id)))
+        return EC_EINVAL;
+    return build(k, buf, len, "hang/%s", node_id);
+}
+
 int ec_key_status(const ec_keys_t *k, char *buf, size_t len)
 {
     return build(k, buf, len, "status");

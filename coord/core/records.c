@@ -328,6 +328,22 @@ int ec_node_rec_encode(const ec_node_rec_t *r, void **buf, size_t *len, ec_error
     m.probe_port = r->probe_port;
     m.run = r->run;
     m.epoch_seen = r->epoch_seen;
+    Ecoord__NodeProgress pg = ECOORD__NODE_PROGRESS__INIT;
+    if (r->progress.seq) {
+        const ec_node_progress_t *p = &r->progress;
+        pg.seq = p->seq;
+        pg.reporting = p->reporting != 0;
+        pg.step = p->step;
+        pg.silent_ms = p->silent_ms;
+        pg.silent_rank = p->silent_rank;
+        pg.waiting = p->waiting != 0;
+        pg.stopped = p->stopped != 0;
+        pg.paused = p->paused != 0;
+        pg.step_p50_us = p->step_p50_us;
+        pg.slowest_us = p->slowest_us;
+        pg.slowest_rank = p->slowest_rank;
+        m.progress = &pg;
+    }
     rc = pack(&m.base, &v, buf, len);
     free(ports);
     return rc;
@@ -398,6 +414,19 @@ int ec_node_rec_decode(const void *buf, size_t len, const char *key, ec_node_rec
     r->probe_port = (uint16_t)m->probe_port;
     r->run = m->run ? m->run : 1;
     r->epoch_seen = m->epoch_seen;
+    r->progress.silent_rank = r->progress.slowest_rank = -1;
+    if (m->progress && m->progress->seq) {
+        const Ecoord__NodeProgress *p = m->progress;
+        if (p->silent_ms < 0 || p->step_p50_us < 0 || p->slowest_us < 0) {
+            rc = bad(&v, "node '%.64s': progress has a negative duration", m->node_id);
+            goto error;
+        }
+        r->progress = (ec_node_progress_t){
+            .seq = p->seq, .reporting = p->reporting, .step = p->step, .silent_ms = p->silent_ms,
+            .silent_rank = p->silent_rank, .waiting = p->waiting, .stopped = p->stopped,
+            .paused = p->paused, .step_p50_us = p->step_p50_us, .slowest_us = p->slowest_us,
+            .slowest_rank = p->slowest_rank};
+    }
     if ((rc = node_validate(r, &v)) < 0)
         goto error;
     protobuf_c_message_free_unpacked(&m->base, NULL);

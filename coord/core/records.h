@@ -85,7 +85,8 @@ typedef enum {
     X(UNKNOWN, 0, "unknown")      \
     X(EXITED, 1, "exited")        \
     X(SIGNALED, 2, "signaled")    \
-    X(NODE_LOST, 3, "node-lost")
+    X(NODE_LOST, 3, "node-lost")  \
+    X(HUNG, 4, "hung")
 typedef enum {
 #define EC__E(n, v, t) EC_FAILURE_##n = (v),
     EC_FAILURE_KIND_MAP(EC__E)
@@ -99,6 +100,19 @@ const char *ec_job_state_name(ec_job_state_t s);
 const char *ec_failure_kind_name(ec_failure_kind_t k);
 
 /* ---- node record: nodes/<node_id>, leased --------------------------------- */
+
+/* The agent's summary of its ranks' progress (= ecoord.proto NodeProgress;
+ * coord/progress.h computes it).  seq 0: none published. */
+typedef struct ec_node_progress {
+    uint64_t seq;
+    int reporting;          /* bool: ranks report steps; else log growth */
+    uint64_t step;          /* lowest step among its ranks */
+    int64_t silent_ms;      /* longest silence of a rank when written; 0: none */
+    int silent_rank;        /* -1: none */
+    int waiting, stopped, paused; /* bools */
+    int64_t step_p50_us, slowest_us;
+    int slowest_rank;       /* -1: unknown */
+} ec_node_progress_t;
 
 typedef struct ec_node_rec {
     char *node_id;          /* valid node id (keys.h) */
@@ -116,6 +130,7 @@ typedef struct ec_node_rec {
     uint16_t probe_port;    /* the agent answers a TCP probe here; 0 = none */
     uint64_t run;           /* the run this agent takes part in (>= 1 once decoded) */
     uint64_t epoch_seen;    /* highest epoch number this agent has seen (0: none) */
+    ec_node_progress_t progress; /* seq 0: none */
 } ec_node_rec_t;
 
 /* A zeroed record with room for nproc ports and ndevices device ids (NULL

@@ -43,7 +43,11 @@
  *                    rank_first, rank_last (null: not a member),
  *                    endpoints [string, rank order], state, in_epoch (bool),
  *                    standby (bool), incarnation, registered_at_ms,
- *                    reason (string, "" when none), error (null | string)}
+ *                    reason (string, "" when none), progress (null | {seq,
+ *                    reporting, step, silent_ms, silent_rank, waiting, stopped,
+ *                    paused, step_p50_us, slowest_us, slowest_rank}: the
+ *                    node's progress summary, coord/agent/progress.h), error
+ *                    (null | string)}
  *                   state is the record's ("joining", "ready", "leaving",
  *                   "done", "failed"), "gone" for a member whose record
  *                   vanished, "corrupt" for a record that did not decode
@@ -63,6 +67,7 @@
  */
 #define _GNU_SOURCE /* open_memstream, vasprintf */
 #include "status.h"
+#include "json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -76,8 +81,10 @@
 
 #include "connect.h"
 #include "etcd.h"
+#include "hang_policy.h"
 #include "keys.h"
 #include "planner.h"
+#include "progress_file.h"
 #include "records.h"
 
 #define STATUS_MAX_FAILURES 5
@@ -175,83 +182,7 @@ static void fmt_ago(int64_t ms, int64_t now, char *buf, size_t len)
 
 /* ---- JSON output ---------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    /* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* A JSON string.  Records hold whatever a writer put there: bytes that are
- * not valid UTF-8 become U+FFFD, so the output always parses. */
-static void json_str(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc(c, f);
-            i++;
-        } else if (c == '\n') {
-            fputs("\\n", f);
-            i++;
-        } else if (c == '\r') {
-            fputs("\\r", f);
-            i++;
-        } else if (c == '\t') {
-            fputs("\\t", f);
-            i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-            i++;
-        } else if (c < 0x80) {
-            fputc(c, f);
-            i++;
-        } else {
-            size_t l = utf8_len(p + i, n - i);
-            if (l) {
-                fwrite(p + i, 1, l, f);
-                i += l;
-            } else {
-                fputs("\\ufffd", f);
-                i++;
-            }
-        }
-    }
-    fputc('"', f);
-}
+/* (strings: ec_json_str, coord/util/json.h) */
 
 /* ------------------------------------------------------------------------ */
 /* the snapshot: everything decoded from one listing                        */
@@ -902,6 +833,67 @@ static void print_failures(FILE *f, const st_snap_t *s, int64_t now)
     }
 }
 
+/* Hangs and stragglers: each node's progress summary as its agent last
+ * published it (coord/agent/progress.h), slowest step time first, each relative
+ * to the median of the nodes (coord/core/hang_policy.c's).  Nothing when no node
+ * published one. */
+static int cmp_p50_desc(const void *a, const void *b)
+{
+    const st_row_t *x = *(const st_row_t *const *)a, *y = *(const st_row_t *const *)b;
+    int64_t u = x->rec->progress.step_p50_us, v = y->rec->progress.step_p50_us;
+    return u < v ? 1 : u > v ? -1 : strcmp(x->node, y->node);
+}
+
+static void print_progress(FILE *f, const st_snap_t *s)
+{
+    const st_row_t **rows = calloc(s->nrows ? s->nrows : 1, sizeof(*rows));
+    int64_t *p50 = calloc(s->nrows ? s->nrows : 1, sizeof(*p50));
+    size_t n = 0;
+    for (size_t i = 0; rows && p50 && i < s->nrows; i++)
+        if (s->rows[i].rec && s->rows[i].rec->progress.seq) {
+            rows[n] = &s->rows[i];
+            p50[n] = s->rows[i].rec->progress.step_p50_us;
+            n++;
+        }
+    if (n) {
+        int64_t med = ec_hang_median_us(p50, n);
+        qsort(rows, n, sizeof(*rows), cmp_p50_desc);
+        fprintf(f, "\nProgress (as each agent last published it; step time: the median of its "
+                   "ranks' over the last %d steps):\n", EC_PROGRESS_WINDOW);
+        fprintf(f, "  %-16s %10s %11s %9s  %-22s %s\n", "NODE", "STEP", "STEP TIME", "VS MEDIAN",
+                "SLOWEST RANK", "STATE");
+        for (size_t i = 0; i < n; i++) {
+            const ec_node_progress_t *p = &rows[i]->rec->progress;
+            char st[32] = "-", rel[16] = "-", slow[40] = "-", state[160];
+            if (p->step_p50_us > 0)
+                snprintf(st, sizeof(st), "%.1f ms", (double)p->step_p50_us / 1000.0);
+            if (p->step_p50_us > 0 && med > 0)
+                snprintf(rel, sizeof(rel), "%.2fx", (double)p->step_p50_us / (double)med);
+            if (p->slowest_rank >= 0 && p->slowest_us > 0)
+                snprintf(slow, sizeof(slow), "local %d (%.1f ms)", p->slowest_rank,
+                         (double)p->slowest_us / 1000.0);
+            if (p->paused)
+                snprintf(state, sizeof(state), "paused (checkpoint)");
+            else if (p->silent_ms > 0)
+                snprintf(state, sizeof(state), "silent: local rank %d, %.1f s when published%s",
+                         p->silent_rank, (double)p->silent_ms / 1000.0,
+                         p->stopped ? ", process stopped" :
+                         p->waiting ? ", inside a collective" : "");
+            else
+                snprintf(state, sizeof(state), "progressing%s",
+                         p->reporting ? "" : " (log output; no step reports)");
+            fprintf(f, "  %-16s %10llu %11s %9s  %-22s %s\n", rows[i]->node,
+                    (unsigned long long)p->step, st, rel, slow, state);
+        }
+        if (med > 0 && rows[0]->rec->progress.step_p50_us > med)
+            fprintf(f, "  slowest node: %s, %.2fx the median step time (%.1f ms)\n",
+                    rows[0]->node, (double)rows[0]->rec->progress.step_p50_us / (double)med,
+                    (double)med / 1000.0);
+    }
+    free(rows);
+    free(p50);
+}
+
 static int render_text(FILE *f, const st_snap_t *s, const char *job_id, const char *etcd,
                        const char *root, int64_t now)
 {
@@ -909,6 +901,7 @@ static int render_text(FILE *f, const st_snap_t *s, const char *job_id, const ch
     int rc = print_table(f, s);
     if (rc < 0)
         return rc;
+    print_progress(f, s);
     print_failures(f, s, now);
     return 0;
 }
@@ -921,14 +914,14 @@ static void json_key(FILE *f, bool *first, const char *k)
     if (!*first)
         fputc(',', f);
     *first = false;
-    json_str(f, k);
+    ec_json_str(f, k);
     fputc(':', f);
 }
 
 static void json_kstr(FILE *f, bool *first, const char *k, const char *v)
 {
     json_key(f, first, k);
-    json_str(f, v);
+    ec_json_str(f, v);
 }
 
 static void json_kint(FILE *f, bool *first, const char *k, int64_t v)
@@ -989,7 +982,7 @@ static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
                               : ec_endpoint_format(host, ports[i], ep, sizeof(ep));
         if (i)
             fputc(',', f);
-        json_str(f, rc < 0 ? "?" : ep);
+        ec_json_str(f, rc < 0 ? "?" : ep);
     }
     fputc(']', f);
     json_kstr(f, &first, "state", row_state(r));
@@ -1005,6 +998,26 @@ static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
         fputs("null", f);
     json_kint(f, &first, "registered_at_ms", r->rec ? r->rec->registered_at_ms : 0);
     json_kstr(f, &first, "reason", r->rec ? r->rec->reason : "");
+    json_key(f, &first, "progress");
+    if (r->rec && r->rec->progress.seq) {
+        const ec_node_progress_t *p = &r->rec->progress;
+        bool f2 = true;
+        fputc('{', f);
+        json_kuint(f, &f2, "seq", p->seq);
+        json_kbool(f, &f2, "reporting", p->reporting);
+        json_kuint(f, &f2, "step", p->step);
+        json_kint(f, &f2, "silent_ms", p->silent_ms);
+        json_kint(f, &f2, "silent_rank", p->silent_rank);
+        json_kbool(f, &f2, "waiting", p->waiting);
+        json_kbool(f, &f2, "stopped", p->stopped);
+        json_kbool(f, &f2, "paused", p->paused);
+        json_kint(f, &f2, "step_p50_us", p->step_p50_us);
+        json_kint(f, &f2, "slowest_us", p->slowest_us);
+        json_kint(f, &f2, "slowest_rank", p->slowest_rank);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
     json_kstr(f, &first, "error", r->error);
     fputc('}', f);
 }
@@ -1029,7 +1042,7 @@ static void json_failure(FILE *f, const st_fail_t *x, bool root)
     for (int i = 0; fl && i < fl->nlines; i++) {
         if (i)
             fputc(',', f);
-        json_str(f, fl->last_lines[i]);
+        ec_json_str(f, fl->last_lines[i]);
     }
     fputc(']', f);
     json_kstr(f, &first, "message", fl && fl->message ? fl->message : "");

@@ -223,6 +223,8 @@ static const struct {
     {EC_K_LEASE_MARGIN, "25", "25", NULL, NULL},
     {EC_K_GRACE_PERIOD, "0.5", "0.5s", NULL, NULL},
     {EC_K_PEER_PROBE_INTERVAL, "0.5", "0.5s", NULL, NULL},
+    {EC_K_HANG_TIMEOUT, "600", "600", NULL, NULL},
+    {EC_K_STRAGGLER_FACTOR, "2.5", "2.5", NULL, NULL},
     {EC_K_PYTHON, "/usr/bin/python3", "/usr/bin/python3", NULL, NULL},
     {EC_K_NO_PYTHON, "true", "true", NULL, NULL},
     {EC_K_MODULE, "true", "true", NULL, NULL},
@@ -1242,6 +1244,32 @@ START_TEST(lifecycle)
 }
 END_TEST
 
+/* --hang_timeout: auto (the default) is -1, off and 0 are 0, seconds are
+ * milliseconds; --straggler_factor: off or a number above 1.  Nonsense is
+ * refused with what to write. */
+START_TEST(hang_knobs_resolve_and_refuse_nonsense)
+{
+    const char *ok[][3] = {{"--hang_timeout=auto", "-1", "0"},
+                           {"--hang_timeout=off", "0", "0"},
+                           {"--hang_timeout=2.5", "2500", "0"},
+                           {"--straggler_factor=1.5", "-1", "1.5"}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char **argv = ARGS((char *)ok[i][0], "prog");
+        int rc = ec_config_parse(&cfg, "launch", 2, argv, test_env, NOENV, &err);
+        ck_assert_msg(rc == 0, "%s: %s", ok[i][0], err.msg);
+        ck_assert_int_eq(cfg.hang_timeout_ms, atoll(ok[i][1]));
+        ck_assert(cfg.straggler_factor_x == atof(ok[i][2]));
+    }
+    const char *bad[] = {"--hang_timeout=soon", "--hang_timeout=0.01", "--straggler_factor=1",
+                         "--straggler_factor=x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char **argv = ARGS((char *)bad[i], "prog");
+        int rc = ec_config_parse(&cfg, "launch", 2, argv, test_env, NOENV, &err);
+        ck_assert_msg(rc != 0, "%s accepted", bad[i]);
+        ck_assert_msg(strstr(err.msg, "e.g."), "%s: %s", bad[i], err.msg);
+    }
+}
+END_TEST
 
 /* The one getenv of ecoord reads only the names of the knob table: its
  * aliases and the other variables it lists (and shows in --help). */
@@ -1304,6 +1332,7 @@ static Suite *suite(void)
     tcase_add_test(tc, auth_and_tls_pairs);
     tcase_add_test(tc, repeated_flag_last_wins_with_warning);
     tcase_add_test(tc, lifecycle);
+    tcase_add_test(tc, hang_knobs_resolve_and_refuse_nonsense);
     tcase_add_test(tc, environment_read_only_through_the_table);
     suite_add_tcase(s, tc);
     return s;

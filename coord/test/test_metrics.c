@@ -317,6 +317,40 @@ START_TEST(http_endpoints)
 }
 END_TEST
 
+/* Hangs and stragglers: a gauge per node from each progress summary, the
+ * last one for a node replacing its earlier one; the leader's hang events
+ * counted by kind. */
+START_TEST(progress_gauges_per_node_and_hang_events)
+{
+    ec_metrics_t *m = mk(0);
+    ec_node_progress_t p = {.seq = 1, .reporting = 1, .step = 40, .silent_rank = -1,
+                            .step_p50_us = 50000, .slowest_us = 52000, .slowest_rank = 1};
+    ec_metrics_progress(m, "a", &p);
+    p.step_p50_us = 200000;
+    p.slowest_us = 210000;
+    p.slowest_rank = 0;
+    p.silent_ms = 3000;
+    p.stopped = 1;
+    ec_metrics_progress(m, "c", &p);
+    p.step_p50_us = 60000;
+    ec_metrics_progress(m, "a", &p);
+    ck_assert_double_eq(val(m, "ecoord_node_step_seconds{node=\"a\"}"), 0.06);
+    ck_assert_double_eq(val(m, "ecoord_node_step_seconds{node=\"c\"}"), 0.2);
+    ck_assert_double_eq(val(m, "ecoord_node_slowest_rank_step_seconds{node=\"c\",local_rank=\"0\"}"),
+                        0.21);
+    ck_assert_double_eq(val(m, "ecoord_node_step{node=\"c\"}"), 40);
+    ck_assert_double_eq(val(m, "ecoord_node_silent{node=\"c\"}"), 2);
+    ck_assert_double_eq(val(m, "ecoord_hang_events_total{event=\"suspect\"}"), 0);
+    ec_metrics_event(m, "+hang-suspect c epoch 3: c: local rank 0 silent 3.0 s");
+    ec_metrics_event(m, "+hang-stalled epoch 4: ...");
+    ec_metrics_event(m, "+straggler c epoch 5: ...");
+    ck_assert_double_eq(val(m, "ecoord_hang_events_total{event=\"suspect\"}"), 1);
+    ck_assert_double_eq(val(m, "ecoord_hang_events_total{event=\"stalled\"}"), 1);
+    ck_assert_double_eq(val(m, "ecoord_hang_events_total{event=\"straggler\"}"), 1);
+    ec_metrics_destroy(m);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("metrics");
@@ -326,6 +360,7 @@ static Suite *suite(void)
     tcase_add_test(tc, events_drive_leader_and_lease);
     tcase_add_test(tc, exposition_format);
     tcase_add_test(tc, http_endpoints);
+    tcase_add_test(tc, progress_gauges_per_node_and_hang_events);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -310,6 +310,7 @@ int main(int argc, char **argv)
         printf("linreg step=%" PRId64 " epoch=%" PRIu64 " rank=%d world=%d sum=%d loss=%.17g "
                "cs=%013" PRIx64 " pid=%d node=%s lr=%d\n", done, ecw_epoch(w), rank, world,
                (int)buf[dim + 2], loss, cs, (int)getpid(), node, ecw_local_rank(w));
+        ecw_progress_step(); /* for the agent's hang and straggler detection */
         if (c.delay_ms > 0) {
             struct timespec ts = {c.delay_ms / 1000, (long)(c.delay_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);

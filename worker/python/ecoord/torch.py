@@ -62,6 +62,7 @@ import torch
 import torch.distributed as dist
 
 from . import _ecw, _sockets
+from . import progress as _progress
 
 __all__ = ["init", "Context", "EpochChanged", "Fenced", "STORE_KEY"]
 
@@ -506,7 +507,9 @@ class Context:
     def step(self):
         """Wraps a training step: raises EpochChanged at once when a rebuild
         is due, and turns a collective error caused by a membership change
-        into EpochChanged."""
+        into EpochChanged.  A step that completes is reported to the agent
+        (ecoord.progress: hang and straggler detection); wrap a checkpoint
+        in ecoord.progress.paused()."""
         gen = self._cur
         if gen is None:
             raise EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
@@ -522,6 +525,7 @@ class Context:
             if ec is None or ec is e:
                 raise
             raise ec from e
+        _progress.step()
 
     def sync(self, model, optimizer=None, step=-1, extra=None):
         """Collective: agree on the most advanced state.  Every rank gives
@@ -670,6 +674,7 @@ class _FallbackContext:
     @contextlib.contextmanager
     def step(self):
         yield self
+        _progress.step()
 
     def sync(self, model, optimizer=None, step=-1, extra=None):
         return _sync(model, optimizer, step, extra, self)

@@ -1,0 +1,286 @@
+/* (leader) Hangs and stragglers: the members' progress summaries (each
+ * agent's, in its node record: coord/progress.h) fed to the pure decision
+ * (coord/hang_policy.h), and the decision carried out.
+ *
+ * A summary says how long a rank had been silent when it was written; the
+ * leader notes when it first saw each one (its seq) and brings the silence
+ * forward to now from there, so no agent has to write while it stays
+ * silent, and wall clocks of different hosts are never compared.  A
+ * suspect is acted on once per summary: its failure record (kind hung, the
+ * evidence as its message) goes under failures/, and the verdict under
+ * hang/<node_id> (on our lease).  The suspect's agent, which polls that key
+ * while its own summary says a rank is silent, stops its processes and bumps
+ * its incarnation: the planner re-forms the same members (reason restart),
+ * every node restarts (restart mode) or rebuilds in place with the
+ * suspect's fresh processes.  A suspect whose agent does not react within
+ * EC_HANG_REACT_MS (its summary unchanged) is evicted: record deleted fenced
+ * by our leadership, lease revoked, the job re-forms without it.  A
+ * straggler is evicted at once (restarting its processes would not make its
+ * node faster). */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hang_policy.h"
+#include "keys.h"
+#include "log.h"
+#include "node_impl.h"
+#include "planner.h"
+
+struct ec_hang_seen {
+    char *id;
+    uint64_t seq;        /* the summary last seen */
+    int64_t seen_ms;     /* monotonic: when it was first seen */
+    uint64_t acted_seq;  /* the summary acted on (0: none) */
+    int64_t acted_ms;    /* monotonic: when (a hang verdict; 0: none pending) */
+    int64_t straggled_ms; /* monotonic: last eviction as a straggler (0: none) */
+};
+
+/* How long a hung suspect's agent has to react before it is evicted. */
+#define EC_HANG_REACT_MS 10000
+/* A straggler is evicted at most this often (it comes back as slow). */
+#define EC_STRAGGLER_HOLDOFF_MS (10 * 60 * 1000)
+
+void ec__node_hang_clear(ec_node_t *n)
+{
+    for (size_t i = 0; i < n->nhang_seen; i++)
+        free(n->hang_seen[i].id);
+    free(n->hang_seen);
+    n->hang_seen = NULL;
+    n->nhang_seen = 0;
+    free(n->hang_last);
+    n->hang_last = NULL;
+}
+
+/* The index of id's entry, added if new; -1 when out of memory.  An index,
+ * not a pointer: adding an entry may move the array. */
+static long seen_of(ec_node_t *n, const char *id)
+{
+    for (size_t i = 0; i < n->nhang_seen; i++)
+        if (!strcmp(n->hang_seen[i].id, id))
+            return (long)i;
+    struct ec_hang_seen *s = realloc(n->hang_seen, (n->nhang_seen + 1) * sizeof(*s));
+    if (!s)
+        return -1;
+    n->hang_seen = s;
+    s = &n->hang_seen[n->nhang_seen];
+    *s = (struct ec_hang_seen){.id = strdup(id)};
+    if (!s->id)
+        return -1;
+    return (long)n->nhang_seen++;
+}
+
+typedef struct snap {
+    char *id;
+    ec_node_progress_t p;    /* silent_ms brought forward to now */
+    ec_node_progress_t fresh; /* as published, when new (seq 0: not new) */
+    int64_t lease, mod;
+    int m_id;
+    long seen; /* index into n->hang_seen */
+} snap_t;
+
+static void record_hung(ec_node_t *n, const snap_t *s, uint64_t epoch, const char *why,
+                        bool straggler)
+{
+    ec_failure_t f = {
+        .node_id = s->id,
+        .kind = EC_FAILURE_HUNG,
+        .local_rank = s->p.silent_rank >= 0 ? s->p.silent_rank
+                                           : (s->p.slowest_rank >= 0 ? s->p.slowest_rank : 0),
+        .epoch = epoch,
+        .time_ms = ec__node_wall_ms(),
+        .run = n->run,
+    };
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s: %s", straggler ? "straggler" : "hung", why);
+    f.message = msg;
+    int64_t rank = ec_rank(s->m_id, n->o.nproc, f.local_rank);
+    f.global_rank = rank >= 0 ? (int)rank : 0;
+    void *buf = NULL;
+    size_t len = 0;
+    ec_error_t err = {0};
+    char key[EC_KEY_MAX];
+    if (ec_failure_encode(&f, &buf, &len, &err) < 0 ||
+        ec_key_failure(&n->keys, (uint64_t)f.time_ms, s->id, f.local_rank, key, sizeof(key)) < 0 ||
+        ec_etcd_put(n->c, key, buf, len, 0, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot write the failure record of %s: %s", s->id, err.msg);
+    free(buf);
+}
+
+/* The verdict for the suspect's agent: "<epoch> <local rank> <why>". */
+static void tell_hung(ec_node_t *n, const snap_t *s, uint64_t epoch, const char *why)
+{
+    char key[EC_KEY_MAX], val[1200];
+    int lr = s->p.silent_rank >= 0 ? s->p.silent_rank : 0;
+    int len = snprintf(val, sizeof(val), "%" PRIu64 " %d %s", epoch, lr, why);
+    if (len >= (int)sizeof(val))
+        len = sizeof(val) - 1;
+    ec_error_t err = {0};
+    if (ec_key_hang(&n->keys, s->id, key, sizeof(key)) < 0 ||
+        ec_etcd_put(n->c, key, val, (size_t)len, ec_node_lease(n), NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot tell %s its ranks hung: %s (it is evicted in %d ms unless "
+                            "it restarts them)", s->id, err.msg, EC_HANG_REACT_MS);
+}
+
+int ec_node_take_hang(ec_node_t *n, uint64_t epoch, int *local_rank, char *why, size_t len,
+                      ec_error_t *err)
+{
+    char key[EC_KEY_MAX];
+    if (ec_key_hang(&n->keys, n->node_id, key, sizeof(key)) < 0)
+        return ec_errorf(err, EC_EINVAL, "bad node id");
+    ec_kv_t kv;
+    bool found = false;
+    int rc = ec_etcd_get(n->c, key, &kv, &found, NULL, err);
+    if (rc < 0 || !found)
+        return rc < 0 ? rc : 0;
+    if (!kv.value) {
+        ec_kv_free(&kv);
+        return 0;
+    }
+    char buf[1300];
+    size_t l = kv.value_len < sizeof(buf) - 1 ? kv.value_len : sizeof(buf) - 1;
+    memcpy(buf, kv.value, l);
+    buf[l] = 0;
+    ec_kv_free(&kv);
+    unsigned long long ep = 0;
+    int lr = 0, off = 0;
+    if (sscanf(buf, "%llu %d %n", &ep, &lr, &off) < 2 || ep != epoch)
+        return 0; /* an older epoch's: the restart it asked for happened */
+    ec_etcd_delete(n->c, key, false, NULL, NULL);
+    if (local_rank)
+        *local_rank = lr;
+    if (why && len)
+        snprintf(why, len, "%s", buf + off);
+    return 1;
+}
+
+void ec__node_check_hangs(ec_node_t *n)
+{
+    ec_hang_config_t cfg = {.hang_timeout_ms = n->o.hang_timeout_ms,
+                            .straggler_factor = n->o.straggler_factor};
+    bool hangs = cfg.hang_timeout_ms != 0, straggle = cfg.straggler_factor > 1.0;
+    if (!hangs && !straggle && !n->o.on_progress)
+        return;
+    int64_t now = ec__node_mono_ms();
+    pthread_mutex_lock(&n->lock);
+    if (!n->epoch || !n->epoch->nmembers) {
+        pthread_mutex_unlock(&n->lock);
+        return;
+    }
+    uint64_t epoch = n->epoch->number;
+    if (epoch != n->hang_epoch) {
+        /* A new epoch restarts or rebuilds every rank: silence published
+         * before it says nothing about the ranks after it. */
+        n->hang_epoch = epoch;
+        n->hang_epoch_ms = now;
+    }
+    size_t nm = (size_t)n->epoch->nmembers;
+    snap_t *s = calloc(nm, sizeof(*s));
+    ec_hang_member_t *hm = calloc(nm, sizeof(*hm));
+    size_t k = 0;
+    for (size_t i = 0; s && hm && i < nm; i++) {
+        const char *id = n->epoch->members[i].node_id;
+        bool found = false;
+        size_t j = ec__node_mnode_find(n, id, &found);
+        if (!found || !n->nodes[j].rec)
+            continue;
+        long si = seen_of(n, id);
+        if (si < 0 || !(s[k].id = strdup(id)))
+            continue;
+        struct ec_hang_seen *seen = &n->hang_seen[si];
+        const ec_node_progress_t *p = &n->nodes[j].rec->progress;
+        if (p->seq != seen->seq) {
+            seen->seq = p->seq;
+            seen->seen_ms = now;
+            s[k].fresh = *p;
+        }
+        s[k].p = *p;
+        if (p->seq && p->silent_ms > 0) {
+            int64_t q = p->silent_ms + (now - seen->seen_ms);
+            if (q > now - n->hang_epoch_ms)
+                q = now - n->hang_epoch_ms;
+            s[k].p.silent_ms = q > 0 ? q : 1;
+        }
+        s[k].lease = n->nodes[j].lease;
+        s[k].mod = n->nodes[j].mod_rev;
+        s[k].m_id = (int)i;
+        s[k].seen = si;
+        hm[k] = (ec_hang_member_t){.node_id = s[k].id, .p = s[k].p};
+        k++;
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (!s || !hm)
+        goto out;
+    for (size_t i = 0; i < k && n->o.on_progress; i++)
+        if (s[i].fresh.seq)
+            n->o.on_progress(s[i].id, &s[i].fresh, n->o.arg);
+    if (!hangs && !straggle)
+        goto out;
+    ec_hang_decision_t *d = NULL;
+    ec_error_t err = {0};
+    if (ec_hang_decide(&cfg, hm, k, &d, &err) < 0) {
+        ec_log(EC_LOG_WARN, "hang detection: %s", err.msg);
+        goto out;
+    }
+    if (d->action == EC_HANG_WAIT_UNTIL) {
+        pthread_mutex_lock(&n->lock);
+        int64_t at = now + d->wait_ms;
+        if (n->wake_at < 0 || at < n->wake_at)
+            n->wake_at = at;
+        pthread_mutex_unlock(&n->lock);
+    }
+    if (d->action == EC_HANG_STALLED) {
+        if (!n->hang_last) {
+            ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": %s", epoch, d->why);
+            n->hang_last = strdup("stalled");
+        }
+    } else if (d->action != EC_HANG_SUSPECT && n->hang_last) {
+        free(n->hang_last);
+        n->hang_last = NULL;
+        ec__node_emit(n, "+hang-cleared epoch %" PRIu64 ": the job progresses again", epoch);
+    }
+    if (d->action == EC_HANG_SUSPECT) {
+        for (size_t i = 0; i < d->nsuspects; i++) {
+            snap_t *x = &s[d->suspects[i]];
+            struct ec_hang_seen *xs = &n->hang_seen[x->seen];
+            if (d->straggler && xs->straggled_ms &&
+                now - xs->straggled_ms < EC_STRAGGLER_HOLDOFF_MS)
+                continue;
+            if (xs->acted_seq == xs->seq && !d->straggler) {
+                /* told, and its summary has not changed since */
+                if (!xs->acted_ms || now - xs->acted_ms < EC_HANG_REACT_MS)
+                    continue;
+                xs->acted_ms = 0;
+                ec_error_t e = {0};
+                int rc = ec__node_evict(n, x->id, x->lease, x->mod, &e);
+                ec__node_emit(n, "-node %s evicted: hung, and its agent did not restart its "
+                                 "processes within %d ms%s%s", x->id, EC_HANG_REACT_MS,
+                              rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
+                continue;
+            }
+            xs->acted_seq = xs->seq;
+            record_hung(n, x, epoch, d->why, d->straggler); /* the evidence, then the event */
+            ec__node_emit(n, "%s %s epoch %" PRIu64 ": %s", d->straggler ? "+straggler" :
+                          "+hang-suspect", x->id, epoch, d->why);
+            if (d->straggler) {
+                xs->straggled_ms = now;
+                ec_error_t e = {0};
+                int rc = ec__node_evict(n, x->id, x->lease, x->mod, &e);
+                ec__node_emit(n, "-node %s evicted: straggler%s%s", x->id,
+                              rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
+                continue;
+            }
+            xs->acted_ms = now;
+            tell_hung(n, x, epoch, d->why);
+        }
+    }
+    ec_hang_decision_free(d);
+out:
+    for (size_t i = 0; s && i < k; i++)
+        free(s[i].id);
+    free(s);
+    free(hm);
+}
