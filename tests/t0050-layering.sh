@@ -16,12 +16,14 @@
 # 5. One knob table per program reads the environment: getenv() is called in
 #    coord/ only by coord/cli/knobs.c (ec_config_environ, which reads only
 #    the names of its table) and in worker/ only by worker/options.c's table.
+# 6. Clocks and deadlines are read in one place: clock_gettime() appears in
+#    coord/ and worker/ only in coord/util/clock.h.
 set -u
 src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${EC_BUILDDIR:-$src}
 tmp=$(mktemp -d /tmp/ec-t0050-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-echo "1..5"
+echo "1..6"
 
 # layer_of FILE (a path under a tree root): prints the layer number and name
 layer_of() {
@@ -166,4 +168,14 @@ if [ -s "$tmp/getenv.out" ] || [ "$nk" != 1 ] || [ "$nw" != 1 ]; then
     sed 's/^/# /' "$tmp/getenv"
 else
     echo "ok 5 - getenv() is called once in coord/ (coord/cli/knobs.c) and once in worker/ (worker/options.c)"
+fi
+
+# 6: one place reads the clocks
+(cd "$src" && grep -rn --include='*.c' --include='*.cc' --include='*.h' 'clock_gettime *(' coord worker |
+    grep -v -e '/test/' -e '/examples/' -e '^coord/util/clock.h:') >"$tmp/clocks" || true
+if [ -s "$tmp/clocks" ]; then
+    echo "not ok 6 - clock_gettime() outside coord/util/clock.h (use ec_mono_ms, ec_deadline_ts, ...):"
+    sed 's/^/# /' "$tmp/clocks"
+else
+    echo "ok 6 - clocks and deadlines are read only in coord/util/clock.h"
 fi

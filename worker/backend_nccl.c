@@ -41,6 +41,7 @@
 #endif
 
 #include "ecw_impl.h"
+#include "clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -344,7 +345,7 @@ static int wait_ready(ncomm_t *c, const char *what, int64_t deadline, ec_error_t
             return 0;
         if (st != ncclInProgress)
             return nccl_fail(c, what, st, err);
-        if (ecw__mono_ms() > deadline) {
+        if (ec_mono_ms() > deadline) {
             if (!do_abort(c))
                 return restart_err(c, what, err);
             return ec_errorf(err, EC_ETIMEDOUT, "nccl %s on rank %d of %d (epoch %" PRIu64
@@ -358,16 +359,9 @@ static int wait_ready(ncomm_t *c, const char *what, int64_t deadline, ec_error_t
 
 /* ---- building: shrink or init, by nccl_plan.c ---- */
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int ms_left(int64_t deadline)
 {
-    int64_t left = deadline - ecw__mono_ms();
+    int64_t left = deadline - ec_mono_ms();
     return left > 0 ? (left > INT32_MAX ? INT32_MAX : (int)left) : 0;
 }
 
@@ -541,16 +535,16 @@ static int do_shrink(ncomm_t *c, const ecw__nccl_plan_t *plan, int64_t deadline,
         }
         if (atomic_load(&c->abort_req))
             why = "a newer epoch was published";
-        else if (ecw__mono_ms() > deadline)
+        else if (ec_mono_ms() > deadline)
             why = "it did not finish by its deadline (a survivor is missing, or died)";
         if (why) {
             /* Aborting the parent aborts its child's init (NCCL raises the
              * child's abort flag with the parent's); the child then
              * appears, failed, and is aborted in turn. */
             do_abort(p);
-            int64_t until = ecw__mono_ms() + ABORT_MIN_MS;
+            int64_t until = ec_mono_ms() + ABORT_MIN_MS;
             while (!(child = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) &&
-                   ecw__mono_ms() < until)
+                   ec_mono_ms() < until)
                 nap_us(200);
             if (!child) {
                 c->lost = true;
@@ -689,17 +683,17 @@ static int n_connect(void *comm, ec_error_t *err)
     if ((rc = agree_plan(c, &in, &plan, err)) < 0)
         goto out;
     int pworld = c->prev ? c->prev->world : 0;
-    int64_t shrink_us = 0, init_us = 0, t0 = mono_us();
+    int64_t shrink_us = 0, init_us = 0, t0 = ec_mono_us();
     char failed[160] = "";
     if (plan.kind == ECW__PLAN_SHRINK) {
         /* leave the init that may follow half of what is left */
-        int64_t now = ecw__mono_ms(), deadline = c->deadline_ms;
+        int64_t now = ec_mono_ms(), deadline = c->deadline_ms;
         if (deadline - now > 2 * (int64_t)c->timeout_ms)
             deadline = now + c->timeout_ms;
         else
             deadline = now + (deadline - now) / 2;
         rc = do_shrink(c, &plan, deadline, err);
-        shrink_us = mono_us() - t0;
+        shrink_us = ec_mono_us() - t0;
         if (rc == EC_EABORTED || rc == EC_ERESTART || rc == EC_ENOMEM)
             goto out;
         if (rc < 0) {
@@ -732,10 +726,10 @@ static int n_connect(void *comm, ec_error_t *err)
         ecw__log(c->w, ECW_LOG_INFO, "+nccl epoch %" PRIu64 ": shrink from %d to %d ranks in %"
                  PRId64 " ms (%s)", c->epoch, pworld, c->world, shrink_us / 1000, plan.why);
     } else {
-        int64_t ti = mono_us();
+        int64_t ti = ec_mono_us();
         if ((rc = do_init(c, plan.nroots, err)) < 0)
             goto out;
-        init_us = mono_us() - ti;
+        init_us = ec_mono_us() - ti;
         snprintf(method, sizeof(method), "%sinit %d root%s", failed[0] ? "shrink failed, " : "",
                  plan.nroots, plan.nroots == 1 ? "" : "s");
         ecw__log(c->w, ECW_LOG_INFO, "+nccl epoch %" PRIu64 ": init (%d root%s) of %d ranks in "
@@ -841,7 +835,7 @@ static int drain_stream(ncomm_t *c, const char *what, int64_t deadline, ec_error
                 st != ncclInProgress)
                 return nccl_fail(c, what, st, err);
         }
-        if (ecw__mono_ms() > deadline) {
+        if (ec_mono_ms() > deadline) {
             if (!do_abort(c))
                 return restart_err(c, what, err);
             return ec_errorf(err, EC_ETIMEDOUT, "nccl %s on rank %d of %d made no progress "
@@ -857,7 +851,7 @@ static int complete(ncomm_t *c, const char *what, ncclResult_t r, ec_error_t *er
 {
     if (r != ncclSuccess && r != ncclInProgress)
         return nccl_fail(c, what, r, err);
-    int64_t deadline = ecw__mono_ms() + c->timeout_ms;
+    int64_t deadline = ec_mono_ms() + c->timeout_ms;
     int rc = wait_ready(c, what, deadline, err); /* enqueue of a non-blocking comm */
     if (rc < 0)
         return rc;
@@ -983,7 +977,7 @@ static int n_allreduce(void *comm, void *buf, size_t count, ecw_dtype_t dt, ecw_
         if (ce != cudaSuccess)
             return cuda_fail(c, "allreduce: copying from the device", ce, err);
         rc = drain_stream(c, "allreduce: copying from the device",
-                          ecw__mono_ms() + c->timeout_ms, err);
+                          ec_mono_ms() + c->timeout_ms, err);
     }
     return rc;
 }
@@ -1073,7 +1067,7 @@ static int n_stage_commit(void *comm, void *dst, const void *src, size_t len, ec
     if (ce != cudaSuccess)
         return cuda_fail(c, "ecw_sync_state: copying the received state", ce, err);
     return drain_stream(c, "ecw_sync_state: copying the received state",
-                        ecw__mono_ms() + c->timeout_ms, err);
+                        ec_mono_ms() + c->timeout_ms, err);
 }
 
 static void n_stage_free(void *comm, void *buf)

@@ -6,6 +6,7 @@
 #endif
 
 #include "ecw_impl.h"
+#include "clock.h"
 #include "probe.h"
 
 #include <errno.h>
@@ -31,20 +32,6 @@ _Static_assert(ECW_ERRMSG_MAX == EC_ERRMSG_MAX, "message sizes differ");
 _Static_assert((int)ECW_LOG_ERROR == (int)EC_LOG_ERROR, "log levels differ");
 
 /* ---- small helpers ------------------------------------------------------------------- */
-
-int64_t ecw__mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t ecw__wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
 {
@@ -97,17 +84,10 @@ static int restart_err(ecw_t *w, const char *what, ec_error_t *err)
 
 void ecw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
 {
-    int64_t left = deadline_ms - ecw__mono_ms();
+    int64_t left = deadline_ms - ec_mono_ms();
     if (left <= 0)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += left / 1000;
-    ts.tv_nsec += (left % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = ec_deadline_ts(left);
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
@@ -213,11 +193,11 @@ static void drop_prev(ecw_t *w)
     void *c = w->prev_comm;
     w->prev_comm = NULL;
     if (c) {
-        int64_t t0 = ecw__mono_ms();
+        int64_t t0 = ec_mono_ms();
         w->prev_be->abort(c);
         w->prev_be->destroy(c);
         ecw__log(w, ECW_LOG_DEBUG, "previous communicator destroyed in %" PRId64 " ms",
-                 ecw__mono_ms() - t0);
+                 ec_mono_ms() - t0);
     }
 }
 
@@ -240,17 +220,17 @@ static void drop_comm(ecw_t *w, bool keep)
         ecw__log(w, ECW_LOG_DEBUG, "communicator kept for the next epoch's build");
         pthread_mutex_lock(&w->mu);
         if (!w->latest_abort_us)
-            w->latest_abort_us = ecw__wall_us();
+            w->latest_abort_us = ec_wall_us();
         pthread_mutex_unlock(&w->mu);
     } else if (c) {
-        int64_t t0 = ecw__mono_ms();
+        int64_t t0 = ec_mono_ms();
         w->be->abort(c);
         w->be->destroy(c);
         ecw__log(w, ECW_LOG_DEBUG, "communicator destroyed in %" PRId64 " ms",
-                 ecw__mono_ms() - t0);
+                 ec_mono_ms() - t0);
         pthread_mutex_lock(&w->mu);
         if (!w->latest_abort_us)
-            w->latest_abort_us = ecw__wall_us();
+            w->latest_abort_us = ec_wall_us();
         pthread_mutex_unlock(&w->mu);
     }
 }
@@ -332,7 +312,7 @@ static int agree_backend(ecw_t *w, const snap_t *s, int rank, int64_t deadline,
     char got[16] = "";
     for (;;) {
         /* in slices, to give up as soon as the epoch is superseded */
-        int64_t left = deadline - ecw__mono_ms();
+        int64_t left = deadline - ec_mono_ms();
         void *val = NULL;
         size_t len = 0;
         int rc = ecw__comm_get(w, s->number, "backend", &val, &len,
@@ -390,7 +370,7 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
         .deadline_ms = deadline,
     };
     void *c = NULL;
-    w->probe_at_ms = ecw__mono_ms() + w->o.suspect_after_ms;
+    w->probe_at_ms = ec_mono_ms() + w->o.suspect_after_ms;
     int rc = agree_backend(w, s, rank, deadline, err);
     char **ids = NULL;
     int nids = 0, nalloc = 0;
@@ -452,7 +432,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
     if (w->req)
         return ec_errorf(err, EC_EINVAL, "ecw_rebuild: an ecw_iallreduce is in flight on this "
                          "handle: ecw_wait for it first (an epoch change ends it at once)");
-    int64_t t0 = ecw__mono_ms();
+    int64_t t0 = ec_mono_ms();
     int64_t deadline = t0 + w->o.rebuild_timeout_ms;
     uint64_t cur = atomic_load(&w->cur_num);
     if (cur && !atomic_load(&w->broken) && atomic_load(&w->latest_num) == cur)
@@ -498,7 +478,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
             return rc0;
         bool takeover = w->o.restart_mode && s.number == w->o.start_epoch;
         int rc = ecw__claim(w, s.number, rank, takeover, err);
-        if ((rc == EC_EUNAVAILABLE || rc == EC_ETIMEDOUT) && ecw__mono_ms() < deadline) {
+        if ((rc == EC_EUNAVAILABLE || rc == EC_ETIMEDOUT) && ec_mono_ms() < deadline) {
             /* etcd briefly away: try this epoch again (the wait above
              * returns at once while it is still the newest) */
             snprintf(why, sizeof(why), "claiming rank %d of epoch %" PRIu64 ": %s", rank,
@@ -522,7 +502,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
         w->timing = (ecw__timing_t){.epoch = s.number, .rank = rank, .seen_us = s.seen_us,
                                     .aborted_us = s.abort_us};
         pthread_mutex_unlock(&w->mu);
-        int64_t tb = ecw__mono_ms();
+        int64_t tb = ec_mono_ms();
         rc = build(w, &s, rank, deadline, err);
         if (rc == 0) {
             atomic_store(&w->rank, rank);
@@ -534,7 +514,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
             atomic_store(&w->broken, 0);
             atomic_store(&w->cur_num, s.number);
             ecw__timing_mark(w, s.number, ECW__T_READY);
-            int64_t now = ecw__mono_ms();
+            int64_t now = ec_mono_ms();
             ecw__log(w, ECW_LOG_INFO, "+comm epoch %" PRIu64 " rank=%d world=%d backend=%s "
                      "ready in %" PRId64 " ms (connect %" PRId64 " ms)", s.number, rank,
                      s.world, w->be->name, now - t0, now - tb);
@@ -699,11 +679,11 @@ int ecw_report_failure(ecw_t *w, ecw_error_t *uerr)
 
 void ecw__build_tick(ecw_t *w, uint64_t epoch)
 {
-    if (!w->probe_at_ms || ecw__mono_ms() < w->probe_at_ms)
+    if (!w->probe_at_ms || ec_mono_ms() < w->probe_at_ms)
         return;
     if (atomic_load(&w->latest_num) == epoch && !atomic_load(&w->finalizing))
         report_suspects(w, epoch);
-    w->probe_at_ms = ecw__mono_ms() + ECW__PROBE_EVERY_MS;
+    w->probe_at_ms = ec_mono_ms() + ECW__PROBE_EVERY_MS;
 }
 
 static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
@@ -748,7 +728,7 @@ static int end(ecw_t *w, const char *what, int rc, ec_error_t *err)
     if (atomic_load(&w->latest_num) <= cur && rc != EC_EABORTED)
         report_suspects(w, cur);
     if (atomic_load(&w->latest_num) > cur ||
-        ecw__wait_newer(w, cur, ecw__mono_ms() + w->o.epoch_wait_ms)) {
+        ecw__wait_newer(w, cur, ec_mono_ms() + w->o.epoch_wait_ms)) {
         uint64_t latest = atomic_load(&w->latest_num);
         ecw__log(w, ECW_LOG_INFO, "%s in epoch %" PRIu64 " ended by epoch %" PRIu64 " (%s)",
                  what, cur, latest, ec_err_name(rc));
@@ -891,9 +871,9 @@ int ecw_wait(ecw_request_t *r, int timeout_ms, ecw_error_t *uerr)
     ec_error_t err = {0};
     if (!r)
         return ecw__out(uerr, &err, ec_errorf(&err, EC_EINVAL, "ecw_wait: NULL request"));
-    int64_t deadline = ecw__mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = ec_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     pthread_mutex_lock(&r->mu);
-    while (!r->done && ecw__mono_ms() < deadline)
+    while (!r->done && ec_mono_ms() < deadline)
         ecw__cond_wait_until(&r->cv, &r->mu, deadline);
     bool done = r->done;
     pthread_mutex_unlock(&r->mu);
@@ -1103,7 +1083,7 @@ static void make_token(ecw_t *w)
 {
     uint64_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-        r = (uint64_t)ecw__wall_us() ^ ((uint64_t)getpid() << 32);
+        r = (uint64_t)ec_wall_us() ^ ((uint64_t)getpid() << 32);
     snprintf(w->token, sizeof(w->token), "%.40s:%d:%016" PRIx64, w->o.node_id, (int)getpid(), r);
 }
 

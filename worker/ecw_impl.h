@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "ecw.h"
+#include "clock.h"
 #include "error.h"
 #include "etcd.h"
 #include "keys.h"
@@ -284,8 +285,6 @@ int ecw__claim(ecw_t *w, uint64_t epoch, int rank, bool takeover, ec_error_t *er
  * members' agents and report the silent ones, as a failed collective does. */
 #define ECW__PROBE_EVERY_MS 2000
 void ecw__build_tick(ecw_t *w, uint64_t epoch);
-int64_t ecw__mono_ms(void);
-int64_t ecw__wall_us(void);
 /* pthread_cond_timedwait on a CLOCK_MONOTONIC condition variable until the
  * monotonic deadline_ms. */
 void ecw__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);

@@ -10,6 +10,7 @@
  * as well (a watch that broke), or, when no watch could be started, after
  * 2, 4, ... 50 ms. */
 #include "ecw_impl.h"
+#include "clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -138,7 +139,7 @@ static int get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, i
     int rc = kv_key(w, "ecw_epoch_get", name, &epoch, key, sizeof(key), err);
     if (rc < 0)
         return rc;
-    int64_t deadline = ecw__mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = ec_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     kv_wait_t kw = {.w = w};
     ec_watch_t *watch = NULL;
     int pause = 2;
@@ -165,7 +166,7 @@ static int get(ecw_t *w, const char *name, void *buf, size_t cap, size_t *len, i
                            "ecw_rebuild, then get it in the new epoch", name, latest, epoch);
             break;
         }
-        int64_t now = ecw__mono_ms();
+        int64_t now = ec_mono_ms();
         if (now >= deadline) {
             rc = got < 0 ? ec_error_prefix(err, "ecw_epoch_get '%s' in epoch %" PRIu64, name,
                                            epoch)

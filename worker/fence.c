@@ -16,6 +16,7 @@
  * A lease etcd says is gone (the agent lost it) is never confirmed; the
  * agent's new one is taken from the node's record as soon as it exists. */
 #include "ecw_impl.h"
+#include "clock.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -41,14 +42,7 @@ static bool nap(ecw_t *w, int64_t ms)
 {
     if (ms < 1)
         ms = 1;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = ec_deadline_ts(ms);
     pthread_mutex_lock(&w->fence_mu);
     if (!w->fence_stop)
         pthread_cond_timedwait(&w->fence_cv, &w->fence_mu, &ts);
@@ -61,7 +55,7 @@ static bool nap(ecw_t *w, int64_t ms)
  * collective in progress) or lift the fence. */
 static void update(ecw_t *w)
 {
-    int64_t now = ecw__mono_ms();
+    int64_t now = ec_mono_ms();
     bool fence = now >= atomic_load(&w->lease_until_ms) - w->o.lease_margin_ms;
     int was = atomic_exchange(&w->fenced, fence ? 1 : 0);
     if (fence && !was) {
@@ -117,7 +111,7 @@ static void follow(ecw_t *w, int64_t dead)
 static bool ask(ecw_t *w)
 {
     int64_t lease = atomic_load(&w->lease);
-    int64_t t0 = ecw__mono_ms(), ttl = 0;
+    int64_t t0 = ec_mono_ms(), ttl = 0;
     if (ec_etcd_lease_ttl(w->fence_etcd, lease, &ttl, NULL, NULL) < 0)
         return false;
     if (ttl <= 0) {
@@ -136,10 +130,10 @@ static void *poll_main(void *arg)
 {
     ecw_t *w = arg;
     while (!stopping(w)) {
-        int64_t t0 = ecw__mono_ms();
+        int64_t t0 = ec_mono_ms();
         ask(w);
         update(w);
-        int64_t left = t0 + poll_every_ms(w) - ecw__mono_ms();
+        int64_t left = t0 + poll_every_ms(w) - ec_mono_ms();
         if (nap(w, left))
             break;
     }
@@ -152,7 +146,7 @@ static void *dog_main(void *arg)
     while (!stopping(w)) {
         update(w);
         int64_t at = atomic_load(&w->lease_until_ms) - w->o.lease_margin_ms;
-        int64_t left = at - ecw__mono_ms();
+        int64_t left = at - ec_mono_ms();
         /* fenced: the poll thread lifts it; look again now and then */
         if (nap(w, left > 0 && left < 1000 ? left : 1000))
             break;
@@ -177,11 +171,11 @@ int ecw__fence_start(ecw_t *w, const ec_etcd_opts_t *eo, ec_error_t *err)
     if (!w->fence_etcd)
         return ec_error_prefix(err, "the fence's etcd client");
     w->fence_on = true;
-    atomic_store(&w->confirmed_ms, ecw__mono_ms());
+    atomic_store(&w->confirmed_ms, ec_mono_ms());
     /* The agent holds the lease as it starts us: confirm it before the
      * first collective, trying for one TTL. */
-    int64_t deadline = ecw__mono_ms() + w->o.lease_ttl_ms;
-    while (!ask(w) && ecw__mono_ms() < deadline)
+    int64_t deadline = ec_mono_ms() + w->o.lease_ttl_ms;
+    while (!ask(w) && ec_mono_ms() < deadline)
         nap(w, 100);
     update(w);
     if (pthread_create(&w->fence_poll, NULL, poll_main, w) != 0)
@@ -220,7 +214,7 @@ bool ecw__fence_up(const ecw_t *w)
 {
     /* Not only the flag: the bound itself, so that a collective is refused on
      * time even if the threads were late. */
-    return w->fence_on && (atomic_load(&w->fenced) || ecw__mono_ms() >= ecw__fence_due_ms(w));
+    return w->fence_on && (atomic_load(&w->fenced) || ec_mono_ms() >= ecw__fence_due_ms(w));
 }
 
 int ecw_confirmed(const ecw_t *w)
@@ -232,7 +226,7 @@ int ecw__fence_check(ecw_t *w, const char *what, ec_error_t *err)
 {
     if (!ecw__fence_up(w))
         return 0;
-    int64_t now = ecw__mono_ms();
+    int64_t now = ec_mono_ms();
     return ec_errorf(err, ECW_EUNCONFIRMED, "%s: membership cannot be confirmed: etcd has not "
                      "confirmed node %s's lease for %" PRId64 " ms (unreachable?), and the job may "
                      "re-form without it; refused so that two groups never train at once: wait "
@@ -244,9 +238,9 @@ int ecw__fence_wait(ecw_t *w, const char *what, int64_t deadline_ms, ec_error_t 
 {
     for (;;) {
         int rc = ecw__fence_check(w, what, err);
-        if (rc == 0 || ecw__mono_ms() >= deadline_ms || atomic_load(&w->finalizing))
+        if (rc == 0 || ec_mono_ms() >= deadline_ms || atomic_load(&w->finalizing))
             return rc;
-        int64_t left = deadline_ms - ecw__mono_ms();
+        int64_t left = deadline_ms - ec_mono_ms();
         nap(w, left < 100 ? left : 100);
     }
 }

@@ -14,6 +14,7 @@
  * per-epoch timing records and re-lists the epoch key when etcd compacted
  * the watch's revision away. */
 #include "ecw_impl.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -35,7 +36,7 @@ static void abort_if_stale(ecw_t *w)
     uint64_t target = atomic_load(&w->target_num);
     if (w->comm && target && target < latest) {
         w->be->abort(w->comm);
-        int64_t now = ecw__wall_us();
+        int64_t now = ec_wall_us();
         pthread_mutex_unlock(&w->comm_mu);
         ecw__log(w, ECW_LOG_INFO, "-comm epoch %" PRIu64 " aborted: epoch %" PRIu64
                  " published", target, latest);
@@ -59,7 +60,7 @@ static void adopt(ecw_t *w, ec_epoch_t *ep)
     }
     ec_epoch_free(w->latest);
     w->latest = ep;
-    w->latest_seen_us = ecw__wall_us();
+    w->latest_seen_us = ec_wall_us();
     w->latest_abort_us = 0;
     atomic_store(&w->latest_num, ep->number);
     pthread_cond_broadcast(&w->cv);
@@ -299,9 +300,7 @@ static void *service(void *arg)
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->stopping && !w->timing.dirty && !w->watch_restart) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += 1;
+            struct timespec ts = ec_deadline_ts(1000);
             pthread_cond_timedwait(&w->cv, &w->mu, &ts);
         }
         if (w->timing.dirty) {
@@ -324,9 +323,7 @@ static void *service(void *arg)
                 ecw__log(w, ECW_LOG_WARN, "re-listing the epoch after a compaction: %s",
                          err.msg);
                 pthread_mutex_lock(&w->mu);
-                struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                ts.tv_sec += 1;
+                struct timespec ts = ec_deadline_ts(1000);
                 if (!w->stopping)
                     pthread_cond_timedwait(&w->cv, &w->mu, &ts);
                 bool stop = w->stopping;
@@ -389,10 +386,10 @@ void ecw__api_leave(ecw_t *w)
 
 bool ecw__api_drain(ecw_t *w, int timeout_ms)
 {
-    int64_t deadline = ecw__mono_ms() + timeout_ms;
+    int64_t deadline = ec_mono_ms() + timeout_ms;
     pthread_mutex_lock(&w->mu);
     pthread_cond_broadcast(&w->cv); /* they see finalizing and leave */
-    while (w->api_calls > 0 && ecw__mono_ms() < deadline)
+    while (w->api_calls > 0 && ec_mono_ms() < deadline)
         ecw__cond_wait_until(&w->cv, &w->mu, deadline);
     bool done = w->api_calls == 0;
     pthread_mutex_unlock(&w->mu);
@@ -413,7 +410,7 @@ int ecw_wait_epoch(ecw_t *w, uint64_t after, int timeout_ms, uint64_t *latest, e
     if (!ecw__api_enter(w))
         return ecw__out(uerr, &err, ec_errorf(&err, EC_EABORTED, "ecw_wait_epoch: the handle "
                                               "is being finalized"));
-    int64_t t0 = ecw__mono_ms();
+    int64_t t0 = ec_mono_ms();
     int64_t deadline = t0 + (timeout_ms > 0 ? timeout_ms : 0);
     int rc;
     uint64_t seen;
@@ -432,7 +429,7 @@ int ecw_wait_epoch(ecw_t *w, uint64_t after, int timeout_ms, uint64_t *latest, e
             rc = ECW_EUNCONFIRMED;
             break;
         }
-        if (ecw__mono_ms() >= deadline) {
+        if (ec_mono_ms() >= deadline) {
             rc = EC_ETIMEDOUT;
             break;
         }
@@ -462,19 +459,12 @@ bool ecw__wait_newer(ecw_t *w, uint64_t after, int64_t deadline_ms)
             pthread_mutex_unlock(&w->mu);
             return true;
         }
-        int64_t left = deadline_ms - ecw__mono_ms();
+        int64_t left = deadline_ms - ec_mono_ms();
         if (left <= 0 || w->stopping || atomic_load(&w->finalizing))
             break;
         if (left > 1000)
             left = 1000;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += left / 1000;
-        ts.tv_nsec += (left % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = ec_deadline_ts(left);
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
     }
     pthread_mutex_unlock(&w->mu);
@@ -483,7 +473,7 @@ bool ecw__wait_newer(ecw_t *w, uint64_t after, int64_t deadline_ms)
 
 void ecw__timing_mark(ecw_t *w, uint64_t epoch, int stage)
 {
-    int64_t now = ecw__wall_us();
+    int64_t now = ec_wall_us();
     pthread_mutex_lock(&w->mu);
     if (w->timing.epoch == epoch) {
         int64_t *f = stage == ECW__T_READY    ? &w->timing.ready_us

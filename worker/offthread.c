@@ -11,6 +11,7 @@
  * backend then asks for the process to be restarted (ECW_ERESTART) instead
  * of building another communicator on the same GPU. */
 #include "offthread.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,13 +32,6 @@ typedef struct job {
 } job_t;
 
 static _Atomic int stuck;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void job_unref(job_t *j)
 {
@@ -97,18 +91,11 @@ int ecw__run_with_deadline(ecw__job_fn fn, void *arg, void (*free_fn)(void *), i
         return EC_ESYS;
     }
     /* An absolute CLOCK_MONOTONIC deadline: spurious wake-ups wait again. */
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
     int64_t ms = timeout_ms > 0 ? timeout_ms : 0;
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    int64_t deadline = mono_ms() + ms;
+    struct timespec until = ec_deadline_ts(ms);
+    int64_t deadline = ec_mono_ms() + ms;
     pthread_mutex_lock(&j->mu);
-    while (!j->done && mono_ms() < deadline)
+    while (!j->done && ec_mono_ms() < deadline)
         pthread_cond_timedwait(&j->cv, &j->mu, &until);
     int rc = 0;
     if (!j->done) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ecw.h"
+#include "clock.h"
 #include "progress_file.h"
 
 #include "ecw_impl.h"
@@ -37,12 +38,7 @@ static void map_it(void)
     slot = p;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static inline int64_t now_ns(void) { return ec_mono_ns(); }
 
 #define STORE(field, v) \
     atomic_store_explicit((_Atomic __typeof__(slot->field) *)&slot->field, (v), memory_order_relaxed)

@@ -10,6 +10,7 @@
  * (nodes/<node_id>) is attached to, before each rebuild and whenever etcd
  * answers that a lease is gone, so a process outlives its agent's lease. */
 #include "ecw_impl.h"
+#include "clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -102,7 +103,7 @@ int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t
     int rc = comm_key(w, epoch, name, key, sizeof(key), err);
     if (rc < 0)
         return rc;
-    int64_t deadline = ecw__mono_ms() + timeout_ms;
+    int64_t deadline = ec_mono_ms() + timeout_ms;
     int pause = 2; /* ms; the key usually appears within a few */
     for (;;) {
         if (abort_flag && atomic_load(abort_flag))
@@ -124,7 +125,7 @@ int ecw__comm_get(ecw_t *w, uint64_t epoch, const char *name, void **val, size_t
         }
         /* A peer that is slow to come may be dead: its agent tells. */
         ecw__build_tick(w, epoch);
-        int64_t left = deadline - ecw__mono_ms();
+        int64_t left = deadline - ec_mono_ms();
         if (left <= 0 && rc < 0)
             return ec_error_prefix(err, "reading %s of epoch %" PRIu64, name, epoch);
         if (left <= 0)

@@ -24,6 +24,7 @@
  * async-signal-safe calls and static memory. */
 #define _GNU_SOURCE
 #include "janitor.h"
+#include "clock.h"
 #include "child.h"
 
 #include <errno.h>
@@ -65,13 +66,6 @@ struct ec_janitor {
 };
 
 /* ---- both sides ---- */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void pause_ms(long ms)
 {
@@ -305,7 +299,7 @@ static void report(pid_t agent, int ngroups_killed, int norphans_killed)
 
 static void cleanup(pid_t agent)
 {
-    int64_t deadline = mono_ms() + EC_JANITOR_KILL_MS;
+    int64_t deadline = ec_mono_ms() + EC_JANITOR_KILL_MS;
     for (int round = 0;; round++) {
         int ng = 0, no = 0, live = 0;
         for (int i = 0; i < ngroups; i++)
@@ -333,7 +327,7 @@ static void cleanup(pid_t agent)
          * the time; what remains are zombies init has yet to reap (some
          * container inits are slow to), and processes that take long to
          * die (state D): repeat while one is alive, within the deadline. */
-        if (!live || mono_ms() >= deadline)
+        if (!live || ec_mono_ms() >= deadline)
             break;
         pause_ms(5);
     }
@@ -402,7 +396,7 @@ static void janitor_main(int sock, pid_t agent)
     }
     int64_t deadline = 0; /* monotonic ms to kill at; 0: disarmed */
     for (;;) {
-        int64_t now = mono_ms();
+        int64_t now = ec_mono_ms();
         if (deadline > 0 && now >= deadline) {
             watchdog_fire(agent, now - deadline);
             deadline = 0; /* until the agent sends a new one */
@@ -590,9 +584,9 @@ void ec_janitor_stop(ec_janitor_t *j)
     if (j->sock >= 0)
         close(j->sock); /* end-of-file for it, in case the quit was lost */
     if (j->pid > 0) {
-        int64_t deadline = mono_ms() + EC_JANITOR_KILL_MS;
+        int64_t deadline = ec_mono_ms() + EC_JANITOR_KILL_MS;
         pid_t w;
-        while ((w = waitpid(j->pid, NULL, WNOHANG)) == 0 && mono_ms() < deadline)
+        while ((w = waitpid(j->pid, NULL, WNOHANG)) == 0 && ec_mono_ms() < deadline)
             pause_ms(1);
         if (w == 0) {
             kill(j->pid, SIGKILL);

@@ -14,6 +14,7 @@
  * rejoins as a new registration if the lease was lost meanwhile. */
 #define _GNU_SOURCE
 #include "launch.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -154,20 +155,6 @@ typedef struct agent {
     int64_t hang_poll_ms;   /* last look for the leader's hang verdict */
 } agent_t;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The fence margin and threshold, in ms. */
 static int64_t lease_margin_ms(const ec_config_t *cfg)
 {
@@ -261,7 +248,7 @@ static void record_start_failure(agent_t *a, int r, const char *why)
         .global_rank = rank >= 0 ? (int)rank : 0,
         .exit_code = 127,
         .epoch = a->epoch ? a->epoch->number : 0,
-        .time_ms = wall_ms(),
+        .time_ms = ec_wall_ms(),
         .log_path = (char *)ec_procs_log_path(a->procs, r),
         .nlines = 1,
         .last_lines = lines,
@@ -507,7 +494,7 @@ static void report_failure(agent_t *a, int r, int status)
         .exit_code = code >= 0 ? code : 0,
         .signal = sig,
         .epoch = a->epoch ? a->epoch->number : 0,
-        .time_ms = wall_ms(),
+        .time_ms = ec_wall_ms(),
         .log_path = (char *)ec_procs_log_path(a->procs, r),
         .nlines = n,
         .last_lines = lines,
@@ -599,7 +586,7 @@ static int after_failure(agent_t *a, int r, bool start_failed)
                    a->cfg->max_restart, a->restarts);
             ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
             if (!a->fold_until) {
-                a->fold_until = mono_ms() + FOLD_WAIT_MS;
+                a->fold_until = ec_mono_ms() + FOLD_WAIT_MS;
                 a->fold_rank = r;
             }
             return -1;
@@ -649,7 +636,7 @@ static int64_t check_fence(agent_t *a)
 {
     const ec_config_t *cfg = a->cfg;
     int64_t confirmed = ec_node_lease_confirmed_ms(a->node);
-    int64_t now = mono_ms(), after = fence_after_ms(cfg);
+    int64_t now = ec_mono_ms(), after = fence_after_ms(cfg);
     bool unconfirmed = confirmed <= 0 || now - confirmed >= after;
     if (unconfirmed && !a->fenced) {
         a->fenced = true;
@@ -742,7 +729,7 @@ static int64_t progress_tick(agent_t *a, int *exit_rc)
     pid_t pid[EC_NPROC_MAX];
     for (int r = 0; r < a->nproc; r++)
         pid[r] = a->m_id >= 0 && !a->done[r] && !a->fenced ? ec_procs_pid(a->procs, r) : 0;
-    int64_t now = mono_ms();
+    int64_t now = ec_mono_ms();
     ec_progress_sample(a->progress, pid, now);
     ec_node_progress_t cur;
     ec_progress_summary(a->progress, &cur);
@@ -820,7 +807,7 @@ static int run(agent_t *a)
         }
         /* --join_timeout: the job never formed (no epoch at all) */
         if (cfg->join_timeout_ms > 0 && a->epochs_seen == 0 &&
-            mono_ms() - a->start_ms >= cfg->join_timeout_ms) {
+            ec_mono_ms() - a->start_ms >= cfg->join_timeout_ms) {
             char t[32];
             snprintf(t, sizeof(t), "%.3g", (double)cfg->join_timeout_ms / 1000.0);
             ec_log(EC_LOG_ERROR, "-node %s: job %s did not form within --join_timeout=%s: it "
@@ -857,7 +844,7 @@ static int run(agent_t *a)
         if (js == EC_JOB_COMPLETED || js == EC_JOB_FAILED) {
             ec_epoch_free(ep);
             ec_procs_stop_all(a->procs, cfg->grace_period_ms);
-            double wall = (double)(mono_ms() - a->start_ms) / 1000.0;
+            double wall = (double)(ec_mono_ms() - a->start_ms) / 1000.0;
             if (js == EC_JOB_COMPLETED)
                 ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
                                     "this node, %.1f s", cfg->job_id, a->epochs_seen, a->restarts, wall);
@@ -868,7 +855,7 @@ static int run(agent_t *a)
             return js == EC_JOB_COMPLETED ? 0 : 1;
         }
         free(why);
-        if (!ep && a->fold_until && mono_ms() >= a->fold_until) {
+        if (!ep && a->fold_until && ec_mono_ms() >= a->fold_until) {
             /* the peer answered the leader after all: our own failure */
             ec_log(EC_LOG_WARN, "no new epoch within %d ms of the failure of local rank %d "
                                 "folded into a membership change: counting it as this node's",
@@ -880,9 +867,9 @@ static int run(agent_t *a)
         }
         if (ep) {
             a->fold_until = 0; /* the epoch a folded failure waited for */
-            int64_t t0 = mono_ms();
+            int64_t t0 = ec_mono_ms();
             int rc = apply_epoch(a, ep);
-            ec_metrics_epoch(a->metrics, a->epoch, a->m_id, mono_ms() - t0);
+            ec_metrics_epoch(a->metrics, a->epoch, a->m_id, ec_mono_ms() - t0);
             if (rc >= 0)
                 return rc;
         }
@@ -902,7 +889,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_log(EC_LOG_WARN, "cannot start the console writer (%s): a stalled stdout will stall "
                             "this agent", strerror(errno));
     agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}};
-    a.start_ms = mono_ms();
+    a.start_ms = ec_mono_ms();
     a.nproc = cfg->nproc_per_node;
     pthread_mutex_init(&a.lock, NULL);
     ec_error_t err = {0};

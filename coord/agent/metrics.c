@@ -6,6 +6,7 @@
  * holds the lock only while it formats into memory. */
 #define _GNU_SOURCE
 #include "config.h"
+#include "clock.h"
 
 #include "metrics.h"
 #include "keys.h"
@@ -98,27 +99,6 @@ struct ec_metrics {
     int port;
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 const char *ec_mstate_name(ec_mstate_t st)
 {
     switch (st) {
@@ -180,7 +160,7 @@ void ec_metrics_epoch(ec_metrics_t *m, const ec_epoch_t *ep, int m_id, int64_t a
 {
     if (!m || !ep)
         return;
-    int64_t now = wall_ms(), seen = now - (apply_ms > 0 ? apply_ms : 0);
+    int64_t now = ec_wall_ms(), seen = now - (apply_ms > 0 ? apply_ms : 0);
     pthread_mutex_lock(&m->lock);
     m->epoch = ep->number;
     m->world = ep->world_size;
@@ -209,7 +189,7 @@ void ec_metrics_epoch(ec_metrics_t *m, const ec_epoch_t *ep, int m_id, int64_t a
     if (ep->observed_at_ms > 0)
         hist_add(&m->phase[EC_PHASE_TOTAL], (double)(now - ep->observed_at_ms) / 1e3);
     if (m->failed_at_mono_ms && m_id >= 0) {
-        hist_add(&m->phase[EC_PHASE_RECOVER], (double)(mono_ms() - m->failed_at_mono_ms) / 1e3);
+        hist_add(&m->phase[EC_PHASE_RECOVER], (double)(ec_mono_ms() - m->failed_at_mono_ms) / 1e3);
         m->failed_at_mono_ms = 0;
     }
     pthread_mutex_unlock(&m->lock);
@@ -223,7 +203,7 @@ void ec_metrics_failure(ec_metrics_t *m, ec_failure_kind_t kind)
     if ((int)kind > 0 && (int)kind < NKINDS)
         m->failures[kind]++;
     if (!m->failed_at_mono_ms)
-        m->failed_at_mono_ms = mono_ms();
+        m->failed_at_mono_ms = ec_mono_ms();
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -498,9 +478,9 @@ static void *prober_main(void *arg)
         int64_t rev = 0;
         char ver[32];
         ec_error_t err = {0};
-        int64_t t0 = mono_us();
+        int64_t t0 = ec_mono_us();
         int rc = ec_etcd_status(m->etcd, &rev, ver, sizeof(ver), &err);
-        double dt = (double)(mono_us() - t0) / 1e6;
+        double dt = (double)(ec_mono_us() - t0) / 1e6;
         pthread_mutex_lock(&m->lock);
         if (rc == 0) {
             if (m->etcd_up == 0)
@@ -514,14 +494,7 @@ static void *prober_main(void *arg)
             m->etcd_up = 0;
             m->probe_errors[rc < 0 && -rc < NCODES ? -rc : -EC_EINTERNAL]++;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += m->probe_interval_ms / 1000;
-        until.tv_nsec += (long)(m->probe_interval_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = ec_deadline_ts(m->probe_interval_ms);
         while (!m->stopping && pthread_cond_timedwait(&m->cond, &m->lock, &until) != ETIMEDOUT)
             ;
     }
@@ -700,7 +673,7 @@ ec_metrics_t *ec_metrics_create(const ec_metrics_opts_t *o, ec_error_t *err)
     m->job_id = strdup(o->job_id ? o->job_id : "");
     m->node_id = strdup(o->node_id ? o->node_id : "");
     m->version = strdup(o->version ? o->version : "");
-    m->start_wall_ms = wall_ms();
+    m->start_wall_ms = ec_wall_ms();
     m->m_id = -1;
     m->state = EC_MSTATE_JOINING;
     m->etcd = o->etcd;

@@ -11,22 +11,9 @@
 #include <time.h>
 
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 #include "node_impl.h"
-
-int64_t ec__node_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t ec__node_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ec__node_emit(ec_node_t *n, const char *fmt, ...)
@@ -103,7 +90,7 @@ bool ec__node_loop_alive(void *arg)
     int64_t limit = (int64_t)n->o.lease_ttl_s * 1000 * 2 / 3;
     if (limit < 1000)
         limit = 1000;
-    return ec__node_mono_ms() - atomic_load(&n->beat_ms) < limit;
+    return ec_mono_ms() - atomic_load(&n->beat_ms) < limit;
 }
 
 static void *loop(void *arg)
@@ -112,13 +99,13 @@ static void *loop(void *arg)
     ec_error_t err = {0};
     int64_t retry_at = -1;
     for (;;) {
-        atomic_store(&n->beat_ms, ec__node_mono_ms());
+        atomic_store(&n->beat_ms, ec_mono_ms());
         pthread_mutex_lock(&n->lock);
         for (;;) {
             if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving) ||
                 n->am_leader != n->model_wide)
                 break;
-            int64_t now = ec__node_mono_ms();
+            int64_t now = ec_mono_ms();
             if (n->self_pending && (retry_at < 0 || retry_at <= now))
                 break; /* our record must be written again */
             int64_t until = now + 1000;
@@ -128,28 +115,21 @@ static void *loop(void *arg)
                 until = retry_at;
             if (until <= now)
                 break;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
             int64_t d = until - now;
-            ts.tv_sec += d / 1000;
-            ts.tv_nsec += (d % 1000) * 1000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            struct timespec ts = ec_deadline_ts(d);
             pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-            atomic_store(&n->beat_ms, ec__node_mono_ms());
+            atomic_store(&n->beat_ms, ec_mono_ms());
         }
         bool stop = n->stop, relist = n->relist, lost = n->lease_lost && !n->leaving;
         bool leaving = n->leaving;
         n->dirty = false;
-        if (n->wake_at >= 0 && ec__node_mono_ms() >= n->wake_at)
+        if (n->wake_at >= 0 && ec_mono_ms() >= n->wake_at)
             n->wake_at = -1;
     n->leader_absent_since = -1;
         pthread_mutex_unlock(&n->lock);
         if (stop)
             break;
-        if (retry_at >= 0 && ec__node_mono_ms() < retry_at && !relist)
+        if (retry_at >= 0 && ec_mono_ms() < retry_at && !relist)
             continue;
         retry_at = -1;
         if (lost) {
@@ -163,7 +143,7 @@ static void *loop(void *arg)
             ec__node_emit(n, "-lease %llx lost; registering again", (unsigned long long)old);
             if (ec__node_do_register(n, old, &err) < 0) {
                 ec_log(EC_LOG_WARN, "re-registering failed: %s; retrying", err.msg);
-                retry_at = ec__node_mono_ms() + 500;
+                retry_at = ec_mono_ms() + 500;
                 continue;
             }
         }
@@ -179,11 +159,11 @@ static void *loop(void *arg)
         if ((relist || n->am_leader != n->model_wide) &&
             ec__node_sync_model(n, n->am_leader, &err) < 0) {
             ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err.msg);
-            retry_at = ec__node_mono_ms() + 500;
+            retry_at = ec_mono_ms() + 500;
             continue;
         }
         if (!ec__node_verify_epoch(n)) {
-            retry_at = ec__node_mono_ms() + 500;
+            retry_at = ec_mono_ms() + 500;
             continue;
         }
         deliver(n);
@@ -203,7 +183,7 @@ static void *loop(void *arg)
             pthread_mutex_lock(&n->lock);
             n->self_pending = true;
             pthread_mutex_unlock(&n->lock);
-            retry_at = ec__node_mono_ms() + 500;
+            retry_at = ec_mono_ms() + 500;
         }
         ec__node_elect(n);
         if (n->am_leader && !n->model_wide) {
@@ -211,7 +191,7 @@ static void *loop(void *arg)
             if (ec__node_sync_model(n, true, &err) < 0) {
                 ec_log(EC_LOG_WARN, "listing the job as its new leader failed: %s; retrying",
                        err.msg);
-                retry_at = ec__node_mono_ms() + 500;
+                retry_at = ec_mono_ms() + 500;
                 continue;
             }
             ec__node_note_gone_leader(n);
@@ -220,7 +200,7 @@ static void *loop(void *arg)
             ec_log(EC_LOG_WARN, "cannot follow the suspicion reports: %s; retrying", err.msg);
             pthread_mutex_lock(&n->lock);
             n->sus_watched = 0;
-            int64_t w = ec__node_mono_ms() + 500;
+            int64_t w = ec_mono_ms() + 500;
             if (n->wake_at < 0 || n->wake_at > w)
                 n->wake_at = w;
             pthread_mutex_unlock(&n->lock);
@@ -304,7 +284,7 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     n->o.node_id = n->node_id;
     n->state = EC_NODE_JOINING;
     n->incarnation = 1;
-    n->fp_since = ec__node_mono_ms();
+    n->fp_since = ec_mono_ms();
     n->missing_since = -1;
     n->wake_at = -1;
     n->senior_read_for = -1;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 #include "node_impl.h"
 
@@ -27,7 +28,7 @@ void ec__node_campaign(ec_node_t *n)
     if (r.succeeded) {
         n->am_leader = true;
         n->my_leader_rev = r.revision;
-        n->fp_since = ec__node_mono_ms();
+        n->fp_since = ec_mono_ms();
         n->fingerprint = 0;
         n->missing_since = -1;
         n->wrote_final = false;
@@ -57,7 +58,7 @@ int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason
                           uint64_t run, bool fenced)
 {
     ec_job_status_t st = {.state = state, .reason = (char *)reason, .epoch = epoch,
-                          .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id,
+                          .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
                           .run = run};
     void *buf;
     size_t len;
@@ -194,7 +195,7 @@ void ec__node_elect(ec_node_t *n)
      * leader key wakes the loop again. */
     for (int pass = 0; pass < 2; pass++) {
         pthread_mutex_lock(&n->lock);
-        int64_t now = ec__node_mono_ms();
+        int64_t now = ec_mono_ms();
         if (n->leader_create_rev != 0)
             n->leader_absent_since = -1;
         else if (n->leader_absent_since < 0)
@@ -238,7 +239,7 @@ void ec__node_elect(ec_node_t *n)
              * lease; leave it and the job would stay leaderless. */
             n->am_leader = true;
             n->my_leader_rev = v.key_create_rev;
-            n->fp_since = ec__node_mono_ms();
+            n->fp_since = ec_mono_ms();
             n->fingerprint = 0;
             n->missing_since = -1;
             n->wrote_final = false;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 #include "node_impl.h"
 
@@ -105,7 +106,7 @@ static void remember_silent(ec_node_t *n, const char *id, const char *by)
     }
     free(h->by);
     h->by = strdup(by);
-    h->at_ms = ec__node_mono_ms();
+    h->at_ms = ec_mono_ms();
     h->probed_ms = -1;
     h->answered = false;
     h->told = false;
@@ -123,7 +124,7 @@ bool ec__node_held_out(ec_node_t *n, const char *id)
     for (size_t i = 0; i < n->nheld; i++)
         if (!strcmp(n->held[i].id, id))
             return !n->held[i].answered &&
-                   ec__node_mono_ms() - n->held[i].at_ms < EC_HOLD_MAX_MS;
+                   ec_mono_ms() - n->held[i].at_ms < EC_HOLD_MAX_MS;
     return false;
 }
 
@@ -136,7 +137,7 @@ static void probe_held(ec_node_t *n)
     ec_probe_target_t t[MAXH];
     char *ids[MAXH], *hosts[MAXH];
     size_t nt = 0;
-    int64_t now = ec__node_mono_ms();
+    int64_t now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t i = 0; i < n->nheld;) {
         struct held *h = &n->held[i];
@@ -174,7 +175,7 @@ static void probe_held(ec_node_t *n)
         return;
     int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
     ec_probe_many(t, nt, to);
-    now = ec__node_mono_ms();
+    now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
         for (size_t i = 0; i < n->nheld; i++) {

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "hang_policy.h"
+#include "clock.h"
 #include "keys.h"
 #include "log.h"
 #include "node_impl.h"
@@ -91,7 +92,7 @@ static void record_hung(ec_node_t *n, const snap_t *s, uint64_t epoch, const cha
         .local_rank = s->p.silent_rank >= 0 ? s->p.silent_rank
                                            : (s->p.slowest_rank >= 0 ? s->p.slowest_rank : 0),
         .epoch = epoch,
-        .time_ms = ec__node_wall_ms(),
+        .time_ms = ec_wall_ms(),
         .run = n->run,
     };
     char msg[1024];
@@ -164,7 +165,7 @@ void ec__node_check_hangs(ec_node_t *n)
     bool hangs = cfg.hang_timeout_ms != 0, straggle = cfg.straggler_factor > 1.0;
     if (!hangs && !straggle && !n->o.on_progress)
         return;
-    int64_t now = ec__node_mono_ms();
+    int64_t now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     if (!n->epoch || !n->epoch->nmembers) {
         pthread_mutex_unlock(&n->lock);

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "epoch_check.h"
+#include "clock.h"
 #include "etcd.h"
 #include "keys.h"
 #include "node.h"
@@ -188,9 +189,7 @@ struct ec_node {
                             * is never counted from before it) */
 };
 
-/* clocks and the event log (node.c) */
-int64_t ec__node_mono_ms(void);
-int64_t ec__node_wall_ms(void);
+/* the event log (node.c; clocks: util/clock.h) */
 void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Whether the loop beat recently enough for its lease to be refreshed

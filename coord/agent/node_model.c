@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "epoch_delta.h"
+#include "clock.h"
 #include "keys.h"
 #include "log.h"
 #include "node_impl.h"
@@ -216,7 +217,7 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
     n->verify_len = kv->value_len;
     n->verify_rev = kv->mod_revision;
     n->verify_pending = true;
-    n->verify_since_ms = ec__node_mono_ms();
+    n->verify_since_ms = ec_mono_ms();
 }
 
 /* A follower's model saw the leader key up to leader_through: judge the
@@ -248,9 +249,9 @@ bool ec__node_verify_epoch(ec_node_t *n)
      * transaction touches the leader key, whose event resolves it at once;
      * only an epoch nobody touched the leader key with (another tool's)
      * waits out the grace and costs a read. */
-    int64_t left = n->verify_since_ms + EC_VERIFY_GRACE_MS - ec__node_mono_ms();
+    int64_t left = n->verify_since_ms + EC_VERIFY_GRACE_MS - ec_mono_ms();
     if (!n->model_wide && n->verify_rev > n->leader_through && left > 0) {
-        int64_t w = ec__node_mono_ms() + left;
+        int64_t w = ec_mono_ms() + left;
         if (n->wake_at < 0 || n->wake_at > w)
             n->wake_at = w;
         pthread_mutex_unlock(&n->lock);
@@ -460,7 +461,7 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
     } else {
         return; /* other epochs/ keys: not part of the decision model */
     }
-    n->changed_at_ms = ec__node_wall_ms();
+    n->changed_at_ms = ec_wall_ms();
     n->dirty = true;
 }
 
@@ -581,15 +582,9 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
  * `base`; returns whether they were. */
 static bool wait_created(ec_node_t *n, int base, int want)
 {
-    int64_t deadline = ec__node_mono_ms() + 10000;
-    while (n->watches_created - base < want && !n->stop && ec__node_mono_ms() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 50 * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+    int64_t deadline = ec_mono_ms() + 10000;
+    while (n->watches_created - base < want && !n->stop && ec_mono_ms() < deadline) {
+        struct timespec ts = ec_deadline_ts(50);
         pthread_cond_timedwait(&n->cond, &n->lock, &ts);
     }
     return n->watches_created - base >= want;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 #include "node_impl.h"
 #include "epoch_delta.h"
@@ -68,7 +69,7 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     ep->leader_id = strdup(n->node_id);
     ep->leader_rev = n->my_leader_rev;
     ep->observed_at_ms = n->changed_at_ms;
-    ep->decided_at_ms = ec__node_wall_ms();
+    ep->decided_at_ms = ec_wall_ms();
     ep->planner_us = planner_us;
     for (size_t i = 0; i < d->n_members; i++) {
         const ec_node_rec_t *r = plan_nodes[d->members[i]]->rec;
@@ -80,7 +81,7 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
         m->master_port = r->master_port;
         m->incarnation = r->incarnation;
     }
-    ep->published_at_ms = ec__node_wall_ms();
+    ep->published_at_ms = ec_wall_ms();
     ep->run = run;
     int rc = ec_epoch_encode(ep, &p->buf, &p->len, err);
     /* Followers' coordinators read the delta from the epoch they hold. */
@@ -237,7 +238,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         in.epoch.n_members = (size_t)n->epoch->nmembers;
         cur_epoch = n->epoch->number;
     }
-    int64_t now = ec__node_mono_ms();
+    int64_t now = ec_mono_ms();
     uint64_t fp = ec_plan_fingerprint(&in.config, nodes, nn);
     if (fp != n->fingerprint) {
         n->fingerprint = fp;
@@ -249,13 +250,9 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.n_left = n->nleft;
     in.new_run = new_run && n->epoch;
     repair = n->epoch_bad && n->epoch_raw;
-    int64_t t0 = ec__node_mono_ms();
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    int64_t plan_t0 = ec_mono_us();
     int rc = ec_plan(&in, &d, &err);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    (void)t0;
-    int64_t planner_us = (b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
+    int64_t planner_us = ec_mono_us() - plan_t0;
     if (rc == 0) {
         action = d->action;
         wait_ms = d->wait_ms;
@@ -363,7 +360,7 @@ void ec__node_plan_and_act(ec_node_t *n)
             }
             if (p.first) {
                 ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p.number,
-                                      .updated_at_ms = ec__node_wall_ms(), .updated_by = n->node_id,
+                                      .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
                                       .run = p.run};
                 if (ec_job_status_encode(&st, &stbuf, &stlen, NULL) == 0)
                     ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_status, .value = stbuf,
@@ -371,12 +368,12 @@ void ec__node_plan_and_act(ec_node_t *n)
             }
         }
         ec_txn_result_t r;
-        int64_t t_send = ec__node_wall_ms();
+        int64_t t_send = ec_wall_ms();
         rc = ec_etcd_txn(n->c, cm, 2, ops, nops, NULL, 0, &r, &err);
         free(stbuf);
         if (rc < 0) {
             ec_log(EC_LOG_WARN, "publishing epoch %" PRIu64 " failed: %s; will retry", p.number, err.msg);
-            n->wake_at = ec__node_mono_ms() + 200;
+            n->wake_at = ec_mono_ms() + 200;
         } else {
             if (r.succeeded && hist_apart) {
                 ec_cmp_t f = ec__node_fence_leader(n);
@@ -389,7 +386,7 @@ void ec__node_plan_and_act(ec_node_t *n)
             if (r.succeeded) {
                 if (p.number > 0) {
                     ec__node_emit(n, "%s (txn %lld ms)", p.log ? p.log : "+epoch",
-                         (long long)(ec__node_wall_ms() - t_send));
+                         (long long)(ec_wall_ms() - t_send));
                     pthread_mutex_lock(&n->lock);
                     if (p.first)
                         n->wrote_final = false; /* a new run: its end is written again */
@@ -429,7 +426,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         }
         free(key);
         if (action == EC_PLAN_WAIT_UNTIL) {
-            n->wake_at = ec__node_mono_ms() + (wait_ms > 0 ? wait_ms : 1);
+            n->wake_at = ec_mono_ms() + (wait_ms > 0 ? wait_ms : 1);
         } else if ((complete || action == EC_PLAN_FAIL) && !n->wrote_final) {
             if (ec__node_write_status(n, complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
                                       complete ? NULL : why, cur_epoch, run, true) == 0)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 #include "node_impl.h"
 
@@ -106,16 +107,9 @@ static bool take_away(ec_node_t *n, const existing_t *e, ec_error_t *err)
  * kept while registration waits. */
 static bool reg_pause(ec_node_t *n, int64_t ms)
 {
-    atomic_store(&n->beat_ms, ec__node_mono_ms());
+    atomic_store(&n->beat_ms, ec_mono_ms());
     pthread_mutex_lock(&n->lock);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = ec_deadline_ts(ms);
     if (!n->stop)
         pthread_cond_timedwait(&n->cond, &n->lock, &ts);
     bool stopping = n->stop;
@@ -135,7 +129,7 @@ static int create_record(ec_node_t *n, bool take_own, int64_t *lease_out, ec_err
     void *buf = NULL;
     size_t len = 0;
     pthread_mutex_lock(&n->lock);
-    n->registered_at_ms = ec__node_wall_ms();
+    n->registered_at_ms = ec_wall_ms();
     pthread_mutex_unlock(&n->lock);
     if ((rc = encode_self(n, &buf, &len, err)) < 0)
         goto fail;
@@ -178,7 +172,7 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
         v.has_probe_port = e.probe_port != 0;
         if (e.mod != probed_mod)
             v.probe = EC_REG_PROBE_NONE; /* a new record: probe it afresh */
-        v.deadline_passed = deadline >= 0 && ec__node_mono_ms() > deadline;
+        v.deadline_passed = deadline >= 0 && ec_mono_ms() > deadline;
         switch (ec_reg_decide(&v)) {
         case EC_REG_CREATE:
         case EC_REG_TAKE_OWN: {
@@ -227,7 +221,7 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
                 int64_t ttl = -1;
                 if (e.lease)
                     ec_etcd_lease_ttl(n->c, e.lease, &ttl, NULL, NULL);
-                deadline = ec__node_mono_ms() + (ttl > 0 ? ttl : 1) * 1000 + 1500;
+                deadline = ec_mono_ms() + (ttl > 0 ? ttl : 1) * 1000 + 1500;
                 ec_log(EC_LOG_INFO, "node id %s is still registered (host %s); waiting up to "
                                     "%lld s for that record to expire", n->node_id, e.host,
                        (long long)(ttl > 0 ? ttl + 1 : 2));

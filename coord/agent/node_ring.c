@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 #include "node_impl.h"
 
@@ -41,14 +42,7 @@ static void clear(watched_t *w, size_t *nw)
 /* Wait until `ms` passed or the node stops; returns whether it stops. */
 static bool pause_ms(ec_node_t *n, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = ec_deadline_ts(ms);
     pthread_mutex_lock(&n->lock);
     while (!n->stop && !n->leaving &&
            pthread_cond_timedwait(&n->ring_cond, &n->lock, &ts) == 0)

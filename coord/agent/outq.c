@@ -8,6 +8,7 @@
  * shared with the shell and other processes, which O_NONBLOCK would break. */
 #define _GNU_SOURCE
 #include "outq.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -208,14 +209,7 @@ bool ec_outq_flush(ec_outq_t *q, int64_t timeout_ms)
 {
     if (!q)
         return true;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (timeout_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = ec_deadline_ts(timeout_ms);
     pthread_mutex_lock(&q->lock);
     int rc = 0;
     while ((q->len || q->busy) && !q->broken && !q->stop && rc != ETIMEDOUT)

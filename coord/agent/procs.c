@@ -1,6 +1,7 @@
 /* Local training processes. */
 #define _GNU_SOURCE
 #include "procs.h"
+#include "clock.h"
 #include "child.h"
 
 #include <dirent.h>
@@ -54,13 +55,6 @@ struct ec_procs {
     int64_t next_tell; /* when ec_procs_reap looks for new orphans again */
     const volatile sig_atomic_t *abort; /* non-zero: no more grace */
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void pause_ms(long ms)
 {
@@ -286,12 +280,12 @@ static void child(ec_procs_t *p, pid_t parent, int out, int errw, char *const *e
 /* Reap pid, waiting at most ms. */
 static bool reap_within(pid_t pid, int *status, long ms)
 {
-    int64_t deadline = mono_ms() + ms;
+    int64_t deadline = ec_mono_ms() + ms;
     for (;;) {
         pid_t w = waitpid(pid, status, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR))
             return w == pid;
-        if (mono_ms() >= deadline)
+        if (ec_mono_ms() >= deadline)
             return false;
         pause_ms(1);
     }
@@ -344,9 +338,9 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
      * deadline it counts as started, and a failure shows as its exit. */
     int child_errno = 0;
     struct pollfd pf = {errp[0], POLLIN, 0};
-    int64_t deadline = mono_ms() + 10000;
+    int64_t deadline = ec_mono_ms() + 10000;
     for (;;) {
-        int n = poll(&pf, 1, (int)(deadline - mono_ms() > 0 ? deadline - mono_ms() : 0));
+        int n = poll(&pf, 1, (int)(deadline - ec_mono_ms() > 0 ? deadline - ec_mono_ms() : 0));
         if (n < 0 && errno == EINTR)
             continue;
         if (n > 0) {
@@ -464,7 +458,7 @@ int ec_procs_reap(ec_procs_t *p, int *r, int *status)
     /* A death under a rank's tree may have made orphans of its children,
      * and emptied groups the janitor still knows; a death deeper down (a
      * helper's parent) tells us nothing: look once a second too. */
-    int64_t now = mono_ms();
+    int64_t now = ec_mono_ms();
     if (reaped || found || now >= p->next_tell) {
         tell_orphans(p);
         prune_left(p);
@@ -540,8 +534,8 @@ void ec_procs_stop_all(ec_procs_t *p, int64_t grace_ms)
         prune_left(p);
         return;
     }
-    int64_t deadline = mono_ms() + grace_ms;
-    while (mono_ms() < deadline && !(p->abort && *p->abort)) {
+    int64_t deadline = ec_mono_ms() + grace_ms;
+    while (ec_mono_ms() < deadline && !(p->abort && *p->abort)) {
         int r, st;
         while (ec_procs_reap(p, &r, &st))
             ;
@@ -587,7 +581,7 @@ static void report_stuck(ec_procs_t *p)
 
 void ec_procs_kill_all(ec_procs_t *p)
 {
-    int64_t deadline = mono_ms() + EC_PROCS_KILL_WAIT_MS;
+    int64_t deadline = ec_mono_ms() + EC_PROCS_KILL_WAIT_MS;
     for (;;) {
         signal_ranks(p, SIGKILL);
         for (int i = 0; i < p->nproc; i++)
@@ -598,7 +592,7 @@ void ec_procs_kill_all(ec_procs_t *p)
             prune_left(p);
             break;
         }
-        if (mono_ms() >= deadline) {
+        if (ec_mono_ms() >= deadline) {
             report_stuck(p);
             for (int i = 0; i < p->nproc; i++)
                 p->r[i].pid = 0; /* from now on orphans like any other */

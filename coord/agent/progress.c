@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "progress.h"
+#include "clock.h"
 #include "progress_file.h"
 
 typedef struct rank {
@@ -64,13 +65,6 @@ const char *ec_progress_path(const ec_progress_t *p, int r)
     return p && r >= 0 && r < p->nproc ? p->r[r].path : NULL;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static off_t size_of(const char *path)
 {
     struct stat st;
@@ -85,7 +79,7 @@ int ec_progress_reset(ec_progress_t *p, int r, const char *log_path, ec_error_t 
     free(k->log_path);
     k->log_path = log_path ? strdup(log_path) : NULL;
     k->log_size = size_of(log_path);
-    k->start_ms = k->last_ms = mono_ms();
+    k->start_ms = k->last_ms = ec_mono_ms();
     k->running = k->reporting = k->paused = k->in_coll = k->stopped = false;
     k->step = 0;
     k->nwin = 0;

@@ -339,11 +339,7 @@ static bool wait_for(ck_t *x, pred_fn pred, void *arg, int64_t deadline)
             continue;
         }
         int64_t until = deadline < now + POLL_MS ? deadline : now + POLL_MS;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t ns = ts.tv_nsec + (until - now) * 1000000LL;
-        ts.tv_sec += ns / 1000000000LL;
-        ts.tv_nsec = ns % 1000000000LL;
+        struct timespec ts = ec_deadline_ts(until - now);
         pthread_cond_timedwait(&x->cond, &x->lock, &ts);
     }
 }

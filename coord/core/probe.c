@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "probe.h"
+#include "clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,13 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 
 int ec_probe_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *sl)
@@ -63,7 +57,7 @@ ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n)
         free(b);
         return NULL;
     }
-    b->t0 = mono_us();
+    b->t0 = ec_mono_us();
     for (size_t i = 0; i < n; i++) {
         t[i].ok = 0;
         t[i].rtt_us = -1;
@@ -102,7 +96,7 @@ static int probe_read(ec_probe_batch_t *b, size_t i)
         snprintf(want, sizeof(want), "ecoord %s\n", t->expect_id ? t->expect_id : "");
         ok = t->expect_id ? !strcmp(b->buf[i], want) : !strncmp(b->buf[i], "ecoord ", 7);
         b->t[i].ok = ok;
-        b->t[i].rtt_us = mono_us() - b->t0;
+        b->t[i].rtt_us = ec_mono_us() - b->t0;
     } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
                          errno == ENOTCONN)) {
         return 0; /* nothing yet (or still connecting) */
@@ -118,7 +112,7 @@ int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us)
         return 0;
     int answered = 0;
     for (;;) {
-        int64_t left = (deadline_us - mono_us() + 999) / 1000;
+        int64_t left = (deadline_us - ec_mono_us() + 999) / 1000;
         int open = 0;
         for (size_t i = 0; i < b->n; i++)
             open += b->pf[i].fd >= 0;
@@ -147,15 +141,10 @@ int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us)
     return answered;
 }
 
-int64_t ec_probe_now_us(void)
-{
-    return mono_us();
-}
-
 int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms)
 {
     ec_probe_batch_t *b = ec_probe_begin(t, n);
     if (!b)
         return 0;
-    return ec_probe_collect(b, ec_probe_now_us() + (int64_t)timeout_ms * 1000);
+    return ec_probe_collect(b, ec_mono_us() + (int64_t)timeout_ms * 1000);
 }

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "error.h"
+#include "clock.h"
 
 typedef struct ec_probe_target {
     const char *host;
@@ -32,7 +33,7 @@ int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms);
 /* The same in two steps.  ec_probe_begin sets every t[i].ok = 0 and starts
  * connecting to each target (t stays borrowed until ec_probe_collect); NULL
  * when out of memory.  ec_probe_collect waits for answers until deadline_us
- * (ec_probe_now_us() clock) and then reads every socket once more without
+ * (ec_mono_us() clock) and then reads every socket once more without
  * waiting, so that answers that arrived while the caller was stopped or
  * starved past the deadline still count; a target is silent only if nothing
  * is there even then.  It fills t[i].ok and rtt_us, frees the batch (NULL:
@@ -40,8 +41,6 @@ int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms);
 typedef struct ec_probe_batch ec_probe_batch_t;
 ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n);
 int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us);
-/* The monotonic clock deadlines are measured on, in microseconds. */
-int64_t ec_probe_now_us(void);
 /* host:port (a numeric address or a name) as a socket address; 0 or -1. */
 int ec_probe_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *sl);
 

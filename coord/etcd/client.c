@@ -6,22 +6,9 @@
 #include <time.h>
 
 #include "endpoints.h"
+#include "clock.h"
 #include "etcd_impl.h"
 #include "log.h"
-
-int64_t ec__now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t ec__mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool has(const char *s, const char *needle)
 {
@@ -455,12 +442,12 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
      * within the dial deadline; an endpoint that refuses still fails fast
      * (found by the lifecycle soak's proxy_drop events: an agent starting
      * during a one-request blip exited 1). */
-    int64_t dial_end = ec__mono_ms() + c->call_timeout_ms;
+    int64_t dial_end = ec_mono_ms() + c->call_timeout_ms;
     for (int attempt = 0; attempt < 3; attempt++) {
         rc = c->user ? authenticate(c, err) : 0;
         if (rc == 0)
             rc = ec_etcd_status(c, NULL, NULL, 0, err);
-        int64_t left = dial_end - ec__mono_ms();
+        int64_t left = dial_end - ec_mono_ms();
         if (rc != EC_EUNAVAILABLE || left <= 200)
             break;
         struct timespec ts = {0, 100 * 1000 * 1000}; /* a pause before the retry */

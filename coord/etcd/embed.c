@@ -2,6 +2,7 @@
  * and poll its log for readiness with a deadline. */
 #define _GNU_SOURCE
 #include "embed.h"
+#include "clock.h"
 #include "child.h"
 
 #include <arpa/inet.h>
@@ -30,13 +31,6 @@ struct ec_embed {
     pid_t pid;
     char *cert, *key, *ca;
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *ec_embed_find_etcd(const char *hint, const char *path)
 {
@@ -172,9 +166,9 @@ static int spawn(ec_embed_t *e, ec_error_t *err)
     if (pid < 0)
         return ec_errorf(err, EC_ESYS, "cannot fork etcd: %s", strerror(fork_errno));
     e->pid = pid;
-    int64_t deadline = mono_ms() + e->o.start_timeout_ms;
+    int64_t deadline = ec_mono_ms() + e->o.start_timeout_ms;
     char tail[512];
-    while (mono_ms() < deadline) {
+    while (ec_mono_ms() < deadline) {
         if (log_has(e->log, "serving client traffic", NULL, 0))
             return 0;
         int st;
@@ -267,9 +261,9 @@ int ec_embed_restart(ec_embed_t *e, ec_error_t *err)
     if (e->pid > 0)
         ec_embed_kill(e, SIGKILL);
     int rc = -1;
-    int64_t deadline = mono_ms() + e->o.start_timeout_ms;
+    int64_t deadline = ec_mono_ms() + e->o.start_timeout_ms;
     /* The old process's port may linger briefly: retry within the deadline. */
-    while (rc < 0 && mono_ms() < deadline)
+    while (rc < 0 && ec_mono_ms() < deadline)
         rc = spawn(e, err);
     return rc;
 }
@@ -281,9 +275,9 @@ void ec_embed_stop(ec_embed_t *e)
     int saved = errno;
     if (e->pid > 0) {
         kill(e->pid, SIGTERM);
-        int64_t deadline = mono_ms() + 5000;
+        int64_t deadline = ec_mono_ms() + 5000;
         while (waitpid(e->pid, NULL, WNOHANG) == 0) {
-            if (mono_ms() > deadline) {
+            if (ec_mono_ms() > deadline) {
                 kill(e->pid, SIGKILL);
                 waitpid(e->pid, NULL, 0);
                 break;

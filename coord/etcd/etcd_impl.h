@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "etcd.h"
+#include "clock.h"
 #include "kv.pb-c.h"
 #include "rpc.pb-c.h"
 
@@ -49,7 +50,6 @@ grpc_byte_buffer *ec__pack(const ProtobufCMessage *m);
 ProtobufCMessage *ec__unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb);
 
 int ec__kv_from_pb(ec_kv_t *out, const Mvccpb__KeyValue *kv);
-int64_t ec__now_ms(void);
 
 /* A bidirectional stream owned by one thread, with its own queue. */
 typedef enum { EC__EV_NONE, EC__EV_SENT, EC__EV_RECV, EC__EV_CLOSED, EC__EV_TIMEOUT } ec__ev_t;
@@ -80,6 +80,5 @@ ec__ev_t ec__stream_next(ec__stream_t *s, int64_t deadline_ms);
 /* Status text after EC__EV_CLOSED. */
 void ec__stream_status(ec__stream_t *s, ec_error_t *err);
 void ec__stream_close(ec__stream_t *s);
-int64_t ec__mono_ms(void);
 
 #endif

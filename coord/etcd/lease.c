@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "backoff.h"
+#include "clock.h"
 #include "etcd_impl.h"
 #include "log.h"
 
@@ -111,14 +112,7 @@ static bool ka_stopping(ec_keepalive_t *ka)
 /* Sleep until ms passes or stop is asked; true if stopping. */
 static bool ka_wait(ec_keepalive_t *ka, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = ec_deadline_ts(ms);
     pthread_mutex_lock(&ka->lock);
     while (!ka->stop && pthread_cond_timedwait(&ka->cond, &ka->lock, &ts) == 0)
         ;
@@ -141,7 +135,7 @@ static void *ka_main(void *arg)
     ec_keepalive_t *ka = arg;
     ec__backoff_t bo;
     ec__backoff_init(&bo, 50, 1000, (uint32_t)ka->id);
-    int64_t last_ok = ec__mono_ms();
+    int64_t last_ok = ec_mono_ms();
     Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
     req.id = ka->id;
     /* Send times of the refreshes not answered yet, oldest first: etcd
@@ -159,10 +153,10 @@ static void *ka_main(void *arg)
             if (ka->stop)
                 grpc_call_cancel(s.call, NULL);
             pthread_mutex_unlock(&ka->lock);
-            int64_t next_send = ec__mono_ms();
+            int64_t next_send = ec_mono_ms();
             bool lost = false;
             for (;;) {
-                int64_t now = ec__mono_ms();
+                int64_t now = ec_mono_ms();
                 if (now - last_ok >= ka->ttl_ms) {
                     char why[160];
                     snprintf(why, sizeof(why), "no refresh succeeded for %lld ms (TTL); etcd at %s unreachable?",
@@ -201,7 +195,7 @@ static void *ka_main(void *arg)
                     ka_lost(ka, "etcd answered TTL=0: the lease expired or was revoked");
                     break;
                 }
-                last_ok = ec__mono_ms();
+                last_ok = ec_mono_ms();
                 ec__backoff_reset(&bo);
                 int64_t at = -1;
                 if (nsent > 0) {
@@ -222,11 +216,11 @@ static void *ka_main(void *arg)
         pthread_mutex_lock(&ka->lock);
         ka->stream = NULL;
         pthread_mutex_unlock(&ka->lock);
-        int64_t left = last_ok + ka->ttl_ms - ec__mono_ms();
+        int64_t left = last_ok + ka->ttl_ms - ec_mono_ms();
         int64_t d = ec__backoff_next(&bo);
         if (ka_wait(ka, d < left ? d : (left > 0 ? left : 0)))
             break;
-        if (ec__mono_ms() - last_ok >= ka->ttl_ms) {
+        if (ec_mono_ms() - last_ok >= ka->ttl_ms) {
             ka_lost(ka, "no refresh succeeded within the TTL: etcd unreachable");
             break;
         }
@@ -257,7 +251,7 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
     ka->alive = true;
     /* The grant was sent a moment earlier (which would be the exact bound);
      * the first refresh goes out at once and replaces this. */
-    ka->confirmed_ms = ec__mono_ms();
+    ka->confirmed_ms = ec_mono_ms();
     pthread_mutex_init(&ka->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "etcd_impl.h"
+#include "clock.h"
 
 #define TAG_MD ((void *)1)
 #define TAG_STATUS ((void *)2)
@@ -109,8 +110,8 @@ ec__ev_t ec__stream_next(ec__stream_t *s, int64_t deadline_ms)
         gpr_timespec dl = deadline_ms < 0
                               ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
                               : gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                             gpr_time_from_millis(deadline_ms - ec__mono_ms() > 0
-                                                                      ? deadline_ms - ec__mono_ms()
+                                             gpr_time_from_millis(deadline_ms - ec_mono_ms() > 0
+                                                                      ? deadline_ms - ec_mono_ms()
                                                                       : 0,
                                                                   GPR_TIMESPAN));
         grpc_event ev = grpc_completion_queue_next(s->cq, dl, NULL);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backoff.h"
+#include "clock.h"
 #include "etcd_impl.h"
 #include "log.h"
 
@@ -42,14 +43,7 @@ static bool w_stopping(ec_watch_t *w)
 
 static bool w_wait(ec_watch_t *w, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = ec_deadline_ts(ms);
     pthread_mutex_lock(&w->lock);
     while (!w->stop && pthread_cond_timedwait(&w->cond, &w->lock, &ts) == 0)
         ;

@@ -67,6 +67,7 @@
  */
 #define _GNU_SOURCE /* open_memstream, vasprintf */
 #include "status.h"
+#include "clock.h"
 #include "json.h"
 
 #include <errno.h>
@@ -94,20 +95,6 @@
 
 /* ------------------------------------------------------------------------ */
 /* small helpers                                                            */
-
-static int64_t now_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t now_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* malloc'd printf; NULL only when out of memory. */
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -1180,7 +1167,7 @@ static int show_once(st_ctx_t *x, bool separator, int64_t *rev, bool *finished, 
         snap_free(&s);
         return ec_errorf(err, EC_ENOMEM, "out of memory rendering the status");
     }
-    int64_t now = now_wall_ms();
+    int64_t now = ec_wall_ms();
     if (separator && !x->cfg->json) {
         char t[64];
         fmt_time(now, t, sizeof(t));
@@ -1229,14 +1216,14 @@ static void watch_cb(const ec_watch_event_t *ev, void *arg)
         if (ec_key_parse_epoch(w->keys, ev->kv->key, ev->kv->key_len, NULL) > 0)
             break;
         if (!w->changed)
-            w->first_change_ms = now_mono_ms();
+            w->first_change_ms = ec_mono_ms();
         w->changed = true;
         pthread_cond_signal(&w->cond);
         break;
     case EC_WATCH_COMPACTED:
         w->compacted = true;
         if (!w->changed)
-            w->first_change_ms = now_mono_ms();
+            w->first_change_ms = ec_mono_ms();
         w->changed = true;
         pthread_cond_signal(&w->cond);
         break;
@@ -1273,13 +1260,7 @@ static int watch_loop(st_ctx_t *x, int64_t rev)
         /* Wake at least every 50 ms to notice a signal: the handler cannot
          * signal a condition variable. */
         pthread_mutex_lock(&w.lock);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = ec_deadline_ts(50);
         if (!w.changed && !w.broken[0])
             pthread_cond_timedwait(&w.cond, &w.lock, &ts);
         char broken[EC_ERRMSG_MAX] = "";
@@ -1287,7 +1268,7 @@ static int watch_loop(st_ctx_t *x, int64_t rev)
             snprintf(broken, sizeof(broken), "%s", w.broken);
             w.broken[0] = '\0';
         }
-        bool due = w.changed && now_mono_ms() - w.first_change_ms >= DEBOUNCE_MS;
+        bool due = w.changed && ec_mono_ms() - w.first_change_ms >= DEBOUNCE_MS;
         bool compacted = due && w.compacted;
         if (due)
             w.changed = w.compacted = false;

@@ -17,6 +17,7 @@ static inline int64_t ec__clock_ns(clockid_t c)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static inline int64_t ec_mono_ns(void) { return ec__clock_ns(CLOCK_MONOTONIC); }
 static inline int64_t ec_mono_ms(void) { return ec__clock_ns(CLOCK_MONOTONIC) / 1000000; }
 static inline int64_t ec_mono_us(void) { return ec__clock_ns(CLOCK_MONOTONIC) / 1000; }
 static inline int64_t ec_wall_ms(void) { return ec__clock_ns(CLOCK_REALTIME) / 1000000; }

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "embed.h"
+#include "clock.h"
 #include "etcd_impl.h"
 
 static int64_t now_us(void)
@@ -200,7 +201,7 @@ int main(int argc, char **argv)
             int64_t t0 = now_us();
             ec__stream_send(&s, &kr.base);
             ec__ev_t ev;
-            while ((ev = ec__stream_next(&s, ec__mono_ms() + 5000)) == EC__EV_SENT)
+            while ((ev = ec__stream_next(&s, ec_mono_ms() + 5000)) == EC__EV_SENT)
                 ;
             if (ev != EC__EV_RECV)
                 break;

@@ -135,6 +135,7 @@
 #include <unistd.h>
 
 #include "embed.h"
+#include "clock.h"
 #include "etcd_impl.h"
 #include "keys.h"
 #include "log.h"
@@ -777,7 +778,7 @@ static void *ka_main(void *arg)
                                  __ATOMIC_RELAXED);
                 /* One send at a time per stream: pump until it is out. */
                 while (s.send_busy) {
-                    ec__ev_t ev = ec__stream_next(&s, ec__mono_ms() + 5000);
+                    ec__ev_t ev = ec__stream_next(&s, ec_mono_ms() + 5000);
                     if (ev == EC__EV_RECV)
                         ka_recv(&s);
                     else if (ev == EC__EV_CLOSED || ev == EC__EV_TIMEOUT) {
@@ -788,7 +789,7 @@ static void *ka_main(void *arg)
             }
             if (broken)
                 break;
-            ec__ev_t ev = ec__stream_next(&s, ec__mono_ms() + 10);
+            ec__ev_t ev = ec__stream_next(&s, ec_mono_ms() + 10);
             if (ev == EC__EV_RECV)
                 ka_recv(&s);
             else if (ev == EC__EV_CLOSED)
@@ -923,7 +924,7 @@ static void *fan_main(void *arg)
                 break;
             sent++;
         }
-        ec__ev_t ev = ec__stream_next(&s, ec__mono_ms() + (sent < total ? 1000 : 20));
+        ec__ev_t ev = ec__stream_next(&s, ec_mono_ms() + (sent < total ? 1000 : 20));
         if (ev == EC__EV_CLOSED)
             break;
         if (ev != EC__EV_RECV)
