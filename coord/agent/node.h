@@ -1,15 +1,20 @@
 /* The node coordinator: one per agent (architecture layer 5).
  *
  * It registers this node at nodes/<node_id> with a lease and keeps the
- * lease alive; campaigns for the leader key; follows every key of the job
- * through one watch; and, while it holds the leader key, runs the planner on
- * each change and publishes the epochs it decides with a transaction fenced
- * by the leader key's create revision and the epoch's mod revision.  Every
- * node, leader or not, hands each new valid epoch to its on_epoch callback.
+ * lease alive; campaigns for the leader key; follows what it needs of the
+ * job (a follower: the leader key, the epoch's deltas, the status and its
+ * own record; the leader: every key of the job); and, while it holds the
+ * leader key, runs the planner on each change and publishes the epochs it
+ * decides with a transaction fenced by the leader key's create revision and
+ * the epoch's mod revision.  Every node, leader or not, hands each new valid
+ * epoch to its on_epoch callback.
  *
- * Thread-safety: the callbacks run on the coordinator's thread, one at a
- * time; the ec_node_* calls may be made from any thread, but not from inside
- * a callback except ec_node_is_leader and ec_node_lease.
+ * Thread-safety: on_epoch, on_job and on_progress run on the coordinator's
+ * thread, one at a time.  on_event may run on any of the coordinator's
+ * threads (its loop, the ring's thread) or on the thread calling
+ * ec_node_start, possibly at the same time as another callback: it must be
+ * thread-safe.  The ec_node_* calls may be made from any thread, but not
+ * from inside a callback except ec_node_is_leader and ec_node_lease.
  */
 #ifndef EC_NODE_H
 #define EC_NODE_H

@@ -13,11 +13,16 @@
  * The decisions each of them takes that do not need etcd are pure functions
  * in node_policy.c, unit-tested in coord/test/test_node_policy.c.
  *
- * Threads: the coordinator thread runs the loop; the watch thread applies
- * events to the model under `lock` and wakes the loop; the keepalive thread
- * reports a lost lease the same way.  etcd calls are made from the
- * coordinator thread (and from the ec_node_* calls) without holding `lock`;
- * the planner runs under it (it is pure and fast). */
+ * Threads: the coordinator thread runs the loop; the watch threads apply
+ * events to the model under `lock` and wake the loop; the keepalive thread
+ * reports a lost lease the same way; the ring's thread (node_ring.c) probes
+ * peers and reads their records.  etcd calls are made from the coordinator
+ * thread, the ring's thread and the ec_node_* calls without holding `lock`,
+ * with one exception: the listing that (re)builds the model
+ * (ec__node_sync_model) holds it, so that no watch event is applied between
+ * the listing and the model built from it (the watch threads wait for it;
+ * the listing is bounded by the etcd client's deadline).  The planner runs
+ * under `lock` (it is pure and fast). */
 #ifndef EC_NODE_IMPL_H
 #define EC_NODE_IMPL_H
 
