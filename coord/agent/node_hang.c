@@ -111,19 +111,24 @@ static void record_hung(ec_node_t *n, const snap_t *s, uint64_t epoch, const cha
     free(buf);
 }
 
-/* The verdict for the suspect's agent: "<epoch> <local rank> <why>". */
+/* The verdict for the suspect's agent (a HangVerdict record). */
 static void tell_hung(ec_node_t *n, const snap_t *s, uint64_t epoch, const char *why)
 {
-    char key[EC_KEY_MAX], val[1200];
-    int lr = s->p.silent_rank >= 0 ? s->p.silent_rank : 0;
-    int len = snprintf(val, sizeof(val), "%" PRIu64 " %d %s", epoch, lr, why);
-    if (len >= (int)sizeof(val))
-        len = sizeof(val) - 1;
+    char key[EC_KEY_MAX];
+    char w[EC_HANG_WHY_MAX + 1];
+    snprintf(w, sizeof(w), "%s", why ? why : "");
+    ec_hang_verdict_t h = {.epoch = epoch,
+                           .local_rank = s->p.silent_rank >= 0 ? s->p.silent_rank : 0,
+                           .why = w};
+    void *val = NULL;
+    size_t len = 0;
     ec_error_t err = {0};
     if (ec_key_hang(&n->keys, s->id, key, sizeof(key)) < 0 ||
-        ec_etcd_put(n->c, key, val, (size_t)len, ec_node_lease(n), NULL, &err) < 0)
+        ec_hang_verdict_encode(&h, &val, &len, &err) < 0 ||
+        ec_etcd_put(n->c, key, val, len, ec_node_lease(n), NULL, &err) < 0)
         ec_log(EC_LOG_WARN, "cannot tell %s its ranks hung: %s (it is evicted in %d ms unless "
                             "it restarts them)", s->id, err.msg, EC_HANG_REACT_MS);
+    free(val);
 }
 
 int ec_node_take_hang(ec_node_t *n, uint64_t epoch, int *local_rank, char *why, size_t len,
@@ -137,24 +142,26 @@ int ec_node_take_hang(ec_node_t *n, uint64_t epoch, int *local_rank, char *why, 
     int rc = ec_etcd_get(n->c, key, &kv, &found, NULL, err);
     if (rc < 0 || !found)
         return rc < 0 ? rc : 0;
-    if (!kv.value) {
-        ec_kv_free(&kv);
+    ec_hang_verdict_t *h = NULL;
+    ec_error_t derr = {0};
+    int drc = ec_hang_verdict_decode(kv.value, kv.value_len, key, &h, &derr);
+    ec_kv_free(&kv);
+    if (drc < 0) {
+        ec_log(EC_LOG_ERROR, "ignoring %s: %s (deleted: the leader writes it again while the "
+                             "ranks stay silent)", key, derr.msg);
+        ec_etcd_delete(n->c, key, false, NULL, NULL);
         return 0;
     }
-    char buf[1300];
-    size_t l = kv.value_len < sizeof(buf) - 1 ? kv.value_len : sizeof(buf) - 1;
-    memcpy(buf, kv.value, l);
-    buf[l] = 0;
-    ec_kv_free(&kv);
-    unsigned long long ep = 0;
-    int lr = 0, off = 0;
-    if (sscanf(buf, "%llu %d %n", &ep, &lr, &off) < 2 || ep != epoch)
+    if (h->epoch != epoch) {
+        ec_hang_verdict_free(h);
         return 0; /* an older epoch's: the restart it asked for happened */
+    }
     ec_etcd_delete(n->c, key, false, NULL, NULL);
     if (local_rank)
-        *local_rank = lr;
+        *local_rank = h->local_rank;
     if (why && len)
-        snprintf(why, len, "%s", buf + off);
+        snprintf(why, len, "%s", h->why ? h->why : "");
+    ec_hang_verdict_free(h);
     return 1;
 }
 

@@ -1221,3 +1221,79 @@ error:
     protobuf_c_message_free_unpacked(&m->base, NULL);
     return rc;
 }
+
+/* ---- hang verdict ------------------------------------------------------- */
+
+void ec_hang_verdict_free(ec_hang_verdict_t *h)
+{
+    if (!h)
+        return;
+    free(h->why);
+    free(h);
+}
+
+static int hang_validate(const ec_hang_verdict_t *h, const vctx_t *v)
+{
+    if (h->epoch < 1)
+        return bad(v, "epoch number is 0; numbers start at 1");
+    if (h->local_rank < 0 || h->local_rank >= EC_NPROC_MAX)
+        return bad(v, "epoch %llu: local rank %d is outside 0..%d", (unsigned long long)h->epoch,
+                   h->local_rank, EC_NPROC_MAX - 1);
+    if (h->why && strlen(h->why) > EC_HANG_WHY_MAX)
+        return bad(v, "epoch %llu: the evidence is longer than %d bytes",
+                   (unsigned long long)h->epoch, EC_HANG_WHY_MAX);
+    return 0;
+}
+
+int ec_hang_verdict_encode(const ec_hang_verdict_t *h, void **buf, size_t *len, ec_error_t *err)
+{
+    vctx_t v = {err, EC_EINVAL, "hang verdict", NULL};
+    if (!buf || !len)
+        return ec_errorf(err, EC_EINVAL, "ec_hang_verdict_encode: no output buffer given");
+    *buf = NULL;
+    *len = 0;
+    if (!h)
+        return ec_errorf(err, EC_EINVAL, "ec_hang_verdict_encode: no record given");
+    int rc = hang_validate(h, &v);
+    if (rc < 0)
+        return rc;
+    Ecoord__HangVerdict m = ECOORD__HANG_VERDICT__INIT;
+    m.epoch = h->epoch;
+    m.local_rank = (uint32_t)h->local_rank;
+    m.why = h->why ? h->why : (char *)"";
+    return pack(&m.base, &v, buf, len);
+}
+
+int ec_hang_verdict_decode(const void *buf, size_t len, const char *key, ec_hang_verdict_t **out,
+                           ec_error_t *err)
+{
+    vctx_t v = {err, EC_ECORRUPT, "hang verdict", key};
+    if (!out)
+        return ec_errorf(err, EC_EINVAL, "ec_hang_verdict_decode: no output given");
+    *out = NULL;
+    int rc = 0;
+    Ecoord__HangVerdict *m = unpack(&ecoord__hang_verdict__descriptor, buf, len, &v, &rc);
+    if (!m)
+        return rc;
+    ec_hang_verdict_t *h = calloc(1, sizeof(*h));
+    if (!h || !(h->why = dup_str(m->why))) {
+        rc = enomem(&v);
+        goto error;
+    }
+    if (m->local_rank > INT_MAX) {
+        rc = bad(&v, "epoch %llu: local rank %u out of range", (unsigned long long)m->epoch,
+                 m->local_rank);
+        goto error;
+    }
+    h->epoch = m->epoch;
+    h->local_rank = (int)m->local_rank;
+    if ((rc = hang_validate(h, &v)) < 0)
+        goto error;
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    *out = h;
+    return 0;
+error:
+    ec_hang_verdict_free(h);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return rc;
+}

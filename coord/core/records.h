@@ -280,6 +280,21 @@ int ec_worker_timing_encode(const ec_worker_timing_t *t, void **buf, size_t *len
 int ec_worker_timing_decode(const void *buf, size_t len, const char *key,
                             ec_worker_timing_t **out, ec_error_t *err);
 
+/* hang/<node_id>: the leader's verdict that this node's ranks hung
+ * (coord/agent/node_hang.c).  Rules: epoch >= 1; local_rank in
+ * 0..EC_NPROC_MAX-1; why at most EC_HANG_WHY_MAX bytes (NULL: ""). */
+#define EC_HANG_WHY_MAX 1024
+typedef struct ec_hang_verdict {
+    uint64_t epoch;
+    int local_rank;
+    char *why;
+} ec_hang_verdict_t;
+
+void ec_hang_verdict_free(ec_hang_verdict_t *h);
+int ec_hang_verdict_encode(const ec_hang_verdict_t *h, void **buf, size_t *len, ec_error_t *err);
+int ec_hang_verdict_decode(const void *buf, size_t len, const char *key, ec_hang_verdict_t **out,
+                           ec_error_t *err);
+
 /* A host is 1..EC_HOST_MAX characters from [A-Za-z0-9._-:%] (names, IPv4,
  * unbracketed IPv6 with an optional zone).  Boolean. */
 int ec_host_valid(const char *host);

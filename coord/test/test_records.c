@@ -445,6 +445,36 @@ START_TEST(failure_round_trip)
 }
 END_TEST
 
+/* hang/<node_id>: the leader's verdict, a protobuf record like every other
+ * (it was a hand-written "<epoch> <rank> <why>" line): round trip, and what
+ * another writer could put there refused with the key named. */
+START_TEST(hang_verdict_round_trip_and_refusals)
+{
+    ec_hang_verdict_t h = {.epoch = 7, .local_rank = 3, .why = (char *)"rank 3 silent 12.0 s"};
+    void *buf;
+    size_t len;
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_hang_verdict_encode(&h, &buf, &len, &err), 0);
+    ec_hang_verdict_t *d = NULL;
+    ck_assert_int_eq(ec_hang_verdict_decode(buf, len, "/j/hang/n1", &d, &err), 0);
+    ck_assert_uint_eq(d->epoch, 7);
+    ck_assert_int_eq(d->local_rank, 3);
+    ck_assert_str_eq(d->why, "rank 3 silent 12.0 s");
+    ec_hang_verdict_free(d);
+    free(buf);
+    /* the old text form, garbage, and out-of-range fields are refused */
+    ck_assert_int_eq(ec_hang_verdict_decode("7 3 rank 3 silent", 17, "/j/hang/n1", &d, &err),
+                     EC_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, "/j/hang/n1"), "%s", err.msg);
+    h.epoch = 0;
+    ck_assert_int_eq(ec_hang_verdict_encode(&h, &buf, &len, &err), EC_EINVAL);
+    h.epoch = 7;
+    h.local_rank = EC_NPROC_MAX;
+    ck_assert_int_eq(ec_hang_verdict_encode(&h, &buf, &len, &err), EC_EINVAL);
+    ec_hang_verdict_free(NULL);
+}
+END_TEST
+
 START_TEST(worker_timing_round_trip)
 {
     ec_worker_timing_t t = {3, 17, (char *)"n2", 1, 1700000000000001LL, 1700000000000002LL,
@@ -1398,6 +1428,7 @@ static Suite *suite(void)
     tcase_add_test(rt, failure_message_round_trips);
     tcase_add_test(rt, epoch_np_round_trips);
     tcase_add_test(rt, worker_timing_round_trip);
+    tcase_add_test(rt, hang_verdict_round_trip_and_refusals);
     tcase_add_test(rt, free_accepts_null);
     tcase_add_test(rt, enum_names);
     suite_add_tcase(s, rt);
