@@ -272,6 +272,43 @@ START_TEST(leader_kill9_replaced)
 }
 END_TEST
 
+/* A vacant leadership is deferred to a senior member (a member of the
+ * current epoch registered before it) for EC_CAMPAIGN_DEFER_MS only: a
+ * junior (a standby registered after the epoch) takes it while the only
+ * senior left is frozen with a long lease, long before that lease runs out.
+ * (The loop used to restart the deferral on every pass: the junior waited
+ * for the senior's lease.) */
+START_TEST(junior_takes_vacant_leadership_after_the_seniors_head_start)
+{
+    const char *root = "/jdefer/";
+    proc_t p1 = start_node("jdefer", "jd1", 1, 2, 1, 600000, 2, 0);
+    ck_assert_msg(ec_test_wait_file(p1.log, "+leader", 10000), "jd1 did not lead");
+    proc_t p2 = start_node("jdefer", "jd2", 1, 2, 1, 600000, 60, 0);
+    ec_epoch_free(wait_epoch(root, 1, 2, NULL, 10000));
+    proc_t p3 = start_node("jdefer", "jd3", 1, 2, 1, 600000, 2, 0); /* a standby: junior */
+    char *l = leader_of(root);
+    ck_assert_str_eq(l, "jd1");
+    free(l);
+    kill(p2.pid, SIGSTOP); /* the senior: alive to etcd for 60 s, campaigning never */
+    kill(p1.pid, SIGKILL);
+    int64_t t0 = ec_test_now_ms();
+    bool n3_leads = false;
+    while (ec_test_now_ms() - t0 < 40000 && !n3_leads) {
+        char *id = leader_of_or_null(root);
+        n3_leads = id && !strcmp(id, "jd3");
+        free(id);
+        if (!n3_leads)
+            ec_test_wait_file(p3.log, "+leader", 100);
+    }
+    int64_t took = ec_test_now_ms() - t0;
+    kill(p2.pid, SIGCONT);
+    ck_assert_msg(n3_leads, "the junior jd3 did not take the vacant leadership within 40 s "
+                            "(the frozen senior's lease is 60 s)");
+    printf("# the junior led %lld ms after the leader's death (its lease 2 s, the "
+           "senior's head start %d ms)\n", (long long)took, 2000);
+}
+END_TEST
+
 START_TEST(frozen_leader_cannot_publish)
 {
     const char *root = "/jstop/";
@@ -851,6 +888,7 @@ static Suite *suite(void)
     ec_tcase_add(t, restart_reforms_same_members);
     ec_tcase_add(t, mismatched_nproc_refused_with_reason);
     ec_tcase_add(t, silent_member_evicted_before_its_ttl);
+    ec_tcase_add(t, junior_takes_vacant_leadership_after_the_seniors_head_start);
     ec_tcase_add(t, silent_leader_evicted_by_a_follower);
     ec_tcase_add(t, false_suspicion_costs_one_probe);
     ec_tcase_add(t, follower_model_skips_node_record_churn);

@@ -125,7 +125,6 @@ static void *loop(void *arg)
         n->dirty = false;
         if (n->wake_at >= 0 && ec_mono_ms() >= n->wake_at)
             n->wake_at = -1;
-    n->leader_absent_since = -1;
         pthread_mutex_unlock(&n->lock);
         if (stop)
             break;
