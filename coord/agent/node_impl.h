@@ -136,15 +136,31 @@ struct ec_node {
     /* suspicion reports for the current epoch (under lock) */
     struct suspect {
         uint64_t epoch;
-        char *reporter, *ids;
+        char *src;      /* the key below suspect/: <node> or <node>/<source> */
+        char *reporter; /* the node: every source of it counts for it */
+        char *ids;
+        int64_t mod_rev; /* of the report's last write: a newer report is a
+                          * newer sighting (the suspect is probed again) */
     } *sus;
     size_t nsus;
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
     uint64_t members_epoch, members_fp;
-    char **probed;          /* suspects already probed in probed_epoch */
+    /* suspects probed in the current member set (members_epoch): when, the
+     * newest report naming them then, and whether they answered; probed
+     * again on a newer report (ec_suspect_probe_due) */
+    struct probed {
+        char *id;
+        int64_t at_ms, rev;
+        bool silent;
+    } *probed;
     size_t nprobed;
     uint64_t probed_epoch;
+    /* what this node's agent reported in my_rep_epoch (a comma list): every
+     * report of it writes the union (the ring, a dead local process, a
+     * follower's confirmation of a silent leader) */
+    uint64_t my_rep_epoch;
+    char *my_rep;
     /* Nodes evicted as silent (or found silent on a quorum's reports), held
      * out of the planner's eligible nodes after they register again until
      * they answer a probe (node_evict.c; under lock) */

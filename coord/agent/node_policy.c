@@ -58,6 +58,16 @@ bool ec_evict_member_evidence(size_t n_members, size_t n_reporters, bool leader_
     return ec_evict_leader_quorum(n_members, n_reporters);
 }
 
+bool ec_suspect_probe_due(bool probed, int64_t newest_report_rev, int64_t probed_rev,
+                          bool last_silent, int64_t since_probe_ms, int64_t min_every_ms)
+{
+    if (!probed)
+        return true;
+    if (newest_report_rev <= probed_rev)
+        return false; /* nothing new since: one probe per report */
+    return last_silent || since_probe_ms >= min_every_ms;
+}
+
 ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
                                       int64_t since_probe_ms, int64_t probe_every_ms,
                                       int64_t hold_max_ms)

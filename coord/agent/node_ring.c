@@ -166,7 +166,11 @@ static void *ring(void *arg)
             snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", ns > 1 ? "," : "",
                      w[i].id);
         }
-        /* once per epoch and set of silent peers: the report stays in etcd */
+        /* once per epoch and set of silent peers: the report stays in etcd;
+         * once they all answer again, a later silence is reported again (a
+         * newer sighting: the leader probes a peer it found alive again) */
+        if (!ns)
+            reported[0] = '\0';
         if (!ns || !strcmp(list, reported))
             continue;
         ec__node_emit(n, "+peer %s silent: %d probes in a row unanswered (every %lld ms, "

@@ -208,7 +208,23 @@ START_TEST(a_watched_peer_is_reported_after_consecutive_silent_probes)
 }
 END_TEST
 
-static Suite *suite(void)
+START_TEST(a_suspect_is_probed_again_on_a_newer_report_at_most_once_a_second)
+{
+    /* never probed: at once */
+    ck_assert(ec_suspect_probe_due(false, 5, 0, false, -1, 1000));
+    /* probed for the newest report already: not again, whatever the time */
+    ck_assert(!ec_suspect_probe_due(true, 5, 5, false, 60000, 1000));
+    ck_assert(!ec_suspect_probe_due(true, 5, 5, true, 60000, 1000));
+    /* answered, then a newer report: after the interval only */
+    ck_assert(!ec_suspect_probe_due(true, 9, 5, false, 400, 1000));
+    ck_assert(ec_suspect_probe_due(true, 9, 5, false, 1000, 1000));
+    /* silent last time (a follower adding its report, an eviction that
+     * failed): a newer report is acted on at once */
+    ck_assert(ec_suspect_probe_due(true, 9, 5, true, 10, 1000));
+}
+END_TEST
+
+Suite *suite(void)
 {
     Suite *s = suite_create("node_policy");
     TCase *tc = tcase_create("node_policy");
@@ -220,6 +236,7 @@ static Suite *suite(void)
     tcase_add_test(tc, evicted_node_held_out_until_it_answers_a_probe);
     tcase_add_test(tc, each_member_watches_its_successors_in_a_ring);
     tcase_add_test(tc, a_watched_peer_is_reported_after_consecutive_silent_probes);
+    tcase_add_test(tc, a_suspect_is_probed_again_on_a_newer_report_at_most_once_a_second);
     suite_add_tcase(s, tc);
     return s;
 }
