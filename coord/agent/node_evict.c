@@ -290,14 +290,7 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
     return lease ? ec_etcd_lease_revoke(n->c, lease, err) : 0;
 }
 
-/* Members of the current epoch that some member reported and that were not
- * probed yet in this epoch: probe their agents, evict the silent ones.  The
- * leader does this for every member on one report; any other node only for
- * the leader itself, and only once a strict majority of the other members
- * reported it (so that one follower cut off from the leader cannot depose a
- * leader the rest still reach), so that a dead leader is replaced as fast as
- * a dead member (its record and key deleted, the next campaign brings a new
- * fencing token, and a leader that was only slow can no longer publish). */
+/* The leader's eviction of a member (hangs: node_hang.c). */
 int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err)
 {
     return evict(n, id, lease, rec_mod, false, 0, err);
@@ -324,6 +317,17 @@ static void fetch_accused_leader(ec_node_t *n)
     free(id);
 }
 
+/* Members of the current epoch that some member reported, not probed yet
+ * for the newest report naming them (ec_suspect_probe_due): probe their
+ * agents, evict the silent ones.  The leader does this for every member on
+ * one report (with evidence from more than one side); any other node only
+ * for the leader itself: it probes the leader once per report and adds its
+ * own report when the leader is silent, and deposes it once a strict
+ * majority of the other members reported it (so that one follower cut off
+ * from the leader cannot depose a leader the rest still reach), so that a
+ * dead leader is replaced as fast as a dead member (its record and key
+ * deleted, the next campaign brings a new fencing token, and a leader that
+ * was only slow can no longer publish). */
 void ec__node_handle_suspicions(ec_node_t *n)
 {
     enum { MAXS = 64 };
