@@ -283,6 +283,12 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
     if (rc < 0)
         return rc;
     bool ok = r.succeeded;
+    if (ok && !accused_leader) {
+        pthread_mutex_lock(&n->lock);
+        n->evicted_rev = r.revision;
+        n->evicted_at_ms = ec_mono_ms();
+        pthread_mutex_unlock(&n->lock);
+    }
     ec_txn_result_free(&r);
     if (!ok)
         return ec_errorf(err, EC_EFENCED, "the leadership or the node's record changed since "

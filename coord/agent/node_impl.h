@@ -156,6 +156,12 @@ struct ec_node {
     } *probed;
     size_t nprobed;
     uint64_t probed_epoch;
+    /* (leader) the revision of our last eviction and when (monotonic ms):
+     * the planner waits until the model has seen it (the watch delivers the
+     * deletion a moment after the transaction returns), so that an epoch
+     * planned meanwhile for another reason (a restart) never lists the node
+     * just evicted; at most EC_EVICT_SEEN_WAIT_MS (under lock) */
+    int64_t evicted_rev, evicted_at_ms;
     /* what this node's agent reported in my_rep_epoch (a comma list): every
      * report of it writes the union (the ring, a dead local process, a
      * follower's confirmation of a silent leader) */
@@ -268,6 +274,8 @@ void ec__node_handle_suspicions(ec_node_t *n);
 /* Whether node `id` is held out of the planner's eligible nodes: evicted as
  * silent and not answering a probe since (lock held). */
 bool ec__node_held_out(ec_node_t *n, const char *id);
+
+#define EC_EVICT_SEEN_WAIT_MS 2000
 
 /* node_evict.c: delete member `id`'s record (fenced by our leadership and
  * by the record's mod revision) and revoke its lease: the planner re-forms
