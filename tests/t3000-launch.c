@@ -381,6 +381,53 @@ START_TEST(dead_leader_of_five_replaced_in_a_second)
 }
 END_TEST
 
+/* In place (--rebuild=inprocess), a peer's loss that makes the survivors'
+ * processes fail does not count against their nodes: with --max_restart=0
+ * they stay, their processes start again in the epoch without the lost node
+ * (restart count 0), and no further epoch follows. */
+START_TEST(inprocess_peer_loss_costs_no_restart)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    char gone[400], env[500], mark[420];
+    snprintf(gone, sizeof(gone), "%s/ip-peer-gone", tmp);
+    snprintf(env, sizeof(env), "env EC_TEST_PROG_PEER_GONE=%s", gone);
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent_env(env, "jipf", ids[i], "1:3", "2",
+                                "--rebuild=inprocess --lease_ttl=10 --elastic_timeout=60 "
+                                "--max_restart=0", "0");
+    ec_epoch_free(wait_epoch("/jipf/", 1, 6, 15000));
+    for (int i = 0; i < 3; i++)
+        for (int lr = 0; lr < 2; lr++)
+            wait_dump("jipf", ids[i], lr, 1);
+    pid_t ch0 = (pid_t)atoi(dump_get(dump_path("jipf", "c", 0, 1), "PID"));
+    pid_t ch1 = (pid_t)atoi(dump_get(dump_path("jipf", "c", 1, 1), "PID"));
+    kill(ag[2].pid, SIGKILL);
+    kill(ch0, SIGKILL);
+    kill(ch1, SIGKILL);
+    snprintf(mark, sizeof(mark), "%s.1", gone); /* the survivors' processes fail now */
+    FILE *f = fopen(mark, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ec_epoch_t *ep = wait_epoch("/jipf/", 2, 4, 9000);
+    ck_assert_int_eq(ep->number, 2);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
+    ec_epoch_free(ep);
+    for (int i = 0; i < 2; i++)
+        for (int lr = 0; lr < 2; lr++) {
+            wait_dump("jipf", ids[i], lr, 2); /* started again, in the new epoch */
+            ck_assert_msg(!strcmp(dump_get(dump_path("jipf", ids[i], lr, 2),
+                                           "TORCHELASTIC_RESTART_COUNT"), "0"),
+                          "%s's restart count went up for a peer's loss", ids[i]);
+        }
+    ck_assert_msg(ec_test_holds(still_epoch_2, "/jipf/", 3000),
+                  "another epoch followed the loss (a survivor left or restarted)");
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(!ec_test_file_contains(ag[i].log, "exhausted"),
+                      "%s counted a peer's loss against --max_restart=0", ids[i]);
+}
+END_TEST
+
 /* A frozen agent (SIGSTOP) that wakes before its watchers' suspicion window
  * ends is not reported, and nothing is evicted. */
 START_TEST(agent_frozen_shorter_than_suspicion_window_not_evicted)
@@ -947,6 +994,7 @@ static Suite *suite(void)
     ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);
     ec_tcase_add(t, agent_frozen_shorter_than_suspicion_window_not_evicted);
     ec_tcase_add(t, node_loss_makes_one_epoch_and_costs_no_restart);
+    ec_tcase_add(t, inprocess_peer_loss_costs_no_restart);
     ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
     ec_tcase_add(t, second_sigint_stops_processes_at_once);
     ec_tcase_add(t, console_says_what_the_job_waits_for);
