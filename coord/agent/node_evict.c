@@ -68,6 +68,26 @@ static int64_t newest_report_of(ec_node_t *n, uint64_t cur, const char *id)
     return rev;
 }
 
+/* (Follower) whether to wait before probing the reported leader `id` to
+ * confirm the report: in a large job the followers are spread over slots
+ * (ec_confirm_delay_ms) counted from when the newest report naming it
+ * reached the model; the loop is woken when our slot comes.  Lock held. */
+static bool confirm_wait(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
+{
+    int64_t delay = ec_confirm_delay_ms(n->node_id, (size_t)n->epoch->nmembers);
+    if (delay <= 0)
+        return false;
+    int64_t rev = newest_report_of(n, cur, id), seen = -1;
+    for (size_t i = 0; i < n->nsus; i++)
+        if (n->sus[i].mod_rev == rev && n->sus[i].epoch <= cur)
+            seen = n->sus[i].seen_ms;
+    if (seen < 0 || now - seen >= delay)
+        return false;
+    if (n->wake_at < 0 || n->wake_at > seen + delay)
+        n->wake_at = seen + delay;
+    return true;
+}
+
 /* Whether suspect `id` is to be probed now (ec_suspect_probe_due); when
  * it is not yet but will be once the interval passed, the loop is woken
  * then.  Lock held. */
@@ -315,7 +335,9 @@ static void fetch_accused_leader(ec_node_t *n)
     if (!n->model_wide && !n->am_leader && cur && n->leader_id &&
         strcmp(n->leader_id, n->node_id) && ec_epoch_find_member(n->epoch, n->leader_id) >= 0 &&
         newest_report_of(n, cur, n->leader_id) > 0 &&
-        probe_due(n, cur, n->leader_id, ec_mono_ms()))
+        probe_due(n, cur, n->leader_id, ec_mono_ms()) &&
+        (ec_evict_leader_quorum((size_t)n->epoch->nmembers, reporters_of(n, cur, n->leader_id)) ||
+         !confirm_wait(n, cur, n->leader_id, ec_mono_ms())))
         id = strdup(n->leader_id);
     pthread_mutex_unlock(&n->lock);
     if (id)
@@ -407,6 +429,8 @@ void ec__node_handle_suspicions(ec_node_t *n)
                     continue; /* ours is in: waiting for the others' */
                 quorum_with_ours = ec_evict_leader_quorum((size_t)n->epoch->nmembers,
                                                           reporters_of(n, cur, id) + 1);
+                if (!quorum && confirm_wait(n, cur, id, now))
+                    continue; /* not our slot yet (a large job) */
             }
             /* The leader: evidence from more than one side (a leader cut
              * off from its peers sees them all silent). */

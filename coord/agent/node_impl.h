@@ -141,6 +141,7 @@ struct ec_node {
         char *ids;
         int64_t mod_rev; /* of the report's last write: a newer report is a
                           * newer sighting (the suspect is probed again) */
+        int64_t seen_ms; /* monotonic: when that write reached the model */
     } *sus;
     size_t nsus;
     /* the first epoch seen with the current epoch's member set (restart

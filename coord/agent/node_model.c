@@ -445,6 +445,7 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
                 free(n->sus[i].ids);
                 n->sus[i].ids = put ? strndup((char *)kv->value, kv->value_len) : strdup("");
                 n->sus[i].mod_rev = put ? kv->mod_revision : n->sus[i].mod_rev;
+                n->sus[i].seen_ms = ec_mono_ms();
                 n->dirty = true;
                 return;
             }
@@ -459,6 +460,7 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
         n->sus[n->nsus].reporter = strndup(src, replen);
         n->sus[n->nsus].ids = strndup((char *)kv->value, kv->value_len);
         n->sus[n->nsus].mod_rev = kv->mod_revision;
+        n->sus[n->nsus].seen_ms = ec_mono_ms();
         n->nsus++;
         n->dirty = true;
         return;

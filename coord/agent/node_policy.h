@@ -122,6 +122,17 @@ bool ec_evict_member_evidence(size_t n_members, size_t n_reporters, bool leader_
 bool ec_suspect_probe_due(bool probed, int64_t newest_report_rev, int64_t probed_rev,
                           bool last_silent, int64_t since_probe_ms, int64_t min_every_ms);
 
+/* When a follower probes a reported leader to confirm the report: every
+ * follower does, so in a large job they are spread over slots of
+ * EC_CONFIRM_SLOT_MS, EC_CONFIRM_PER_SLOT followers each, chosen by a hash
+ * of the follower's id (the leader's probe server answers a burst of 4,095
+ * in 110-160 ms on loopback, and its accept queue holds 4,096 at most:
+ * tests/bench/bench_ring).  Up to 2 * EC_CONFIRM_PER_SLOT members: at once
+ * (0 ms); 16,384: in 8 slots, 0-700 ms after the report. */
+#define EC_CONFIRM_SLOT_MS 100
+#define EC_CONFIRM_PER_SLOT 2048
+int64_t ec_confirm_delay_ms(const char *node_id, size_t n_members);
+
 /* ---- readmission of a node evicted as silent ------------------------------- */
 
 typedef enum {
