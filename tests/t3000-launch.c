@@ -345,6 +345,89 @@ START_TEST(vanished_node_evicted_in_a_second_while_peers_run_on)
 }
 END_TEST
 
+/* A dead *leader* in a job of five: only its two ring predecessors watch
+ * it, and deposing it needs a strict majority of the other four members.
+ * The other followers, seeing a report that names the leader, probe it
+ * once themselves and add their own reports, so the majority forms within
+ * about a second, not at the leader's 10 s lease. */
+START_TEST(dead_leader_of_five_replaced_in_a_second)
+{
+    const char *ids[] = {"a", "b", "c", "d", "e"};
+    agent_t ag[5];
+    for (int i = 0; i < 5; i++)
+        ag[i] = start_agent_env("", "jldr", ids[i], "1:5", "1", "--lease_ttl=10 --elastic_timeout=60",
+                                "0");
+    ec_epoch_t *ep = wait_epoch("/jldr/", 1, 5, 20000);
+    int L = -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(ep->leader_id, ids[i]))
+            L = i;
+    ck_assert_int_ge(L, 0);
+    ec_epoch_free(ep);
+    wait_dump("jldr", ids[L], 0, 1);
+    pid_t ch = (pid_t)atoi(dump_get(dump_path("jldr", ids[L], 0, 1), "PID"));
+    kill(ag[L].pid, SIGKILL); /* the leader's whole node at once */
+    kill(ch, SIGKILL);
+    int64_t t0 = ec_test_now_ms();
+    ep = wait_epoch("/jldr/", 2, 4, 9000);
+    int64_t took = ec_test_now_ms() - t0;
+    printf("# dead leader of 5 to a new leader's epoch without it: %lld ms (lease TTL 10 s)\n",
+           (long long)took);
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ck_assert_int_lt(ec_epoch_find_member(ep, ids[L]), 0);
+    ck_assert_str_ne(ep->leader_id, ids[L]);
+    ck_assert_int_lt(took, ec_test_ms(3000));
+    ec_epoch_free(ep);
+}
+END_TEST
+
+/* In place (--rebuild=inprocess), a peer's loss that makes the survivors'
+ * processes fail does not count against their nodes: with --max_restart=0
+ * they stay, their processes start again in the epoch without the lost node
+ * (restart count 0), and no further epoch follows. */
+START_TEST(inprocess_peer_loss_costs_no_restart)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    char gone[400], env[500], mark[420];
+    snprintf(gone, sizeof(gone), "%s/ip-peer-gone", tmp);
+    snprintf(env, sizeof(env), "env EC_TEST_PROG_PEER_GONE=%s", gone);
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent_env(env, "jipf", ids[i], "1:3", "2",
+                                "--rebuild=inprocess --lease_ttl=10 --elastic_timeout=60 "
+                                "--max_restart=0", "0");
+    ec_epoch_free(wait_epoch("/jipf/", 1, 6, 15000));
+    for (int i = 0; i < 3; i++)
+        for (int lr = 0; lr < 2; lr++)
+            wait_dump("jipf", ids[i], lr, 1);
+    pid_t ch0 = (pid_t)atoi(dump_get(dump_path("jipf", "c", 0, 1), "PID"));
+    pid_t ch1 = (pid_t)atoi(dump_get(dump_path("jipf", "c", 1, 1), "PID"));
+    kill(ag[2].pid, SIGKILL);
+    kill(ch0, SIGKILL);
+    kill(ch1, SIGKILL);
+    snprintf(mark, sizeof(mark), "%s.1", gone); /* the survivors' processes fail now */
+    FILE *f = fopen(mark, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ec_epoch_t *ep = wait_epoch("/jipf/", 2, 4, 9000);
+    ck_assert_int_eq(ep->number, 2);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "c"), 0);
+    ec_epoch_free(ep);
+    for (int i = 0; i < 2; i++)
+        for (int lr = 0; lr < 2; lr++) {
+            wait_dump("jipf", ids[i], lr, 2); /* started again, in the new epoch */
+            ck_assert_msg(!strcmp(dump_get(dump_path("jipf", ids[i], lr, 2),
+                                           "TORCHELASTIC_RESTART_COUNT"), "0"),
+                          "%s's restart count went up for a peer's loss", ids[i]);
+        }
+    ck_assert_msg(ec_test_holds(still_epoch_2, "/jipf/", 3000),
+                  "another epoch followed the loss (a survivor left or restarted)");
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(!ec_test_file_contains(ag[i].log, "exhausted"),
+                      "%s counted a peer's loss against --max_restart=0", ids[i]);
+}
+END_TEST
+
 /* A frozen agent (SIGSTOP) that wakes before its watchers' suspicion window
  * ends is not reported, and nothing is evicted. */
 START_TEST(agent_frozen_shorter_than_suspicion_window_not_evicted)
@@ -908,8 +991,10 @@ static Suite *suite(void)
     ec_tcase_add(t, killed_agent_takes_processes_and_lease_expires);
     ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
     ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
+    ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);
     ec_tcase_add(t, agent_frozen_shorter_than_suspicion_window_not_evicted);
     ec_tcase_add(t, node_loss_makes_one_epoch_and_costs_no_restart);
+    ec_tcase_add(t, inprocess_peer_loss_costs_no_restart);
     ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
     ec_tcase_add(t, second_sigint_stops_processes_at_once);
     ec_tcase_add(t, console_says_what_the_job_waits_for);

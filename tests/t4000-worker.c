@@ -1033,7 +1033,8 @@ static bool waiting(void *arg)
 
 /* A program whose own collective failed (torch's, say) tells the library:
  * the handle's epoch is no longer usable (pending), and the members whose
- * agents do not answer a probe are reported under the epoch's suspect key,
+ * agents do not answer a probe are reported under the epoch's suspect key
+ * of this process (epochs/<n>/suspect/<node>/rank<local rank>),
  * so that the leader evicts them at once instead of at their lease's
  * expiry.  Epoch 1 has n1 (this process) and n2, whose agent never
  * registered (no record: nothing answers). */
@@ -1057,7 +1058,8 @@ START_TEST(report_failure_marks_the_epoch_and_reports_silent_members)
     ck_assert_int_eq(ecw_report_failure(NULL, &err), ECW_EINVAL);
     ck_assert_msg(ecw_report_failure(w, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(ecw_epoch_pending(w), 1);
-    ck_assert_int_gt(ec_key_epoch_suspect(&k, 1, "n1", key, sizeof(key)), 0);
+    /* under this process's own key (local rank 0), not the agent's */
+    ck_assert_int_gt(ec_key_epoch_suspect_src(&k, 1, "n1", "rank0", key, sizeof(key)), 0);
     ec_kv_t kv;
     found = false;
     ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);

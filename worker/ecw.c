@@ -591,7 +591,7 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
 
 /* A collective failed and no newer epoch is out yet: find which members'
  * agents are silent (a direct probe, coord/core/probe.c) and report them under
- * epochs/<cur>/suspect/<node>, on the node's lease.  The leader probes them
+ * epochs/<cur>/suspect/<node>/rank<local rank>, on the node's lease.  The leader probes them
  * itself and evicts the silent ones at once, instead of waiting for their
  * leases to expire.  Best effort: any failure here only means the lease
  * expiry will find the dead node instead. */
@@ -643,7 +643,11 @@ static void report_suspects(ecw_t *w, uint64_t cur)
         }
     if (nd) {
         char key[EC_KEY_MAX];
-        if (ec_key_epoch_suspect(&w->keys, cur, w->o.node_id, key, sizeof(key)) > 0 &&
+        /* a key of this process's own: the agent's report (its ring, a
+         * dead local process) and the other processes' stay as they are */
+        char src[32];
+        snprintf(src, sizeof(src), "rank%d", w->o.local_rank >= 0 ? w->o.local_rank : 0);
+        if (ec_key_epoch_suspect_src(&w->keys, cur, w->o.node_id, src, key, sizeof(key)) > 0 &&
             ecw__put(w, key, val, strlen(val), NULL) == 0)
             ecw__log(w, ECW_LOG_WARN, "epoch %" PRIu64 ": no answer from the agents of %s; "
                      "reported them so the leader can evict them", cur, val);

@@ -144,6 +144,9 @@ typedef struct agent {
      * failure of local rank fold_rank counts as this node's own. */
     int64_t fold_until;
     int fold_rank;
+    /* In place: the local ranks whose failure was folded, started again
+     * with the epoch that drops the lost peer (rank r: bit r % 64) */
+    uint64_t fold_ranks;
     bool fenced;          /* the lease is not confirmed: processes stopped */
     int64_t fenced_since; /* monotonic ms */
     /* the ranks' progress (coord/progress.h): sampled every pass, written
@@ -566,25 +569,33 @@ static int after_failure(agent_t *a, int r, bool start_failed)
                    nd > 1 ? " and others" : "", r);
         ec_node_free_ids(dead, nd > 0 ? nd : 0);
     }
-    /* One loss, one epoch (restart mode): a failure caused by a membership
-     * change (the epoch it ran in is superseded already, or a peer of it is
-     * silent) is not this node's own.  Its processes stop and the epoch that
-     * drops the peer starts them again; no restart epoch of our own, and
-     * nothing taken from --max_restart.  A peer that was only slow answers
+    /* One loss, one epoch: a failure caused by a membership change (the
+     * epoch it ran in is superseded already, or a peer of it is silent) is
+     * not this node's own.  Restart mode: its processes stop and the epoch
+     * that drops the peer starts them again; in place: the failed rank
+     * starts again in that epoch while the others rebuild into it.  No
+     * restart epoch of our own, and nothing taken from --max_restart.  A peer that was only slow answers
      * the leader's probe and no epoch comes: after FOLD_WAIT_MS the failure
      * counts after all (run()). */
-    if (!start_failed && a->cfg->rebuild == EC_REBUILD_RESTART && a->epoch && a->m_id >= 0) {
+    if (!start_failed && a->epoch && a->m_id >= 0) {
+        bool inplace = a->cfg->rebuild == EC_REBUILD_INPROCESS;
         pthread_mutex_lock(&a->lock);
         bool superseded = (a->new_epoch && a->new_epoch->number > a->epoch->number) ||
                           ec_node_epoch_number(a->node) > a->epoch->number;
         pthread_mutex_unlock(&a->lock);
         if (superseded || nd > 0) {
             ec_log(EC_LOG_INFO, "+failure of local rank %d folded into the membership change "
-                                "(%s): stopping this node's processes for the next epoch, not "
-                                "counted against --max_restart=%d (%d used)",
+                                "(%s): %s, not counted against --max_restart=%d (%d used)",
                    r, superseded ? "its epoch was superseded" : "a peer of its epoch is silent",
+                   inplace ? "started again in the next epoch (the others rebuild in place)"
+                           : "stopping this node's processes for the next epoch",
                    a->cfg->max_restart, a->restarts);
-            ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+            /* In place, the other ranks rebuild into the epoch that drops
+             * the peer by themselves; this one starts in it (run()). */
+            if (inplace)
+                a->fold_ranks |= 1ULL << (r % 64);
+            else
+                ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
             if (!a->fold_until) {
                 a->fold_until = ec_mono_ms() + FOLD_WAIT_MS;
                 a->fold_rank = r;
@@ -593,6 +604,19 @@ static int after_failure(agent_t *a, int r, bool start_failed)
         }
     }
     return count_restart(a, r);
+}
+
+/* In place: start the local ranks in `mask` (bit r % 64) that are not
+ * running (a folded failure's, in the epoch that dropped the lost peer; an
+ * epoch that found every rank stopped started them all already). */
+static void start_folded(agent_t *a, uint64_t mask)
+{
+    if (!mask || a->cfg->rebuild != EC_REBUILD_INPROCESS || !a->epoch || a->m_id < 0)
+        return;
+    for (int r = 0; r < a->nproc; r++)
+        if ((mask & (1ULL << (r % 64))) && ec_procs_pid(a->procs, r) == 0 && start_rank(a, r) < 0)
+            ec_log(EC_LOG_WARN, "cannot start local rank %d again in epoch %" PRIu64, r,
+                   a->epoch->number);
 }
 
 /* Restart this node's processes for local rank r's failure, within
@@ -861,17 +885,24 @@ static int run(agent_t *a)
                                 "folded into a membership change: counting it as this node's",
                    FOLD_WAIT_MS, a->fold_rank);
             a->fold_until = 0;
+            /* in place: the other folded ranks start with this one */
+            uint64_t others = a->fold_ranks & ~(1ULL << (a->fold_rank % 64));
+            a->fold_ranks = 0;
             int rc = count_restart(a, a->fold_rank);
             if (rc >= 0)
                 return rc;
+            start_folded(a, others);
         }
         if (ep) {
             a->fold_until = 0; /* the epoch a folded failure waited for */
+            uint64_t folded = a->fold_ranks;
+            a->fold_ranks = 0;
             int64_t t0 = ec_mono_ms();
             int rc = apply_epoch(a, ep);
             ec_metrics_epoch(a->metrics, a->epoch, a->m_id, ec_mono_ms() - t0);
             if (rc >= 0)
                 return rc;
+            start_folded(a, folded);
         }
     }
 }

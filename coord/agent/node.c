@@ -420,17 +420,43 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
     if (ec_key_epoch_suspect(&n->keys, epoch, n->node_id, key, sizeof(key)) < 0)
         return ec_errorf(err, EC_EINVAL, "cannot report suspects of epoch %llu",
                          (unsigned long long)epoch);
-    size_t len = 1;
+    /* One key per agent and epoch: its value is the union of everything
+     * this agent reported in the epoch (the ring, a dead local process, a
+     * follower confirming a silent leader), so a later report never takes
+     * back an earlier one; written again even when unchanged, as a newer
+     * sighting (the leader probes again on it). */
+    pthread_mutex_lock(&n->lock);
+    if (n->my_rep_epoch != epoch) {
+        free(n->my_rep);
+        n->my_rep = NULL;
+        n->my_rep_epoch = epoch;
+    }
+    size_t len = (n->my_rep ? strlen(n->my_rep) : 0) + 1;
     for (size_t i = 0; i < nids; i++)
         len += strlen(ids[i]) + 1;
     char *val = calloc(1, len);
-    if (!val)
+    if (!val) {
+        pthread_mutex_unlock(&n->lock);
         return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    if (n->my_rep)
+        strcpy(val, n->my_rep);
     for (size_t i = 0; i < nids; i++) {
-        if (i)
+        bool dup = false;
+        char *list = strdup(val), *save = NULL;
+        for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && !dup;
+             t = strtok_r(NULL, ",", &save))
+            dup = !strcmp(t, ids[i]);
+        free(list);
+        if (dup)
+            continue;
+        if (*val)
             strcat(val, ",");
         strcat(val, ids[i]);
     }
+    free(n->my_rep);
+    n->my_rep = strdup(val);
+    pthread_mutex_unlock(&n->lock);
     int rc = ec_etcd_put(n->c, key, val, strlen(val), ec_node_lease(n), NULL, err);
     if (rc == 0)
         ec__node_emit(n, "+suspect %s in epoch %llu (reported by %s)", val, (unsigned long long)epoch,
@@ -557,7 +583,10 @@ void ec_node_stop(ec_node_t *n)
     ec__node_model_clear(n);
     free(n->sus);
     free(n->fails);
-    ec_node_free_ids(n->probed, (int)n->nprobed);
+    for (size_t i = 0; i < n->nprobed; i++)
+        free(n->probed[i].id);
+    free(n->probed);
+    free(n->my_rep);
     for (size_t i = 0; i < n->nheld; i++) {
         free(n->held[i].id);
         free(n->held[i].by);

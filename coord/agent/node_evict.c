@@ -26,23 +26,101 @@ static uint64_t members_fp(const ec_epoch_t *ep)
     return fp;
 }
 
-static bool was_probed(ec_node_t *n, uint64_t epoch, const char *id)
+/* The probe memory of suspect `id` in the current member set, or NULL
+ * (lock held).  Probes of an earlier member set are forgotten. */
+static struct probed *probed_of(ec_node_t *n, uint64_t members_epoch, const char *id)
 {
-    if (n->probed_epoch != epoch) {
-        ec_node_free_ids(n->probed, (int)n->nprobed);
+    if (n->probed_epoch != members_epoch) {
+        for (size_t i = 0; i < n->nprobed; i++)
+            free(n->probed[i].id);
+        free(n->probed);
         n->probed = NULL;
         n->nprobed = 0;
-        n->probed_epoch = epoch;
+        n->probed_epoch = members_epoch;
     }
     for (size_t i = 0; i < n->nprobed; i++)
-        if (!strcmp(n->probed[i], id))
-            return true;
-    char **np = realloc(n->probed, (n->nprobed + 1) * sizeof(char *));
-    if (np) {
-        n->probed = np;
-        n->probed[n->nprobed++] = strdup(id);
+        if (!strcmp(n->probed[i].id, id))
+            return &n->probed[i];
+    return NULL;
+}
+
+static bool names(const char *list, const char *id)
+{
+    bool yes = false;
+    char *l = strdup(list ? list : ""), *save = NULL;
+    for (char *t = l ? strtok_r(l, ",", &save) : NULL; t && !yes; t = strtok_r(NULL, ",", &save))
+        yes = !strcmp(t, id);
+    free(l);
+    return yes;
+}
+
+/* The mod revision of the newest report naming `id` that counts (a member
+ * of the current epoch other than `id`, in the current member set); 0:
+ * none.  Lock held. */
+static int64_t newest_report_of(ec_node_t *n, uint64_t cur, const char *id)
+{
+    int64_t rev = 0;
+    for (size_t i = 0; i < n->nsus; i++)
+        if (n->sus[i].epoch >= n->members_epoch && n->sus[i].epoch <= cur &&
+            strcmp(n->sus[i].reporter, id) && ec_epoch_find_member(n->epoch, n->sus[i].reporter) >= 0 &&
+            n->sus[i].mod_rev > rev && names(n->sus[i].ids, id))
+            rev = n->sus[i].mod_rev;
+    return rev;
+}
+
+/* (Follower) whether to wait before probing the reported leader `id` to
+ * confirm the report: in a large job the followers are spread over slots
+ * (ec_confirm_delay_ms) counted from when the newest report naming it
+ * reached the model; the loop is woken when our slot comes.  Lock held. */
+static bool confirm_wait(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
+{
+    int64_t delay = ec_confirm_delay_ms(n->node_id, (size_t)n->epoch->nmembers);
+    if (delay <= 0)
+        return false;
+    int64_t rev = newest_report_of(n, cur, id), seen = -1;
+    for (size_t i = 0; i < n->nsus; i++)
+        if (n->sus[i].mod_rev == rev && n->sus[i].epoch <= cur)
+            seen = n->sus[i].seen_ms;
+    if (seen < 0 || now - seen >= delay)
+        return false;
+    if (n->wake_at < 0 || n->wake_at > seen + delay)
+        n->wake_at = seen + delay;
+    return true;
+}
+
+/* Whether suspect `id` is to be probed now (ec_suspect_probe_due); when
+ * it is not yet but will be once the interval passed, the loop is woken
+ * then.  Lock held. */
+static bool probe_due(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
+{
+    struct probed *p = probed_of(n, n->members_epoch, id);
+    int64_t newest = newest_report_of(n, cur, id);
+    bool due = ec_suspect_probe_due(p != NULL, newest, p ? p->rev : 0, p && p->silent,
+                                    p ? now - p->at_ms : -1, EC_REPROBE_MIN_MS);
+    if (!due && p && newest > p->rev) {
+        int64_t w = p->at_ms + EC_REPROBE_MIN_MS;
+        if (n->wake_at < 0 || n->wake_at > w)
+            n->wake_at = w;
     }
-    return false;
+    return due;
+}
+
+/* Remember a probe of `id` for the reports up to `rev` (lock held). */
+static void note_probed(ec_node_t *n, const char *id, int64_t rev, bool silent, int64_t now)
+{
+    struct probed *p = probed_of(n, n->members_epoch, id);
+    if (!p) {
+        struct probed *np = realloc(n->probed, (n->nprobed + 1) * sizeof(*np));
+        if (!np)
+            return;
+        n->probed = np;
+        p = &n->probed[n->nprobed++];
+        *p = (struct probed){.id = strdup(id)};
+    }
+    p->at_ms = now;
+    if (rev > p->rev)
+        p->rev = rev;
+    p->silent = silent;
 }
 
 static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const char *id);
@@ -67,21 +145,15 @@ static size_t reporters_of(ec_node_t *n, uint64_t cur, const char *id)
     return count;
 }
 
-/* Whether `reporter` reported `id` in the current epoch; lock held. */
+/* Whether `reporter` (any of its sources) reported `id` in the current
+ * member set; lock held. */
 static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const char *id)
 {
-    bool yes = false;
-    for (size_t i = 0; i < n->nsus && !yes; i++) {
-        if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
-            strcmp(n->sus[i].reporter, reporter))
-            continue;
-        char *list = strdup(n->sus[i].ids), *save = NULL;
-        for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && !yes;
-             t = strtok_r(NULL, ",", &save))
-            yes = !strcmp(t, id);
-        free(list);
-    }
-    return yes;
+    for (size_t i = 0; i < n->nsus; i++)
+        if (n->sus[i].epoch >= n->members_epoch && n->sus[i].epoch <= cur &&
+            !strcmp(n->sus[i].reporter, reporter) && names(n->sus[i].ids, id))
+            return true;
+    return false;
 }
 
 /* How long a node evicted as silent is remembered, and how often it is
@@ -231,6 +303,12 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
     if (rc < 0)
         return rc;
     bool ok = r.succeeded;
+    if (ok && !accused_leader) {
+        pthread_mutex_lock(&n->lock);
+        n->evicted_rev = r.revision;
+        n->evicted_at_ms = ec_mono_ms();
+        pthread_mutex_unlock(&n->lock);
+    }
     ec_txn_result_free(&r);
     if (!ok)
         return ec_errorf(err, EC_EFENCED, "the leadership or the node's record changed since "
@@ -238,33 +316,28 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
     return lease ? ec_etcd_lease_revoke(n->c, lease, err) : 0;
 }
 
-/* Members of the current epoch that some member reported and that were not
- * probed yet in this epoch: probe their agents, evict the silent ones.  The
- * leader does this for every member on one report; any other node only for
- * the leader itself, and only once a strict majority of the other members
- * reported it (so that one follower cut off from the leader cannot depose a
- * leader the rest still reach), so that a dead leader is replaced as fast as
- * a dead member (its record and key deleted, the next campaign brings a new
- * fencing token, and a leader that was only slow can no longer publish). */
+/* The leader's eviction of a member (hangs: node_hang.c). */
 int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err)
 {
     return evict(n, id, lease, rec_mod, false, 0, err);
 }
 
-/* A follower's model holds no other node's record: once a majority
- * reported the leader, read the leader's (its host, probe port, lease and
- * mod revision for the fenced eviction).  No lock held. */
+/* A follower's model holds no other node's record: once a member reported
+ * the leader, and a probe of it is due (to add our own report, or to
+ * depose it once a majority reported it), read the leader's (its host,
+ * probe port, lease and mod revision for the fenced eviction).  No lock
+ * held. */
 static void fetch_accused_leader(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
     uint64_t cur = n->epoch ? n->epoch->number : 0;
-    bool probed = false;
-    for (size_t i = 0; n->leader_id && n->probed_epoch == cur && i < n->nprobed; i++)
-        probed = probed || !strcmp(n->probed[i], n->leader_id);
     char *id = NULL;
-    if (!n->model_wide && !n->am_leader && cur && n->leader_id && !probed &&
-        ec_epoch_find_member(n->epoch, n->leader_id) >= 0 &&
-        ec_evict_leader_quorum((size_t)n->epoch->nmembers, reporters_of(n, cur, n->leader_id)))
+    if (!n->model_wide && !n->am_leader && cur && n->leader_id &&
+        strcmp(n->leader_id, n->node_id) && ec_epoch_find_member(n->epoch, n->leader_id) >= 0 &&
+        newest_report_of(n, cur, n->leader_id) > 0 &&
+        probe_due(n, cur, n->leader_id, ec_mono_ms()) &&
+        (ec_evict_leader_quorum((size_t)n->epoch->nmembers, reporters_of(n, cur, n->leader_id)) ||
+         !confirm_wait(n, cur, n->leader_id, ec_mono_ms())))
         id = strdup(n->leader_id);
     pthread_mutex_unlock(&n->lock);
     if (id)
@@ -272,16 +345,27 @@ static void fetch_accused_leader(ec_node_t *n)
     free(id);
 }
 
+/* Members of the current epoch that some member reported, not probed yet
+ * for the newest report naming them (ec_suspect_probe_due): probe their
+ * agents, evict the silent ones.  The leader does this for every member on
+ * one report (with evidence from more than one side); any other node only
+ * for the leader itself: it probes the leader once per report and adds its
+ * own report when the leader is silent, and deposes it once a strict
+ * majority of the other members reported it (so that one follower cut off
+ * from the leader cannot depose a leader the rest still reach), so that a
+ * dead leader is replaced as fast as a dead member (its record and key
+ * deleted, the next campaign brings a new fencing token, and a leader that
+ * was only slow can no longer publish). */
 void ec__node_handle_suspicions(ec_node_t *n)
 {
     enum { MAXS = 64 };
     ec_probe_target_t t[MAXS];
     char *ids[MAXS], *hosts[MAXS], *by[MAXS];
-    int64_t leases[MAXS], mods[MAXS];
+    int64_t leases[MAXS], mods[MAXS], revs[MAXS];
+    bool confirm[MAXS], with_ours[MAXS];
     size_t nt = 0;
     int64_t leader_rev = 0;
     probe_held(n);
-    fetch_accused_leader(n);
     pthread_mutex_lock(&n->lock);
     uint64_t cur = n->epoch ? n->epoch->number : 0;
     leader_rev = n->leader_create_rev;
@@ -300,10 +384,16 @@ void ec__node_handle_suspicions(ec_node_t *n)
             n->sus[keep++] = n->sus[i];
         } else {
             free(n->sus[i].reporter);
+            free(n->sus[i].src);
             free(n->sus[i].ids);
         }
     }
     n->nsus = keep;
+    pthread_mutex_unlock(&n->lock);
+    fetch_accused_leader(n);
+    pthread_mutex_lock(&n->lock);
+    cur = n->epoch ? n->epoch->number : 0;
+    int64_t now = ec_mono_ms();
     for (size_t i = 0; cur && i < n->nsus && nt < MAXS; i++) {
         if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
             ec_epoch_find_member(n->epoch, n->sus[i].reporter) < 0)
@@ -317,23 +407,47 @@ void ec__node_handle_suspicions(ec_node_t *n)
             if (!strcmp(id, n->node_id) || ec_epoch_find_member(n->epoch, id) < 0 || !found ||
                 !n->nodes[k].rec || !n->nodes[k].rec->probe_port)
                 continue;
-            if (!n->am_leader &&
-                (!is_leader || !ec_evict_leader_quorum((size_t)n->epoch->nmembers,
-                                                       reporters_of(n, cur, id))))
+            bool dup = false; /* named by several reports: one probe */
+            for (size_t j = 0; j < nt && !dup; j++)
+                dup = !strcmp(ids[j], id);
+            if (dup)
                 continue;
+            /* A follower acts only on the leader: with a strict majority of
+             * the other members' reports it deposes it; before that, it
+             * probes the leader itself and adds its own report when the
+             * leader is silent (only two ring members watch the leader, so
+             * the majority forms only thus; a follower cut off alone from
+             * the leader still cannot depose it: the others' probes are
+             * answered and they add nothing). */
+            bool quorum = false, quorum_with_ours = false;
+            if (!n->am_leader) {
+                if (!is_leader)
+                    continue;
+                quorum = ec_evict_leader_quorum((size_t)n->epoch->nmembers,
+                                                reporters_of(n, cur, id));
+                if (!quorum && reported_by(n, cur, n->node_id, id))
+                    continue; /* ours is in: waiting for the others' */
+                quorum_with_ours = ec_evict_leader_quorum((size_t)n->epoch->nmembers,
+                                                          reporters_of(n, cur, id) + 1);
+                if (!quorum && confirm_wait(n, cur, id, now))
+                    continue; /* not our slot yet (a large job) */
+            }
             /* The leader: evidence from more than one side (a leader cut
              * off from its peers sees them all silent). */
             if (n->am_leader &&
                 !ec_evict_member_evidence((size_t)n->epoch->nmembers, reporters_of(n, cur, id),
                                           reported_by(n, cur, n->node_id, id)))
                 continue;
-            if (was_probed(n, cur, id))
+            if (!probe_due(n, cur, id, now))
                 continue;
             ids[nt] = strdup(id);
             hosts[nt] = strdup(n->nodes[k].rec->host);
             by[nt] = strdup(n->sus[i].reporter);
             leases[nt] = n->nodes[k].lease;
             mods[nt] = n->nodes[k].mod_rev;
+            revs[nt] = newest_report_of(n, cur, id);
+            confirm[nt] = !n->am_leader && !quorum;
+            with_ours[nt] = quorum_with_ours;
             t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
                                         .expect_id = ids[nt]};
             nt++;
@@ -345,11 +459,27 @@ void ec__node_handle_suspicions(ec_node_t *n)
         return;
     int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
     ec_probe_many(t, nt, to);
+    now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
+        pthread_mutex_lock(&n->lock);
+        note_probed(n, ids[i], revs[i], !t[i].ok, now);
+        pthread_mutex_unlock(&n->lock);
         if (t[i].ok) {
             ec__node_emit(n, "+suspicion of %s by %s rejected: its agent answered in %.1f ms",
                           ids[i], by[i], (double)t[i].rtt_us / 1000.0);
-        } else {
+        } else if (confirm[i]) {
+            /* our report counts towards the majority that deposes it */
+            ec__node_emit(n, "+leader %s silent: reported by %s, no answer to our probe of %s:%u "
+                             "within %d ms; adding our report", ids[i], by[i], t[i].host,
+                          t[i].port, to);
+            ec_error_t err = {0};
+            const char *one[1] = {ids[i]};
+            if (ec_node_report_suspects(n, cur, one, 1, &err) < 0)
+                ec_log(EC_LOG_WARN, "cannot report the silent leader %s: %s", ids[i], err.msg);
+        }
+        if (!t[i].ok && (!confirm[i] || with_ours[i])) {
+            /* evidence enough (with ours, just probed silent: no second
+             * probe) */
             pthread_mutex_lock(&n->lock);
             remember_silent(n, ids[i], by[i]);
             pthread_mutex_unlock(&n->lock);

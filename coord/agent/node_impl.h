@@ -141,15 +141,38 @@ struct ec_node {
     /* suspicion reports for the current epoch (under lock) */
     struct suspect {
         uint64_t epoch;
-        char *reporter, *ids;
+        char *src;      /* the key below suspect/: <node> or <node>/<source> */
+        char *reporter; /* the node: every source of it counts for it */
+        char *ids;
+        int64_t mod_rev; /* of the report's last write: a newer report is a
+                          * newer sighting (the suspect is probed again) */
+        int64_t seen_ms; /* monotonic: when that write reached the model */
     } *sus;
     size_t nsus;
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
     uint64_t members_epoch, members_fp;
-    char **probed;          /* suspects already probed in probed_epoch */
+    /* suspects probed in the current member set (members_epoch): when, the
+     * newest report naming them then, and whether they answered; probed
+     * again on a newer report (ec_suspect_probe_due) */
+    struct probed {
+        char *id;
+        int64_t at_ms, rev;
+        bool silent;
+    } *probed;
     size_t nprobed;
     uint64_t probed_epoch;
+    /* (leader) the revision of our last eviction and when (monotonic ms):
+     * the planner waits until the model has seen it (the watch delivers the
+     * deletion a moment after the transaction returns), so that an epoch
+     * planned meanwhile for another reason (a restart) never lists the node
+     * just evicted; at most EC_EVICT_SEEN_WAIT_MS (under lock) */
+    int64_t evicted_rev, evicted_at_ms;
+    /* what this node's agent reported in my_rep_epoch (a comma list): every
+     * report of it writes the union (the ring, a dead local process, a
+     * follower's confirmation of a silent leader) */
+    uint64_t my_rep_epoch;
+    char *my_rep;
     /* Nodes evicted as silent (or found silent on a quorum's reports), held
      * out of the planner's eligible nodes after they register again until
      * they answer a probe (node_evict.c; under lock) */
@@ -257,6 +280,8 @@ void ec__node_handle_suspicions(ec_node_t *n);
 /* Whether node `id` is held out of the planner's eligible nodes: evicted as
  * silent and not answering a probe since (lock held). */
 bool ec__node_held_out(ec_node_t *n, const char *id);
+
+#define EC_EVICT_SEEN_WAIT_MS 2000
 
 /* node_evict.c: delete member `id`'s record (fenced by our leadership and
  * by the record's mod revision) and revoke its lease: the planner re-forms

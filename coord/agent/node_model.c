@@ -315,6 +315,7 @@ void ec__node_model_clear(ec_node_t *n)
     n->verify_pending = false;
     for (size_t i = 0; i < n->nsus; i++) {
         free(n->sus[i].reporter);
+        free(n->sus[i].src);
         free(n->sus[i].ids);
     }
     n->nsus = 0;
@@ -435,11 +436,16 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
         uint64_t num = 0;
         if (ec_key_parse_epoch(&n->keys, kv->key, kv->key_len, &num) != EC_KEY_EPOCH_WORKER)
             return;
-        const char *rep = strstr(suffix, "/suspect/") + 9;
+        /* <reporter> (its agent) or <reporter>/<source> (one of its
+         * processes): one entry per key, every one counting for the node */
+        const char *src = strstr(suffix, "/suspect/") + 9;
+        size_t replen = strcspn(src, "/");
         for (size_t i = 0; i < n->nsus; i++)
-            if (n->sus[i].epoch == num && !strcmp(n->sus[i].reporter, rep)) {
+            if (n->sus[i].epoch == num && !strcmp(n->sus[i].src, src)) {
                 free(n->sus[i].ids);
                 n->sus[i].ids = put ? strndup((char *)kv->value, kv->value_len) : strdup("");
+                n->sus[i].mod_rev = put ? kv->mod_revision : n->sus[i].mod_rev;
+                n->sus[i].seen_ms = ec_mono_ms();
                 n->dirty = true;
                 return;
             }
@@ -450,8 +456,11 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
             return;
         n->sus = ns;
         n->sus[n->nsus].epoch = num;
-        n->sus[n->nsus].reporter = strdup(rep);
+        n->sus[n->nsus].src = strdup(src);
+        n->sus[n->nsus].reporter = strndup(src, replen);
         n->sus[n->nsus].ids = strndup((char *)kv->value, kv->value_len);
+        n->sus[n->nsus].mod_rev = kv->mod_revision;
+        n->sus[n->nsus].seen_ms = ec_mono_ms();
         n->nsus++;
         n->dirty = true;
         return;

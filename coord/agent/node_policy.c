@@ -58,6 +58,27 @@ bool ec_evict_member_evidence(size_t n_members, size_t n_reporters, bool leader_
     return ec_evict_leader_quorum(n_members, n_reporters);
 }
 
+bool ec_suspect_probe_due(bool probed, int64_t newest_report_rev, int64_t probed_rev,
+                          bool last_silent, int64_t since_probe_ms, int64_t min_every_ms)
+{
+    if (!probed)
+        return true;
+    if (newest_report_rev <= probed_rev)
+        return false; /* nothing new since: one probe per report */
+    return last_silent || since_probe_ms >= min_every_ms;
+}
+
+int64_t ec_confirm_delay_ms(const char *node_id, size_t n_members)
+{
+    size_t slots = n_members / EC_CONFIRM_PER_SLOT;
+    if (slots <= 1 || !node_id)
+        return 0;
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = node_id; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    return (int64_t)(h % slots) * EC_CONFIRM_SLOT_MS;
+}
+
 ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
                                       int64_t since_probe_ms, int64_t probe_every_ms,
                                       int64_t hold_max_ms)

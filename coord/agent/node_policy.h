@@ -106,6 +106,33 @@ bool ec_evict_leader_quorum(size_t n_members, size_t n_reporters);
  * cannot evict the peers that the rest of the job still reaches. */
 bool ec_evict_member_evidence(size_t n_members, size_t n_reporters, bool leader_reported);
 
+/* How often a suspect that answered a probe may be probed again on a newer
+ * report of it (a member found alive once may die later in the same epoch:
+ * it is not left to its lease). */
+#define EC_REPROBE_MIN_MS 1000
+
+/* Whether a reported suspect is probed now.  `probed`: it was probed
+ * already in this member set; `newest_report_rev`, the mod revision of the
+ * newest report naming it; `probed_rev`, the newest one when it was last
+ * probed; `last_silent`, that probe went unanswered; `since_probe_ms`, how
+ * long ago it was.  Never probed: now.  A newer report after an answered
+ * probe: once `min_every_ms` passed (a false report repeated costs at most
+ * one probe per interval); after a silent probe (its eviction failed, or a
+ * follower's own report was needed for the majority): at once. */
+bool ec_suspect_probe_due(bool probed, int64_t newest_report_rev, int64_t probed_rev,
+                          bool last_silent, int64_t since_probe_ms, int64_t min_every_ms);
+
+/* When a follower probes a reported leader to confirm the report: every
+ * follower does, so in a large job they are spread over slots of
+ * EC_CONFIRM_SLOT_MS, EC_CONFIRM_PER_SLOT followers each, chosen by a hash
+ * of the follower's id (the leader's probe server answers a burst of 4,095
+ * in 110-160 ms on loopback, and its accept queue holds 4,096 at most:
+ * tests/bench/bench_ring).  Up to 2 * EC_CONFIRM_PER_SLOT members: at once
+ * (0 ms); 16,384: in 8 slots, 0-700 ms after the report. */
+#define EC_CONFIRM_SLOT_MS 100
+#define EC_CONFIRM_PER_SLOT 2048
+int64_t ec_confirm_delay_ms(const char *node_id, size_t n_members);
+
 /* ---- readmission of a node evicted as silent ------------------------------- */
 
 typedef enum {

@@ -175,6 +175,21 @@ static char *wait_key(const char *why)
 
 void ec__node_plan_and_act(ec_node_t *n)
 {
+    /* Plan only on a model that has seen our last eviction (its deletion
+     * event comes a moment after the transaction): planned before it, a
+     * restart epoch would still list the node just evicted. */
+    pthread_mutex_lock(&n->lock);
+    bool behind = n->evicted_rev > 0 && n->max_rev < n->evicted_rev &&
+                  n->list_rev < n->evicted_rev &&
+                  ec_mono_ms() - n->evicted_at_ms < EC_EVICT_SEEN_WAIT_MS;
+    if (behind) {
+        int64_t w = n->evicted_at_ms + EC_EVICT_SEEN_WAIT_MS;
+        if (n->wake_at < 0 || n->wake_at > w)
+            n->wake_at = w;
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (behind)
+        return; /* the deletion's event wakes the loop */
     prune_failures(n);
     pub_t p = {0};
     ec_error_t err = {0};

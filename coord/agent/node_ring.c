@@ -2,9 +2,12 @@
  * EC_RING_WATCHERS successors in the epoch's sorted member order every
  * watch_peers_ms, and reports a peer that missed EC_RING_MISSES probes in a
  * row as a suspect, the way a failed collective is reported
- * (epochs/<n>/suspect/<node>).  From there the leader's path is the usual
- * one (node_evict.c): probe before evicting, evidence from more than one
- * side, a majority of the others to depose a leader.  A node whose agent and
+ * (epochs/<n>/suspect/<node>, the union of this agent's reports in the
+ * epoch).  From there the leader's path is the usual one (node_evict.c):
+ * probe before evicting, evidence from more than one side, a majority of
+ * the others to depose a leader (the other followers, seeing a report of
+ * the leader, probe it once themselves and add theirs).  A peer that
+ * answers again and falls silent later is reported again.  A node whose agent and
  * processes vanish is so found in about a second, whatever its peers'
  * processes are doing, instead of after its lease TTL.
  *
@@ -166,7 +169,11 @@ static void *ring(void *arg)
             snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", ns > 1 ? "," : "",
                      w[i].id);
         }
-        /* once per epoch and set of silent peers: the report stays in etcd */
+        /* once per epoch and set of silent peers: the report stays in etcd;
+         * once they all answer again, a later silence is reported again (a
+         * newer sighting: the leader probes a peer it found alive again) */
+        if (!ns)
+            reported[0] = '\0';
         if (!ns || !strcmp(list, reported))
             continue;
         ec__node_emit(n, "+peer %s silent: %d probes in a row unanswered (every %lld ms, "

@@ -219,6 +219,15 @@ int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, c
     return build(k, buf, len, "epochs/%020" PRIu64 "/suspect/%s", n, reporter);
 }
 
+int ec_key_epoch_suspect_src(const ec_keys_t *k, uint64_t n, const char *reporter,
+                             const char *source, char *buf, size_t len)
+{
+    if (n == 0 || !reporter || !ec_node_id_valid(reporter, strlen(reporter)) || !source ||
+        !ec_node_id_valid(source, strlen(source)))
+        return EC_EINVAL;
+    return build(k, buf, len, "epochs/%020" PRIu64 "/suspect/%s/%s", n, reporter, source);
+}
+
 int ec_key_hang(const ec_keys_t *k, const char *node_id, char *buf, size_t len)
 {
     if (!node_id || !ec_node_id_valid(node_id, strlen(node_id)))

@@ -100,6 +100,12 @@ int ec_key_epoch_state(const ec_keys_t *k, uint64_t n, int rank, char *buf, size
  * epoch n are dead; the value lists them.  Leased by the reporter. */
 int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, char *buf,
                          size_t len);
+/* epochs/<n>/suspect/<node_id>/<source>: the same, from another source on
+ * that node than its agent (the worker library: source "rank<local rank>"),
+ * so that the agent's report and each process's never replace each other;
+ * every source's report counts for the node (coord/agent/node_model.c). */
+int ec_key_epoch_suspect_src(const ec_keys_t *k, uint64_t n, const char *reporter,
+                             const char *source, char *buf, size_t len);
 int ec_key_status(const ec_keys_t *k, char *buf, size_t len);
 /* hang/<node_id>: the leader's verdict that node_id's ranks hung (its
  * agent restarts them; coord/node_hang.c), on the leader's lease. */

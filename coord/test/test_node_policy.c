@@ -208,7 +208,46 @@ START_TEST(a_watched_peer_is_reported_after_consecutive_silent_probes)
 }
 END_TEST
 
-static Suite *suite(void)
+START_TEST(a_suspect_is_probed_again_on_a_newer_report_at_most_once_a_second)
+{
+    /* never probed: at once */
+    ck_assert(ec_suspect_probe_due(false, 5, 0, false, -1, 1000));
+    /* probed for the newest report already: not again, whatever the time */
+    ck_assert(!ec_suspect_probe_due(true, 5, 5, false, 60000, 1000));
+    ck_assert(!ec_suspect_probe_due(true, 5, 5, true, 60000, 1000));
+    /* answered, then a newer report: after the interval only */
+    ck_assert(!ec_suspect_probe_due(true, 9, 5, false, 400, 1000));
+    ck_assert(ec_suspect_probe_due(true, 9, 5, false, 1000, 1000));
+    /* silent last time (a follower adding its report, an eviction that
+     * failed): a newer report is acted on at once */
+    ck_assert(ec_suspect_probe_due(true, 9, 5, true, 10, 1000));
+}
+END_TEST
+
+START_TEST(followers_confirming_a_report_of_the_leader_are_spread_in_large_jobs)
+{
+    /* small and mid-sized jobs: every follower at once */
+    ck_assert_int_eq(ec_confirm_delay_ms("n1", 3), 0);
+    ck_assert_int_eq(ec_confirm_delay_ms("n1", 2 * EC_CONFIRM_PER_SLOT + 1), 0);
+    /* 16,384 members: 8 slots, spread evenly enough, never past the last */
+    int per[8] = {0};
+    char id[32];
+    for (int i = 0; i < 16384; i++) {
+        snprintf(id, sizeof(id), "node-%05d", i);
+        int64_t d = ec_confirm_delay_ms(id, 16384);
+        ck_assert_int_ge(d, 0);
+        ck_assert_int_le(d, 7 * EC_CONFIRM_SLOT_MS);
+        ck_assert_int_eq(d % EC_CONFIRM_SLOT_MS, 0);
+        per[d / EC_CONFIRM_SLOT_MS]++;
+    }
+    for (int k = 0; k < 8; k++) /* no slot far over its 2,048 */
+        ck_assert_msg(per[k] > 1500 && per[k] < 2600, "slot %d has %d followers", k, per[k]);
+    /* the same follower, the same slot */
+    ck_assert_int_eq(ec_confirm_delay_ms("node-00042", 16384), ec_confirm_delay_ms("node-00042", 16384));
+}
+END_TEST
+
+Suite *suite(void)
 {
     Suite *s = suite_create("node_policy");
     TCase *tc = tcase_create("node_policy");
@@ -220,6 +259,8 @@ static Suite *suite(void)
     tcase_add_test(tc, evicted_node_held_out_until_it_answers_a_probe);
     tcase_add_test(tc, each_member_watches_its_successors_in_a_ring);
     tcase_add_test(tc, a_watched_peer_is_reported_after_consecutive_silent_probes);
+    tcase_add_test(tc, a_suspect_is_probed_again_on_a_newer_report_at_most_once_a_second);
+    tcase_add_test(tc, followers_confirming_a_report_of_the_leader_are_spread_in_large_jobs);
     suite_add_tcase(s, tc);
     return s;
 }
