@@ -8,6 +8,7 @@
 #include "ecw_impl.h"
 #include "clock.h"
 #include "probe.h"
+#include "suspects.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -589,59 +590,53 @@ static int begin(ecw_t *w, const char *what, ec_error_t *err)
     return rc;
 }
 
+typedef struct {
+    const ec_keys_t *keys;
+    const ec_kv_list_t *recs;
+} port_ctx_t;
+
+static uint16_t member_port(const char *id, void *arg)
+{
+    port_ctx_t *x = arg;
+    return ec_probe_port_in(x->keys, x->recs, id);
+}
+
 /* A collective failed and no newer epoch is out yet: find which members'
- * agents are silent (a direct probe, coord/core/probe.c) and report them under
+ * agents are silent (coord/core/suspects.c) and report them under
  * epochs/<cur>/suspect/<node>/rank<local rank>, on the node's lease.  The leader probes them
  * itself and evicts the silent ones at once, instead of waiting for their
  * leases to expire.  Best effort: any failure here only means the lease
  * expiry will find the dead node instead. */
 static void report_suspects(ecw_t *w, uint64_t cur)
 {
-    enum { MAXM = 256 };
-    char *ids[MAXM];
-    int nm = 0;
+    ec_epoch_t *ep = NULL;
     pthread_mutex_lock(&w->mu);
     if (w->latest && w->latest->number == cur)
-        for (int m = 0; m < w->latest->nmembers && nm < MAXM; m++)
-            if (strcmp(w->latest->members[m].node_id, w->o.node_id))
-                ids[nm++] = strdup(w->latest->members[m].node_id);
+        ep = ec_epoch_dup(w->latest);
     pthread_mutex_unlock(&w->mu);
-    if (!nm)
+    if (!ep)
         return;
     char prefix[EC_KEY_MAX];
     ec_kv_list_t l = {0};
-    ec_probe_target_t t[MAXM];
-    char *hosts[MAXM] = {0};
-    memset(t, 0, sizeof(t));
+    char **silent = NULL;
+    int nd = 0;
     if (ec_key_nodes_prefix(&w->keys, prefix, sizeof(prefix)) < 0 ||
         ec_etcd_get_prefix(w->etcd, prefix, 0, &l, NULL) < 0)
         goto out;
-    for (int i = 0; i < nm; i++) {
-        t[i].expect_id = ids[i];
-        t[i].host = "";
-        char key[EC_KEY_MAX];
-        ec_key_node(&w->keys, ids[i], key, sizeof(key));
-        for (size_t k = 0; k < l.n; k++) {
-            ec_node_rec_t *r = NULL;
-            if (strcmp(l.kvs[k].key, key) ||
-                ec_node_rec_decode(l.kvs[k].value, l.kvs[k].value_len, NULL, &r, NULL) < 0)
-                continue;
-            hosts[i] = strdup(r->host);
-            t[i].host = hosts[i];
-            t[i].port = r->probe_port; /* a record that is gone: port 0, never answers */
-            ec_node_rec_free(r);
+    port_ctx_t x = {&w->keys, &l};
+    nd = ec_probe_members(ep, w->o.node_id, member_port, &x, 200, &silent);
+    if (nd > 0) {
+        char val[4096] = "";
+        size_t used = 0;
+        for (int i = 0; i < nd; i++) {
+            size_t li = strlen(silent[i]);
+            if (used + li + 2 >= sizeof(val))
+                break;
+            if (used)
+                val[used++] = ',';
+            memcpy(val + used, silent[i], li + 1);
+            used += li;
         }
-    }
-    ec_probe_many(t, (size_t)nm, 200);
-    size_t nd = 0;
-    char val[4096] = "";
-    for (int i = 0; i < nm; i++)
-        if (!t[i].ok && strlen(val) + strlen(ids[i]) + 2 < sizeof(val)) {
-            if (nd++)
-                strcat(val, ",");
-            strcat(val, ids[i]);
-        }
-    if (nd) {
         char key[EC_KEY_MAX];
         /* a key of this process's own: the agent's report (its ring, a
          * dead local process) and the other processes' stay as they are */
@@ -653,11 +648,9 @@ static void report_suspects(ecw_t *w, uint64_t cur)
                      "reported them so the leader can evict them", cur, val);
     }
 out:
+    ec_ids_free(silent, nd > 0 ? nd : 0);
     ec_kv_list_free(&l);
-    for (int i = 0; i < nm; i++) {
-        free(ids[i]);
-        free(hosts[i]);
-    }
+    ec_epoch_free(ep);
 }
 
 int ecw_report_failure(ecw_t *w, ecw_error_t *uerr)

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "log.h"
 #include "node_impl.h"
+#include "suspects.h"
 
 void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ec__node_emit(ec_node_t *n, const char *fmt, ...)
@@ -467,30 +468,24 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
 
 /* The probe port in node id's record of a listing of nodes/ (sorted by
  * key); 0 when it has none. */
-static uint16_t probe_port_in(ec_node_t *n, const ec_kv_list_t *l, const char *id)
+/* Where a member's agent answers: from the listing a follower reads, or
+ * from the leader's model of the whole job. */
+typedef struct {
+    ec_node_t *n;
+    const ec_kv_list_t *recs; /* NULL: the model */
+} port_ctx_t;
+
+static uint16_t member_port(const char *id, void *arg)
 {
-    char key[EC_KEY_MAX];
-    if (ec_key_node(&n->keys, id, key, sizeof(key)) < 0)
-        return 0;
-    size_t lo = 0, hi = l->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(l->kvs[mid].key, key);
-        if (c == 0) {
-            ec_node_rec_t *rec = NULL;
-            uint16_t p = 0;
-            if (l->kvs[mid].lease &&
-                ec_node_rec_decode(l->kvs[mid].value, l->kvs[mid].value_len, NULL, &rec, NULL) == 0)
-                p = rec->probe_port;
-            ec_node_rec_free(rec);
-            return p;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return 0;
+    port_ctx_t *x = arg;
+    if (x->recs)
+        return ec_probe_port_in(&x->n->keys, x->recs, id);
+    pthread_mutex_lock(&x->n->lock);
+    bool found;
+    size_t k = ec__node_mnode_find(x->n, id, &found);
+    uint16_t port = found && x->n->nodes[k].rec ? x->n->nodes[k].rec->probe_port : 0;
+    pthread_mutex_unlock(&x->n->lock);
+    return port;
 }
 
 int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t *err)
@@ -509,58 +504,27 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
         have_recs = true;
     }
     pthread_mutex_lock(&n->lock);
-    int nm = n->epoch ? n->epoch->nmembers : 0;
-    ec_probe_target_t *t = calloc((size_t)(nm ? nm : 1), sizeof(*t));
-    char **ids = calloc((size_t)(nm ? nm : 1), sizeof(char *));
-    char **hosts = calloc((size_t)(nm ? nm : 1), sizeof(char *));
-    int nt = 0;
-    for (int m = 0; t && ids && hosts && m < nm; m++) {
-        const char *id = n->epoch->members[m].node_id;
-        if (!strcmp(id, n->node_id))
-            continue;
-        uint16_t port = 0;
-        if (have_recs) {
-            port = probe_port_in(n, &recs, id);
-        } else {
-            bool found;
-            size_t k = ec__node_mnode_find(n, id, &found);
-            port = found && n->nodes[k].rec ? n->nodes[k].rec->probe_port : 0;
-        }
-        ids[nt] = strdup(id);
-        hosts[nt] = strdup(n->epoch->members[m].host);
-        /* a member whose record is gone is dead already (port 0 never answers) */
-        t[nt] = (ec_probe_target_t){.host = hosts[nt], .expect_id = ids[nt], .port = port};
-        nt++;
-    }
+    ec_epoch_t *ep = n->epoch ? ec_epoch_dup(n->epoch) : NULL;
+    bool had = n->epoch != NULL;
     pthread_mutex_unlock(&n->lock);
+    int nd = 0;
+    if (had && !ep) {
+        nd = ec_errorf(err, EC_ENOMEM, "out of memory");
+    } else if (ep) {
+        port_ctx_t x = {n, have_recs ? &recs : NULL};
+        nd = ec_probe_members(ep, n->node_id, member_port, &x, timeout_ms, dead);
+        if (nd < 0)
+            ec_errorf(err, nd, "out of memory probing the members' agents");
+    }
+    ec_epoch_free(ep);
     if (have_recs)
         ec_kv_list_free(&recs);
-    if (!t || !ids || !hosts) {
-        free(t);
-        free(ids);
-        free(hosts);
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
-    }
-    ec_probe_many(t, (size_t)nt, timeout_ms);
-    int nd = 0;
-    for (int i = 0; i < nt; i++) {
-        if (!t[i].ok)
-            ids[nd++] = ids[i];
-        else
-            free(ids[i]);
-        free(hosts[i]);
-    }
-    free(t);
-    free(hosts);
-    *dead = ids;
     return nd;
 }
 
 void ec_node_free_ids(char **ids, int n)
 {
-    for (int i = 0; ids && i < n; i++)
-        free(ids[i]);
-    free(ids);
+    ec_ids_free(ids, n);
 }
 
 void ec_node_stop(ec_node_t *n)

@@ -9,6 +9,7 @@
 #include "probe.h"
 #include "clock.h"
 #include "probe_server.h"
+#include "suspects.h"
 
 #include <arpa/inet.h>
 #include <ec_check.h>
@@ -118,6 +119,48 @@ START_TEST(probe_server_round_trip)
 }
 END_TEST
 
+/* The probe-and-report logic the agent and the worker library share
+ * (coord/core/suspects.h): every member but self probed at its host and
+ * the port its record gives; a member without an answering agent, or
+ * without a record (port 0), is silent. */
+static uint16_t ports_of[2];
+static uint16_t port_of_test(const char *id, void *arg)
+{
+    (void)arg;
+    return !strcmp(id, "a") ? ports_of[0] : !strcmp(id, "b") ? ports_of[1] : 0;
+}
+
+START_TEST(members_probed_and_silent_ones_named)
+{
+    ec_error_t err = {0};
+    ec_probe_server_t *srv[2];
+    const char *ids[2] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        int lfd = listen_any(&ports_of[i]);
+        close(lfd);
+        srv[i] = ec_probe_serve("127.0.0.1", ports_of[i], i == 0 ? ids[0] : "not-b", &err);
+        ck_assert_msg(srv[i] != NULL, "%s", err.msg);
+    }
+    ec_epoch_t *ep = ec_epoch_new(4, 1);
+    ck_assert_ptr_nonnull(ep);
+    const char *mids[4] = {"me", "a", "b", "c"};
+    for (int m = 0; m < 4; m++) {
+        ep->members[m].node_id = strdup(mids[m]);
+        ep->members[m].host = strdup("127.0.0.1");
+    }
+    char **silent = NULL;
+    /* a answers; b's port answers as another node; c has no record */
+    int nd = ec_probe_members(ep, "me", port_of_test, NULL, (int)ec_test_ms(5000), &silent);
+    ck_assert_int_eq(nd, 2);
+    ck_assert_str_eq(silent[0], "b");
+    ck_assert_str_eq(silent[1], "c");
+    ec_ids_free(silent, nd);
+    ec_epoch_free(ep);
+    for (int i = 0; i < 2; i++)
+        ec_probe_server_stop(srv[i]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("probe");
@@ -126,6 +169,7 @@ static Suite *suite(void)
     tcase_add_test(tc, answer_queued_before_a_late_look_counts);
     tcase_add_test(tc, nothing_to_read_after_the_deadline_is_silent);
     tcase_add_test(tc, probe_server_round_trip);
+    tcase_add_test(tc, members_probed_and_silent_ones_named);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,86 @@
+/* Which members of an epoch do not answer (suspects.h). */
+#include "suspects.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "probe.h"
+
+uint16_t ec_probe_port_in(const ec_keys_t *k, const ec_kv_list_t *l, const char *id)
+{
+    char key[EC_KEY_MAX];
+    if (!l || ec_key_node(k, id, key, sizeof(key)) < 0)
+        return 0;
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(l->kvs[mid].key, key);
+        if (c == 0) {
+            ec_node_rec_t *rec = NULL;
+            uint16_t p = 0;
+            if (l->kvs[mid].lease &&
+                ec_node_rec_decode(l->kvs[mid].value, l->kvs[mid].value_len, NULL, &rec, NULL) == 0)
+                p = rec->probe_port;
+            ec_node_rec_free(rec);
+            return p;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+void ec_ids_free(char **ids, int n)
+{
+    for (int i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+}
+
+int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_of, void *arg,
+                     int timeout_ms, char ***silent)
+{
+    *silent = NULL;
+    int nm = ep ? ep->nmembers : 0;
+    if (nm <= 0)
+        return 0;
+    ec_probe_target_t *t = calloc((size_t)nm, sizeof(*t));
+    char **ids = calloc((size_t)nm, sizeof(char *));
+    if (!t || !ids) {
+        free(t);
+        free(ids);
+        return EC_ENOMEM;
+    }
+    int nt = 0;
+    for (int m = 0; m < nm; m++) {
+        const ec_member_t *mb = &ep->members[m];
+        if (self && !strcmp(mb->node_id, self))
+            continue;
+        if (!(ids[nt] = strdup(mb->node_id))) {
+            ec_ids_free(ids, nt);
+            free(t);
+            return EC_ENOMEM;
+        }
+        t[nt] = (ec_probe_target_t){.host = mb->host, .expect_id = ids[nt],
+                                    .port = port_of ? port_of(mb->node_id, arg) : 0};
+        nt++;
+    }
+    ec_probe_many(t, (size_t)nt, timeout_ms);
+    int nd = 0;
+    for (int i = 0; i < nt; i++) {
+        if (!t[i].ok)
+            ids[nd++] = ids[i];
+        else
+            free(ids[i]);
+    }
+    free(t);
+    if (!nd) {
+        free(ids);
+        return 0;
+    }
+    *silent = ids;
+    return nd;
+}

@@ -1,0 +1,31 @@
+/* Which members of an epoch do not answer their agent's liveness probe:
+ * the probe-and-report logic the agent (a local process failed:
+ * ec_node_probe_members, coord/agent/node.c) and the worker library (a
+ * collective failed: ecw_report_failure, worker/ecw.c) share.  The caller
+ * writes the report (its own key under epochs/<n>/suspect/<node>). */
+#ifndef EC_SUSPECTS_H
+#define EC_SUSPECTS_H
+
+#include <stdint.h>
+
+#include "etcd.h"
+#include "keys.h"
+#include "records.h"
+
+/* The probe port of node id in a listing of nodes/ (sorted by key, as etcd
+ * returns it); 0 when absent, unleased or unreadable (port 0 never answers:
+ * a member whose record is gone counts as silent). */
+uint16_t ec_probe_port_in(const ec_keys_t *k, const ec_kv_list_t *nodes, const char *id);
+
+/* Where a member's agent answers probes: its probe port, 0 for none. */
+typedef uint16_t (*ec_port_of_fn)(const char *node_id, void *arg);
+
+/* Probe the agent of every member of ep but self, at the member's host in ep
+ * and the port port_of gives, all at once, for at most timeout_ms.  Returns
+ * the number that did not answer, their ids in *silent (a malloc'd array of
+ * malloc'd strings, NULL when none; free with ec_ids_free), or EC_ENOMEM. */
+int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_of, void *arg,
+                     int timeout_ms, char ***silent);
+void ec_ids_free(char **ids, int n);
+
+#endif
