@@ -202,6 +202,20 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
         judge_epoch(n, ep, kv, kv->mod_revision, ls);
         return;
     }
+    if (!n->model_wide && n->leader_create_rev > 0 && n->leader_id && ep->leader_id &&
+        ep->leader_rev == n->leader_create_rev && !strcmp(ep->leader_id, n->leader_id)) {
+        /* A follower's epoch that came before the leader key's event of its
+         * revision, written under the leadership this model holds now: an
+         * agent's epoch transaction compares exactly that create revision,
+         * so the leadership held the key when it was written; the read at
+         * the epoch's revision would tell no more (a tool copying the
+         * current leadership passes both: README, "What is not done").
+         * Applied now instead of after the other stream's event (or, when
+         * that event does not come, after EC_VERIFY_GRACE_MS and a read). */
+        ec_leadership_t cur = {.create_rev = n->leader_create_rev, .id = n->leader_id};
+        judge_epoch(n, ep, kv, kv->mod_revision, &cur);
+        return;
+    }
     /* Written before the listing under a leadership that is gone, or (a
      * follower's model) newer than the leader-key changes seen so far: the
      * leader key's event of the same revision resolves it
