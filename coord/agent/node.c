@@ -214,6 +214,25 @@ static void *loop(void *arg)
     return NULL;
 }
 
+/* Probe targets from the loop without holding epochs back: a probe of a
+ * frozen agent runs to its deadline (250 ms), and an epoch that comes
+ * meanwhile is handed to on_epoch at once (every 10 ms at most), so a
+ * renumbered rank is stopped as soon as its node learns of the epoch. */
+void ec__node_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int timeout_ms)
+{
+    ec_probe_batch_t *b = ec_probe_begin(t, nt);
+    if (!b)
+        return;
+    int64_t deadline = ec_mono_us() + (int64_t)timeout_ms * 1000;
+    for (;;) {
+        int64_t slice = ec_mono_us() + 10000;
+        if (ec_probe_wait(b, slice < deadline ? slice : deadline) == 0 || ec_mono_us() >= deadline)
+            break;
+        deliver(n);
+    }
+    ec_probe_collect(b, deadline);
+}
+
 /* ---- public -------------------------------------------------------------- */
 
 static char *dup_or_null(const char *s)

@@ -246,7 +246,7 @@ static void probe_held(ec_node_t *n)
     if (!nt)
         return;
     int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-    ec_probe_many(t, nt, to);
+    ec__node_probe(n, t, nt, to);
     now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
@@ -458,7 +458,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
     if (!nt)
         return;
     int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-    ec_probe_many(t, nt, to);
+    ec__node_probe(n, t, nt, to);
     now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
         pthread_mutex_lock(&n->lock);

@@ -252,6 +252,9 @@ void ec__node_note_gone_leader(ec_node_t *n);
  * unverified (retry later). */
 #define EC_VERIFY_GRACE_MS 200
 bool ec__node_verify_epoch(ec_node_t *n);
+/* ec_probe_many from the coordinator's loop, handing epochs that come
+ * meanwhile to on_epoch (node.c).  t[i].ok and rtt_us as ec_probe_many. */
+void ec__node_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int timeout_ms);
 /* Compare etcd's revision now with the highest seen (coordinator thread, no
  * lock held); when it went backwards, drop the model's epoch and ask for a
  * fresh listing.  Returns whether it did. */

@@ -106,34 +106,43 @@ static int probe_read(ec_probe_batch_t *b, size_t i)
     return ok;
 }
 
-int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us)
+int ec_probe_wait(ec_probe_batch_t *b, int64_t until_us)
 {
     if (!b)
         return 0;
-    int answered = 0;
     for (;;) {
-        int64_t left = (deadline_us - ec_mono_us() + 999) / 1000;
+        int64_t left = (until_us - ec_mono_us() + 999) / 1000;
         int open = 0;
         for (size_t i = 0; i < b->n; i++)
             open += b->pf[i].fd >= 0;
         if (open == 0 || left <= 0)
-            break;
+            return open;
         if (poll(b->pf, b->n, left > INT_MAX ? INT_MAX : (int)left) < 0 && errno != EINTR)
-            break;
+            return open;
         for (size_t i = 0; i < b->n; i++)
             if (b->pf[i].fd >= 0 && b->pf[i].revents)
-                answered += probe_read(b, i);
+                probe_read(b, i);
     }
+}
+
+int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us)
+{
+    if (!b)
+        return 0;
+    ec_probe_wait(b, deadline_us);
     /* The deadline passed, maybe long ago: this process may have been stopped
      * or starved since it last looked, and the answers may have been waiting
      * in the sockets all along.  A target is silent only if nothing is there
      * now either. */
     for (size_t i = 0; i < b->n; i++)
         if (b->pf[i].fd >= 0)
-            answered += probe_read(b, i);
-    for (size_t i = 0; i < b->n; i++)
+            probe_read(b, i);
+    int answered = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        answered += b->t[i].ok != 0;
         if (b->pf[i].fd >= 0)
             close(b->pf[i].fd);
+    }
     free(b->pf);
     free(b->buf);
     free(b->got);

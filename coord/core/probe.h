@@ -41,6 +41,11 @@ int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms);
 typedef struct ec_probe_batch ec_probe_batch_t;
 ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n);
 int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us);
+/* Wait for answers until until_us (ec_mono_us clock) or until every target
+ * answered or failed, without ending the batch (ec_probe_collect still ends
+ * it); returns how many are still waited for.  For a caller that has other
+ * work to do between looks (the node coordinator delivering epochs). */
+int ec_probe_wait(ec_probe_batch_t *b, int64_t until_us);
 /* host:port (a numeric address or a name) as a socket address; 0 or -1. */
 int ec_probe_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *sl);
 

@@ -91,6 +91,18 @@ int main(int argc, char **argv)
     signal(SIGINT, on_sig);
     signal(SIGUSR1, on_sig);
     signal(SIGUSR2, on_sig);
+    /* Blocked here, before any thread starts (they inherit the mask), and
+     * taken only inside sigsuspend below: a signal can neither go to one of
+     * the node's threads nor arrive between the flag checks and the wait,
+     * either of which left the main loop asleep with the flag set (t2400
+     * once waited 10 s for a BUMP that had been signalled). */
+    sigset_t ours;
+    sigemptyset(&ours);
+    sigaddset(&ours, SIGTERM);
+    sigaddset(&ours, SIGINT);
+    sigaddset(&ours, SIGUSR1);
+    sigaddset(&ours, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &ours, NULL);
     ec_error_t err = {0};
     ec_etcd_opts_t eo = EC_ETCD_OPTS_INIT;
     eo.endpoints = argv[1];
