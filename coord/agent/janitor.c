@@ -24,6 +24,7 @@
  * async-signal-safe calls and static memory. */
 #define _GNU_SOURCE
 #include "janitor.h"
+#include "procstat.h"
 #include "clock.h"
 #include "child.h"
 
@@ -94,50 +95,12 @@ static char *put_str(char *p, const char *s)
     return p;
 }
 
-/* State, process group and start time of pid (fields 3, 5 and 22 of
- * /proc/<pid>/stat); false if it is gone.  Async-signal-safe: no stdio. */
-static bool stat_of(pid_t pid, char *state, pid_t *pgrp, unsigned long long *start)
-{
-    char path[40], buf[1024];
-    put_str(put_num(put_str(path, "/proc/"), (unsigned long long)pid), "/stat");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
-    if (!p || p[1] != ' ')
-        return false;
-    *state = p[2];
-    p += 2;
-    for (int field = 3; field < 22 && *p; field++) { /* to the start of field 22 */
-        while (*p && *p != ' ')
-            p++;
-        while (*p == ' ')
-            p++;
-        if (field == 4) {
-            long long v = 0;
-            while (*p >= '0' && *p <= '9')
-                v = v * 10 + (*p++ - '0');
-            *pgrp = (pid_t)v;
-        }
-    }
-    unsigned long long v = 0;
-    while (*p >= '0' && *p <= '9')
-        v = v * 10 + (unsigned long long)(*p++ - '0');
-    *start = v;
-    return true;
-}
-
 static unsigned long long start_of(pid_t pid)
 {
     char state;
     pid_t pgrp;
     unsigned long long start;
-    return stat_of(pid, &state, &pgrp, &start) ? start : 0;
+    return ec_proc_stat(pid, &state, &pgrp, &start) ? start : 0;
 }
 
 static int pidfd_open_(pid_t pid)
@@ -274,7 +237,7 @@ static bool has_live_member(pid_t pgrp)
             char state;
             pid_t g;
             unsigned long long start;
-            live = stat_of(pid, &state, &g, &start) && g == pgrp && state != 'Z' && state != 'X';
+            live = ec_proc_stat(pid, &state, &g, &start) && g == pgrp && state != 'Z' && state != 'X';
         }
     }
     close(dfd);
@@ -318,7 +281,7 @@ static void cleanup(pid_t agent)
             char state;
             pid_t g;
             unsigned long long start;
-            live += stat_of(orphans[i].pid, &state, &g, &start) && start == orphans[i].start &&
+            live += ec_proc_stat(orphans[i].pid, &state, &g, &start) && start == orphans[i].start &&
                     state != 'Z' && state != 'X';
         }
         if (round == 0 && ng + no > 0)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "progress.h"
+#include "procstat.h"
 #include "clock.h"
 #include "progress_file.h"
 
@@ -106,18 +107,10 @@ int ec_progress_reset(ec_progress_t *p, int r, const char *log_path, ec_error_t 
 /* Whether the process is stopped (SIGSTOP, a debugger): state T or t. */
 static bool proc_stopped(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = 0;
-    const char *e = strrchr(buf, ')'); /* the command may hold spaces and ')' */
-    return e && e[1] == ' ' && (e[2] == 'T' || e[2] == 't');
+    char state;
+    pid_t pgrp;
+    unsigned long long start;
+    return ec_proc_stat(pid, &state, &pgrp, &start) && (state == 'T' || state == 't');
 }
 
 static int64_t max64(int64_t a, int64_t b)

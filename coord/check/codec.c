@@ -11,6 +11,7 @@
  * meaning changed), and so is the text encoding of version 1.
  */
 #include "facts.h"
+#include "records.h"
 #include "report.h"
 
 #include <errno.h>
@@ -42,15 +43,11 @@ typedef struct vctx {
 
 __attribute__((format(printf, 2, 3))) static int bad(const vctx_t *v, const char *fmt, ...)
 {
-    char detail[EC_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(detail, sizeof(detail), fmt, ap);
+    int rc = ec_record_vcorrupt(v->err, v->what, v->key, fmt, ap); /* the records' message */
     va_end(ap);
-    return ec_errorf(v->err, EC_ECORRUPT,
-                     "%s%s%.160s: %s; the key may have been written by another tool or an "
-                     "incompatible ecoord version",
-                     v->what, v->key ? " at " : "", v->key ? v->key : "", detail);
+    return rc;
 }
 
 static int enomem(const vctx_t *v, const char *doing)

@@ -182,17 +182,6 @@ void ck_vals_free(cx_t *cx, char **v)
     free(v);
 }
 
-char *ck_asprintf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
-
 /* Fill v[i] = fn(f[i]); 0 or -1 when out of memory. */
 int ck_vals_fill(cx_t *cx, char **v, char *(*fn)(const ec_check_facts_t *))
 {

@@ -262,7 +262,7 @@ static char *v_cuda_driver(const ec_check_facts_t *f)
 {
     char c[16];
     ck_fmt_cuda(f->cuda_driver_version, c, sizeof(c));
-    return f->driver ? ck_asprintf("driver %s (CUDA %s)", f->driver_version[0] ? f->driver_version
+    return f->driver ? ec_asprintf("driver %s (CUDA %s)", f->driver_version[0] ? f->driver_version
                                                                                 : "?", c)
                      : strdup("no driver");
 }
@@ -271,7 +271,7 @@ static char *v_cudart(const ec_check_facts_t *f)
 {
     char c[16];
     ck_fmt_cuda(f->cudart_version, c, sizeof(c));
-    return f->cudart_version ? ck_asprintf("runtime %s", c) : strdup("no runtime found");
+    return f->cudart_version ? ec_asprintf("runtime %s", c) : strdup("no runtime found");
 }
 
 void rule_cuda(cx_t *cx, rb_t *b)
@@ -325,7 +325,7 @@ static char *v_nccl(const ec_check_facts_t *f)
 {
     char c[16];
     ck_fmt_nccl(f->nccl_version, c, sizeof(c));
-    return f->nccl_version ? ck_asprintf("NCCL %s", c) : strdup("NCCL not found");
+    return f->nccl_version ? ec_asprintf("NCCL %s", c) : strdup("NCCL not found");
 }
 
 void rule_nccl(cx_t *cx, rb_t *b)

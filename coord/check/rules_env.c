@@ -51,7 +51,7 @@ void rule_environment(cx_t *cx, rb_t *b)
         for (int i = 0; i < cx->n; i++) {
             const char *x = ec_check_facts_env(cx->f[i], name);
             free(v[i]);
-            v[i] = x ? ck_asprintf("'%s'", x) : strdup("(unset)");
+            v[i] = x ? ec_asprintf("'%s'", x) : strdup("(unset)");
             if (!v[i]) {
                 cx->oom = 1;
                 goto out;

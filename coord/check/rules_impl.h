@@ -66,7 +66,6 @@ char **ck_vals_new(cx_t *cx);
 int ck_vals_fill(cx_t *cx, char **v, char *(*fn)(const ec_check_facts_t *));
 void ck_vals_free(cx_t *cx, char **v);
 /* A malloc'd formatted string, NULL when out of memory. */
-char *ck_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Value formats: "1.5 GiB"/"512 MiB"/"unknown", "12.4"/"none",
  * "2.21.5"/"not found", "3.2 ms"/"1.50 s", "--np=2" / "--np=1:4". */

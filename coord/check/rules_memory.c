@@ -9,10 +9,10 @@ static char *v_shm(const ec_check_facts_t *f)
 {
     char s[32], fr[32];
     if (f->shm_bytes < 0)
-        return ck_asprintf("%s unreadable", f->shm_path);
+        return ec_asprintf("%s unreadable", f->shm_path);
     ck_fmt_bytes(f->shm_bytes, s, sizeof(s));
     ck_fmt_bytes(f->shm_free, fr, sizeof(fr));
-    return ck_asprintf("%s (%s free)", s, fr);
+    return ec_asprintf("%s (%s free)", s, fr);
 }
 
 void rule_shm(cx_t *cx, rb_t *b)
@@ -59,7 +59,7 @@ static char *v_memlock(const ec_check_facts_t *f)
     char s[32];
     ck_fmt_bytes(f->memlock_cur, s, sizeof(s));
     return f->memlock_cur < 0 ? strdup("unlimited")
-                              : f->memlock_cur < (1LL << 20) ? ck_asprintf("%lld KiB",
+                              : f->memlock_cur < (1LL << 20) ? ec_asprintf("%lld KiB",
                                                                            f->memlock_cur >> 10)
                                                              : strdup(s);
 }

@@ -95,18 +95,29 @@ typedef struct vctx {
     const char *key;   /* may be NULL */
 } vctx_t;
 
+int ec_record_vcorrupt(ec_error_t *err, const char *what, const char *key, const char *fmt,
+                       va_list ap)
+{
+    char detail[EC_ERRMSG_MAX];
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    return ec_errorf(err, EC_ECORRUPT,
+                     "%s%s%.160s: %s; the key may have been written by another tool or "
+                     "an incompatible ecoord version",
+                     what, key ? " at " : "", key ? key : "", detail);
+}
+
 __attribute__((format(printf, 2, 3))) static int bad(const vctx_t *v, const char *fmt, ...)
 {
     char detail[EC_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
+    if (v->code == EC_ECORRUPT) {
+        int rc = ec_record_vcorrupt(v->err, v->what, v->key, fmt, ap);
+        va_end(ap);
+        return rc;
+    }
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
-    if (v->code == EC_ECORRUPT)
-        return ec_errorf(v->err, EC_ECORRUPT,
-                         "%s%s%.160s: %s; the key may have been written by another tool or "
-                         "an incompatible ecoord version",
-                         v->what, v->key ? " at " : "", v->key ? v->key : "", detail);
     return ec_errorf(v->err, v->code, "%s not encoded: %s (a bug in the writer)", v->what,
                      detail);
 }

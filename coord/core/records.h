@@ -26,6 +26,7 @@
 #ifndef EC_RECORDS_H
 #define EC_RECORDS_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -294,6 +295,12 @@ void ec_hang_verdict_free(ec_hang_verdict_t *h);
 int ec_hang_verdict_encode(const ec_hang_verdict_t *h, void **buf, size_t *len, ec_error_t *err);
 int ec_hang_verdict_decode(const void *buf, size_t len, const char *key, ec_hang_verdict_t **out,
                            ec_error_t *err);
+
+/* The message every decoder of our records gives a value it refuses
+ * (EC_ECORRUPT): "<what> at <key>: <detail>; the key may have been written
+ * by another tool or an incompatible ecoord version" (key may be NULL). */
+int ec_record_vcorrupt(ec_error_t *err, const char *what, const char *key, const char *fmt,
+                       va_list ap) __attribute__((format(printf, 4, 0)));
 
 /* A host is 1..EC_HOST_MAX characters from [A-Za-z0-9._-:%] (names, IPv4,
  * unbracketed IPv6 with an optional zone).  Boolean. */

@@ -69,6 +69,7 @@
 #include "status.h"
 #include "clock.h"
 #include "json.h"
+#include "strbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -95,19 +96,6 @@
 
 /* ------------------------------------------------------------------------ */
 /* small helpers                                                            */
-
-/* malloc'd printf; NULL only when out of memory. */
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
 
 /* A copy of s[0..len) safe to print on a terminal: control characters
  * (a log line may carry escape sequences) become \xNN. */
@@ -368,14 +356,14 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
             if (!r->node)
                 goto nomem;
             if (!parsed) {
-                r->error = xasprintf("key %s is not nodes/<node id> (another tool may have "
+                r->error = ec_asprintf("key %s is not nodes/<node id> (another tool may have "
                                      "written it)", kv->key);
             } else if (ec_node_rec_decode(kv->value, kv->value_len, kv->key, &r->rec, &e) < 0) {
                 if (e.code == EC_ENOMEM)
                     goto nomem;
                 r->error = strdup(e.msg[0] ? e.msg : "record does not decode");
             } else if (strcmp(r->rec->node_id, id)) {
-                r->error = xasprintf("key %s holds the record of node '%s'", kv->key,
+                r->error = ec_asprintf("key %s holds the record of node '%s'", kv->key,
                                      r->rec->node_id);
                 ec_node_rec_free(r->rec);
                 r->rec = NULL;
@@ -610,11 +598,11 @@ static bool row_cells(const st_snap_t *s, const st_row_t *r, char *cell[NCOLS])
     int n = 0;
     int64_t a, b;
     bool addr = row_addr(s, r, &host, &ports, &n);
-    cell[C_MID] = r->m_id >= 0 ? xasprintf("%d", r->m_id) : strdup("-");
+    cell[C_MID] = r->m_id >= 0 ? ec_asprintf("%d", r->m_id) : strdup("-");
     cell[C_NODE] = safe_dup(r->node);
     cell[C_HOST] = addr ? safe_dup(host) : strdup("-");
     if (row_ranks(s, r, &a, &b))
-        cell[C_RANKS] = a == b ? xasprintf("%" PRId64, a) : xasprintf("%" PRId64 "-%" PRId64, a, b);
+        cell[C_RANKS] = a == b ? ec_asprintf("%" PRId64, a) : ec_asprintf("%" PRId64 "-%" PRId64, a, b);
     else
         cell[C_RANKS] = strdup("-");
     if (addr) {
@@ -637,7 +625,7 @@ static bool row_cells(const st_snap_t *s, const st_row_t *r, char *cell[NCOLS])
     else if (r->rec->reason[0])
         cell[C_NOTE] = safe_dup(r->rec->reason);
     else if (r->m_id < 0 && !r->standby && s->epoch && r->rec->nproc != s->epoch->nproc)
-        cell[C_NOTE] = xasprintf("nproc=%d but the job runs nproc=%d", r->rec->nproc,
+        cell[C_NOTE] = ec_asprintf("nproc=%d but the job runs nproc=%d", r->rec->nproc,
                                  s->epoch->nproc);
     else
         cell[C_NOTE] = strdup("");

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* A growable string (see strbuf.h). */
 #include "strbuf.h"
 
@@ -104,4 +105,15 @@ void ec_strbuf_free(ec_strbuf_t *b)
     b->len = b->cap = 0;
     b->oom = 0;
     errno = saved;
+}
+
+char *ec_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
 }

@@ -36,6 +36,8 @@ const char *ec_strbuf_str(const ec_strbuf_t *b);
 /* Take the text (caller frees) and reset b to empty.  "" when nothing was
  * appended; NULL when an append ran out of memory (b is freed then). */
 char *ec_strbuf_take(ec_strbuf_t *b);
+/* A malloc'd printf (vasprintf); NULL only when out of memory. */
+char *ec_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Free the text and reset b; accepts NULL; preserves errno. */
 void ec_strbuf_free(ec_strbuf_t *b);
 
