@@ -625,8 +625,30 @@ static void both(member_t *m, void *(*fn)(void *))
         ck_assert_int_eq(pthread_create(&t[i], NULL, fn, &m[i]), 0);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
-    for (int i = 0; i < 2; i++)
-        ck_assert_msg(m[i].rc == 0, "local rank %d: %s", i, m[i].err.msg);
+    ck_assert_msg(m[0].rc == 0 && m[1].rc == 0, "local rank 0: %s; local rank 1: %s",
+                  m[0].rc ? m[0].err.msg : "ok", m[1].rc ? m[1].err.msg : "ok");
+}
+
+typedef struct {
+    member_t *m;
+    uint64_t epoch;
+} both_see_t;
+
+static bool both_see(void *arg)
+{
+    both_see_t *b = arg;
+    return ecw_latest_epoch(b->m[0].w) >= b->epoch && ecw_latest_epoch(b->m[1].w) >= b->epoch;
+}
+
+/* Both members' watchers have seen epoch e.  ecw_rebuild with nothing new
+ * returns at once with the old communicator, so a rebuild that must move
+ * both to e waits for this first (under load a watcher can lag the other's). */
+static void wait_both_see(member_t *m, uint64_t e)
+{
+    both_see_t b = {m, e};
+    ck_assert_msg(ec_test_wait(both_see, &b, 10000), "epoch %" PRIu64 " not seen by both "
+                  "members within 10 s (they see %" PRIu64 " and %" PRIu64 ")", e,
+                  ecw_latest_epoch(m[0].w), ecw_latest_epoch(m[1].w));
 }
 
 static bool pending(void *arg)
@@ -917,6 +939,7 @@ START_TEST(sync_state_interrupted_leaves_old_or_new_state_never_torn)
         }
         printf("# attempt %d: rank 1 sync %s, holds %s state\n", attempt + 1,
                ecw_err_name(s[1].rc), old ? "its old" : "the source's");
+        wait_both_see(m, e);
         both(m, rebuild_thread);
     }
     ck_assert_msg(interrupted, "the broadcast of %zu bytes always finished before the epoch "
@@ -1604,7 +1627,9 @@ START_TEST(iallreduce_waits_with_a_deadline_and_is_released_by_an_epoch)
     printf("# ecw_iallreduce released %" PRId64 " ms after the epoch was published\n",
            released);
 
-    /* a request in flight at finalize */
+    /* a request in flight at finalize: both move to epoch 2 first (rank 1
+     * finished its request before epoch 2, so only its watcher tells it) */
+    wait_both_see(m, 2);
     both(m, rebuild_thread);
     ck_assert_msg(ecw_iallreduce(m[1].w, &v1, 1, ECW_F64, ECW_SUM, &r1, &err) == 0, "%s",
                   err.msg);
