@@ -517,6 +517,99 @@ START_TEST(sigterm_agent_leaves_at_once_and_joiner_added)
 }
 END_TEST
 
+/* The environment of every process of epoch number in job, against ep. */
+static void env_matches(const char *job, const ec_epoch_t *ep)
+{
+    char *eps = NULL;
+    ck_assert_int_eq(ec_epoch_endpoints(ep, ",", &eps, NULL), 0);
+    char world[16], nn[16];
+    snprintf(world, sizeof(world), "%d", ep->world_size);
+    snprintf(nn, sizeof(nn), "%d", ep->nmembers);
+    for (int m = 0; m < ep->nmembers; m++)
+        for (int lr = 0; lr < ep->nproc; lr++) {
+            const char *node = ep->members[m].node_id;
+            wait_dump(job, node, lr, ep->number);
+            const char *p = dump_path(job, node, lr, ep->number);
+            char rank[16], cur[64];
+            snprintf(rank, sizeof(rank), "%d", m * ep->nproc + lr);
+            ec_epoch_endpoint(ep, m, lr, cur, sizeof(cur));
+            struct { const char *k, *v; } want[] = {
+                {"RANK", rank}, {"WORLD_SIZE", world}, {"PADDLE_TRAINER_ID", rank},
+                {"PADDLE_TRAINERS_NUM", world}, {"PADDLE_NNODES", nn},
+                {"PADDLE_TRAINER_ENDPOINTS", eps}, {"PADDLE_CURRENT_ENDPOINT", cur},
+            };
+            for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+                ck_assert_msg(!strcmp(dump_get(p, want[i].k), want[i].v),
+                              "epoch %llu, %s of %s/%d: '%s', want '%s'",
+                              (unsigned long long)ep->number, want[i].k, node, lr,
+                              dump_get(p, want[i].k), want[i].v);
+        }
+    free(eps);
+}
+
+/* The epoch key holds a split epoch's head, with its chunks beside it. */
+static void epoch_is_split(const char *job, int want_chunks)
+{
+    char key[300];
+    snprintf(key, sizeof(key), "/%s/epoch", job);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert(found);
+    ec_epoch_split_t info;
+    ck_assert_int_eq(ec_epoch_head_info(kv.value, kv.value_len, key, &info, NULL), 1);
+    ck_assert_int_eq(info.nchunks, want_chunks);
+    ck_assert_int_eq(info.chunk_members, 1);
+    ec_epoch_t *ep = NULL;
+    ck_assert_int_eq(ec_epoch_decode(kv.value, kv.value_len, key, &ep, NULL), EC_EINVAL);
+    char prefix[300];
+    snprintf(prefix, sizeof(prefix), "/%s/epochs/%020llu/members/", job,
+             (unsigned long long)info.number);
+    ec_kv_list_t l;
+    ck_assert_int_eq(ec_etcd_get_prefix(c, prefix, 0, &l, NULL), 0);
+    ck_assert_uint_eq(l.n, (size_t)want_chunks);
+    ec_kv_list_free(&l);
+    ec_epoch_split_free(&info);
+    ec_kv_free(&kv);
+}
+
+/* A job whose epochs are split (--epoch_chunk_members=1 through the
+ * environment, so 3 nodes take the path of 300): the first epoch is read
+ * whole from its chunks by every agent, a loss reaches followers as a delta
+ * over a split epoch, and a joiner (no base) reads the chunks; every
+ * process's environment matches the epoch each time. */
+START_TEST(split_epochs_form_reform_and_admit_a_joiner)
+{
+    const char *ids[] = {"a", "b", "c"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent_env("env ECOORD_EPOCH_CHUNK_MEMBERS=1", "jsplit", ids[i], "2:4", "2",
+                                "--elastic_timeout=1", "0");
+    ec_epoch_t *ep = wait_epoch("/jsplit/", 1, 6, 15000);
+    epoch_is_split("jsplit", 3);
+    env_matches("jsplit", ep);
+    ec_epoch_free(ep);
+    /* a node lost: the survivors re-form (followers apply a delta) */
+    kill(ag[2].pid, SIGKILL);
+    ec_test_reap(ag[2].pid, 5000);
+    ep = wait_epoch("/jsplit/", 2, 4, 20000);
+    epoch_is_split("jsplit", 2);
+    env_matches("jsplit", ep);
+    ec_epoch_free(ep);
+    /* a joiner holds no epoch: it reads the head and the chunks */
+    start_agent_env("env ECOORD_EPOCH_CHUNK_MEMBERS=1", "jsplit", "d", "2:4", "2",
+                    "--elastic_timeout=1", "0");
+    ep = wait_epoch("/jsplit/", 3, 6, 20000);
+    ck_assert_int_eq(ep->reason, EC_REASON_JOIN);
+    epoch_is_split("jsplit", 3);
+    env_matches("jsplit", ep);
+    ec_epoch_free(ep);
+    /* the agents said so: the joiner's first epoch came whole from its chunks */
+    for (int i = 0; i < 2; i++)
+        ck_assert(!ec_test_file_contains(ag[i].log, "ignoring epoch"));
+}
+END_TEST
+
 START_TEST(job_completes_everywhere)
 {
     const char *ids[] = {"a", "b", "c"};
@@ -990,6 +1083,7 @@ static Suite *suite(void)
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);
     ec_tcase_add(t, killed_agent_takes_processes_and_lease_expires);
     ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
+    ec_tcase_add(t, split_epochs_form_reform_and_admit_a_joiner);
     ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
     ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);
     ec_tcase_add(t, agent_frozen_shorter_than_suspicion_window_not_evicted);

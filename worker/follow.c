@@ -25,6 +25,7 @@
 
 #include "epoch_check.h"
 #include "epoch_delta.h"
+#include "epoch_fetch.h"
 #include "log.h"
 
 /* Caller holds nothing.  Aborts the communicator if it is older than the
@@ -182,7 +183,8 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
                        .mod_revision = ev->revision};
         ec_epoch_t *ep = NULL;
         ec_error_t err = {0};
-        int drc = ec_epoch_decode(raw, len, ekey, &ep, &err);
+        /* a split epoch's head (no base to apply the delta to): read whole */
+        int drc = ec_epoch_fetch(w->etcd, &w->keys, raw, len, ekey, &ep, NULL, NULL, &err);
         free(raw);
         ekv.value = NULL;
         if (drc < 0) {
@@ -244,7 +246,7 @@ static int relist(ecw_t *w, ec_error_t *err)
     atomic_store(&w->seen_rev, rev);
     if (found) {
         ec_epoch_t *ep = NULL;
-        rc = ec_epoch_decode(kv.value, kv.value_len, key, &ep, err);
+        rc = ec_epoch_fetch(w->etcd, &w->keys, kv.value, kv.value_len, key, &ep, NULL, NULL, err);
         int ok = rc < 0 ? -1 : epoch_ok(w, &kv, ep, err);
         ec_kv_free(&kv);
         if (ok < 0) {

@@ -1101,6 +1101,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.watch_peers_ms = (int)cfg->peer_probe_interval_ms;
     no.hang_timeout_ms = cfg->hang_timeout_ms;
     no.straggler_factor = cfg->straggler_factor_x;
+    no.epoch_chunk_members = cfg->epoch_chunk_members;
     no.on_progress = on_progress;
     no.on_epoch = on_epoch;
     no.on_job = on_job;

@@ -76,6 +76,9 @@ typedef struct ec_node_opts {
     int64_t hang_timeout_ms;
     double straggler_factor;
     void (*on_progress)(const char *node_id, const ec_node_progress_t *p, void *arg);
+    /* --epoch_chunk_members (only the leader's is used): an epoch of more
+     * members is published split (records.h); 0: 256.  Appended last. */
+    int epoch_chunk_members;
 } ec_node_opts_t;
 
 #define EC_NODE_OPTS_INIT {.size = sizeof(ec_node_opts_t)}

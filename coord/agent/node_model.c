@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "epoch_delta.h"
+#include "epoch_fetch.h"
 #include "clock.h"
 #include "keys.h"
 #include "log.h"
@@ -496,6 +497,38 @@ static bool is_suspect_key(ec_node_t *n, const ec_kv_t *kv)
            strstr(kv->key, "/suspect/") != NULL;
 }
 
+/* The whole value of an epoch kv (the epoch key's, at any revision): a
+ * split epoch's head is read whole (its chunks, epoch_fetch.h) into *whole;
+ * a whole record needs nothing (returns 0, *whole NULL).  Returns -1 when
+ * the epoch cannot be read whole: its chunks are gone or replaced (a newer
+ * epoch follows: skipped) or etcd failed (*relist set).  No lock held. */
+static int whole_epoch(ec_node_t *n, const ec_kv_t *kv, void **whole, size_t *wlen,
+                       bool *relist)
+{
+    *whole = NULL;
+    *wlen = 0;
+    ec_epoch_split_t info;
+    if (ec_epoch_head_info(kv->value, kv->value_len, NULL, &info, NULL) != 1)
+        return 0; /* whole, or not an epoch: the model says what it is */
+    ec_epoch_split_free(&info);
+    ec_epoch_t *ep = NULL;
+    ec_error_t err = {0};
+    int rc = ec_epoch_fetch(n->c, &n->keys, kv->value, kv->value_len, n->k_epoch, &ep, whole,
+                            wlen, &err);
+    ec_epoch_free(ep);
+    if (rc == 0)
+        return 0;
+    if (rc == EC_EUNAVAILABLE || rc == EC_ETIMEDOUT) {
+        ec_log(EC_LOG_WARN, "cannot read epoch %" PRIu64 "'s chunks: %s; listing again",
+               info.number, err.msg);
+        *relist = true;
+    } else {
+        ec_log(EC_LOG_WARN, "ignoring epoch %" PRIu64 " at revision %" PRId64 ": %s",
+               info.number, kv->mod_revision, err.msg);
+    }
+    return -1;
+}
+
 /* A follower's epoch arrives as a delta from the epoch it holds
  * (epoch_delta.h): rebuilt here, or read from the epoch key at the delta's
  * revision when it cannot be (no base, another base, a digest that does not
@@ -535,7 +568,8 @@ static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
         } else if (!found || kv.mod_revision != ev->revision) {
             ec_log(EC_LOG_ERROR, "ignoring %s at revision %" PRId64 ": the epoch key was not "
                    "written with it (another tool?)", ev->kv->key, ev->revision);
-        } else if ((full = malloc(kv.value_len ? kv.value_len : 1))) {
+        } else if (whole_epoch(n, &kv, &full, &flen, &relist) == 0 && !full &&
+                   (full = malloc(kv.value_len ? kv.value_len : 1))) {
             memcpy(full, kv.value, kv.value_len);
             flen = kv.value_len;
         }
@@ -567,7 +601,28 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
         on_epoch_delta(n, ev);
         return;
     }
+    /* The leader's watch of the whole job: a split epoch's head is read
+     * whole before it is applied (without the lock). */
+    void *whole = NULL;
+    size_t wlen = 0;
+    bool relist = false, unreadable = false;
+    ec_kv_t wkv;
+    const ec_kv_t *kv = ev->kv;
+    if (ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epoch) &&
+        !memcmp(ev->kv->key, n->k_epoch, ev->kv->key_len)) {
+        unreadable = whole_epoch(n, ev->kv, &whole, &wlen, &relist) < 0;
+        if (whole) {
+            wkv = *ev->kv;
+            wkv.value = whole;
+            wkv.value_len = wlen;
+            kv = &wkv;
+        }
+    }
     pthread_mutex_lock(&n->lock);
+    /* not applied: the listing reads the epoch again (its newest value) */
+    if (relist || unreadable)
+        n->relist = true;
+    if (!unreadable)
     switch (ev->type) {
     case EC_WATCH_PUT:
     case EC_WATCH_DELETE: {
@@ -575,7 +630,7 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
         int64_t listed = !n->model_wide && is_suspect_key(n, ev->kv) ? n->sus_list_rev
                                                                      : n->list_rev;
         if (ev->revision > listed) {
-            model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
+            model_apply(n, ev->type == EC_WATCH_PUT, kv, ev->prev_kv);
             n->watch_events++;
         }
         if (ev->revision > n->max_rev && ev->revision != INT64_MAX)
@@ -599,6 +654,7 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     }
     pthread_cond_signal(&n->cond);
     pthread_mutex_unlock(&n->lock);
+    free(whole);
 }
 
 /* Wait (lock held) until `want` watches were created since the count was
@@ -709,12 +765,26 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
             if (!strcmp(l.kvs[i].key, n->k_leader))
                 ec_leader_log_put(&n->llog, l.kvs[i].create_revision, (const char *)l.kvs[i].value,
                                   l.kvs[i].value_len);
-        for (size_t i = 0; i < l.n; i++)
-            model_apply(n, true, &l.kvs[i], NULL);
+        bool again = false;
+        for (size_t i = 0; i < l.n; i++) {
+            /* a split epoch is read whole (its chunks: one more range
+             * read, under the lock like the listing) */
+            void *whole = NULL;
+            size_t wlen = 0;
+            ec_kv_t kv = l.kvs[i];
+            if (!strcmp(kv.key, n->k_epoch) && whole_epoch(n, &kv, &whole, &wlen, &again) < 0)
+                continue; /* not applied: the next epoch, or the next listing, brings one */
+            if (whole) {
+                kv.value = whole;
+                kv.value_len = wlen;
+            }
+            model_apply(n, true, &kv, NULL);
+            free(whole);
+        }
         n->list_rev = l.revision;
         if (l.revision > n->max_rev)
             n->max_rev = l.revision;
-        n->relist = false;
+        n->relist = again;
         n->dirty = true;
     }
     pthread_mutex_unlock(&n->lock);

@@ -20,6 +20,8 @@ typedef struct pub {
     size_t len;
     void *dbuf; /* the same epoch as a delta from the current one (epochd) */
     size_t dlen;
+    ec_epoch_parts_t parts; /* a split epoch's chunks and index (buf is its head) */
+    uint64_t parts_of;      /* the epoch number parts belong to (number is 0 for a repair) */
     uint64_t number;
     int64_t expect_mod;
     char *log;
@@ -47,7 +49,69 @@ static void pub_free(pub_t *p)
     for (size_t i = 0; i < p->nref; i++)
         free(p->ref[i].buf);
     free(p->ref);
+    ec_epoch_parts_free(&p->parts);
     memset(p, 0, sizeof(*p));
+}
+
+/* ep as the value of `epoch` (p->buf) and, above --epoch_chunk_members
+ * members, its chunks and index (p->parts, written before it). */
+static int split_epoch(ec_node_t *n, const ec_epoch_t *ep, pub_t *p, ec_error_t *err)
+{
+    int chunk = n->o.epoch_chunk_members > 0 ? n->o.epoch_chunk_members : EC_EPOCH_CHUNK_DEFAULT;
+    int rc = ec_epoch_split(ep, chunk, &p->parts, err);
+    if (rc < 0)
+        return rc;
+    p->buf = p->parts.head;
+    p->len = p->parts.head_len;
+    p->parts.head = NULL;
+    return 0;
+}
+
+/* A split epoch's chunks and index, in transactions fenced by our
+ * leadership, each under etcd's request and operation limits (1.5 MiB,
+ * 128 operations by default), before its head is published: a reader that
+ * sees the head finds every part.  Parts of an epoch number a deposed
+ * leader also wrote are overwritten; the head's digests tell a reader
+ * which parts are its. */
+static int write_parts(ec_node_t *n, const pub_t *p, ec_error_t *err)
+{
+    enum { OPS_MAX = 64 };
+    const size_t bytes_max = 1024 * 1024;
+    int total = p->parts.nchunks + p->parts.nbuckets;
+    char (*keys)[EC_KEY_MAX] = malloc(OPS_MAX * sizeof(*keys));
+    ec_op_t ops[OPS_MAX];
+    if (!keys)
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < total && rc == 0;) {
+        size_t nops = 0, bytes = 0;
+        while (i < total && nops < OPS_MAX) {
+            bool chunk = i < p->parts.nchunks;
+            int j = chunk ? i : i - p->parts.nchunks;
+            size_t len = chunk ? p->parts.chunk_len[j] : p->parts.bucket_len[j];
+            if (nops && bytes + len > bytes_max)
+                break;
+            if (chunk)
+                ec_key_epoch_chunk(&n->keys, p->parts_of, j, keys[nops], EC_KEY_MAX);
+            else
+                ec_key_epoch_index(&n->keys, p->parts_of, j, keys[nops], EC_KEY_MAX);
+            ops[nops] = (ec_op_t){.type = EC_OP_PUT, .key = keys[nops],
+                                  .value = chunk ? p->parts.chunk[j] : p->parts.bucket[j],
+                                  .value_len = len};
+            nops++;
+            bytes += len;
+            i++;
+        }
+        ec_cmp_t f = ec__node_fence_leader(n);
+        ec_txn_result_t r;
+        if ((rc = ec_etcd_txn(n->c, &f, 1, ops, nops, NULL, 0, &r, err)) == 0) {
+            if (!r.succeeded)
+                rc = ec_errorf(err, EC_EFENCED, "the leader key changed");
+            ec_txn_result_free(&r);
+        }
+    }
+    free(keys);
+    return rc;
 }
 
 /* Build the epoch record for decision d; lock held. */
@@ -83,11 +147,16 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     }
     ep->published_at_ms = ec_wall_ms();
     ep->run = run;
-    int rc = ec_epoch_encode(ep, &p->buf, &p->len, err);
-    /* Followers' coordinators read the delta from the epoch they hold. */
-    if (rc == 0 && ec_epoch_delta_encode(n->epoch, ep, p->buf, p->len, &p->dbuf, &p->dlen, err) < 0)
+    void *whole = NULL;
+    size_t wlen = 0;
+    int rc = split_epoch(n, ep, p, err);
+    /* Followers' coordinators read the delta from the epoch they hold; its
+     * digest covers the whole epoch, split or not. */
+    if (rc == 0 && (rc = ec_epoch_encode_whole(ep, &whole, &wlen, err)) == 0 &&
+        ec_epoch_delta_encode(n->epoch, ep, whole, wlen, &p->dbuf, &p->dlen, err) < 0)
         rc = err->code;
-    p->number = ep->number;
+    free(whole);
+    p->number = p->parts_of = ep->number;
     ec_epoch_free(ep);
     p->expect_mod = n->epoch_mod_rev;
     p->first = n->epoch == NULL || new_run; /* a run starts: status running */
@@ -308,8 +377,9 @@ void ec__node_plan_and_act(ec_node_t *n)
                 ep->leader_id = strdup(n->node_id);
                 ep->job_id = strdup(n->job_id);
                 ep->leader_rev = n->my_leader_rev;
-                if (ec_epoch_encode(ep, &p.buf, &p.len, NULL) < 0)
+                if (split_epoch(n, ep, &p, NULL) < 0)
                     p.buf = NULL;
+                p.parts_of = ep->number;
                 ec_epoch_free(ep);
             }
             p.expect_mod = n->epoch_mod_rev;
@@ -334,7 +404,14 @@ void ec__node_plan_and_act(ec_node_t *n)
         ec_etcd_txn(n->c, cm, 2, &put, 1, NULL, 0, NULL, NULL);
     }
 
-    if (action == EC_PLAN_PUBLISH || (repair && p.buf)) {
+    if ((action == EC_PLAN_PUBLISH || (repair && p.buf)) && p.parts.nchunks > 0 &&
+        write_parts(n, &p, &err) < 0) {
+        ec_log(EC_LOG_WARN, "writing the %d chunks and %d index buckets of epoch %" PRIu64
+               " failed: %s; will retry", p.parts.nchunks, p.parts.nbuckets, p.parts_of, err.msg);
+        n->wake_at = ec_mono_ms() + 200;
+        action = EC_PLAN_WAIT;
+        repair = false;
+    } else if (action == EC_PLAN_PUBLISH || (repair && p.buf)) {
         char hist[EC_KEY_MAX], keep_from[EC_KEY_MAX];
         ec_cmp_t cm[2] = {ec__node_fence_leader(n),
                           {.key = n->k_epoch, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,

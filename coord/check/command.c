@@ -68,6 +68,7 @@
 #include "endpoints.h"
 #include "etcd.h"
 #include "keys.h"
+#include "epoch_fetch.h"
 #include "log.h"
 #include "netaddr.h"
 #include "records.h"
@@ -774,7 +775,8 @@ static void read_known(ck_t *x, char ***out, int *n)
     if (ec_key_epoch(&x->keys, key, sizeof(key)) > 0 &&
         ec_etcd_get(x->c, key, &kv, &found, NULL, NULL) == 0 && found) {
         ec_epoch_t *ep = NULL;
-        if (ec_epoch_decode(kv.value, kv.value_len, key, &ep, NULL) == 0) {
+        if (ec_epoch_fetch(x->c, &x->keys, kv.value, kv.value_len, key, &ep, NULL, NULL,
+                           NULL) == 0) {
             v = calloc((size_t)ep->nmembers + 1, sizeof(char *));
             for (int i = 0; v && i < ep->nmembers; i++)
                 if ((v[nv] = strdup(ep->members[i].node_id)))

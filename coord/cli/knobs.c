@@ -232,6 +232,15 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "how long the node count must stay stable before training starts below "
                 "MAX; reaching MAX starts at once.",
         .offset = OFF(elastic_timeout_ms)},
+    [EC_K_EPOCH_CHUNK_MEMBERS] = {
+        .id = EC_K_EPOCH_CHUNK_MEMBERS, .name = "epoch_chunk_members",
+        .spellings = {"epoch_chunk_members"}, .env = {"ECOORD_EPOCH_CHUNK_MEMBERS"},
+        .type = EC_KT_INT, .cmds = L, .min = 1, .max = 65536,
+        .def = "256", .metavar = "N", .example = "256", .group = "job",
+        .help = "an epoch of more than N nodes is published in chunks of N members plus an "
+                "index (no etcd request carries the whole member table, and a node reads "
+                "only its own chunk); the leader's value is used.",
+        .offset = OFF(epoch_chunk_members)},
     [EC_K_JOIN_TIMEOUT] = {
         .id = EC_K_JOIN_TIMEOUT, .name = "join_timeout",
         .spellings = {"join_timeout"}, .env = {"ECOORD_JOIN_TIMEOUT"},

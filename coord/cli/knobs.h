@@ -62,6 +62,7 @@ typedef enum {
     EC_K_ELASTIC_TIMEOUT,
     EC_K_JOIN_TIMEOUT,
     EC_K_REPLACE_WAIT,
+    EC_K_EPOCH_CHUNK_MEMBERS,
     EC_K_REBUILD,
     EC_K_NODE_ID,
     EC_K_HOST,
@@ -197,6 +198,7 @@ typedef struct ec_config {
     int max_restart;
     int fixed_failure_exit;      /* exit code of a node leaving a fixed-size job failed */
     int node_failure_exit;       /* exit code of a node leaving an elastic job failed */
+    int epoch_chunk_members;     /* an epoch of more members is split (the leader's) */
     int64_t elastic_timeout_ms;
     int64_t join_timeout_ms;     /* 0: wait for the job to form as long as it takes */
     int64_t replace_wait_ms;

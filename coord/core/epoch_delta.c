@@ -146,8 +146,11 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
             rc = ec_errorf(err, EC_ENOMEM, "out of memory");
             goto out;
         }
-    if ((rc = ec_epoch_encode(car, &cbuf, &clen, err)) < 0)
+    if ((rc = ec_epoch_encode(car, &cbuf, &clen, err)) < 0) {
+        if (rc == EC_ETOOLARGE) /* most of a huge epoch changed: read it whole */
+            rc = full_marker(ep, raw, raw_len, buf, len, err);
         goto out;
+    }
     size_t hcap = 80 + (size_t)nseg * 28, hl;
     head = malloc(hcap);
     if (!head) {
@@ -162,7 +165,7 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
     /* Even a small epoch goes as a delta (its followers, and the tests of
      * a 3-node job, take the same path as a large one's); only one that
      * would be well above the record is not worth it. */
-    if (hl + clen > raw_len + 512) {
+    if (hl + clen > raw_len + 512 || hl + clen > EC_RECORD_MAX_BYTES) {
         rc = full_marker(ep, raw, raw_len, buf, len, err);
         goto out;
     }
@@ -266,7 +269,7 @@ int ec_epoch_delta_apply(const ec_epoch_t *base, const void *delta, size_t len, 
             }
     void *buf = NULL;
     size_t blen = 0;
-    if (ec_epoch_encode(ep, &buf, &blen, NULL) < 0)
+    if (ec_epoch_encode_whole(ep, &buf, &blen, NULL) < 0)
         goto out; /* not a valid epoch: the epoch key says what it is */
     if (ec_epoch_digest(buf, blen) != digest) {
         free(buf);

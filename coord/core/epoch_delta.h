@@ -19,7 +19,8 @@
  *   (carrier members), then the carrier (an encoded epoch record).
  * base 0 with nseg 0 and no carrier: "read the epoch key" (first epoch, or
  * a delta that would be larger than the record).  digest: 16 hex digits of FNV-1a 64
- * over the full encoded record.
+ * over the whole encoded record (ec_epoch_encode_whole: also for a split
+ * epoch, whose `epoch` key holds only its head).
  *
  * Pure functions, no I/O; coord/test/test_epoch_delta.c. */
 #ifndef EC_EPOCH_DELTA_H
@@ -34,8 +35,8 @@
 /* FNV-1a 64 of len bytes. */
 uint64_t ec_epoch_digest(const void *buf, size_t len);
 
-/* The delta from base (may be NULL: no base) to ep, whose encoding is
- * raw/raw_len.  *buf (malloc'd, *len bytes) is a full marker when there is
+/* The delta from base (may be NULL: no base) to ep, whose whole encoding
+ * (ec_epoch_encode_whole) is raw/raw_len.  *buf (malloc'd, *len bytes) is a full marker when there is
  * no base or the delta would be more than 512 bytes above the record (a
  * small epoch still goes as a delta: the same path as a large one's).  Returns
  * 0, or a negative EC_* code. */

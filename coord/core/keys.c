@@ -211,6 +211,28 @@ int ec_key_epoch_state(const ec_keys_t *k, uint64_t n, int rank, char *buf, size
     return build(k, buf, len, "epochs/%020" PRIu64 "/state/%d", n, rank);
 }
 
+int ec_key_epoch_chunk(const ec_keys_t *k, uint64_t n, int chunk, char *buf, size_t len)
+{
+    if (n == 0 || chunk < 0)
+        return EC_EINVAL;
+    /* zero-padded: a prefix range lists chunks in order */
+    return build(k, buf, len, "epochs/%020" PRIu64 "/members/%08d", n, chunk);
+}
+
+int ec_key_epoch_chunks_prefix(const ec_keys_t *k, uint64_t n, char *buf, size_t len)
+{
+    if (n == 0)
+        return EC_EINVAL;
+    return build(k, buf, len, "epochs/%020" PRIu64 "/members/", n);
+}
+
+int ec_key_epoch_index(const ec_keys_t *k, uint64_t n, int bucket, char *buf, size_t len)
+{
+    if (n == 0 || bucket < 0)
+        return EC_EINVAL;
+    return build(k, buf, len, "epochs/%020" PRIu64 "/index/%08d", n, bucket);
+}
+
 int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, char *buf,
                          size_t len)
 {

@@ -96,6 +96,11 @@ int ec_kv_name_check(const char *name, ec_error_t *err);
 int ec_key_epoch_timing(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len);
 /* epochs/<n>/state/<rank>, rank >= 0. */
 int ec_key_epoch_state(const ec_keys_t *k, uint64_t n, int rank, char *buf, size_t len);
+/* A split epoch's parts (records.h): epochs/<n>/members/<k>,
+ * epochs/<n>/index/<b>, and the prefix of the chunks, epochs/<n>/members/. */
+int ec_key_epoch_chunk(const ec_keys_t *k, uint64_t n, int chunk, char *buf, size_t len);
+int ec_key_epoch_chunks_prefix(const ec_keys_t *k, uint64_t n, char *buf, size_t len);
+int ec_key_epoch_index(const ec_keys_t *k, uint64_t n, int bucket, char *buf, size_t len);
 /* epochs/<n>/suspect/<node_id>: the node (reporter) suspects members of
  * epoch n are dead; the value lists them.  Leased by the reporter. */
 int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, char *buf,

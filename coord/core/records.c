@@ -646,42 +646,62 @@ static int epoch_validate(const ec_epoch_t *ep, const vctx_t *v)
     return 0;
 }
 
-int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *err)
+/* pb member d from src; its ports go into ports (np of them). */
+static void member_to_pb(const ec_member_t *src, size_t np, uint32_t *ports, Ecoord__Member *d)
 {
-    vctx_t v = {err, EC_EINVAL, "epoch record", NULL};
-    if (!buf || !len)
-        return ec_errorf(err, EC_EINVAL, "ec_epoch_encode: no output buffer given");
-    *buf = NULL;
-    *len = 0;
-    if (!ep)
-        return ec_errorf(err, EC_EINVAL, "ec_epoch_encode: no epoch given");
-    int rc = epoch_validate(ep, &v);
-    if (rc < 0)
-        return rc;
-    size_t nm = (size_t)ep->nmembers, np = (size_t)ep->nproc;
+    ecoord__member__init(d);
+    d->node_id = src->node_id;
+    d->m_id = (uint32_t)src->m_id;
+    d->host = src->host;
+    d->n_ports = np;
+    d->ports = ports;
+    for (size_t j = 0; j < np; j++)
+        d->ports[j] = src->ports[j];
+    d->master_port = src->master_port;
+    d->incarnation = src->incarnation;
+}
+
+static int pack_cap(const ProtobufCMessage *m, const vctx_t *v, void **buf, size_t *len,
+                    bool capped)
+{
+    if (capped)
+        return pack(m, v, buf, len);
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b)
+        return ec_errorf(v->err, EC_ENOMEM, "%s: out of memory encoding %zu bytes", v->what, n);
+    protobuf_c_message_pack(m, b);
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* What a split epoch's head adds (NULL: a whole record). */
+typedef struct head_extra {
+    uint32_t chunk_members, index_buckets;
+    size_t nchunks;
+    uint64_t *chunk_digest, *index_digest;
+} head_extra_t;
+
+/* The Epoch message of ep: every member (hx NULL), or member 0 only and
+ * the split's fields (a head). */
+static int epoch_pack(const ec_epoch_t *ep, const head_extra_t *hx, bool capped, void **buf,
+                      size_t *len, const vctx_t *v)
+{
+    size_t nm = hx ? 1 : (size_t)ep->nmembers, np = (size_t)ep->nproc;
     Ecoord__Epoch m = ECOORD__EPOCH__INIT;
     Ecoord__Member *mem = malloc(nm * sizeof(*mem));
     Ecoord__Member **memp = malloc(nm * sizeof(*memp));
     uint32_t *ports = malloc(nm * np * sizeof(*ports));
     char rank0[EC_ENDPOINT_MAX];
+    int rc;
     if (!mem || !memp || !ports) {
-        rc = enomem(&v);
+        rc = enomem(v);
         goto out;
     }
     for (size_t i = 0; i < nm; i++) {
-        const ec_member_t *src = &ep->members[i];
-        Ecoord__Member *d = &mem[i];
-        ecoord__member__init(d);
-        d->node_id = src->node_id;
-        d->m_id = (uint32_t)src->m_id;
-        d->host = src->host;
-        d->n_ports = np;
-        d->ports = &ports[i * np];
-        for (size_t j = 0; j < np; j++)
-            d->ports[j] = src->ports[j];
-        d->master_port = src->master_port;
-        d->incarnation = src->incarnation;
-        memp[i] = d;
+        member_to_pb(&ep->members[i], np, &ports[i * np], &mem[i]);
+        memp[i] = &mem[i];
     }
     ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0)); /* fits: host validated */
     m.number = ep->number;
@@ -704,7 +724,16 @@ int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *e
     m.job_id = pb_str(ep->job_id);
     m.np_min = ep->np_min > 0 ? (uint32_t)ep->np_min : 0;
     m.np_max = ep->np_max > 0 ? (uint32_t)ep->np_max : 0;
-    rc = pack(&m.base, &v, buf, len);
+    if (hx) {
+        m.members_total = (uint32_t)ep->nmembers;
+        m.chunk_members = hx->chunk_members;
+        m.n_chunk_digest = hx->nchunks;
+        m.chunk_digest = hx->chunk_digest;
+        m.index_buckets = hx->index_buckets;
+        m.n_index_digest = hx->index_buckets;
+        m.index_digest = hx->index_digest;
+    }
+    rc = pack_cap(&m.base, v, buf, len, capped);
 out:
     free(mem);
     free(memp);
@@ -712,18 +741,42 @@ out:
     return rc;
 }
 
-int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **out,
-                    ec_error_t *err)
+int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *err)
 {
-    vctx_t v = {err, EC_ECORRUPT, "epoch record", key};
-    if (!out)
-        return ec_errorf(err, EC_EINVAL, "ec_epoch_decode: no output given");
-    *out = NULL;
+    vctx_t v = {err, EC_EINVAL, "epoch record", NULL};
+    if (!buf || !len)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_encode: no output buffer given");
+    *buf = NULL;
+    *len = 0;
+    if (!ep)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_encode: no epoch given");
+    int rc = epoch_validate(ep, &v);
+    if (rc < 0)
+        return rc;
+    return epoch_pack(ep, NULL, true, buf, len, &v);
+}
+
+int ec_epoch_encode_whole(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *err)
+{
+    vctx_t v = {err, EC_EINVAL, "epoch record", NULL};
+    if (!buf || !len)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_encode_whole: no output buffer given");
+    *buf = NULL;
+    *len = 0;
+    if (!ep)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_encode_whole: no epoch given");
+    int rc = epoch_validate(ep, &v);
+    if (rc < 0)
+        return rc;
+    return epoch_pack(ep, NULL, false, buf, len, &v);
+}
+
+/* The epoch in m (whole: every member in m->members), validated. */
+static int epoch_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **out)
+{
+    vctx_t v = *vp;
     int rc = 0;
     ec_epoch_t *ep = NULL;
-    Ecoord__Epoch *m = unpack(&ecoord__epoch__descriptor, buf, len, &v, &rc);
-    if (!m)
-        return rc;
     unsigned long long num = (unsigned long long)m->number;
     if (m->nproc < 1 || m->nproc > EC_NPROC_MAX) {
         rc = bad(&v, "epoch %llu: nproc is %u, outside 1..%d", num, m->nproc, EC_NPROC_MAX);
@@ -813,12 +866,344 @@ int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **o
                  m->master_port, ep->members[0].host, ep->members[0].master_port);
         goto error;
     }
-    protobuf_c_message_free_unpacked(&m->base, NULL);
     *out = ep;
     return 0;
 error:
     ec_epoch_free(ep);
+    return rc;
+}
+
+int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **out,
+                    ec_error_t *err)
+{
+    vctx_t v = {err, EC_ECORRUPT, "epoch record", key};
+    if (!out)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_decode: no output given");
+    *out = NULL;
+    int rc = 0;
+    Ecoord__Epoch *m = unpack(&ecoord__epoch__descriptor, buf, len, &v, &rc);
+    if (!m)
+        return rc;
+    if (m->members_total > 0)
+        rc = ec_errorf(err, EC_EINVAL, "epoch %llu%s%s is split (%u members in %zu chunks "
+                       "under epochs/<n>/members/): read it whole with ec_epoch_fetch",
+                       (unsigned long long)m->number, key ? " at " : "", key ? key : "",
+                       m->members_total, m->n_chunk_digest);
+    else
+        rc = epoch_from_pb(m, &v, out);
     protobuf_c_message_free_unpacked(&m->base, NULL);
+    return rc;
+}
+
+/* ---- split epochs ------------------------------------------------------------ */
+
+size_t ec_epoch_index_bucket(const char *node_id, int nbuckets)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)node_id; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return nbuckets > 0 ? (size_t)(h % (uint64_t)nbuckets) : 0;
+}
+
+static uint64_t fnv(const void *buf, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *p = buf;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+void ec_epoch_parts_free(ec_epoch_parts_t *p)
+{
+    if (!p)
+        return;
+    free(p->head);
+    for (int i = 0; p->chunk && i < p->nchunks; i++)
+        free(p->chunk[i]);
+    for (int i = 0; p->bucket && i < p->nbuckets; i++)
+        free(p->bucket[i]);
+    free(p->chunk);
+    free(p->chunk_len);
+    free(p->bucket);
+    free(p->bucket_len);
+    memset(p, 0, sizeof(*p));
+}
+
+typedef struct idx_ent {
+    const char *id;
+    uint32_t m_id;
+    size_t bucket;
+} idx_ent_t;
+
+static int cmp_idx(const void *a, const void *b)
+{
+    const idx_ent_t *x = a, *y = b;
+    if (x->bucket != y->bucket)
+        return x->bucket < y->bucket ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+int ec_epoch_split(const ec_epoch_t *ep, int chunk_members, ec_epoch_parts_t *out,
+                   ec_error_t *err)
+{
+    vctx_t v = {err, EC_EINVAL, "epoch record", NULL};
+    memset(out, 0, sizeof(*out));
+    if (!ep)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_split: no epoch given");
+    if (chunk_members < 1 || chunk_members > EC_MEMBERS_MAX)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_split: %d members per chunk, expected "
+                         "1..%d", chunk_members, EC_MEMBERS_MAX);
+    int rc = epoch_validate(ep, &v);
+    if (rc < 0)
+        return rc;
+    if (ep->nmembers <= chunk_members)
+        return epoch_pack(ep, NULL, true, &out->head, &out->head_len, &v);
+    size_t N = (size_t)ep->nmembers, np = (size_t)ep->nproc, C = (size_t)chunk_members;
+    size_t K = (N + C - 1) / C;
+    out->nchunks = out->nbuckets = (int)K;
+    out->chunk = calloc(K, sizeof(void *));
+    out->chunk_len = calloc(K, sizeof(size_t));
+    out->bucket = calloc(K, sizeof(void *));
+    out->bucket_len = calloc(K, sizeof(size_t));
+    uint64_t *cd = calloc(K, sizeof(uint64_t)), *bd = calloc(K, sizeof(uint64_t));
+    Ecoord__Member *mem = malloc(C * sizeof(*mem));
+    Ecoord__Member **memp = malloc(C * sizeof(*memp));
+    uint32_t *ports = malloc(C * np * sizeof(*ports));
+    idx_ent_t *ix = malloc(N * sizeof(*ix));
+    Ecoord__EpochIndexEntry *ent = malloc(N * sizeof(*ent));
+    Ecoord__EpochIndexEntry **entp = malloc(N * sizeof(*entp));
+    if (!out->chunk || !out->chunk_len || !out->bucket || !out->bucket_len || !cd || !bd ||
+        !mem || !memp || !ports || !ix || !ent || !entp) {
+        rc = enomem(&v);
+        goto out;
+    }
+    v.what = "epoch chunk";
+    for (size_t k = 0; k < K; k++) {
+        size_t from = k * C, n = N - from < C ? N - from : C;
+        for (size_t i = 0; i < n; i++) {
+            member_to_pb(&ep->members[from + i], np, &ports[i * np], &mem[i]);
+            memp[i] = &mem[i];
+        }
+        Ecoord__EpochChunk c = ECOORD__EPOCH_CHUNK__INIT;
+        c.number = ep->number;
+        c.chunk = (uint32_t)k;
+        c.n_members = n;
+        c.members = memp;
+        if ((rc = pack(&c.base, &v, &out->chunk[k], &out->chunk_len[k])) < 0) {
+            ec_error_prefix(err, "epoch %llu, chunk %zu of %zu members (lower "
+                            "--epoch_chunk_members)", (unsigned long long)ep->number, k, C);
+            goto out;
+        }
+        cd[k] = fnv(out->chunk[k], out->chunk_len[k]);
+    }
+    v.what = "epoch index";
+    for (size_t i = 0; i < N; i++)
+        ix[i] = (idx_ent_t){ep->members[i].node_id, (uint32_t)i,
+                            ec_epoch_index_bucket(ep->members[i].node_id, (int)K)};
+    qsort(ix, N, sizeof(*ix), cmp_idx);
+    for (size_t i = 0, b = 0; b < K; b++) {
+        size_t first = i;
+        for (; i < N && ix[i].bucket == b; i++) {
+            ecoord__epoch_index_entry__init(&ent[i]);
+            ent[i].node_id = (char *)ix[i].id;
+            ent[i].m_id = ix[i].m_id;
+            entp[i] = &ent[i];
+        }
+        Ecoord__EpochIndex x = ECOORD__EPOCH_INDEX__INIT;
+        x.number = ep->number;
+        x.bucket = (uint32_t)b;
+        x.n_entries = i - first;
+        x.entries = &entp[first];
+        if ((rc = pack(&x.base, &v, &out->bucket[b], &out->bucket_len[b])) < 0)
+            goto out;
+        bd[b] = fnv(out->bucket[b], out->bucket_len[b]);
+    }
+    v.what = "epoch record";
+    head_extra_t hx = {(uint32_t)C, (uint32_t)K, K, cd, bd};
+    rc = epoch_pack(ep, &hx, true, &out->head, &out->head_len, &v);
+out:
+    free(cd);
+    free(bd);
+    free(mem);
+    free(memp);
+    free(ports);
+    free(ix);
+    free(ent);
+    free(entp);
+    if (rc < 0)
+        ec_epoch_parts_free(out);
+    return rc;
+}
+
+/* The head in m: its split fields are consistent. */
+static int head_check(const Ecoord__Epoch *m, const vctx_t *v)
+{
+    unsigned long long num = (unsigned long long)m->number;
+    if (m->members_total < 1 || m->members_total > EC_MEMBERS_MAX)
+        return bad(v, "epoch %llu: %u members, expected 1..%d", num, m->members_total,
+                   EC_MEMBERS_MAX);
+    if (m->chunk_members < 1 || m->chunk_members >= m->members_total)
+        return bad(v, "epoch %llu: %u members per chunk for %u members (a split epoch has "
+                   "at least two chunks)", num, m->chunk_members, m->members_total);
+    size_t K = ((size_t)m->members_total + m->chunk_members - 1) / m->chunk_members;
+    if (m->n_chunk_digest != K)
+        return bad(v, "epoch %llu: %zu chunk digests for %zu chunks", num, m->n_chunk_digest, K);
+    if (m->index_buckets < 1 || m->index_buckets > EC_MEMBERS_MAX ||
+        m->n_index_digest != m->index_buckets)
+        return bad(v, "epoch %llu: %zu index digests for %u buckets", num, m->n_index_digest,
+                   m->index_buckets);
+    if (m->n_members != 1)
+        return bad(v, "epoch %llu: a split epoch's head holds member 0 only, not %zu members",
+                   num, m->n_members);
+    if ((unsigned long long)m->world_size != (unsigned long long)m->members_total * m->nproc)
+        return bad(v, "epoch %llu: world size %u != %u members x nproc %u", num, m->world_size,
+                   m->members_total, m->nproc);
+    return 0;
+}
+
+int ec_epoch_head_info(const void *buf, size_t len, const char *key, ec_epoch_split_t *info,
+                       ec_error_t *err)
+{
+    vctx_t v = {err, EC_ECORRUPT, "epoch record", key};
+    memset(info, 0, sizeof(*info));
+    int rc = 0;
+    Ecoord__Epoch *m = unpack(&ecoord__epoch__descriptor, buf, len, &v, &rc);
+    if (!m)
+        return rc;
+    info->number = m->number;
+    if (m->members_total == 0) {
+        protobuf_c_message_free_unpacked(&m->base, NULL);
+        return 0;
+    }
+    if ((rc = head_check(m, &v)) == 0) {
+        info->nmembers = (int)m->members_total;
+        info->chunk_members = (int)m->chunk_members;
+        info->nchunks = (int)m->n_chunk_digest;
+        info->nbuckets = (int)m->index_buckets;
+        info->chunk_digest = malloc(m->n_chunk_digest * sizeof(uint64_t));
+        info->index_digest = malloc(m->n_index_digest * sizeof(uint64_t));
+        if (!info->chunk_digest || !info->index_digest) {
+            ec_epoch_split_free(info);
+            rc = enomem(&v);
+        } else {
+            memcpy(info->chunk_digest, m->chunk_digest, m->n_chunk_digest * sizeof(uint64_t));
+            memcpy(info->index_digest, m->index_digest, m->n_index_digest * sizeof(uint64_t));
+            rc = 1;
+        }
+    }
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return rc;
+}
+
+void ec_epoch_split_free(ec_epoch_split_t *info)
+{
+    if (!info)
+        return;
+    free(info->chunk_digest);
+    free(info->index_digest);
+    info->chunk_digest = info->index_digest = NULL;
+}
+
+int ec_epoch_assemble(const void *head, size_t head_len, const void *const *chunk,
+                      const size_t *chunk_len, int nchunks, const char *key, ec_epoch_t **out,
+                      ec_error_t *err)
+{
+    vctx_t v = {err, EC_ECORRUPT, "epoch record", key};
+    *out = NULL;
+    int rc = 0;
+    Ecoord__Epoch *m = unpack(&ecoord__epoch__descriptor, head, head_len, &v, &rc);
+    if (!m)
+        return rc;
+    Ecoord__EpochChunk **cs = calloc(nchunks > 0 ? (size_t)nchunks : 1, sizeof(*cs));
+    Ecoord__Member **all = NULL;
+    unsigned long long num = (unsigned long long)m->number;
+    if (!cs) {
+        rc = enomem(&v);
+        goto out;
+    }
+    if (m->members_total == 0) {
+        rc = epoch_from_pb(m, &v, out); /* a whole record: nothing to assemble */
+        goto out;
+    }
+    if ((rc = head_check(m, &v)) < 0)
+        goto out;
+    if ((size_t)nchunks != m->n_chunk_digest) {
+        rc = bad(&v, "epoch %llu: %d chunks given, its head lists %zu", num, nchunks,
+                 m->n_chunk_digest);
+        goto out;
+    }
+    if (!(all = malloc((size_t)m->members_total * sizeof(*all)))) {
+        rc = enomem(&v);
+        goto out;
+    }
+    size_t C = m->chunk_members, N = m->members_total, got = 0;
+    for (int k = 0; k < nchunks; k++) {
+        if (!chunk[k] || fnv(chunk[k], chunk_len[k]) != m->chunk_digest[k]) {
+            rc = bad(&v, "epoch %llu: chunk %d %s its head's digest (a newer epoch's, or "
+                     "written by another tool)", num, k, chunk[k] ? "does not match" : "is missing;");
+            goto out;
+        }
+        vctx_t cv = {err, EC_ECORRUPT, "epoch chunk", key};
+        if (!(cs[k] = unpack(&ecoord__epoch_chunk__descriptor, chunk[k], chunk_len[k], &cv, &rc)))
+            goto out;
+        size_t want = N - (size_t)k * C < C ? N - (size_t)k * C : C;
+        if (cs[k]->number != m->number || cs[k]->chunk != (uint32_t)k ||
+            cs[k]->n_members != want) {
+            rc = bad(&v, "epoch %llu: chunk %d is epoch %llu's chunk %u with %zu members, "
+                     "expected %zu", num, k, (unsigned long long)cs[k]->number, cs[k]->chunk,
+                     cs[k]->n_members, want);
+            goto out;
+        }
+        for (size_t i = 0; i < cs[k]->n_members; i++)
+            all[got++] = cs[k]->members[i];
+    }
+    if (strcmp(all[0]->node_id, m->members[0]->node_id) != 0) {
+        rc = bad(&v, "epoch %llu: member 0 is %.64s in its head but %.64s in chunk 0", num,
+                 m->members[0]->node_id, all[0]->node_id);
+        goto out;
+    }
+    Ecoord__Member **head_m = m->members;
+    size_t head_n = m->n_members;
+    m->members = all;
+    m->n_members = N;
+    rc = epoch_from_pb(m, &v, out);
+    m->members = head_m;
+    m->n_members = head_n;
+out:
+    for (int k = 0; cs && k < nchunks; k++)
+        if (cs[k])
+            protobuf_c_message_free_unpacked(&cs[k]->base, NULL);
+    free(cs);
+    free(all);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return rc;
+}
+
+int ec_epoch_index_find(const void *buf, size_t len, uint64_t digest, uint64_t number,
+                        int bucket, const char *node_id, int *m_id, ec_error_t *err)
+{
+    vctx_t v = {err, EC_ECORRUPT, "epoch index", NULL};
+    *m_id = -1;
+    if (fnv(buf, len) != digest)
+        return bad(&v, "epoch %llu: index bucket %d does not match its head's digest (a newer "
+                   "epoch's, or written by another tool)", (unsigned long long)number, bucket);
+    int rc = 0;
+    Ecoord__EpochIndex *x = unpack(&ecoord__epoch_index__descriptor, buf, len, &v, &rc);
+    if (!x)
+        return rc;
+    if (x->number != number || x->bucket != (uint32_t)bucket) {
+        rc = bad(&v, "epoch %llu: index bucket %d is epoch %llu's bucket %u", 
+                 (unsigned long long)number, bucket, (unsigned long long)x->number, x->bucket);
+    } else {
+        for (size_t i = 0; i < x->n_entries; i++)
+            if (!strcmp(x->entries[i]->node_id, node_id)) {
+                *m_id = (int)x->entries[i]->m_id;
+                break;
+            }
+        rc = *m_id >= 0 ? 1 : 0;
+    }
+    protobuf_c_message_free_unpacked(&x->base, NULL);
     return rc;
 }
 

@@ -192,6 +192,65 @@ int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *e
 int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **out,
                     ec_error_t *err);
 
+/* The whole epoch however large (no EC_RECORD_MAX_BYTES cap): what a
+ * reader holds after assembling a split epoch, and what an epoch delta's
+ * digest covers.  Never put in one etcd value. */
+int ec_epoch_encode_whole(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *err);
+
+/* ---- split epochs (issue 16) -----------------------------------------------
+ * An epoch of more than chunk_members members is stored in parts (see the
+ * Epoch message in proto/ecoord.proto): its head at `epoch` (and
+ * epochs/<n>) holds member 0 and a digest of each part; the member table is
+ * in chunks epochs/<n>/members/<k> (M_ids [k*C, (k+1)*C)) and an index
+ * epochs/<n>/index/<b> (node id -> M_id, b = ec_epoch_index_bucket).  No
+ * request then carries more than one part, and a reader that needs its own
+ * member only reads its index bucket and its chunk.  ec_epoch_decode
+ * refuses a head (EC_EINVAL, saying so): read a split epoch with
+ * ec_epoch_fetch (epoch_fetch.h) or ec_epoch_assemble. */
+#define EC_EPOCH_CHUNK_DEFAULT 256 /* members per chunk: --epoch_chunk_members */
+typedef struct ec_epoch_parts {
+    void *head;             /* the value of `epoch` */
+    size_t head_len;
+    int nchunks;            /* 0: not split (head is the whole record) */
+    void **chunk;
+    size_t *chunk_len;
+    int nbuckets;
+    void **bucket;
+    size_t *bucket_len;
+} ec_epoch_parts_t;
+
+/* ep in parts of chunk_members members (1..EC_MEMBERS_MAX); an epoch of at
+ * most chunk_members members is one whole record (nchunks 0).  Each part is
+ * within EC_RECORD_MAX_BYTES or EC_ETOOLARGE. */
+int ec_epoch_split(const ec_epoch_t *ep, int chunk_members, ec_epoch_parts_t *out,
+                   ec_error_t *err);
+void ec_epoch_parts_free(ec_epoch_parts_t *p);
+
+typedef struct ec_epoch_split {
+    uint64_t number;
+    int nmembers, chunk_members, nchunks, nbuckets;
+    uint64_t *chunk_digest, *index_digest; /* nchunks, nbuckets */
+} ec_epoch_split_t;
+
+/* What the value of `epoch` is: 1 a split epoch's head (*info filled; free
+ * with ec_epoch_split_free), 0 a whole record (info->number set), or a
+ * negative EC_* code (EC_ECORRUPT: neither). */
+int ec_epoch_head_info(const void *buf, size_t len, const char *key, ec_epoch_split_t *info,
+                       ec_error_t *err);
+void ec_epoch_split_free(ec_epoch_split_t *info);
+/* The whole epoch from its head and its nchunks chunks (each checked
+ * against the head's digest, number and M_id range), validated as
+ * ec_epoch_decode does.  A whole record as head (nchunks 0) decodes as is. */
+int ec_epoch_assemble(const void *head, size_t head_len, const void *const *chunk,
+                      const size_t *chunk_len, int nchunks, const char *key, ec_epoch_t **out,
+                      ec_error_t *err);
+/* Index bucket of node_id among nbuckets. */
+size_t ec_epoch_index_bucket(const char *node_id, int nbuckets);
+/* node_id's M_id in an index bucket (checked against digest, number and
+ * bucket): 1 found (*m_id), 0 not a member, or a negative EC_* code. */
+int ec_epoch_index_find(const void *buf, size_t len, uint64_t digest, uint64_t number,
+                        int bucket, const char *node_id, int *m_id, ec_error_t *err);
+
 /* ---- rank and endpoint tables ----------------------------------------------
  * Ranks follow Paddle's rule rank = M_id * N + N_id (ec_rank()
  * in coord/core/rank.h): walking members in M_id order and each member's local

@@ -83,6 +83,7 @@
 
 #include "connect.h"
 #include "etcd.h"
+#include "epoch_fetch.h"
 #include "hang_policy.h"
 #include "keys.h"
 #include "planner.h"
@@ -375,7 +376,7 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
             if (!(s->leader = strndup((const char *)kv->value, kv->value_len)))
                 goto nomem;
         } else if (key_is(kv, k_epoch)) {
-            if (ec_epoch_decode(kv->value, kv->value_len, kv->key, &s->epoch, &e) < 0) {
+            if (ec_epoch_from_listing(k, l, kv->value, kv->value_len, kv->key, &s->epoch, &e) < 0) {
                 if (e.code == EC_ENOMEM)
                     goto nomem;
                 if (!(s->epoch_error = strdup(e.msg[0] ? e.msg : "epoch does not decode")))
@@ -410,7 +411,7 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
         }
         else if (ec_key_parse_epoch(k, kv->key, kv->key_len, NULL) == EC_KEY_EPOCH_HISTORY) {
             ec_epoch_t *h = NULL;
-            if (ec_epoch_decode(kv->value, kv->value_len, kv->key, &h, &e) < 0) {
+            if (ec_epoch_from_listing(k, l, kv->value, kv->value_len, kv->key, &h, &e) < 0) {
                 if (e.code == EC_ENOMEM)
                     goto nomem;
                 continue; /* history is not shown: a corrupt copy is skipped */

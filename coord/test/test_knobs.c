@@ -209,6 +209,7 @@ static const struct {
     {EC_K_MAX_RESTART, "7", "7", NULL, NULL},
     {EC_K_FIXED_FAILURE_EXIT, "1", "1", NULL, NULL},
     {EC_K_NODE_FAILURE_EXIT, "101", "101", NULL, NULL},
+    {EC_K_EPOCH_CHUNK_MEMBERS, "16", "16", NULL, NULL},
     {EC_K_ELASTIC_TIMEOUT, "45", "45s", NULL, NULL},
     {EC_K_JOIN_TIMEOUT, "600", "600s", NULL, NULL},
     {EC_K_REPLACE_WAIT, "60", "60s", NULL, NULL},

@@ -1361,6 +1361,194 @@ START_TEST(epoch_for_16384_nodes_x8_fits)
 }
 END_TEST
 
+/* ---- split epochs ------------------------------------------------------------ */
+
+static void whole_bytes(const ec_epoch_t *ep, void **b, size_t *l)
+{
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_encode_whole(ep, b, l, &err) == 0, "%s", err.msg);
+}
+
+static void assemble_ok(const ec_epoch_parts_t *p, const ec_epoch_t *want)
+{
+    ec_epoch_t *got = NULL;
+    ec_error_t err = {0};
+    int rc = ec_epoch_assemble(p->head, p->head_len, (const void *const *)p->chunk, p->chunk_len,
+                               p->nchunks, "/j/epoch", &got, &err);
+    ck_assert_msg(rc == 0, "assemble: %s", err.msg);
+    void *a, *b;
+    size_t al, bl;
+    /* what a reader of the whole record gets (decoding fills defaults) */
+    whole_bytes(want, &a, &al);
+    ec_epoch_t *dec = NULL;
+    ck_assert_int_eq(ec_epoch_decode(a, al, NULL, &dec, NULL), 0);
+    free(a);
+    whole_bytes(dec, &a, &al);
+    ec_epoch_free(dec);
+    whole_bytes(got, &b, &bl);
+    ck_assert(al == bl && !memcmp(a, b, al));
+    free(a);
+    free(b);
+    ec_epoch_free(got);
+}
+
+static void assemble_refused(const ec_epoch_parts_t *p, const void *const *chunk,
+                             const size_t *len, const char *want)
+{
+    ec_epoch_t *got = NULL;
+    ec_error_t err = {0};
+    int rc = ec_epoch_assemble(p->head, p->head_len, chunk, len, p->nchunks, "/j/epoch", &got,
+                               &err);
+    ck_assert_int_eq(rc, EC_ECORRUPT);
+    ck_assert_ptr_null(got);
+    ck_assert_msg(strstr(err.msg, want), "'%s' not in: %s", want, err.msg);
+}
+
+START_TEST(split_epoch_round_trips_and_indexes_every_member)
+{
+    int cases[][2] = {{1, 1}, {7, 7}, {300, 256}, {5, 2}, {8, 3}, {9, 1}, {300, 16}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        int N = cases[c][0], C = cases[c][1];
+        ec_epoch_t *ep = big_epoch(N, 3, 0);
+        ec_epoch_parts_t p;
+        ec_error_t err = {0};
+        ck_assert_msg(ec_epoch_split(ep, C, &p, &err) == 0, "%s", err.msg);
+        ec_epoch_split_t info;
+        int hi = ec_epoch_head_info(p.head, p.head_len, NULL, &info, &err);
+        if (N <= C) {
+            /* small: one whole record, exactly what ec_epoch_encode writes */
+            ck_assert_int_eq(p.nchunks, 0);
+            ck_assert_int_eq(hi, 0);
+            void *b;
+            size_t l;
+            encode_ok_epoch(ep, &b, &l);
+            ck_assert(l == p.head_len && !memcmp(b, p.head, l));
+            free(b);
+        } else {
+            ck_assert_int_eq(hi, 1);
+            ck_assert_int_eq(p.nchunks, (N + C - 1) / C);
+            ck_assert_int_eq(info.nchunks, p.nchunks);
+            ck_assert_int_eq(info.nmembers, N);
+            ck_assert_int_eq(info.chunk_members, C);
+            ck_assert_uint_eq(info.number, ep->number);
+            /* the head alone is refused by the whole-record decoder, saying why */
+            ec_epoch_t *h = NULL;
+            ck_assert_int_eq(ec_epoch_decode(p.head, p.head_len, "/j/epoch", &h, &err), EC_EINVAL);
+            ck_assert_msg(strstr(err.msg, "split") && strstr(err.msg, "ec_epoch_fetch"), "%s",
+                          err.msg);
+            /* every member in its bucket, with its M_id; a stranger in none */
+            for (int i = 0; i < N; i++) {
+                const char *id = ep->members[i].node_id;
+                int b = (int)ec_epoch_index_bucket(id, info.nbuckets), m = -2;
+                ck_assert_int_eq(ec_epoch_index_find(p.bucket[b], p.bucket_len[b],
+                                                     info.index_digest[b], ep->number, b, id,
+                                                     &m, &err), 1);
+                ck_assert_int_eq(m, i);
+            }
+            int b = (int)ec_epoch_index_bucket("stranger", info.nbuckets), m = 0;
+            ck_assert_int_eq(ec_epoch_index_find(p.bucket[b], p.bucket_len[b],
+                                                 info.index_digest[b], ep->number, b, "stranger",
+                                                 &m, &err), 0);
+            ck_assert_int_eq(m, -1);
+            /* another bucket's bytes are refused (digest) */
+            if (info.nbuckets > 1)
+                ck_assert_int_eq(ec_epoch_index_find(p.bucket[(b + 1) % info.nbuckets],
+                                                     p.bucket_len[(b + 1) % info.nbuckets],
+                                                     info.index_digest[b], ep->number, b,
+                                                     "x", &m, &err), EC_ECORRUPT);
+        }
+        assemble_ok(&p, ep);
+        ec_epoch_split_free(&info);
+        ec_epoch_parts_free(&p);
+        ec_epoch_free(ep);
+    }
+}
+END_TEST
+
+START_TEST(split_epoch_refuses_parts_that_are_not_its_own)
+{
+    ec_epoch_t *ep = big_epoch(10, 2, 0);
+    ec_epoch_parts_t p, q;
+    ck_assert_int_eq(ec_epoch_split(ep, 4, &p, NULL), 0);
+    ck_assert_int_eq(p.nchunks, 3);
+    const void *cv[3];
+    size_t cl[3];
+    /* swapped */
+    cv[0] = p.chunk[1], cl[0] = p.chunk_len[1];
+    cv[1] = p.chunk[0], cl[1] = p.chunk_len[0];
+    cv[2] = p.chunk[2], cl[2] = p.chunk_len[2];
+    assemble_refused(&p, cv, cl, "chunk 0 does not match");
+    /* missing */
+    cv[0] = p.chunk[0], cl[0] = p.chunk_len[0];
+    cv[1] = NULL, cl[1] = 0;
+    assemble_refused(&p, cv, cl, "chunk 1 is missing");
+    /* one byte changed */
+    uint8_t *flip = malloc(p.chunk_len[2]);
+    memcpy(flip, p.chunk[2], p.chunk_len[2]);
+    flip[p.chunk_len[2] / 2] ^= 0x10;
+    cv[1] = p.chunk[1], cl[1] = p.chunk_len[1];
+    cv[2] = flip;
+    assemble_refused(&p, cv, cl, "chunk 2 does not match");
+    free(flip);
+    /* the next epoch's chunks (a newer head replaced them) */
+    ep->number++;
+    ck_assert_int_eq(ec_epoch_split(ep, 4, &q, NULL), 0);
+    assemble_refused(&p, (const void *const *)q.chunk, q.chunk_len, "does not match");
+    /* too few chunks given */
+    ec_epoch_t *got = NULL;
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_epoch_assemble(p.head, p.head_len, (const void *const *)p.chunk,
+                                       p.chunk_len, 2, NULL, &got, &err), EC_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, "2 chunks given"), "%s", err.msg);
+    /* bad sizes */
+    ec_epoch_parts_t r;
+    ck_assert_int_eq(ec_epoch_split(ep, 0, &r, NULL), EC_EINVAL);
+    ec_epoch_parts_free(&p);
+    ec_epoch_parts_free(&q);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+/* The ceiling of one epoch is gone: 65,536 members (EC_MEMBERS_MAX) x
+ * nproc 8 with 63-character names and hosts is ~8 MB whole, and every part
+ * of it fits one etcd value; what one node reads is printed. */
+START_TEST(split_epoch_has_no_ceiling_below_the_member_limit)
+{
+    for (int longnames = 0; longnames < 2; longnames++) {
+        int sizes[] = {16384, EC_MEMBERS_MAX};
+        for (int z = 0; z < 2; z++) {
+            ec_epoch_t *ep = big_epoch(sizes[z], 8, longnames);
+            void *w;
+            size_t wl;
+            whole_bytes(ep, &w, &wl);
+            ec_epoch_parts_t p;
+            ec_error_t err = {0};
+            ck_assert_msg(ec_epoch_split(ep, EC_EPOCH_CHUNK_DEFAULT, &p, &err) == 0, "%s",
+                          err.msg);
+            size_t cmax = 0, bmax = 0;
+            for (int k = 0; k < p.nchunks; k++)
+                cmax = p.chunk_len[k] > cmax ? p.chunk_len[k] : cmax;
+            for (int b = 0; b < p.nbuckets; b++)
+                bmax = p.bucket_len[b] > bmax ? p.bucket_len[b] : bmax;
+            ck_assert_uint_le(p.head_len, EC_RECORD_MAX_BYTES);
+            ck_assert_uint_le(cmax, EC_RECORD_MAX_BYTES);
+            ck_assert_uint_le(bmax, EC_RECORD_MAX_BYTES);
+            if (z == 1 && longnames)
+                ck_assert_uint_gt(wl, EC_RECORD_MAX_BYTES); /* would not fit whole */
+            fprintf(stderr, "# %d nodes x 8, %s names: whole %zu bytes; split in %d chunks "
+                    "(largest %zu) + %d index buckets (largest %zu), head %zu; one node reads "
+                    "head + its bucket + its chunk <= %zu bytes\n", sizes[z],
+                    longnames ? "63-char" : "typical", wl, p.nchunks, cmax, p.nbuckets, bmax,
+                    p.head_len, p.head_len + cmax + bmax);
+            assemble_ok(&p, ep);
+            free(w);
+            ec_epoch_parts_free(&p);
+            ec_epoch_free(ep);
+        }
+    }
+}
+END_TEST
+
 START_TEST(oversized_epoch_refused)
 {
     /* 4096 members with 253-character ids and hosts: ~2 MiB, above the limit */
@@ -1459,6 +1647,9 @@ static Suite *suite(void)
     tcase_add_test(sz, epoch_for_8192_ranks_under_1mib);
     tcase_add_test(sz, epoch_for_16384_nodes_x8_fits);
     tcase_add_test(sz, oversized_epoch_refused);
+    tcase_add_test(sz, split_epoch_round_trips_and_indexes_every_member);
+    tcase_add_test(sz, split_epoch_refuses_parts_that_are_not_its_own);
+    tcase_add_test(sz, split_epoch_has_no_ceiling_below_the_member_limit);
     tcase_add_test(sz, node_record_size);
     tcase_set_timeout(sz, (double)ec_test_ms(60000) / 1000.0);
     suite_add_tcase(s, sz);

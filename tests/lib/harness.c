@@ -126,7 +126,9 @@ int ec_test_run(char *const argv[], char *out, size_t outlen)
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include "epoch_fetch.h"
 #include "history.h"
+#include "keys.h"
 #include "records.h"
 
 pid_t ec_test_spawn(char *const argv[], const char *logpath)
@@ -198,6 +200,21 @@ const char *ec_test_bin(const char *env, const char *fallback)
     return b && *b ? b : fallback;
 }
 
+/* The keys of a job root "[<prefix>]/<job>/". */
+static int root_keys(const char *root, ec_keys_t *k)
+{
+    char r[1024];
+    snprintf(r, sizeof(r), "%s", root);
+    size_t n = strlen(r);
+    while (n && r[n - 1] == '/')
+        r[--n] = '\0';
+    char *slash = strrchr(r, '/');
+    if (!slash)
+        return ec_keys_init(k, NULL, r, NULL);
+    *slash = '\0';
+    return ec_keys_init(k, r[0] ? r : NULL, slash + 1, NULL);
+}
+
 struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root)
 {
     char key[1024];
@@ -207,7 +224,9 @@ struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root)
     if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
         return NULL;
     ec_epoch_t *ep = NULL;
-    ec_epoch_decode(kv.value, kv.value_len, key, &ep, NULL);
+    ec_keys_t k;
+    if (root_keys(root, &k) == 0)
+        ec_epoch_fetch(c, &k, kv.value, kv.value_len, key, &ep, NULL, NULL, NULL);
     ec_kv_free(&kv);
     return ep;
 }
@@ -336,8 +355,11 @@ int ec_test_obs_check(ec_test_obs_t *o, int min_nodes, int max_nodes, int nproc)
         const char *rest = l.kvs[i].key + strlen(prefix);
         if (strchr(rest, '/'))
             continue; /* per-epoch worker keys */
-        ck_assert_msg(ec_epoch_decode(l.kvs[i].value, l.kvs[i].value_len, l.kvs[i].key, &eps[n],
-                                      &err) == 0, "history: %s", err.msg);
+        ec_keys_t k;
+        ck_assert_int_eq(root_keys(o->root, &k), 0);
+        ck_assert_msg(ec_epoch_from_listing(&k, &l, l.kvs[i].value, l.kvs[i].value_len,
+                                            l.kvs[i].key, &eps[n], &err) == 0,
+                      "history: %s", err.msg);
         mods[n] = l.kvs[i].mod_revision; /* epochs/<n> is written in the epoch's txn */
         n++;
     }

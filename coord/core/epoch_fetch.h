@@ -1,0 +1,33 @@
+/* Reading an epoch that may be split (records.h, "split epochs"): the one
+ * place that turns the value of `epoch` (or epochs/<n>) into the whole
+ * epoch, for every reader that needs every member (the coordinator, the
+ * worker library, `ecoord status`, `ecoord check`). */
+#ifndef EC_EPOCH_FETCH_H
+#define EC_EPOCH_FETCH_H
+
+#include <stddef.h>
+
+#include "error.h"
+#include "etcd.h"
+#include "keys.h"
+#include "records.h"
+
+/* The whole epoch behind val (key names it in messages): a whole record
+ * decodes as is, without I/O; a split epoch's chunks are read (one range
+ * request of epochs/<n>/members/) and assembled.  *out gets the epoch;
+ * whole/whole_len (both NULL or both set) get its whole encoding
+ * (ec_epoch_encode_whole).  EC_ECORRUPT when a chunk is missing or not
+ * the head's (a newer epoch replaced it, or another tool wrote it: a
+ * reader that follows the epoch waits for the next value), EC_EINVAL for
+ * a value that is not an epoch, etcd's errors. */
+int ec_epoch_fetch(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_t len,
+                   const char *key, ec_epoch_t **out, void **whole, size_t *whole_len,
+                   ec_error_t *err);
+
+/* The same from a listing that holds the epoch's chunks (a read of the
+ * whole job, as `ecoord status` makes): no I/O.  l's keys sorted (etcd's
+ * order). */
+int ec_epoch_from_listing(const ec_keys_t *k, const ec_kv_list_t *l, const void *val, size_t len,
+                          const char *key, ec_epoch_t **out, ec_error_t *err);
+
+#endif
