@@ -574,38 +574,63 @@ static void epoch_is_split(const char *job, int want_chunks)
 }
 
 /* A job whose epochs are split (--epoch_chunk_members=1 through the
- * environment, so 3 nodes take the path of 300): the first epoch is read
- * whole from its chunks by every agent, a loss reaches followers as a delta
- * over a split epoch, and a joiner (no base) reads the chunks; every
- * process's environment matches the epoch each time. */
+ * environment, so 5 nodes take the path of thousands): every follower
+ * reads a view of the first epoch (member 0, its own chunk and the next:
+ * at most 3 of 5 members), a loss reaches the followers as a delta applied
+ * to their views, and a joiner reads a view; every process's environment
+ * matches the epoch each time (the list of every endpoint is small here:
+ * the agent reads the rest for it). */
 START_TEST(split_epochs_form_reform_and_admit_a_joiner)
 {
-    const char *ids[] = {"a", "b", "c"};
-    agent_t ag[3];
-    for (int i = 0; i < 3; i++)
-        ag[i] = start_agent_env("env ECOORD_EPOCH_CHUNK_MEMBERS=1", "jsplit", ids[i], "2:4", "2",
-                                "--elastic_timeout=1", "0");
-    ec_epoch_t *ep = wait_epoch("/jsplit/", 1, 6, 15000);
-    epoch_is_split("jsplit", 3);
+    const char *ids[] = {"a", "b", "c", "d", "e"};
+    agent_t ag[5];
+    const char *env = "env ECOORD_EPOCH_CHUNK_MEMBERS=1";
+    for (int i = 0; i < 5; i++)
+        ag[i] = start_agent_env(env, "jsplit", ids[i], "4:6", "1", "--elastic_timeout=1", "0");
+    ec_epoch_t *ep = wait_epoch("/jsplit/", 1, 5, 20000);
+    epoch_is_split("jsplit", 5);
     env_matches("jsplit", ep);
+    int views = 0;
+    for (int i = 0; i < 5; i++)
+        views += ec_test_file_contains(ag[i].log, "of its 5 members (split in chunks of 1");
+    ck_assert_msg(views >= 4, "%d of 5 agents said they read a view of epoch 1", views);
+    /* member 0, its own chunk and the next two (its ring successors):
+     * 3 or 4 of 5 members, never all five */
+    int partial = 0;
+    for (int i = 0; i < 5; i++)
+        partial += ec_test_file_contains(ag[i].log, "read 3 of its 5 members") ||
+                   ec_test_file_contains(ag[i].log, "read 4 of its 5 members");
+    ck_assert_msg(partial >= 2, "only %d followers read a partial view", partial);
+    /* a node lost: the survivors re-form (followers apply a delta to their views) */
+    int victim = -1;
+    for (int i = 0; i < 5 && victim < 0; i++)
+        if (strcmp(ep->leader_id, ids[i]) && ec_epoch_find_member(ep, ids[i]) == 1)
+            victim = i;
+    ck_assert_int_ge(victim, 0);
     ec_epoch_free(ep);
-    /* a node lost: the survivors re-form (followers apply a delta) */
-    kill(ag[2].pid, SIGKILL);
-    ec_test_reap(ag[2].pid, 5000);
+    kill(ag[victim].pid, SIGKILL);
+    ec_test_reap(ag[victim].pid, 5000);
     ep = wait_epoch("/jsplit/", 2, 4, 20000);
-    epoch_is_split("jsplit", 2);
+    epoch_is_split("jsplit", 4);
     env_matches("jsplit", ep);
     ec_epoch_free(ep);
-    /* a joiner holds no epoch: it reads the head and the chunks */
-    start_agent_env("env ECOORD_EPOCH_CHUNK_MEMBERS=1", "jsplit", "d", "2:4", "2",
-                    "--elastic_timeout=1", "0");
-    ep = wait_epoch("/jsplit/", 3, 6, 20000);
+    int deltas = 0;
+    for (int i = 0; i < 5; i++)
+        if (i != victim)
+            deltas += ec_test_file_contains(ag[i].log, "epoch 2: rebuilt from its delta");
+    ck_assert_msg(deltas >= 2, "only %d followers applied epoch 2's delta to their view", deltas);
+    /* a joiner holds no epoch: it reads a view */
+    agent_t j = start_agent_env(env, "jsplit", "f", "4:6", "1", "--elastic_timeout=1", "0");
+    ep = wait_epoch("/jsplit/", 3, 5, 20000);
     ck_assert_int_eq(ep->reason, EC_REASON_JOIN);
-    epoch_is_split("jsplit", 3);
+    epoch_is_split("jsplit", 5);
     env_matches("jsplit", ep);
     ec_epoch_free(ep);
-    /* the agents said so: the joiner's first epoch came whole from its chunks */
-    for (int i = 0; i < 2; i++)
+    /* it read a view of epoch 2 (it was no member: the head alone), then
+     * took epoch 3 as a delta */
+    wait_file(j.log, "epoch 2: read 1 of its 4 members (split in chunks of 1", 5000);
+    wait_file(j.log, "epoch 3: rebuilt from its delta", 5000);
+    for (int i = 0; i < 5; i++)
         ck_assert(!ec_test_file_contains(ag[i].log, "ignoring epoch"));
 }
 END_TEST

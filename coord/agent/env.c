@@ -16,7 +16,13 @@
 
 #include "connect.h"
 #include "knobs.h"
+#include "log.h"
 #include "rank.h"
+
+/* One environment string ("NAME=value") may not exceed MAX_ARG_STRLEN
+ * (32 pages: 131072 bytes with its NUL) or execve fails with E2BIG; a
+ * list of every rank's endpoint passes it at about 6,500 ranks. */
+#define EC_ENV_STRING_MAX (32 * 4096)
 
 /* Never passed on to a training process. */
 static const char *const secret_vars[] = {EC_ENV_ETCD_PASSWORD, NULL};
@@ -177,8 +183,24 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     }
     int64_t rank = ec_rank(m_id, ep->nproc, n_id);
     char *endpoints = NULL;
-    if (ec_epoch_endpoints(ep, ",", &endpoints, err) < 0)
+    /* Every rank's endpoint: from a whole epoch, and only when it fits one
+     * environment string (a view of a split epoch holds a few members; the
+     * launcher completes it when the list would fit). */
+    const char *omit = NULL;
+    if (ep->present != ep->nmembers)
+        omit = "this node holds a view of the epoch (its members are in chunks)";
+    else if (ec_epoch_endpoints(ep, ",", &endpoints, err) < 0)
         goto fail;
+    else if (strlen(endpoints) + sizeof("PADDLE_TRAINER_ENDPOINTS=") > EC_ENV_STRING_MAX)
+        omit = "the list is longer than one environment string may be (131072 bytes)";
+    if (omit && n_id == 0)
+        ec_log(EC_LOG_WARN, "epoch %llu: PADDLE_TRAINER_ENDPOINTS is not set (%d endpoints): %s; "
+               "rank 0's is PADDLE_MASTER, and every rank's is in endpoints.log when the node "
+               "holds them", (unsigned long long)ep->number, ep->world_size, omit);
+    if (omit) {
+        free(endpoints);
+        endpoints = NULL;
+    }
     char cur[EC_ENDPOINT_MAX], rank0[EC_ENDPOINT_MAX];
     ec_epoch_endpoint(ep, m_id, n_id, cur, sizeof(cur));
     ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0));
@@ -190,7 +212,8 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     /* Paddle (conventions.md) */
     add(&b, "PADDLE_TRAINER_ID", "%lld", (long long)rank);
     add(&b, "PADDLE_TRAINERS_NUM", "%d", W);
-    add(&b, "PADDLE_TRAINER_ENDPOINTS", "%s", endpoints);
+    if (endpoints)
+        add(&b, "PADDLE_TRAINER_ENDPOINTS", "%s", endpoints);
     add(&b, EC_ENV_PADDLE_CURRENT_ENDPOINT, "%s", cur);
     add(&b, "PADDLE_RANK_IN_NODE", "%d", n_id);
     add(&b, "PADDLE_MASTER", "%s", rank0);
@@ -221,7 +244,8 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
         size_t used = 0;
         for (int r = 0; r < W; r++)
             used += (size_t)snprintf(world + used, wl - used, "%s%d", r ? "," : "", r % N);
-        add(&b, "PADDLE_WORLD_DEVICE_IDS", "%s", world);
+        if (used + sizeof("PADDLE_WORLD_DEVICE_IDS=") <= EC_ENV_STRING_MAX)
+            add(&b, "PADDLE_WORLD_DEVICE_IDS", "%s", world); /* else E2BIG: left out */
         free(world);
         if (!ec_env_get(base, "PADDLE_DISTRI_BACKEND"))
             add(&b, "PADDLE_DISTRI_BACKEND", "nccl");

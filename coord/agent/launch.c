@@ -36,6 +36,7 @@
 #include "embed.h"
 #include "endpoints.h"
 #include "env.h"
+#include "epoch_fetch.h"
 #include "errorfile.h"
 #include "gpus.h"
 #include "log.h"
@@ -225,6 +226,24 @@ static void write_endpoints_log(agent_t *a, const ec_epoch_t *ep)
     free(eps);
 }
 
+/* A follower holds a view of a split epoch (its own chunk and the next).
+ * The environment's list of every rank's endpoint needs them all: when
+ * that list fits one environment string (env.c; up to about 6,500 ranks),
+ * the rest is read (a range of chunks, once per epoch per node, while
+ * every node's copy is small); above it no process can be given the list
+ * anyway, and the view is kept. */
+static void complete_view(agent_t *a, ec_epoch_t *ep)
+{
+    if (ep->present == ep->nmembers || (int64_t)ep->world_size * 24 > 128 * 1024)
+        return;
+    ec_keys_t k;
+    ec_error_t err = {0};
+    if (ec_keys_init(&k, a->cfg->etcd_prefix, a->cfg->job_id, &err) < 0 ||
+        ec_epoch_complete(a->c, &k, ep, &err) < 0)
+        ec_log(EC_LOG_WARN, "epoch %" PRIu64 ": cannot read every member for "
+               "PADDLE_TRAINER_ENDPOINTS: %s", ep->number, err.msg);
+}
+
 static int64_t failure_rank(const agent_t *a, int r)
 {
     return a->m_id >= 0 ? ec_rank(a->m_id, a->nproc, r) : -1;
@@ -386,6 +405,7 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
     }
     bool was_running = ec_procs_running(a->procs) > 0;
     a->m_id = m;
+    complete_view(a, ep);
     write_endpoints_log(a, ep);
     ec_log(EC_LOG_INFO, "node %s is M_id %d: ranks %lld-%lld of %d", a->cfg->node_id, m,
            (long long)ec_rank(m, a->nproc, 0), (long long)ec_rank(m, a->nproc, a->nproc - 1),

@@ -55,7 +55,7 @@ static void deliver(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (raw) {
         ec_epoch_t *ep = NULL;
-        if (ec_epoch_decode(raw, len, n->k_epoch, &ep, NULL) == 0 && ep->run < n->run) {
+        if (ec_epoch_decode_view(raw, len, n->k_epoch, &ep, NULL) == 0 && ep->run < n->run) {
             ec_log(EC_LOG_DEBUG, "epoch %" PRIu64 " is of run %" PRIu64 ", before ours (%" PRIu64
                                  "): not ours to follow", ep->number, ep->run, n->run);
         } else if (ep) {

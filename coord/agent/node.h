@@ -61,8 +61,8 @@ typedef struct ec_node_opts {
     ec_node_job_cb on_job;
     ec_node_event_cb on_event;
     void *arg;
-    /* Probe this node's EC_RING_WATCHERS successors in the epoch's sorted
-     * member order every this many ms and report one silent to
+    /* Probe this node's EC_RING_WATCHERS successors in the epoch's M_id
+     * order every this many ms and report one silent to
      * EC_RING_MISSES probes in a row as a suspect (0: off, the default of
      * this struct; `ecoord launch --peer_probe_interval`, 0.25 s).  Needs
      * probe_port.  Appended last: older callers' size leaves it 0. */

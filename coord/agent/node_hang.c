@@ -191,6 +191,8 @@ void ec__node_check_hangs(ec_node_t *n)
     size_t k = 0;
     for (size_t i = 0; s && hm && i < nm; i++) {
         const char *id = n->epoch->members[i].node_id;
+        if (!id)
+            continue; /* not held by a follower's view */
         bool found = false;
         size_t j = ec__node_mnode_find(n, id, &found);
         if (!found || !n->nodes[j].rec)

@@ -19,6 +19,7 @@
 #include "keys.h"
 #include "log.h"
 #include "node_impl.h"
+#include "node_policy.h"
 
 size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found)
 {
@@ -170,7 +171,7 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
         if (n->verify_pending) {
             uint64_t num = 0;
             ec_epoch_t *old = NULL;
-            if (ec_epoch_decode(n->verify_raw, n->verify_len, n->k_epoch, &old, NULL) == 0)
+            if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &old, NULL) == 0)
                 num = old->number;
             ec_epoch_free(old);
             ec_log(EC_LOG_WARN, "ignoring epoch %" PRIu64 ": overwritten at revision %" PRId64
@@ -182,7 +183,7 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
     n->verify_pending = false;
     ec_error_t err = {0};
     ec_epoch_t *ep = NULL;
-    if (ec_epoch_decode(kv->value, kv->value_len, kv->key, &ep, &err) < 0) {
+    if (ec_epoch_decode_view(kv->value, kv->value_len, kv->key, &ep, &err) < 0) {
         ec_log(EC_LOG_ERROR, "ignoring epoch record: %s", err.msg);
         n->epoch_bad = true;
         return;
@@ -248,7 +249,7 @@ static void resolve_pending(ec_node_t *n)
     ec_epoch_t *ep = NULL;
     ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = n->verify_raw,
                   .value_len = n->verify_len, .mod_revision = n->verify_rev};
-    if (ec_epoch_decode(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0)
+    if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0)
         judge_epoch(n, ep, &kv, n->verify_rev, ls);
     n->dirty = true;
 }
@@ -289,7 +290,7 @@ bool ec__node_verify_epoch(ec_node_t *n)
         ec_epoch_t *ep = NULL;
         ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = n->verify_raw,
                       .value_len = n->verify_len, .mod_revision = rev};
-        if (ec_epoch_decode(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0) {
+        if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0) {
             if (rc == EC_ECOMPACTED) {
                 /* Older than etcd's history: nothing left to check it
                  * against.  Accepted: a forged epoch does not live that
@@ -497,12 +498,14 @@ static bool is_suspect_key(ec_node_t *n, const ec_kv_t *kv)
            strstr(kv->key, "/suspect/") != NULL;
 }
 
-/* The whole value of an epoch kv (the epoch key's, at any revision): a
- * split epoch's head is read whole (its chunks, epoch_fetch.h) into *whole;
- * a whole record needs nothing (returns 0, *whole NULL).  Returns -1 when
- * the epoch cannot be read whole: its chunks are gone or replaced (a newer
- * epoch follows: skipped) or etcd failed (*relist set).  No lock held. */
-static int whole_epoch(ec_node_t *n, const ec_kv_t *kv, void **whole, size_t *wlen,
+/* What the model keeps of an epoch kv (the epoch key's, at any
+ * revision): of a split epoch's head, the leader (wide) reads the whole
+ * epoch (its chunks, epoch_fetch.h), a follower a view (its own chunk and
+ * the next: ec_epoch_fetch_view), into *whole; a whole record needs
+ * nothing (returns 0, *whole NULL).  Returns -1 when the epoch cannot be
+ * read: its parts are gone or replaced (a newer epoch follows: skipped) or
+ * etcd failed (*relist set).  No lock held (or the listing's). */
+static int whole_epoch(ec_node_t *n, bool wide, const ec_kv_t *kv, void **whole, size_t *wlen,
                        bool *relist)
 {
     *whole = NULL;
@@ -513,8 +516,18 @@ static int whole_epoch(ec_node_t *n, const ec_kv_t *kv, void **whole, size_t *wl
     ec_epoch_split_free(&info);
     ec_epoch_t *ep = NULL;
     ec_error_t err = {0};
-    int rc = ec_epoch_fetch(n->c, &n->keys, kv->value, kv->value_len, n->k_epoch, &ep, whole,
+    int rc;
+    if (wide) {
+        rc = ec_epoch_fetch(n->c, &n->keys, kv->value, kv->value_len, n->k_epoch, &ep, whole,
                             wlen, &err);
+    } else if ((rc = ec_epoch_fetch_view(n->c, &n->keys, kv->value, kv->value_len, n->k_epoch,
+                                         n->node_id, EC_RING_WATCHERS, &ep, &err)) == 0) {
+        rc = ec_epoch_encode_view(ep, whole, wlen, &err);
+        if (rc == 0)
+            ec_log(EC_LOG_INFO, "epoch %" PRIu64 ": read %d of its %d members (split in chunks "
+                   "of %d; %zu bytes kept)", ep->number, ep->present, ep->nmembers,
+                   ep->chunk_members, *wlen);
+    }
     ec_epoch_free(ep);
     if (rc == 0)
         return 0;
@@ -546,7 +559,19 @@ static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
     size_t flen = 0;
     uint64_t num = 0;
     ec_error_t err = {0};
-    int rc = ec_epoch_delta_apply(base, ev->kv->value, ev->kv->value_len, &num, &full, &flen, &err);
+    int rc;
+    if (base && base->present != base->nmembers) {
+        /* a view of a split epoch: rebuild our window, checked per chunk */
+        ec_epoch_t *nv = NULL;
+        rc = ec_epoch_delta_apply_view(base, ev->kv->value, ev->kv->value_len, n->node_id, &num,
+                                       &nv, &err);
+        if (rc == 1 && ec_epoch_encode_view(nv, &full, &flen, &err) < 0)
+            rc = 0;
+        ec_epoch_free(nv);
+    } else {
+        rc = ec_epoch_delta_apply(base, ev->kv->value, ev->kv->value_len, &num, &full, &flen,
+                                  &err);
+    }
     ec_epoch_free(base);
     if (rc == 1)
         ec_log(EC_LOG_INFO, "epoch %" PRIu64 ": rebuilt from its delta (%zu bytes instead of %zu)",
@@ -568,7 +593,7 @@ static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
         } else if (!found || kv.mod_revision != ev->revision) {
             ec_log(EC_LOG_ERROR, "ignoring %s at revision %" PRId64 ": the epoch key was not "
                    "written with it (another tool?)", ev->kv->key, ev->revision);
-        } else if (whole_epoch(n, &kv, &full, &flen, &relist) == 0 && !full &&
+        } else if (whole_epoch(n, false, &kv, &full, &flen, &relist) == 0 && !full &&
                    (full = malloc(kv.value_len ? kv.value_len : 1))) {
             memcpy(full, kv.value, kv.value_len);
             flen = kv.value_len;
@@ -610,7 +635,7 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     const ec_kv_t *kv = ev->kv;
     if (ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epoch) &&
         !memcmp(ev->kv->key, n->k_epoch, ev->kv->key_len)) {
-        unreadable = whole_epoch(n, ev->kv, &whole, &wlen, &relist) < 0;
+        unreadable = whole_epoch(n, true, ev->kv, &whole, &wlen, &relist) < 0;
         if (whole) {
             wkv = *ev->kv;
             wkv.value = whole;
@@ -772,7 +797,8 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
             void *whole = NULL;
             size_t wlen = 0;
             ec_kv_t kv = l.kvs[i];
-            if (!strcmp(kv.key, n->k_epoch) && whole_epoch(n, &kv, &whole, &wlen, &again) < 0)
+            if (!strcmp(kv.key, n->k_epoch) &&
+                whole_epoch(n, wide, &kv, &whole, &wlen, &again) < 0)
                 continue; /* not applied: the next epoch, or the next listing, brings one */
             if (whole) {
                 kv.value = whole;

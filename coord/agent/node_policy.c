@@ -94,34 +94,22 @@ ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
 
 size_t ec_ring_watched(const char *const *ids, size_t n, const char *me, size_t k, size_t *out)
 {
-    bool member = false;
-    for (size_t i = 0; i < n && !member; i++)
-        member = !strcmp(ids[i], me);
-    if (!member)
+    size_t at = n;
+    for (size_t i = 0; i < n && at == n; i++)
+        if (ids[i] && !strcmp(ids[i], me))
+            at = i;
+    if (at == n)
         return 0;
-    /* The successor of x: the smallest id greater than x, else (wrapping)
-     * the smallest of all.  No sort, no allocation: O(n) per successor. */
+    /* The successors of M_id m: m + 1, m + 2, ... (wrapping), the members
+     * a view does not hold (NULL) skipped.  M_ids are compacted in order
+     * after a loss and joiners are appended, so a change moves only the
+     * watchers next to it, as sorted ids did; and a follower holding its
+     * own chunk and the next (a view of a split epoch) has its successors. */
     size_t got = 0;
-    const char *prev = me;
-    while (got < k && got + 1 < n) {
-        ptrdiff_t next = -1, lowest = -1;
-        for (size_t i = 0; i < n; i++) {
-            if (lowest < 0 || strcmp(ids[i], ids[lowest]) < 0)
-                lowest = (ptrdiff_t)i;
-            if (strcmp(ids[i], prev) > 0 && (next < 0 || strcmp(ids[i], ids[next]) < 0))
-                next = (ptrdiff_t)i;
-        }
-        if (next < 0)
-            next = lowest;
-        if (!strcmp(ids[next], me))
-            break; /* round the ring: fewer members than watchers */
-        bool dup = false;
-        for (size_t j = 0; j < got; j++)
-            dup = dup || !strcmp(ids[out[j]], ids[next]);
-        if (dup)
-            break;
-        out[got++] = (size_t)next;
-        prev = ids[next];
+    for (size_t step = 1; step < n && got < k; step++) {
+        size_t j = (at + step) % n;
+        if (ids[j])
+            out[got++] = j;
     }
     return got;
 }

@@ -163,8 +163,9 @@ ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
 #define EC_RING_WATCHERS 2
 #define EC_RING_MISSES 2
 
-/* Which members node `me` watches: its `k` successors in the sorted order
- * of the `n` member ids (wrapping around), never itself.  Writes their
+/* Which members node `me` watches: its `k` successors in M_id order (ids
+ * are the epoch's members in M_id order, wrapping around; NULL for a
+ * member a view does not hold, skipped), never itself.  Writes their
  * indices into `ids` to out[] (room for k) and returns how many (fewer than
  * k when the job has fewer than k + 1 members; 0 when `me` is not one of
  * them).  Each member is then watched by k others whatever the job's size,

@@ -150,6 +150,18 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     void *whole = NULL;
     size_t wlen = 0;
     int rc = split_epoch(n, ep, p, err);
+    if (rc == 0 && p->parts.nchunks > 0) {
+        /* a split epoch's delta carries its chunks' digests: a follower
+         * holding a view checks the chunks it rebuilds against them */
+        ec_epoch_split_t info;
+        if (ec_epoch_head_info(p->buf, p->len, NULL, &info, NULL) == 1) {
+            ep->chunk_members = info.chunk_members;
+            ep->nchunks = info.nchunks;
+            ep->chunk_digest = info.chunk_digest;
+            info.chunk_digest = NULL;
+        }
+        ec_epoch_split_free(&info);
+    }
     /* Followers' coordinators read the delta from the epoch they hold; its
      * digest covers the whole epoch, split or not. */
     if (rc == 0 && (rc = ec_epoch_encode_whole(ep, &whole, &wlen, err)) == 0 &&

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #define HEAD "ecoord-epoch-delta 1 "
+#define HEAD2 "ecoord-epoch-delta 2 " /* a split epoch's: chunk size and digests too */
 
 uint64_t ec_epoch_digest(const void *buf, size_t len)
 {
@@ -151,17 +152,30 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
             rc = full_marker(ep, raw, raw_len, buf, len, err);
         goto out;
     }
-    size_t hcap = 80 + (size_t)nseg * 28, hl;
+    bool split = ep->chunk_members > 0 && ep->nchunks > 0 && ep->chunk_digest;
+    size_t hcap = 160 + (size_t)nseg * 28 + (split ? (size_t)ep->nchunks * 17 + 4 : 0), hl;
     head = malloc(hcap);
     if (!head) {
         rc = ec_errorf(err, EC_ENOMEM, "out of memory");
         goto out;
     }
-    hl = (size_t)snprintf(head, hcap, HEAD "%" PRIu64 " %" PRIu64 " %016" PRIx64 " %d\n",
-                          ep->number, base->number, ec_epoch_digest(raw, raw_len), nseg);
+    if (split)
+        hl = (size_t)snprintf(head, hcap, HEAD2 "%" PRIu64 " %" PRIu64 " %016" PRIx64
+                              " %d %d %d %016" PRIx64 "\n", ep->number, base->number,
+                              ec_epoch_digest(raw, raw_len), nseg, ep->chunk_members,
+                              ep->nchunks, ec_member_digest(&ep->members[0], ep->nproc));
+    else
+        hl = (size_t)snprintf(head, hcap, HEAD "%" PRIu64 " %" PRIu64 " %016" PRIx64 " %d\n",
+                              ep->number, base->number, ec_epoch_digest(raw, raw_len), nseg);
     for (int s = 0; s < nseg; s++)
         hl += (size_t)snprintf(head + hl, hcap - hl, "%c %d %d\n", segs[s].kind, segs[s].from,
                                segs[s].count);
+    if (split) {
+        hl += (size_t)snprintf(head + hl, hcap - hl, "d");
+        for (int k = 0; k < ep->nchunks; k++)
+            hl += (size_t)snprintf(head + hl, hcap - hl, " %016" PRIx64, ep->chunk_digest[k]);
+        hl += (size_t)snprintf(head + hl, hcap - hl, "\n");
+    }
     /* Even a small epoch goes as a delta (its followers, and the tests of
      * a 3-node job, take the same path as a large one's); only one that
      * would be well above the record is not worth it. */
@@ -201,86 +215,224 @@ static bool next_line(const char **p, const char *end, char *line, size_t cap)
     return true;
 }
 
+typedef struct parsed {
+    uint64_t num, base_no, digest, m0;
+    int nseg, chunk_members, nchunks;
+    seg_t *segs;
+    uint64_t *cd;
+    long M;
+    ec_epoch_t *car;
+} parsed_t;
+
+static void parsed_free(parsed_t *d)
+{
+    free(d->segs);
+    free(d->cd);
+    ec_epoch_free(d->car);
+}
+
+/* Parse a delta; 1 parsed (against base: its number, nproc and segment
+ * ranges checked), 0 read the epoch key (a full marker, another base),
+ * negative: not a delta. */
+static int parse(const ec_epoch_t *base, const void *delta, size_t len, uint64_t *number,
+                 parsed_t *d, ec_error_t *err)
+{
+    memset(d, 0, sizeof(*d));
+    const char *p = delta, *end = p + len;
+    char line[200];
+    bool v2 = len >= strlen(HEAD2) && !memcmp(p, HEAD2, strlen(HEAD2));
+    const char *h = v2 ? HEAD2 : HEAD;
+    int nf;
+    if (len < strlen(h) || memcmp(p, h, strlen(h)) || !next_line(&p, end, line, sizeof(line)))
+        return ec_errorf(err, EC_ECORRUPT, "epoch delta: bad head (another tool wrote it?)");
+    if (v2)
+        nf = sscanf(line + strlen(h), "%" SCNu64 " %" SCNu64 " %" SCNx64 " %d %d %d %" SCNx64,
+                    &d->num, &d->base_no, &d->digest, &d->nseg, &d->chunk_members, &d->nchunks,
+                    &d->m0) == 7;
+    else
+        nf = sscanf(line + strlen(h), "%" SCNu64 " %" SCNu64 " %" SCNx64 " %d", &d->num,
+                    &d->base_no, &d->digest, &d->nseg) == 4;
+    if (!nf || d->nseg < 0 || d->nseg > EC_MEMBERS_MAX ||
+        (v2 && (d->chunk_members < 1 || d->nchunks < 1 || d->nchunks > EC_MEMBERS_MAX)))
+        return ec_errorf(err, EC_ECORRUPT, "epoch delta: bad head (another tool wrote it?)");
+    if (number)
+        *number = d->num;
+    if (!d->base_no || !base || base->number != d->base_no)
+        return 0; /* read the epoch key */
+    if (!(d->segs = calloc((size_t)d->nseg + 1, sizeof(seg_t))))
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int s = 0; s < d->nseg; s++) {
+        char kind = 0;
+        if (!next_line(&p, end, line, sizeof(line)) ||
+            sscanf(line, "%c %d %d", &kind, &d->segs[s].from, &d->segs[s].count) != 3 ||
+            (kind != 'b' && kind != 'c') || d->segs[s].from < 0 || d->segs[s].count < 1)
+            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad segment %d",
+                             d->num, s);
+        d->segs[s].kind = kind;
+        d->M += d->segs[s].count;
+    }
+    if (d->M < 1 || d->M > EC_MEMBERS_MAX)
+        return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": %ld members", d->num, d->M);
+    if (v2) {
+        if ((long)(d->nchunks - 1) * d->chunk_members >= d->M ||
+            (long)d->nchunks * d->chunk_members < d->M)
+            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": %d chunks of %d for "
+                             "%ld members", d->num, d->nchunks, d->chunk_members, d->M);
+        if (!(d->cd = calloc((size_t)d->nchunks, sizeof(uint64_t))))
+            return ec_errorf(err, EC_ENOMEM, "out of memory");
+        if (end - p < 2 || p[0] != 'd')
+            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": no chunk digests",
+                             d->num);
+        p++;
+        for (int k = 0; k < d->nchunks; k++) {
+            if (end - p < 17 || *p != ' ')
+                return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad chunk digest "
+                                 "%d", d->num, k);
+            char hex[17];
+            memcpy(hex, p + 1, 16);
+            hex[16] = '\0';
+            char *e = NULL;
+            d->cd[k] = strtoull(hex, &e, 16);
+            if (!e || *e)
+                return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad chunk digest "
+                                 "%d", d->num, k);
+            p += 17;
+        }
+        if (p >= end || *p != '\n')
+            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad chunk digests",
+                             d->num);
+        p++;
+    }
+    if ((rc = ec_epoch_decode(p, (size_t)(end - p), NULL, &d->car, err)) < 0)
+        return rc;
+    if (d->car->nproc != base->nproc || d->car->number != d->num)
+        return 0; /* read the epoch key */
+    for (int s = 0; s < d->nseg; s++) {
+        int lim = d->segs[s].kind == 'b' ? base->nmembers : d->car->nmembers;
+        if (d->segs[s].from > lim - d->segs[s].count)
+            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": segment %d out of "
+                             "range", d->num, s);
+    }
+    return 1;
+}
+
+/* The new epoch's members from base and the carrier (base members a view
+ * does not hold stay absent). */
+static int rebuild(const ec_epoch_t *base, const parsed_t *d, ec_epoch_t **out, ec_error_t *err)
+{
+    ec_epoch_t *ep = ec_epoch_new((int)d->M, d->car->nproc);
+    if (!ep || !copy_header(ep, d->car)) {
+        ec_epoch_free(ep);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    int i = 0;
+    for (int s = 0; s < d->nseg; s++)
+        for (int k = 0; k < d->segs[s].count; k++, i++) {
+            const ec_member_t *src = d->segs[s].kind == 'b' ? &base->members[d->segs[s].from + k]
+                                                           : &d->car->members[d->segs[s].from + k];
+            if (!src->node_id) {
+                free(ep->members[i].ports);
+                ep->members[i].ports = NULL;
+                ep->present--;
+                continue;
+            }
+            if (!copy_member(&ep->members[i], src, ep->nproc)) {
+                ec_epoch_free(ep);
+                return ec_errorf(err, EC_ENOMEM, "out of memory");
+            }
+        }
+    *out = ep;
+    return 0;
+}
+
 int ec_epoch_delta_apply(const ec_epoch_t *base, const void *delta, size_t len, uint64_t *number,
                          void **out, size_t *out_len, ec_error_t *err)
 {
     *out = NULL;
     *out_len = 0;
-    const char *p = delta, *end = p + len;
-    char line[160];
-    uint64_t num = 0, base_no = 0, digest = 0;
-    int nseg = -1;
-    if (len < strlen(HEAD) || memcmp(p, HEAD, strlen(HEAD)) || !next_line(&p, end, line, sizeof(line)) ||
-        sscanf(line + strlen(HEAD), "%" SCNu64 " %" SCNu64 " %" SCNx64 " %d", &num, &base_no,
-               &digest, &nseg) != 4 ||
-        nseg < 0 || nseg > EC_MEMBERS_MAX)
-        return ec_errorf(err, EC_ECORRUPT, "epoch delta: bad head (another tool wrote it?)");
-    if (number)
-        *number = num;
-    if (!base_no || !base || base->number != base_no)
-        return 0; /* read the epoch key */
-    seg_t *segs = calloc((size_t)nseg + 1, sizeof(seg_t));
-    if (!segs)
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
-    int rc = 0;
-    long M = 0;
-    ec_epoch_t *car = NULL, *ep = NULL;
-    for (int s = 0; s < nseg; s++) {
-        char kind = 0;
-        if (!next_line(&p, end, line, sizeof(line)) ||
-            sscanf(line, "%c %d %d", &kind, &segs[s].from, &segs[s].count) != 3 ||
-            (kind != 'b' && kind != 'c') || segs[s].from < 0 || segs[s].count < 1) {
-            rc = ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad segment %d", num, s);
+    parsed_t d;
+    ec_epoch_t *ep = NULL;
+    int rc = base && base->present != base->nmembers ? 0 /* a view: ec_epoch_delta_apply_view */
+                                                     : parse(base, delta, len, number, &d, err);
+    if (base && base->present != base->nmembers)
+        memset(&d, 0, sizeof(d));
+    if (rc == 1) {
+        rc = 0;
+        if (rebuild(base, &d, &ep, err) < 0) {
+            rc = err ? err->code : EC_ENOMEM;
             goto out;
         }
-        segs[s].kind = kind;
-        M += segs[s].count;
-    }
-    if (M < 1 || M > EC_MEMBERS_MAX) {
-        rc = ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": %ld members", num, M);
-        goto out;
-    }
-    if ((rc = ec_epoch_decode(p, (size_t)(end - p), NULL, &car, err)) < 0)
-        goto out;
-    if (car->nproc != base->nproc || car->number != num)
-        goto out; /* rc 0: read the epoch key */
-    for (int s = 0; s < nseg; s++) {
-        int lim = segs[s].kind == 'b' ? base->nmembers : car->nmembers;
-        if (segs[s].from > lim - segs[s].count) {
-            rc = ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": segment %d out of range",
-                           num, s);
+        void *buf = NULL;
+        size_t blen = 0;
+        if (ec_epoch_encode_whole(ep, &buf, &blen, NULL) < 0)
+            goto out; /* not a valid epoch: the epoch key says what it is */
+        if (ec_epoch_digest(buf, blen) != d.digest) {
+            free(buf);
             goto out;
         }
+        *out = buf;
+        *out_len = blen;
+        rc = 1;
     }
-    ep = ec_epoch_new((int)M, car->nproc);
-    if (!ep || !copy_header(ep, car)) {
+out:
+    parsed_free(&d);
+    ec_epoch_free(ep);
+    return rc;
+}
+
+int ec_epoch_delta_apply_view(const ec_epoch_t *base, const void *delta, size_t len,
+                              const char *self, uint64_t *number, ec_epoch_t **out,
+                              ec_error_t *err)
+{
+    *out = NULL;
+    parsed_t d;
+    ec_epoch_t *ep = NULL;
+    int rc = parse(base, delta, len, number, &d, err);
+    if (rc != 1)
+        goto out;
+    rc = 0;
+    if (!d.cd)
+        goto out; /* not split: a view cannot be checked against the whole digest */
+    if ((rc = rebuild(base, &d, &ep, err)) < 0)
+        goto out;
+    ep->chunk_members = d.chunk_members;
+    ep->nchunks = d.nchunks;
+    if (!(ep->chunk_digest = malloc((size_t)d.nchunks * sizeof(uint64_t)))) {
         rc = ec_errorf(err, EC_ENOMEM, "out of memory");
         goto out;
     }
-    int i = 0;
-    for (int s = 0; s < nseg; s++)
-        for (int k = 0; k < segs[s].count; k++, i++)
-            if (!copy_member(&ep->members[i],
-                             segs[s].kind == 'b' ? &base->members[segs[s].from + k]
-                                                 : &car->members[segs[s].from + k],
-                             ep->nproc)) {
-                rc = ec_errorf(err, EC_ENOMEM, "out of memory");
-                goto out;
-            }
-    void *buf = NULL;
-    size_t blen = 0;
-    if (ec_epoch_encode_whole(ep, &buf, &blen, NULL) < 0)
-        goto out; /* not a valid epoch: the epoch key says what it is */
-    if (ec_epoch_digest(buf, blen) != digest) {
-        free(buf);
+    memcpy(ep->chunk_digest, d.cd, (size_t)d.nchunks * sizeof(uint64_t));
+    /* member 0 (the master), and every chunk held whole, as the leader
+     * wrote them; our own chunk must be one of them */
+    if (!ep->members[0].node_id || ec_member_digest(&ep->members[0], ep->nproc) != d.m0)
         goto out;
+    int me = self ? ec_epoch_find_member(ep, self) : -1;
+    if (me >= 0 && !ec_epoch_view_has_chunk(ep, me / ep->chunk_members))
+        goto out;
+    for (int k = 0; k < ep->nchunks; k++) {
+        if (!ec_epoch_view_has_chunk(ep, k))
+            continue;
+        void *cb = NULL;
+        size_t cl = 0;
+        if (ec_epoch_chunk_encode(ep, k, &cb, &cl, NULL) < 0)
+            goto out;
+        bool same = ec_epoch_digest(cb, cl) == d.cd[k];
+        free(cb);
+        if (!same)
+            goto out;
     }
-    *out = buf;
-    *out_len = blen;
+    ec_error_t verr = {0};
+    void *vb = NULL;
+    size_t vl = 0;
+    if (ec_epoch_encode_view(ep, &vb, &vl, &verr) < 0)
+        goto out; /* not a valid epoch: read it */
+    free(vb);
+    *out = ep;
+    ep = NULL;
     rc = 1;
 out:
-    free(segs);
-    ec_epoch_free(car);
+    parsed_free(&d);
     ec_epoch_free(ep);
     return rc;
 }

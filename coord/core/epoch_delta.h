@@ -15,6 +15,9 @@
  *
  * Wire format (text head, then the carrier's bytes):
  *   "ecoord-epoch-delta 1 <number> <base> <digest> <nseg>\n"
+ *   (a split epoch's: "ecoord-epoch-delta 2 <number> <base> <digest> <nseg>
+ *   <chunk members> <nchunks> <member 0's digest>\n", the segments, then
+ *   "d" and each chunk's digest, 16 hex digits after a space, and "\n")
  *   nseg lines "b <from> <count>\n" (base members) or "c <from> <count>\n"
  *   (carrier members), then the carrier (an encoded epoch record).
  * base 0 with nseg 0 and no carrier: "read the epoch key" (first epoch, or
@@ -51,5 +54,19 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
  * number when the head parses. */
 int ec_epoch_delta_apply(const ec_epoch_t *base, const void *delta, size_t len, uint64_t *number,
                          void **out, size_t *out_len, ec_error_t *err);
+
+/* The same for a VIEW of a split epoch (records.h: a follower that holds
+ * its own window of members).  Needs a delta of a split epoch (format 2:
+ * the chunk size and every chunk's digest follow the head).  Returns 1
+ * with *out, a view holding the members base held (moved to their new
+ * M_ids) and the carrier's, when member 0 and every chunk it holds whole
+ * match the leader's digests and it holds self's own chunk whole (self
+ * NULL or not a member: member 0 only is checked); 0 when the epoch must
+ * be read (another base, a chunk of its own it does not hold, a digest
+ * that does not match); a negative EC_* code for a value that is not a
+ * delta.  A whole base: ec_epoch_delta_apply. */
+int ec_epoch_delta_apply_view(const ec_epoch_t *base, const void *delta, size_t len,
+                              const char *self, uint64_t *number, ec_epoch_t **out,
+                              ec_error_t *err);
 
 #endif

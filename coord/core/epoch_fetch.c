@@ -112,3 +112,112 @@ int ec_epoch_from_listing(const ec_keys_t *k, const ec_kv_list_t *l, const void 
     ec_epoch_split_free(&info);
     return rc;
 }
+
+/* One key's value (EC_ECORRUPT "missing" when absent). */
+static int get_one(ec_etcd_t *c, const char *key, ec_kv_t *kv, const char *what, uint64_t number,
+                   ec_error_t *err)
+{
+    bool found = false;
+    int rc = ec_etcd_get(c, key, kv, &found, NULL, err);
+    if (rc < 0)
+        return ec_error_prefix(err, "reading %s of epoch %" PRIu64, what, number);
+    if (!found)
+        return ec_errorf(err, EC_ECORRUPT, "epoch %" PRIu64 ": %s (%s) is missing (a newer "
+                         "epoch replaced it?)", number, what, key);
+    return 0;
+}
+
+int ec_epoch_fetch_view(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_t len,
+                        const char *key, const char *self, int successors, ec_epoch_t **out,
+                        ec_error_t *err)
+{
+    *out = NULL;
+    ec_epoch_t *ep = NULL;
+    int rc = ec_epoch_decode_view(val, len, key, &ep, err);
+    if (rc < 0 || ep->present == ep->nmembers || !self || ep->nbuckets < 1) {
+        *out = ep;
+        return rc;
+    }
+    char ik[EC_KEY_MAX];
+    int b = (int)ec_epoch_index_bucket(self, ep->nbuckets), m = -1;
+    ec_kv_t kv;
+    ec_key_epoch_index(k, ep->number, b, ik, sizeof(ik));
+    if ((rc = get_one(c, ik, &kv, "the index bucket", ep->number, err)) < 0)
+        goto out;
+    rc = ec_epoch_index_find(kv.value, kv.value_len, ep->index_digest[b], ep->number, b, self,
+                             &m, err);
+    ec_kv_free(&kv);
+    if (rc <= 0)
+        goto out; /* not a member (rc 0): the head is all it needs */
+    /* own chunk, the next, and those of the successors (a short last
+     * chunk, or chunks of one member, put them further) */
+    enum { WANT_MAX = 10 };
+    int want[WANT_MAX], nw = 0;
+    if (successors > WANT_MAX - 2)
+        successors = WANT_MAX - 2;
+    want[nw++] = m / ep->chunk_members;
+    want[nw++] = (m / ep->chunk_members + 1) % ep->nchunks;
+    for (int s = 1; s <= successors; s++)
+        want[nw++] = ((m + s) % ep->nmembers) / ep->chunk_members;
+    for (int j = 0; j < nw; j++) {
+        int ck = want[j];
+        bool dup = false;
+        for (int i = 0; i < j; i++)
+            dup = dup || want[i] == ck;
+        if (dup)
+            continue;
+        char key2[EC_KEY_MAX];
+        ec_key_epoch_chunk(k, ep->number, ck, key2, sizeof(key2));
+        if ((rc = get_one(c, key2, &kv, "a chunk", ep->number, err)) < 0)
+            goto out;
+        rc = ec_epoch_view_add_chunk(ep, ck, kv.value, kv.value_len, err);
+        ec_kv_free(&kv);
+        if (rc < 0)
+            goto out;
+    }
+out:
+    if (rc < 0) {
+        ec_epoch_free(ep);
+        return rc;
+    }
+    *out = ep;
+    return 0;
+}
+
+int ec_epoch_complete(ec_etcd_t *c, const ec_keys_t *k, ec_epoch_t *ep, ec_error_t *err)
+{
+    if (ep->present == ep->nmembers)
+        return 0;
+    char prefix[EC_KEY_MAX];
+    ec_kv_list_t l = {0};
+    int rc = ec_key_epoch_chunks_prefix(k, ep->number, prefix, sizeof(prefix));
+    if (rc < 0)
+        return ec_errorf(err, rc, "epoch %" PRIu64 ": cannot build its chunks' key", ep->number);
+    if ((rc = ec_etcd_get_prefix(c, prefix, 0, &l, err)) < 0)
+        return ec_error_prefix(err, "reading the chunks of epoch %" PRIu64, ep->number);
+    ec_epoch_t *t = ec_epoch_dup(ep);
+    if (!t) {
+        ec_kv_list_free(&l);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    for (int j = 0; j < t->nchunks && rc == 0; j++) {
+        if (ec_epoch_view_has_chunk(t, j))
+            continue;
+        char ck[EC_KEY_MAX];
+        ec_key_epoch_chunk(k, t->number, j, ck, sizeof(ck));
+        const ec_kv_t *kv = find_kv(&l, ck);
+        rc = ec_epoch_view_add_chunk(t, j, kv ? kv->value : NULL, kv ? kv->value_len : 0, err);
+    }
+    ec_kv_list_free(&l);
+    if (rc == 0 && t->present != t->nmembers)
+        rc = ec_errorf(err, EC_ECORRUPT, "epoch %" PRIu64 ": %d of %d members after reading "
+                       "every chunk", t->number, t->present, t->nmembers);
+    if (rc == 0) { /* swap the whole member table in */
+        ec_member_t *mm = ep->members;
+        ep->members = t->members;
+        ep->present = t->present;
+        t->members = mm;
+    }
+    ec_epoch_free(t);
+    return rc;
+}

@@ -24,6 +24,22 @@ int ec_epoch_fetch(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_t len
                    const char *key, ec_epoch_t **out, void **whole, size_t *whole_len,
                    ec_error_t *err);
 
+/* What a follower reads of an epoch for node self: a whole record as is;
+ * of a split epoch a VIEW (records.h): the head, self's index bucket, its
+ * own chunk, the next (a margin: a loss before it moves its members down)
+ * and the chunks of its `successors` next members in M_id order (wrapping:
+ * the peers it watches), about 2 x chunk_members members instead of all.
+ * A node that is not a member gets the head alone (member 0).  Errors as
+ * ec_epoch_fetch. */
+int ec_epoch_fetch_view(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_t len,
+                        const char *key, const char *self, int successors, ec_epoch_t **out,
+                        ec_error_t *err);
+
+/* Make a view whole: read the chunks it lacks (one range request of
+ * epochs/<n>/members/), each checked against its digest.  0 (ep whole,
+ * present == nmembers), or errors as ec_epoch_fetch (ep unchanged). */
+int ec_epoch_complete(ec_etcd_t *c, const ec_keys_t *k, ec_epoch_t *ep, ec_error_t *err);
+
 /* The same from a listing that holds the epoch's chunks (a read of the
  * whole job, as `ecoord status` makes): no I/O.  l's keys sorted (etcd's
  * order). */

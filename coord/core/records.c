@@ -460,6 +460,7 @@ ec_epoch_t *ec_epoch_new(int nmembers, int nproc)
         return NULL;
     ep->nproc = nproc;
     ep->nmembers = nmembers;
+    ep->present = nmembers;
     ep->world_size = nmembers * nproc;
     ep->members = calloc((size_t)nmembers, sizeof(*ep->members));
     if (!ep->members)
@@ -473,6 +474,14 @@ ec_epoch_t *ec_epoch_new(int nmembers, int nproc)
 error:
     ec_epoch_free(ep);
     return NULL;
+}
+
+static uint64_t *u64dup(const uint64_t *src, size_t n)
+{
+    uint64_t *d = malloc(n ? n * sizeof(*d) : 1);
+    if (d && n)
+        memcpy(d, src, n * sizeof(*d));
+    return d;
 }
 
 ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src)
@@ -492,12 +501,25 @@ ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src)
     ep->run = src->run;
     ep->np_min = src->np_min;
     ep->np_max = src->np_max;
+    ep->present = src->present;
+    ep->chunk_members = src->chunk_members;
+    ep->nchunks = src->nchunks;
+    ep->nbuckets = src->nbuckets;
     bool ok = (!src->reason_detail || (ep->reason_detail = strdup(src->reason_detail))) &&
               (!src->job_id || (ep->job_id = strdup(src->job_id))) &&
-              (!src->leader_id || (ep->leader_id = strdup(src->leader_id)));
+              (!src->leader_id || (ep->leader_id = strdup(src->leader_id))) &&
+              (!src->chunk_digest ||
+               (ep->chunk_digest = u64dup(src->chunk_digest, (size_t)src->nchunks))) &&
+              (!src->index_digest ||
+               (ep->index_digest = u64dup(src->index_digest, (size_t)src->nbuckets)));
     for (int i = 0; ok && i < src->nmembers; i++) {
         const ec_member_t *a = &src->members[i];
         ec_member_t *b = &ep->members[i];
+        if (!a->node_id) { /* not held by this view */
+            free(b->ports);
+            b->ports = NULL;
+            continue;
+        }
         b->master_port = a->master_port;
         b->incarnation = a->incarnation;
         memcpy(b->ports, a->ports, (size_t)src->nproc * sizeof(uint16_t));
@@ -525,6 +547,8 @@ void ec_epoch_free(ec_epoch_t *ep)
     free(ep->reason_detail);
     free(ep->leader_id);
     free(ep->job_id);
+    free(ep->chunk_digest);
+    free(ep->index_digest);
     free(ep);
     errno = saved;
 }
@@ -560,14 +584,17 @@ static int epoch_unique(const ec_epoch_t *ep, const vctx_t *v)
         rc = enomem(v);
         goto out;
     }
-    for (size_t i = 0; i < nm; i++)
-        ids[i] = ep->members[i].node_id;
+    size_t nall = nm;
+    nm = 0; /* the members held (a view holds some) */
+    for (size_t i = 0; i < nall; i++)
+        if (ep->members[i].node_id)
+            ids[nm++] = ep->members[i].node_id;
     qsort(ids, nm, sizeof(*ids), cmp_str_ptr);
     for (size_t i = 1; i < nm; i++)
         if (strcmp(ids[i - 1], ids[i]) == 0) {
             int a = -1, b = -1;
             for (int j = 0; j < ep->nmembers; j++)
-                if (strcmp(ep->members[j].node_id, ids[i]) == 0) {
+                if (ep->members[j].node_id && strcmp(ep->members[j].node_id, ids[i]) == 0) {
                     if (a < 0)
                         a = j;
                     else if (b < 0)
@@ -577,8 +604,10 @@ static int epoch_unique(const ec_epoch_t *ep, const vctx_t *v)
             goto out;
         }
     size_t k = 0;
-    for (size_t i = 0; i < nm; i++) {
+    for (size_t i = 0; i < nall; i++) {
         const ec_member_t *m = &ep->members[i];
+        if (!m->node_id)
+            continue;
         for (size_t j = 0; j <= np; j++)
             hp[k++] = (hostport_t){m->host, (int)i, j < np ? m->ports[j] : m->master_port};
     }
@@ -610,8 +639,18 @@ static int epoch_validate(const ec_epoch_t *ep, const vctx_t *v)
     if ((long long)ep->world_size != (long long)ep->nmembers * ep->nproc)
         return bad(v, "epoch %llu: world size %d != %d members x nproc %d",
                    (unsigned long long)ep->number, ep->world_size, ep->nmembers, ep->nproc);
+    bool view = ep->present != ep->nmembers;
+    if (view && (ep->chunk_members < 1 || ep->present < 1 || ep->present > ep->nmembers ||
+                 !ep->members[0].node_id))
+        return bad(v, "epoch %llu: a view of %d of its %d members must be of a split epoch "
+                   "and hold member 0", (unsigned long long)ep->number, ep->present,
+                   ep->nmembers);
+    int held = 0;
     for (int i = 0; i < ep->nmembers; i++) {
         const ec_member_t *m = &ep->members[i];
+        if (view && !m->node_id)
+            continue;
+        held++;
         if (m->m_id != i)
             return bad(v, "member at index %d has M_id %d; members must be in M_id order 0..%d",
                        i, m->m_id, ep->nmembers - 1);
@@ -631,6 +670,9 @@ static int epoch_validate(const ec_epoch_t *ep, const vctx_t *v)
         if (rc < 0)
             return rc;
     }
+    if (held != ep->present)
+        return bad(v, "epoch %llu: a view says it holds %d members but holds %d",
+                   (unsigned long long)ep->number, ep->present, held);
     int rc = epoch_unique(ep, v);
     if (rc < 0)
         return rc;
@@ -683,12 +725,19 @@ typedef struct head_extra {
     uint64_t *chunk_digest, *index_digest;
 } head_extra_t;
 
-/* The Epoch message of ep: every member (hx NULL), or member 0 only and
- * the split's fields (a head). */
-static int epoch_pack(const ec_epoch_t *ep, const head_extra_t *hx, bool capped, void **buf,
-                      size_t *len, const vctx_t *v)
+/* The Epoch message of ep: every member (hx NULL, !view), member 0 only
+ * and the split's fields (hx: a head), or the members a view holds and
+ * its split fields (view). */
+static int epoch_pack(const ec_epoch_t *ep, const head_extra_t *hx, bool view, bool capped,
+                      void **buf, size_t *len, const vctx_t *v)
 {
-    size_t nm = hx ? 1 : (size_t)ep->nmembers, np = (size_t)ep->nproc;
+    head_extra_t vx = {0};
+    if (view && !hx) {
+        vx = (head_extra_t){(uint32_t)ep->chunk_members, (uint32_t)ep->nbuckets,
+                            (size_t)ep->nchunks, ep->chunk_digest, ep->index_digest};
+        hx = &vx;
+    }
+    size_t nm = view ? (size_t)ep->present : hx ? 1 : (size_t)ep->nmembers, np = (size_t)ep->nproc;
     Ecoord__Epoch m = ECOORD__EPOCH__INIT;
     Ecoord__Member *mem = malloc(nm * sizeof(*mem));
     Ecoord__Member **memp = malloc(nm * sizeof(*memp));
@@ -699,9 +748,12 @@ static int epoch_pack(const ec_epoch_t *ep, const head_extra_t *hx, bool capped,
         rc = enomem(v);
         goto out;
     }
-    for (size_t i = 0; i < nm; i++) {
-        member_to_pb(&ep->members[i], np, &ports[i * np], &mem[i]);
+    for (size_t i = 0, j = 0; i < nm; j++) {
+        if (!ep->members[j].node_id)
+            continue; /* not held by the view */
+        member_to_pb(&ep->members[j], np, &ports[i * np], &mem[i]);
         memp[i] = &mem[i];
+        i++;
     }
     ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0)); /* fits: host validated */
     m.number = ep->number;
@@ -730,7 +782,7 @@ static int epoch_pack(const ec_epoch_t *ep, const head_extra_t *hx, bool capped,
         m.n_chunk_digest = hx->nchunks;
         m.chunk_digest = hx->chunk_digest;
         m.index_buckets = hx->index_buckets;
-        m.n_index_digest = hx->index_buckets;
+        m.n_index_digest = hx->index_digest ? hx->index_buckets : 0;
         m.index_digest = hx->index_digest;
     }
     rc = pack_cap(&m.base, v, buf, len, capped);
@@ -753,7 +805,11 @@ int ec_epoch_encode(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *e
     int rc = epoch_validate(ep, &v);
     if (rc < 0)
         return rc;
-    return epoch_pack(ep, NULL, true, buf, len, &v);
+    if (ep->present != ep->nmembers)
+        return ec_errorf(err, EC_EINVAL, "epoch %llu: a view (%d of %d members) is not a "
+                         "whole record: ec_epoch_encode_view", (unsigned long long)ep->number,
+                         ep->present, ep->nmembers);
+    return epoch_pack(ep, NULL, false, true, buf, len, &v);
 }
 
 int ec_epoch_encode_whole(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *err)
@@ -768,7 +824,11 @@ int ec_epoch_encode_whole(const ec_epoch_t *ep, void **buf, size_t *len, ec_erro
     int rc = epoch_validate(ep, &v);
     if (rc < 0)
         return rc;
-    return epoch_pack(ep, NULL, false, buf, len, &v);
+    if (ep->present != ep->nmembers)
+        return ec_errorf(err, EC_EINVAL, "epoch %llu: a view (%d of %d members) is not a "
+                         "whole record: ec_epoch_encode_view", (unsigned long long)ep->number,
+                         ep->present, ep->nmembers);
+    return epoch_pack(ep, NULL, false, false, buf, len, &v);
 }
 
 /* The epoch in m (whole: every member in m->members), validated. */
@@ -944,6 +1004,49 @@ static int cmp_idx(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
+/* Chunk k (C members each) of ep, which holds all of it; scratch arrays of
+ * C members. */
+static int chunk_pack(const ec_epoch_t *ep, size_t C, size_t k, Ecoord__Member *mem,
+                      Ecoord__Member **memp, uint32_t *ports, void **buf, size_t *len,
+                      const vctx_t *v)
+{
+    size_t N = (size_t)ep->nmembers, np = (size_t)ep->nproc;
+    size_t from = k * C, n = N - from < C ? N - from : C;
+    for (size_t i = 0; i < n; i++) {
+        if (!ep->members[from + i].node_id)
+            return ec_errorf(v->err, EC_EINVAL, "epoch %llu: chunk %zu is not held whole",
+                             (unsigned long long)ep->number, k);
+        member_to_pb(&ep->members[from + i], np, &ports[i * np], &mem[i]);
+        memp[i] = &mem[i];
+    }
+    Ecoord__EpochChunk c = ECOORD__EPOCH_CHUNK__INIT;
+    c.number = ep->number;
+    c.chunk = (uint32_t)k;
+    c.n_members = n;
+    c.members = memp;
+    return pack(&c.base, v, buf, len);
+}
+
+int ec_epoch_chunk_encode(const ec_epoch_t *ep, int k, void **buf, size_t *len, ec_error_t *err)
+{
+    vctx_t v = {err, EC_EINVAL, "epoch chunk", NULL};
+    *buf = NULL;
+    *len = 0;
+    if (!ep || ep->chunk_members < 1 || k < 0 ||
+        (size_t)k * (size_t)ep->chunk_members >= (size_t)ep->nmembers)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_chunk_encode: no chunk %d", k);
+    size_t C = (size_t)ep->chunk_members, np = (size_t)ep->nproc;
+    Ecoord__Member *mem = malloc(C * sizeof(*mem));
+    Ecoord__Member **memp = malloc(C * sizeof(*memp));
+    uint32_t *ports = malloc(C * np * sizeof(*ports));
+    int rc = !mem || !memp || !ports ? enomem(&v)
+                                     : chunk_pack(ep, C, (size_t)k, mem, memp, ports, buf, len, &v);
+    free(mem);
+    free(memp);
+    free(ports);
+    return rc;
+}
+
 int ec_epoch_split(const ec_epoch_t *ep, int chunk_members, ec_epoch_parts_t *out,
                    ec_error_t *err)
 {
@@ -957,8 +1060,11 @@ int ec_epoch_split(const ec_epoch_t *ep, int chunk_members, ec_epoch_parts_t *ou
     int rc = epoch_validate(ep, &v);
     if (rc < 0)
         return rc;
+    if (ep->present != ep->nmembers)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_split: epoch %llu is a view",
+                         (unsigned long long)ep->number);
     if (ep->nmembers <= chunk_members)
-        return epoch_pack(ep, NULL, true, &out->head, &out->head_len, &v);
+        return epoch_pack(ep, NULL, false, true, &out->head, &out->head_len, &v);
     size_t N = (size_t)ep->nmembers, np = (size_t)ep->nproc, C = (size_t)chunk_members;
     size_t K = (N + C - 1) / C;
     out->nchunks = out->nbuckets = (int)K;
@@ -980,17 +1086,8 @@ int ec_epoch_split(const ec_epoch_t *ep, int chunk_members, ec_epoch_parts_t *ou
     }
     v.what = "epoch chunk";
     for (size_t k = 0; k < K; k++) {
-        size_t from = k * C, n = N - from < C ? N - from : C;
-        for (size_t i = 0; i < n; i++) {
-            member_to_pb(&ep->members[from + i], np, &ports[i * np], &mem[i]);
-            memp[i] = &mem[i];
-        }
-        Ecoord__EpochChunk c = ECOORD__EPOCH_CHUNK__INIT;
-        c.number = ep->number;
-        c.chunk = (uint32_t)k;
-        c.n_members = n;
-        c.members = memp;
-        if ((rc = pack(&c.base, &v, &out->chunk[k], &out->chunk_len[k])) < 0) {
+        if ((rc = chunk_pack(ep, C, k, mem, memp, ports, &out->chunk[k], &out->chunk_len[k],
+                             &v)) < 0) {
             ec_error_prefix(err, "epoch %llu, chunk %zu of %zu members (lower "
                             "--epoch_chunk_members)", (unsigned long long)ep->number, k, C);
             goto out;
@@ -1021,7 +1118,7 @@ int ec_epoch_split(const ec_epoch_t *ep, int chunk_members, ec_epoch_parts_t *ou
     }
     v.what = "epoch record";
     head_extra_t hx = {(uint32_t)C, (uint32_t)K, K, cd, bd};
-    rc = epoch_pack(ep, &hx, true, &out->head, &out->head_len, &v);
+    rc = epoch_pack(ep, &hx, false, true, &out->head, &out->head_len, &v);
 out:
     free(cd);
     free(bd);
@@ -1036,8 +1133,9 @@ out:
     return rc;
 }
 
-/* The head in m: its split fields are consistent. */
-static int head_check(const Ecoord__Epoch *m, const vctx_t *v)
+/* The head in m: its split fields are consistent (a view: members held,
+ * index digests optional). */
+static int split_check(const Ecoord__Epoch *m, bool view, const vctx_t *v)
 {
     unsigned long long num = (unsigned long long)m->number;
     if (m->members_total < 1 || m->members_total > EC_MEMBERS_MAX)
@@ -1049,11 +1147,11 @@ static int head_check(const Ecoord__Epoch *m, const vctx_t *v)
     size_t K = ((size_t)m->members_total + m->chunk_members - 1) / m->chunk_members;
     if (m->n_chunk_digest != K)
         return bad(v, "epoch %llu: %zu chunk digests for %zu chunks", num, m->n_chunk_digest, K);
-    if (m->index_buckets < 1 || m->index_buckets > EC_MEMBERS_MAX ||
-        m->n_index_digest != m->index_buckets)
+    if (m->index_buckets > EC_MEMBERS_MAX || (!view && m->index_buckets < 1) ||
+        (m->n_index_digest != m->index_buckets && !(view && m->n_index_digest == 0)))
         return bad(v, "epoch %llu: %zu index digests for %u buckets", num, m->n_index_digest,
                    m->index_buckets);
-    if (m->n_members != 1)
+    if (view ? m->n_members < 1 || m->n_members > m->members_total : m->n_members != 1)
         return bad(v, "epoch %llu: a split epoch's head holds member 0 only, not %zu members",
                    num, m->n_members);
     if ((unsigned long long)m->world_size != (unsigned long long)m->members_total * m->nproc)
@@ -1076,7 +1174,7 @@ int ec_epoch_head_info(const void *buf, size_t len, const char *key, ec_epoch_sp
         protobuf_c_message_free_unpacked(&m->base, NULL);
         return 0;
     }
-    if ((rc = head_check(m, &v)) == 0) {
+    if ((rc = split_check(m, false, &v)) == 0) {
         info->nmembers = (int)m->members_total;
         info->chunk_members = (int)m->chunk_members;
         info->nchunks = (int)m->n_chunk_digest;
@@ -1126,7 +1224,7 @@ int ec_epoch_assemble(const void *head, size_t head_len, const void *const *chun
         rc = epoch_from_pb(m, &v, out); /* a whole record: nothing to assemble */
         goto out;
     }
-    if ((rc = head_check(m, &v)) < 0)
+    if ((rc = split_check(m, false, &v)) < 0)
         goto out;
     if ((size_t)nchunks != m->n_chunk_digest) {
         rc = bad(&v, "epoch %llu: %d chunks given, its head lists %zu", num, nchunks,
@@ -1691,5 +1789,223 @@ int ec_hang_verdict_decode(const void *buf, size_t len, const char *key, ec_hang
 error:
     ec_hang_verdict_free(h);
     protobuf_c_message_free_unpacked(&m->base, NULL);
+    return rc;
+}
+
+/* ---- views of split epochs ------------------------------------------------- */
+
+uint64_t ec_member_digest(const ec_member_t *m, int nproc)
+{
+    uint64_t h = 1469598103934665603ULL;
+    char buf[64];
+    const char *parts[2] = {m->node_id ? m->node_id : "", m->host ? m->host : ""};
+    for (int i = 0; i < 2; i++)
+        for (const unsigned char *p = (const unsigned char *)parts[i];; p++) {
+            h = (h ^ *p) * 1099511628211ULL; /* the NUL too: a separator */
+            if (!*p)
+                break;
+        }
+    int n = snprintf(buf, sizeof(buf), "%u %llu", m->master_port,
+                     (unsigned long long)m->incarnation);
+    for (int i = 0; i < n; i++)
+        h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+    for (int i = 0; m->ports && i < nproc; i++) {
+        h = (h ^ (m->ports[i] & 0xff)) * 1099511628211ULL;
+        h = (h ^ (m->ports[i] >> 8)) * 1099511628211ULL;
+    }
+    return h;
+}
+
+/* Member d of a view from pm (M_id checked by the caller). */
+static int member_from_pb(const Ecoord__Member *pm, uint32_t nproc, const vctx_t *v,
+                          ec_member_t *d)
+{
+    char whose[EC_NODE_ID_MAX + 32];
+    snprintf(whose, sizeof(whose), "member %u (%.64s)", pm->m_id, pm->node_id);
+    if (pm->n_ports != nproc)
+        return bad(v, "%s has %zu endpoints, expected nproc=%u", whose, pm->n_ports, nproc);
+    if (pm->master_port > 65535)
+        return bad(v, "%s: master port %u is outside 1..65535", whose, pm->master_port);
+    free(d->ports);
+    d->ports = NULL;
+    int rc = ports_from_pb(v, whose, pm->ports, pm->n_ports, &d->ports);
+    if (rc < 0)
+        return rc;
+    d->master_port = (uint16_t)pm->master_port;
+    d->incarnation = pm->incarnation;
+    if (!(d->node_id = dup_str(pm->node_id)) || !(d->host = dup_str(pm->host)))
+        return enomem(v);
+    return 0;
+}
+
+/* A view from a split record m (a head, or a view written by
+ * ec_epoch_encode_view). */
+static int view_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **out)
+{
+    vctx_t v = *vp;
+    unsigned long long num = (unsigned long long)m->number;
+    int rc = split_check(m, true, &v);
+    if (rc < 0)
+        return rc;
+    if (m->nproc < 1 || m->nproc > EC_NPROC_MAX)
+        return bad(&v, "epoch %llu: nproc is %u, outside 1..%d", num, m->nproc, EC_NPROC_MAX);
+    ec_epoch_t *ep = ec_epoch_new((int)m->members_total, (int)m->nproc);
+    if (!ep)
+        return enomem(&v);
+    for (int i = 0; i < ep->nmembers; i++) { /* none held until read */
+        free(ep->members[i].ports);
+        ep->members[i].ports = NULL;
+    }
+    ep->present = 0;
+    int64_t last = -1;
+    for (size_t i = 0; i < m->n_members; i++) {
+        const Ecoord__Member *pm = m->members[i];
+        if ((int64_t)pm->m_id <= last || pm->m_id >= m->members_total || (i == 0 && pm->m_id)) {
+            rc = bad(&v, "epoch %llu: the members of a split record must start at M_id 0 and "
+                     "increase below %u (member %zu has M_id %u)", num, m->members_total, i,
+                     pm->m_id);
+            goto error;
+        }
+        last = pm->m_id;
+        if ((rc = member_from_pb(pm, m->nproc, &v, &ep->members[pm->m_id])) < 0)
+            goto error;
+        ep->present++;
+    }
+    ep->number = m->number;
+    ep->reason = (ec_epoch_reason_t)m->reason;
+    ep->leader_rev = m->leader_rev;
+    ep->observed_at_ms = m->observed_at_ms;
+    ep->decided_at_ms = m->decided_at_ms;
+    ep->planner_us = m->planner_us;
+    ep->published_at_ms = m->published_at_ms;
+    ep->run = m->run ? m->run : 1;
+    if (m->np_min >= 1 && m->np_min <= m->np_max && m->np_max <= INT_MAX) {
+        ep->np_min = (int)m->np_min;
+        ep->np_max = (int)m->np_max;
+    }
+    ep->chunk_members = (int)m->chunk_members;
+    ep->nchunks = (int)m->n_chunk_digest;
+    ep->nbuckets = m->n_index_digest ? (int)m->index_buckets : 0;
+    if (!(ep->reason_detail = dup_str(m->reason_detail)) ||
+        !(ep->leader_id = dup_str(m->leader_id)) || !(ep->job_id = dup_str(m->job_id)) ||
+        !(ep->chunk_digest = u64dup(m->chunk_digest, m->n_chunk_digest)) ||
+        !(ep->index_digest = u64dup(m->index_digest, m->n_index_digest))) {
+        rc = enomem(&v);
+        goto error;
+    }
+    if ((rc = epoch_validate(ep, &v)) < 0)
+        goto error;
+    char rank0[EC_ENDPOINT_MAX];
+    ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0));
+    if (strcmp(m->rank0_endpoint, rank0) != 0 || strcmp(m->master_addr, ep->members[0].host) ||
+        m->master_port != ep->members[0].master_port) {
+        rc = bad(&v, "epoch %llu: rank 0 endpoint '%.64s' / master %.64s:%u != member 0's %s",
+                 num, m->rank0_endpoint, m->master_addr, m->master_port, rank0);
+        goto error;
+    }
+    *out = ep;
+    return 0;
+error:
+    ec_epoch_free(ep);
+    return rc;
+}
+
+int ec_epoch_decode_view(const void *buf, size_t len, const char *key, ec_epoch_t **out,
+                         ec_error_t *err)
+{
+    vctx_t v = {err, EC_ECORRUPT, "epoch record", key};
+    if (!out)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_decode_view: no output given");
+    *out = NULL;
+    int rc = 0;
+    Ecoord__Epoch *m = unpack(&ecoord__epoch__descriptor, buf, len, &v, &rc);
+    if (!m)
+        return rc;
+    rc = m->members_total > 0 ? view_from_pb(m, &v, out) : epoch_from_pb(m, &v, out);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return rc;
+}
+
+int ec_epoch_encode_view(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *err)
+{
+    vctx_t v = {err, EC_EINVAL, "epoch record", NULL};
+    if (!buf || !len || !ep)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_encode_view: no epoch or output given");
+    *buf = NULL;
+    *len = 0;
+    int rc = epoch_validate(ep, &v);
+    if (rc < 0)
+        return rc;
+    bool view = ep->chunk_members > 0 && ep->nchunks > 0;
+    return epoch_pack(ep, NULL, view, !view, buf, len, &v);
+}
+
+int ec_epoch_view_has_chunk(const ec_epoch_t *ep, int k)
+{
+    if (!ep || ep->chunk_members < 1 || k < 0 || k >= ep->nchunks)
+        return 0;
+    int from = k * ep->chunk_members, to = from + ep->chunk_members;
+    if (to > ep->nmembers)
+        to = ep->nmembers;
+    for (int i = from; i < to; i++)
+        if (!ep->members[i].node_id)
+            return 0;
+    return 1;
+}
+
+int ec_epoch_view_add_chunk(ec_epoch_t *ep, int k, const void *buf, size_t len, ec_error_t *err)
+{
+    vctx_t v = {err, EC_ECORRUPT, "epoch chunk", NULL};
+    if (!ep || ep->chunk_members < 1 || k < 0 || k >= ep->nchunks || !ep->chunk_digest)
+        return ec_errorf(err, EC_EINVAL, "ec_epoch_view_add_chunk: no chunk %d in this epoch", k);
+    unsigned long long num = (unsigned long long)ep->number;
+    if (!buf || fnv(buf, len) != ep->chunk_digest[k])
+        return bad(&v, "epoch %llu: chunk %d %s its head's digest (a newer epoch's, or written "
+                   "by another tool)", num, k, buf ? "does not match" : "is missing;");
+    int rc = 0;
+    Ecoord__EpochChunk *c = unpack(&ecoord__epoch_chunk__descriptor, buf, len, &v, &rc);
+    if (!c)
+        return rc;
+    size_t C = (size_t)ep->chunk_members, N = (size_t)ep->nmembers, from = (size_t)k * C;
+    size_t want = N - from < C ? N - from : C;
+    if (c->number != ep->number || c->chunk != (uint32_t)k || c->n_members != want) {
+        rc = bad(&v, "epoch %llu: chunk %d is epoch %llu's chunk %u with %zu members, expected "
+                 "%zu", num, k, (unsigned long long)c->number, c->chunk, c->n_members, want);
+        goto out;
+    }
+    for (size_t i = 0; i < want; i++)
+        if (c->members[i]->m_id != from + i) {
+            rc = bad(&v, "epoch %llu: chunk %d's member %zu has M_id %u, expected %zu", num, k,
+                     i, c->members[i]->m_id, from + i);
+            goto out;
+        }
+    /* into a copy: all or nothing */
+    ec_epoch_t *t = ec_epoch_dup(ep);
+    if (!t) {
+        rc = enomem(&v);
+        goto out;
+    }
+    for (size_t i = 0; i < want && rc == 0; i++) {
+        ec_member_t *d = &t->members[from + i];
+        if (d->node_id) {
+            if (strcmp(d->node_id, c->members[i]->node_id)) {
+                rc = bad(&v, "epoch %llu: chunk %d says member %zu is %.64s, the view holds %s",
+                         num, k, from + i, c->members[i]->node_id, d->node_id);
+            }
+            continue;
+        }
+        if ((rc = member_from_pb(c->members[i], (uint32_t)t->nproc, &v, d)) == 0)
+            t->present++;
+    }
+    if (rc == 0 && (rc = epoch_validate(t, &v)) == 0) {
+        /* swap t's members into ep */
+        ec_member_t *mm = ep->members;
+        ep->members = t->members;
+        ep->present = t->present;
+        t->members = mm;
+    }
+    ec_epoch_free(t);
+out:
+    protobuf_c_message_free_unpacked(&c->base, NULL);
     return rc;
 }

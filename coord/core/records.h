@@ -173,6 +173,15 @@ typedef struct ec_epoch {
     uint64_t run;           /* run of the job that published it (>= 1 once decoded) */
     char *job_id;           /* the job it was published for; NULL or "" when not recorded */
     int np_min, np_max;     /* the job's --np (its leader's); 0, 0 when not recorded */
+    /* A split epoch ("split epochs" below): its members per chunk and the
+     * digests its head lists (0 and NULL: not split, or not known).  A
+     * VIEW of a split epoch holds some of its members only (a follower's:
+     * member 0 and a window around its own): members[i].node_id, host and
+     * ports are NULL for a member not held; `present` counts the held ones
+     * (== nmembers: every member, the usual case). */
+    int present;
+    int chunk_members, nchunks, nbuckets;
+    uint64_t *chunk_digest, *index_digest;
 } ec_epoch_t;
 
 /* A zeroed epoch with nmembers members (m_id set to the index), each with
@@ -244,6 +253,28 @@ void ec_epoch_split_free(ec_epoch_split_t *info);
 int ec_epoch_assemble(const void *head, size_t head_len, const void *const *chunk,
                       const size_t *chunk_len, int nchunks, const char *key, ec_epoch_t **out,
                       ec_error_t *err);
+/* ---- views of split epochs ----
+ * A reader that needs its own member only keeps a view: the head (member
+ * 0) plus the chunks it read.  Views are encoded as a split record whose
+ * members are the held ones (in M_id order), so they travel where whole
+ * records do (the coordinator's model keeps the bytes). */
+/* A whole record, a head or a view: the epoch, a view when split. */
+int ec_epoch_decode_view(const void *buf, size_t len, const char *key, ec_epoch_t **out,
+                         ec_error_t *err);
+/* ep (whole or a view of a split epoch) in the form ec_epoch_decode_view
+ * reads: a split epoch as a view of its held members, else whole. */
+int ec_epoch_encode_view(const ec_epoch_t *ep, void **buf, size_t *len, ec_error_t *err);
+/* Add chunk k (checked against ep's digest, number and M_id range) to a
+ * view.  0, EC_ECORRUPT (the chunk is not this epoch's), EC_EINVAL. */
+int ec_epoch_view_add_chunk(ec_epoch_t *ep, int k, const void *buf, size_t len, ec_error_t *err);
+/* Whether a view holds every member of chunk k. */
+int ec_epoch_view_has_chunk(const ec_epoch_t *ep, int k);
+/* FNV-1a 64 of a member's canonical text (epoch deltas check member 0). */
+uint64_t ec_member_digest(const ec_member_t *m, int nproc);
+/* The encoding of chunk k of a whole or view epoch holding all of it
+ * (the bytes the leader wrote, so its digest can be checked).  0, EC_EINVAL. */
+int ec_epoch_chunk_encode(const ec_epoch_t *ep, int k, void **buf, size_t *len, ec_error_t *err);
+
 /* Index bucket of node_id among nbuckets. */
 size_t ec_epoch_index_bucket(const char *node_id, int nbuckets);
 /* node_id's M_id in an index bucket (checked against digest, number and
@@ -272,7 +303,8 @@ int ec_epoch_rank0_endpoint(const ec_epoch_t *ep, char *buf, size_t len);
 /* torch MASTER_ADDR and MASTER_PORT: member 0's host and spare port.  *addr
  * points into ep.  0 or EC_EINVAL. */
 int ec_epoch_master(const ec_epoch_t *ep, const char **addr, int *port);
-/* Index (= M_id) of node_id in ep, or EC_ENOTFOUND. */
+/* Index (= M_id) of node_id in ep (among the members a view holds), or
+ * EC_ENOTFOUND. */
 int ec_epoch_find_member(const ec_epoch_t *ep, const char *node_id);
 
 /* ---- job status: status ----------------------------------------------------- */

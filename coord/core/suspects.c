@@ -57,8 +57,8 @@ int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_
     int nt = 0;
     for (int m = 0; m < nm; m++) {
         const ec_member_t *mb = &ep->members[m];
-        if (self && !strcmp(mb->node_id, self))
-            continue;
+        if (!mb->node_id || (self && !strcmp(mb->node_id, self)))
+            continue; /* a view holds some members only: those are probed */
         if (!(ids[nt] = strdup(mb->node_id))) {
             ec_ids_free(ids, nt);
             free(t);

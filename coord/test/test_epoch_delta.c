@@ -198,6 +198,232 @@ START_TEST(epoch_above_one_value_goes_as_a_delta)
 }
 END_TEST
 
+/* ---- views of split epochs ---- */
+
+/* ep as the leader publishes it: split in chunks of C, its digests set. */
+static ec_epoch_parts_t publish(ec_epoch_t *ep, int C)
+{
+    ec_epoch_parts_t p;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_split(ep, C, &p, &err) == 0, "%s", err.msg);
+    ec_epoch_split_t info;
+    ck_assert_int_eq(ec_epoch_head_info(p.head, p.head_len, NULL, &info, NULL), 1);
+    free(ep->chunk_digest);
+    ep->chunk_members = info.chunk_members;
+    ep->nchunks = info.nchunks;
+    ep->chunk_digest = info.chunk_digest;
+    info.chunk_digest = NULL;
+    ec_epoch_split_free(&info);
+    return p;
+}
+
+/* What follower `self` reads of a published epoch: the head, its own
+ * chunk and the next (as ec_epoch_fetch_view does, without etcd). */
+static ec_epoch_t *view_of(const ec_epoch_parts_t *p, const ec_epoch_t *ep, const char *self)
+{
+    ec_epoch_t *v = NULL;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_decode_view(p->head, p->head_len, NULL, &v, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(v->present, 1);
+    int m = ec_epoch_find_member(ep, self), k = m / v->chunk_members;
+    ck_assert_int_eq(ec_epoch_view_add_chunk(v, k, p->chunk[k], p->chunk_len[k], &err), 0);
+    int nx = (k + 1) % v->nchunks;
+    ck_assert_int_eq(ec_epoch_view_add_chunk(v, nx, p->chunk[nx], p->chunk_len[nx], &err), 0);
+    /* the bytes a coordinator keeps decode to the same view */
+    void *b;
+    size_t l;
+    ck_assert_msg(ec_epoch_encode_view(v, &b, &l, &err) == 0, "%s", err.msg);
+    ec_epoch_t *back = NULL;
+    ck_assert_msg(ec_epoch_decode_view(b, l, NULL, &back, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(back->present, v->present);
+    ck_assert_int_eq(ec_epoch_find_member(back, self), m);
+    ec_epoch_free(back);
+    free(b);
+    return v;
+}
+
+/* Apply next's delta from prev to follower self's view of prev: 1 with the
+ * view (its members equal to next's), or 0. */
+static int view_step(ec_epoch_t *prev, ec_epoch_t **view, ec_epoch_t *next, int C,
+                     const char *self, ec_epoch_parts_t *np)
+{
+    *np = publish(next, C);
+    void *raw, *d;
+    size_t rl, dl;
+    ec_error_t err = {0};
+    ck_assert_int_eq(ec_epoch_encode_whole(next, &raw, &rl, &err), 0);
+    ck_assert_msg(ec_epoch_delta_encode(prev, next, raw, rl, &d, &dl, &err) == 0, "%s", err.msg);
+    free(raw);
+    ec_epoch_t *nv = NULL;
+    uint64_t num = 0;
+    int rc = ec_epoch_delta_apply_view(*view, d, dl, self, &num, &nv, &err);
+    ck_assert_msg(rc >= 0, "%s", err.msg);
+    /* a whole base still takes the same delta (the whole digest) */
+    void *out = NULL;
+    size_t ol;
+    ck_assert_int_eq(ec_epoch_delta_apply(prev, d, dl, NULL, &out, &ol, &err), 1);
+    free(out);
+    free(d);
+    if (rc == 1) {
+        ck_assert_uint_eq(num, next->number);
+        for (int i = 0; i < next->nmembers; i++)
+            if (nv->members[i].node_id)
+                ck_assert_str_eq(nv->members[i].node_id, next->members[i].node_id);
+        int m = ec_epoch_find_member(next, self);
+        ck_assert_int_eq(ec_epoch_find_member(nv, self), m);
+        ck_assert(ec_epoch_view_has_chunk(nv, m / C));
+        ck_assert_ptr_nonnull(nv->members[0].node_id);
+        ec_epoch_free(*view);
+        *view = nv;
+    }
+    return rc;
+}
+
+/* Remove member `at` of ep (number+1): the M_ids after it move down. */
+static ec_epoch_t *lose(const ec_epoch_t *ep, int at)
+{
+    ec_epoch_t *n = ec_epoch_new(ep->nmembers - 1, ep->nproc);
+    n->number = ep->number + 1;
+    n->job_id = strdup("job");
+    n->leader_id = strdup("n0");
+    n->leader_rev = 7;
+    n->reason = EC_REASON_LOST;
+    n->run = 1;
+    for (int i = 0, j = 0; i < ep->nmembers; i++) {
+        if (i == at)
+            continue;
+        const ec_member_t *a = &ep->members[i];
+        ec_member_t *b = &n->members[j++];
+        b->node_id = strdup(a->node_id);
+        b->host = strdup(a->host);
+        memcpy(b->ports, a->ports, (size_t)ep->nproc * sizeof(uint16_t));
+        b->master_port = a->master_port;
+        b->incarnation = a->incarnation;
+    }
+    return n;
+}
+
+START_TEST(a_view_follows_losses_joins_and_restarts_through_deltas)
+{
+    int C = 16, M = 200;
+    ec_epoch_t *e = mk(1, M, 8, 0);
+    ec_epoch_parts_t p = publish(e, C);
+    const char *self = "trainjob-worker-100"; /* M_id 100: chunk 6, holds 6 and 7 */
+    ec_epoch_t *v = view_of(&p, e, self);
+    ck_assert_int_eq(v->present, 1 + 2 * C);
+    ec_epoch_parts_free(&p);
+    int applied = 0, read = 0;
+    /* losses before it: each moves its window down by one; the next
+     * chunk's members cover it for C losses */
+    for (int i = 0; i < 40; i++) {
+        ec_epoch_t *n = lose(e, 3);
+        int rc = view_step(e, &v, n, C, self, &p);
+        if (rc == 1) {
+            applied++;
+        } else {
+            /* it reads its view again from the published parts */
+            read++;
+            ec_epoch_free(v);
+            v = view_of(&p, n, self);
+        }
+        ec_epoch_parts_free(&p);
+        ec_epoch_free(e);
+        e = n;
+    }
+    fprintf(stderr, "# 40 losses before a follower (chunks of %d): %d deltas applied to its "
+            "view, %d reads of its chunks\n", C, applied, read);
+    ck_assert_int_ge(applied, 36);
+    ck_assert_int_le(read, 4);
+    /* a loss after it, a restart (incarnation) of a member it holds, a join */
+    ec_epoch_t *n = lose(e, e->nmembers - 5);
+    ck_assert_int_eq(view_step(e, &v, n, C, self, &p), 1);
+    ec_epoch_parts_free(&p);
+    ec_epoch_free(e);
+    e = n;
+    n = ec_epoch_dup(e);
+    n->number++;
+    n->reason = EC_REASON_RESTART;
+    int me = ec_epoch_find_member(e, self);
+    n->members[me].incarnation++;
+    free(n->chunk_digest);
+    n->chunk_digest = NULL;
+    ck_assert_int_eq(view_step(e, &v, n, C, self, &p), 1);
+    ck_assert_uint_eq(v->members[me].incarnation, e->members[me].incarnation + 1);
+    ec_epoch_parts_free(&p);
+    ec_epoch_free(e);
+    e = n;
+    ec_epoch_t *j = mk(e->number + 1, e->nmembers + 1, 8, 0);
+    for (int i = 0; i < e->nmembers; i++) {
+        free(j->members[i].node_id);
+        free(j->members[i].host);
+        j->members[i].node_id = strdup(e->members[i].node_id);
+        j->members[i].host = strdup(e->members[i].host);
+        j->members[i].incarnation = e->members[i].incarnation;
+    }
+    free(j->members[e->nmembers].node_id);
+    j->members[e->nmembers].node_id = strdup("joiner");
+    free(j->members[e->nmembers].host);
+    j->members[e->nmembers].host = strdup("10.9.9.9");
+    j->reason = EC_REASON_JOIN;
+    ck_assert_int_eq(view_step(e, &v, j, C, self, &p), 1);
+    ec_epoch_parts_free(&p);
+    /* a view is never taken for a whole record, nor encoded as one */
+    void *b;
+    size_t l;
+    ck_assert_int_eq(ec_epoch_encode(v, &b, &l, NULL), EC_EINVAL);
+    ck_assert_int_eq(ec_epoch_encode_whole(v, &b, &l, NULL), EC_EINVAL);
+    /* a delta for another base, or a whole (format 1) delta: read instead */
+    ec_epoch_t *k2 = lose(j, 0);
+    void *raw, *d, *o = NULL;
+    size_t rl, dl;
+    ck_assert_int_eq(ec_epoch_encode_whole(k2, &raw, &rl, NULL), 0);
+    ck_assert_int_eq(ec_epoch_delta_encode(j, k2, raw, rl, &d, &dl, NULL), 0); /* no digests */
+    ck_assert_int_eq(ec_epoch_delta_apply_view(v, d, dl, self, NULL, (ec_epoch_t **)&o, NULL), 0);
+    free(raw);
+    free(d);
+    ec_epoch_free(k2);
+    ec_epoch_free(v);
+    ec_epoch_free(e);
+    ec_epoch_free(j);
+}
+END_TEST
+
+/* A member-0 loss moves the master: a view that does not hold the new
+ * member 0 cannot check it and reads; one that does applies. */
+START_TEST(a_view_checks_member_0_and_its_own_chunk)
+{
+    int C = 4;
+    ec_epoch_t *e = mk(1, 20, 2, 0);
+    ec_epoch_parts_t p = publish(e, C);
+    ec_epoch_t *far = view_of(&p, e, "trainjob-worker-10"), *near = view_of(&p, e, "trainjob-worker-2");
+    ec_epoch_parts_free(&p);
+    ec_epoch_t *n = lose(e, 0), *nv = NULL;
+    ck_assert_int_eq(view_step(e, &far, n, C, "trainjob-worker-10", &p), 0);
+    ec_epoch_parts_free(&p);
+    ck_assert_int_eq(view_step(e, &near, n, C, "trainjob-worker-2", &p), 1);
+    ck_assert_str_eq(near->members[0].node_id, "trainjob-worker-1");
+    ec_epoch_parts_free(&p);
+    /* a forged chunk digest: refused (0: read the epoch instead) */
+    ec_epoch_t *n2 = lose(n, 7);
+    p = publish(n2, C);
+    n2->chunk_digest[0] ^= 1; /* its own chunk */
+    void *raw, *d;
+    size_t rl, dl;
+    ck_assert_int_eq(ec_epoch_encode_whole(n2, &raw, &rl, NULL), 0);
+    ck_assert_int_eq(ec_epoch_delta_encode(n, n2, raw, rl, &d, &dl, NULL), 0);
+    ck_assert_int_eq(ec_epoch_delta_apply_view(near, d, dl, "trainjob-worker-2", NULL, &nv, NULL), 0);
+    ck_assert_ptr_null(nv);
+    free(raw);
+    free(d);
+    ec_epoch_parts_free(&p);
+    ec_epoch_free(far);
+    ec_epoch_free(near);
+    ec_epoch_free(e);
+    ec_epoch_free(n);
+    ec_epoch_free(n2);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("epoch_delta");
@@ -206,6 +432,8 @@ static Suite *suite(void)
     tcase_add_test(t, standby_join_restart_and_header_only);
     tcase_add_test(t, without_the_base_read_the_epoch_key);
     tcase_add_test(t, epoch_above_one_value_goes_as_a_delta);
+    tcase_add_test(t, a_view_follows_losses_joins_and_restarts_through_deltas);
+    tcase_add_test(t, a_view_checks_member_0_and_its_own_chunk);
     suite_add_tcase(s, t);
     return s;
 }

@@ -156,17 +156,17 @@ END_TEST
 
 START_TEST(each_member_watches_its_successors_in_a_ring)
 {
-    /* members in rank order, not sorted: the ring follows the sorted ids */
+    /* members in M_id order: the ring follows it, wrapping around */
     const char *ids[] = {"n3", "n1", "n4", "n2"};
     size_t out[2];
     ck_assert_uint_eq(ec_ring_watched(ids, 4, "n1", 2, out), 2);
-    ck_assert_str_eq(ids[out[0]], "n2");
-    ck_assert_str_eq(ids[out[1]], "n3");
-    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n4", 2, out), 2); /* wraps around */
-    ck_assert_str_eq(ids[out[0]], "n1");
-    ck_assert_str_eq(ids[out[1]], "n2");
-    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n3", 1, out), 1);
     ck_assert_str_eq(ids[out[0]], "n4");
+    ck_assert_str_eq(ids[out[1]], "n2");
+    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n2", 2, out), 2); /* wraps around */
+    ck_assert_str_eq(ids[out[0]], "n3");
+    ck_assert_str_eq(ids[out[1]], "n1");
+    ck_assert_uint_eq(ec_ring_watched(ids, 4, "n3", 1, out), 1);
+    ck_assert_str_eq(ids[out[0]], "n1");
     /* every member watched by exactly k others, nobody by itself */
     int watchers[4] = {0};
     for (size_t m = 0; m < 4; m++) {
@@ -185,6 +185,19 @@ START_TEST(each_member_watches_its_successors_in_a_ring)
     ck_assert_uint_eq(ec_ring_watched(ids, 1, "n3", 2, out), 0);
     /* not a member: watches nobody */
     ck_assert_uint_eq(ec_ring_watched(ids, 4, "n9", 2, out), 0);
+    /* a view (members not held are NULL): the next ones it holds */
+    const char *view[] = {"n0", NULL, "n2", "n3", NULL, NULL};
+    ck_assert_uint_eq(ec_ring_watched(view, 6, "n3", 2, out), 2);
+    ck_assert_str_eq(view[out[0]], "n0");
+    ck_assert_str_eq(view[out[1]], "n2");
+    /* a loss compacts the M_ids after it: only its watchers change */
+    const char *before[] = {"a", "b", "c", "d", "e"}, *after[] = {"a", "b", "d", "e"};
+    ck_assert_uint_eq(ec_ring_watched(before, 5, "d", 2, out), 2);
+    ck_assert_str_eq(before[out[0]], "e");
+    ck_assert_str_eq(before[out[1]], "a");
+    ck_assert_uint_eq(ec_ring_watched(after, 4, "d", 2, out), 2);
+    ck_assert_str_eq(after[out[0]], "e");
+    ck_assert_str_eq(after[out[1]], "a");
     /* large job: still k peers */
     enum { N = 16384 };
     static char buf[N][8];
@@ -193,9 +206,9 @@ START_TEST(each_member_watches_its_successors_in_a_ring)
         snprintf(buf[i], sizeof(buf[i]), "n%05d", (i * 7919) % N);
         big[i] = buf[i];
     }
-    ck_assert_uint_eq(ec_ring_watched(big, N, "n16383", 2, out), 2);
-    ck_assert_str_eq(big[out[0]], "n00000");
-    ck_assert_str_eq(big[out[1]], "n00001");
+    ck_assert_uint_eq(ec_ring_watched(big, N, big[N - 1], 2, out), 2);
+    ck_assert_str_eq(big[out[0]], big[0]);
+    ck_assert_str_eq(big[out[1]], big[1]);
 }
 END_TEST
 
