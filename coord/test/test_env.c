@@ -1,0 +1,114 @@
+/* The environment a training process gets (coord/agent/env.c) from a whole
+ * epoch or a follower's view of a split one: every variable that can be
+ * computed is set, and a list that one environment string cannot hold
+ * (execve's MAX_ARG_STRLEN, 128 KiB: E2BIG) is left out instead of making
+ * every process fail to start.
+ */
+#include "env.h"
+#include "records.h"
+
+#include <ec_check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ec_epoch_t *epoch(int M, int N)
+{
+    ec_epoch_t *ep = ec_epoch_new(M, N);
+    ep->number = 3;
+    ep->job_id = strdup("j");
+    ep->leader_id = strdup("n0");
+    ep->leader_rev = 5;
+    ep->reason = EC_REASON_START;
+    for (int i = 0; i < M; i++) {
+        char b[64];
+        snprintf(b, sizeof b, "node-%05d", i);
+        ep->members[i].node_id = strdup(b);
+        snprintf(b, sizeof b, "10.%d.%d.%d", i >> 16, (i >> 8) & 255, i & 255);
+        ep->members[i].host = strdup(b);
+        for (int j = 0; j < N; j++)
+            ep->members[i].ports[j] = (uint16_t)(36000 + j);
+        ep->members[i].master_port = 29500;
+    }
+    return ep;
+}
+
+static char **build(const ec_epoch_t *ep, int m, int n)
+{
+    ec_env_ctx_t ctx = {.job_id = "j", .node_id = ep->members[m].node_id, .log_dir = "/tmp",
+                        .ngpus = 8};
+    char *base[] = {NULL};
+    char **env = NULL;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_env_build(ep, m, n, &ctx, base, &env, &err) == 0, "%s", err.msg);
+    return env;
+}
+
+START_TEST(lists_are_set_while_they_fit_one_environment_string)
+{
+    /* 512 x 8 = 4096 ranks: about 70 KB of endpoints, set */
+    ec_epoch_t *ep = epoch(512, 8);
+    char **env = build(ep, 7, 3);
+    const char *eps = ec_env_get(env, "PADDLE_TRAINER_ENDPOINTS");
+    ck_assert_ptr_nonnull(eps);
+    ck_assert_uint_lt(strlen(eps), 128 * 1024);
+    ck_assert_ptr_nonnull(ec_env_get(env, "PADDLE_WORLD_DEVICE_IDS"));
+    ck_assert_str_eq(ec_env_get(env, "RANK"), "59");
+    ec_env_free(env);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+START_TEST(lists_too_long_for_execve_are_left_out)
+{
+    /* 2048 x 8 = 16,384 ranks: ~280 KB of endpoints and 32 KB of device
+     * ids; the endpoints would make execve fail with E2BIG */
+    ec_epoch_t *ep = epoch(2048, 8);
+    char **env = build(ep, 2047, 7);
+    ck_assert_ptr_null(ec_env_get(env, "PADDLE_TRAINER_ENDPOINTS"));
+    for (char **e = env; *e; e++)
+        ck_assert_uint_lt(strlen(*e) + 1, 128 * 1024);
+    ck_assert_str_eq(ec_env_get(env, "RANK"), "16383");
+    ck_assert_str_eq(ec_env_get(env, "WORLD_SIZE"), "16384");
+    ck_assert_str_eq(ec_env_get(env, "PADDLE_MASTER"), "10.0.0.0:36000");
+    ck_assert_str_eq(ec_env_get(env, "PADDLE_CURRENT_ENDPOINT"), "10.0.7.255:36007");
+    ec_env_free(env);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+START_TEST(a_view_of_a_split_epoch_gives_every_computable_variable)
+{
+    ec_epoch_t *ep = epoch(40, 2);
+    ec_epoch_parts_t p;
+    ck_assert_int_eq(ec_epoch_split(ep, 8, &p, NULL), 0);
+    ec_epoch_t *v = NULL;
+    ck_assert_int_eq(ec_epoch_decode_view(p.head, p.head_len, NULL, &v, NULL), 0);
+    ck_assert_int_eq(ec_epoch_view_add_chunk(v, 2, p.chunk[2], p.chunk_len[2], NULL), 0);
+    ck_assert_int_lt(v->present, v->nmembers);
+    char **env = build(v, 17, 1);
+    ck_assert_ptr_null(ec_env_get(env, "PADDLE_TRAINER_ENDPOINTS"));
+    ck_assert_str_eq(ec_env_get(env, "RANK"), "35");
+    ck_assert_str_eq(ec_env_get(env, "WORLD_SIZE"), "80");
+    ck_assert_str_eq(ec_env_get(env, "GROUP_WORLD_SIZE"), "40");
+    ck_assert_str_eq(ec_env_get(env, "MASTER_ADDR"), "10.0.0.0");
+    ck_assert_str_eq(ec_env_get(env, "PADDLE_CURRENT_ENDPOINT"), "10.0.0.17:36001");
+    ec_env_free(env);
+    ec_epoch_free(v);
+    ec_epoch_parts_free(&p);
+    ec_epoch_free(ep);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("env");
+    TCase *t = tcase_create("env");
+    tcase_add_test(t, lists_are_set_while_they_fit_one_environment_string);
+    tcase_add_test(t, lists_too_long_for_execve_are_left_out);
+    tcase_add_test(t, a_view_of_a_split_epoch_gives_every_computable_variable);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+EC_CHECK_MAIN(suite)
