@@ -286,7 +286,7 @@ START_TEST(a_stopped_rank_is_named_after_the_timeout_and_the_job_goes_on)
     ck_assert_int_eq(kill(stopped_pid, SIGSTOP), 0);
     expect_recovered(a, 2, "hs", "b", e, t0, 2000, "stopped");
     /* b's agent did the restart, and the stopped process is gone */
-    ck_assert(ec_test_file_contains(a[1].log, "+hung b local rank 0"));
+    ck_assert(ec_test_wait_file(a[1].log, "+hung b local rank 0", 5000)); /* console thread */
     ck_assert_msg(kill(stopped_pid, 0) < 0, "the stopped process %d is still there",
                   (int)stopped_pid);
     stopped_pid = 0;
