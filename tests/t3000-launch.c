@@ -257,9 +257,11 @@ START_TEST(killed_process_restarts_then_node_leaves)
     ec_epoch_free(ep);
     wait_dump("jkill", "b", 1, 2);
     ck_assert_str_eq(dump_get(dump_path("jkill", "b", 1, 2), "TORCHELASTIC_RESTART_COUNT"), "1");
-    wait_file(ag[1].log, "Container failed !!!", 5000);
+    /* The report is several console lines, written by the agent's console
+     * thread after it queued them: wait for its last line, not its first. */
+    wait_file(ag[1].log, "ABORT!!! Out of all 6 trainers", 5000);
+    ck_assert(ec_test_file_contains(ag[1].log, "Container failed !!!"));
     ck_assert(ec_test_file_contains(ag[1].log, "signal 9"));
-    ck_assert(ec_test_file_contains(ag[1].log, "ABORT!!! Out of all 6 trainers"));
     /* a failure record went to etcd */
     ec_kv_list_t l;
     ck_assert_int_eq(ec_etcd_get_prefix(c, "/jkill/failures/", 0, &l, NULL), 0);

@@ -317,9 +317,12 @@ START_TEST(frozen_agent_ranks_killed_before_lease_expiry)
 {
     /* An agent frozen by SIGSTOP cannot fence itself: its janitor (not
      * frozen with it) must kill the rank before etcd could expire the
-     * agent's lease (TTL 3 s after its last confirmation, i.e. before 3 s
+     * agent's lease (TTL 6 s after its last confirmation, i.e. before 6 s
      * after the SIGSTOP), else the job re-forms while it still runs.  After
-     * SIGCONT the agent fences, registers again and its rank rejoins. */
+     * SIGCONT the agent fences, registers again and its rank rejoins.
+     * The janitor kills at TTL - margin/2 after the last confirmation: with
+     * --lease_margin=50, 4.5 s, leaving 1.5 s for it to wake and the rank to
+     * die on a loaded machine (with TTL 3 s and the default 20 %, 0.3 s). */
     char es[128], ld[320], console[320], err[320], dump[320];
     snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
     snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
@@ -328,7 +331,8 @@ START_TEST(frozen_agent_ranks_killed_before_lease_expiry)
     snprintf(dump, sizeof(dump), "%s/dump", tmp);
     mkdir(dump, 0755);
     char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jfrozen", "--np=1", "--nproc_per_node=1",
-                    "--node_id=a", ld, "--lease_ttl=3", "--grace_period=2", "--max_restart=3",
+                    "--node_id=a", ld, "--lease_ttl=6", "--lease_margin=50", "--grace_period=2",
+                    "--max_restart=3",
                     "--", (char *)prog(), dump, "0", NULL};
     int out = open_log(console);
     pid_t agent = spawn_agent(argv, out, err);
@@ -338,16 +342,17 @@ START_TEST(frozen_agent_ranks_killed_before_lease_expiry)
     pid_t jan = janitor_of(agent);
     int64_t t0 = ec_test_now_ms();
     ck_assert_int_eq(kill(agent, SIGSTOP), 0);
-    bool dead = ec_test_wait(pid_dead, &rank, 6000);
+    bool dead = ec_test_wait(pid_dead, &rank, 10000);
     int64_t dt = ec_test_now_ms() - t0;
     kill(agent, SIGCONT);
     ck_assert_msg(dead, "the rank (pid %d) of the SIGSTOPped agent still runs %lld ms after the "
-                        "SIGSTOP (its lease expires 3000 ms after its last confirmation)",
+                        "SIGSTOP (its lease expires 6000 ms after its last confirmation)",
                   (int)rank, (long long)dt);
-    printf("# the frozen agent's rank was gone %lld ms after the SIGSTOP (TTL 3000 ms)\n",
+    printf("# the frozen agent's rank was gone %lld ms after the SIGSTOP (TTL 6000 ms, margin "
+           "50 %%)\n",
            (long long)dt);
-    ck_assert_msg(dt < 3000, "the rank (pid %d) of the SIGSTOPped agent was gone only %lld ms after "
-                             "the SIGSTOP, when its lease (TTL 3000 ms) could have expired",
+    ck_assert_msg(dt < 6000, "the rank (pid %d) of the SIGSTOPped agent was gone only %lld ms after "
+                             "the SIGSTOP, when its lease (TTL 6000 ms) could have expired",
                   (int)rank, (long long)dt);
     ck_assert_msg(ec_test_wait_file(err, "ecoord janitor: the agent", 5000),
                   "the janitor did not say what it killed");

@@ -410,8 +410,13 @@ END_TEST
 
 /* ---- 3. a node lost during the build ------------------------------------------------------ */
 
-/* Leases last 10 s; a build waits timeout_ms (NULL: the default, 30 s) for
- * a silent peer. */
+/* A build waits timeout_ms (NULL: the default, 30 s) for a silent peer.
+ * The lost node must be found through the failed build, well before its
+ * lease could expire: the lease lasts 15 s (stretched by
+ * EC_TEST_TIMEOUT_MULTIPLIER, like the 7 s bound below), and a lease kept
+ * alive every third of its TTL expires no sooner than two thirds of it
+ * (10 s, stretched) after the node died, so even a slow machine cannot
+ * pass through the lease instead. */
 static void node_lost_during_build(const char *job, const char *root, const char *timeout_ms)
 {
     plain_etcd();
@@ -419,10 +424,13 @@ static void node_lost_during_build(const char *job, const char *root, const char
         setenv("ECOORD_WORKER_TIMEOUT_MS", timeout_ms, 1);
     const char *ids[] = {"a", "b", "c"};
     agent_t ag[3];
+    long ttl_s = ec_test_ms(15000) / 1000, bound_ms = ec_test_ms(7000);
+    char flags[128];
+    snprintf(flags, sizeof(flags), "--lease_ttl=%ld --peer_probe_interval=0", ttl_s);
     for (int i = 0; i < 3; i++)
         /* the agents' ring (--peer_probe_interval) would find the dead
          * node first: off, this checks what the failed build reports */
-        ag[i] = start_agent(job, ids[i], "1:3", "--lease_ttl=10 --peer_probe_interval=0");
+        ag[i] = start_agent(job, ids[i], "1:3", flags);
     ec_epoch_t *ep = wait_epoch(root, 1, 3, 30000);
     uint64_t e = ep->number;
     /* The leader stays; of the other two one leaves, the other is lost. */
@@ -459,13 +467,15 @@ static void node_lost_during_build(const char *job, const char *root, const char
     ck_assert_int_ge(ec_epoch_find_member(ep, keep->id), 0);
     ec_epoch_free(ep);
     printf("# node lost during the build: re-formed %" PRId64 " ms after it died (lease TTL "
-           "10 s, build timeout %s ms)\n", took, timeout_ms ? timeout_ms : "30000");
+           "%ld s, build timeout %s ms)\n", took, ttl_s, timeout_ms ? timeout_ms : "30000");
     char path[400];
     snprintf(path, sizeof(path), "%s/workerlog.0", keep->logdir);
-    ck_assert_msg(ec_test_file_contains(path, "reported them so the leader can evict them"),
+    /* The worker logs the report after its put returned, and the leader may
+     * act on the put first: wait for the line, do not read once. */
+    ck_assert_msg(ec_test_wait_file(path, "reported them so the leader can evict them", 5000),
                   "the failed build reported no suspect (see %s)", path);
-    ck_assert_msg(took < 7000, "re-formed %" PRId64 " ms after the node died: its lease TTL "
-                  "(10 s) found it, not the failed build", took);
+    ck_assert_msg(took < bound_ms, "re-formed %" PRId64 " ms after the node died: its lease TTL "
+                  "(%ld s) found it, not the failed build", took, ttl_s);
     train(keep, e + 1, 5, 20000);
 }
 

@@ -505,6 +505,34 @@ static bool epoch_exactly(void *arg)
     return ok;
 }
 
+typedef struct {
+    const char *root;
+    const char *const *ids;
+    int n;
+} registered_t;
+
+/* Only these nodes have a record under nodes/: every other one left or its
+ * lease expired. */
+static bool only_registered(void *arg)
+{
+    registered_t *r = arg;
+    char prefix[600];
+    snprintf(prefix, sizeof(prefix), "%snodes/", r->root);
+    ec_kv_list_t l;
+    if (ec_etcd_get_prefix(c, prefix, 0, &l, NULL) < 0)
+        return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < l.n; i++) {
+        const char *id = l.kvs[i].key + strlen(prefix);
+        size_t len = strcspn(id, "/");
+        ok = false;
+        for (int k = 0; !ok && k < r->n; k++)
+            ok = strlen(r->ids[k]) == len && !strncmp(id, r->ids[k], len);
+    }
+    ec_kv_list_free(&l);
+    return ok;
+}
+
 START_TEST(rapid_churn_ends_in_correct_epoch)
 {
     const char *job = "jchurn", *root = "/jchurn/";
@@ -559,17 +587,43 @@ START_TEST(rapid_churn_ends_in_correct_epoch)
     for (int i = 0; i < nch; i++)
         if (!ch[i].gone)
             ck_assert_msg(ec_test_reap(ch[i].pid, 15000) >= 0, "churn agent %s did not exit", ch[i].id);
-    /* The job settles on exactly the two agents left, both running in it. */
+    /* The job settles on exactly the two agents left, both running in it.
+     * First every churner's record must be gone: a killed one's stays until
+     * its 2 s lease expires, and a killed standby can still be admitted
+     * meanwhile, so an epoch of exactly core0 and core1 seen before that
+     * may be followed by one with the dead churner, then one without it
+     * (whose processes the SIGTERMs below would then miss). */
     const char *core_ids[] = {"core0", "core1"};
+    registered_t reg = {root, core_ids, 2};
     exactly_t x = {root, core_ids, 2};
+    uint64_t early = 0; /* an epoch of exactly the cores while churners' records remained */
+    int64_t records_deadline = ec_test_now_ms() + ec_test_ms(20000);
+    while (!only_registered(&reg)) {
+        if (!early && epoch_exactly(&x)) {
+            ec_epoch_t *e0 = ec_test_epoch(c, root);
+            early = e0 ? e0->number : 0;
+            ec_epoch_free(e0);
+        }
+        ck_assert_msg(ec_test_now_ms() < records_deadline,
+                      "churners' node records outlived their 2 s leases");
+        pace_ms(10);
+    }
     ck_assert_msg(ec_test_wait(epoch_exactly, &x, 20000), "the job never settled on core0, core1");
+    settled_t both = {job, root, core_ids, 2, 0};
+    ck_assert_msg(ec_test_wait(settled, &both, 15000),
+                  "core0 and core1 never both ran a process in the newest epoch");
+    uint64_t last = both.epoch;
     ec_epoch_t *ep = ec_test_epoch(c, root);
-    uint64_t last = ep->number;
+    ck_assert_uint_eq(ep->number, last);
     ck_assert_int_eq(ep->world_size, 2);
     ec_epoch_free(ep);
     pid_t pp[2] = {prog_pid(job, "core0", last), prog_pid(job, "core1", last)};
     printf("# churn: %d agents started, %d left with SIGTERM, %d killed; final epoch %llu\n",
            started, termed, killed, (unsigned long long)last);
+    if (early && early != last)
+        printf("# churn: epoch %llu already had exactly core0 and core1 while churners' records "
+               "remained; the job settled in epoch %llu\n", (unsigned long long)early,
+               (unsigned long long)last);
     /* ...and completes there: the programs finish, the agents exit 0. */
     for (int i = 0; i < 2; i++)
         kill(pp[i], SIGTERM); /* ec-test-prog exits 0 on SIGTERM: "training done" */

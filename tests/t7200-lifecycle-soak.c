@@ -425,6 +425,53 @@ static bool epoch_exactly(void *arg)
     return ok;
 }
 
+/* Only these nodes have a record under nodes/: every other agent left or
+ * its lease expired. */
+static bool only_registered(void *arg)
+{
+    exactly_t *x = arg;
+    char prefix[300];
+    snprintf(prefix, sizeof(prefix), "%snodes/", root);
+    ec_kv_list_t l;
+    if (ec_etcd_get_prefix(c, prefix, 0, &l, NULL) < 0)
+        return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < l.n; i++) {
+        const char *id = l.kvs[i].key + strlen(prefix);
+        size_t len = strcspn(id, "/");
+        ok = false;
+        for (int k = 0; !ok && k < x->n; k++)
+            ok = strlen(x->ids[k]) == len && !strncmp(id, x->ids[k], len);
+    }
+    ec_kv_list_free(&l);
+    return ok;
+}
+
+static pid_t prog_pid(const char *node, unsigned long long epoch);
+
+typedef struct {
+    exactly_t *x;
+    uint64_t epoch; /* out */
+} settled_t;
+
+/* The newest epoch has exactly x's nodes and each one's process of it runs. */
+static bool settled(void *arg)
+{
+    settled_t *st = arg;
+    if (!epoch_exactly(st->x))
+        return false;
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    bool ok = ep != NULL;
+    for (int i = 0; ok && i < st->x->n; i++) {
+        pid_t pp = prog_pid(st->x->ids[i], ep->number);
+        ok = pp > 0 && kill(pp, 0) == 0;
+    }
+    if (ok)
+        st->epoch = ep->number;
+    ec_epoch_free(ep);
+    return ok;
+}
+
 static pid_t prog_pid(const char *node, unsigned long long epoch)
 {
     char p[512];
@@ -748,12 +795,26 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
             break;
         pace_ms(20);
     }
+    /* A churner killed just before (or a restarted one's old incarnation)
+     * keeps its record until its lease (2..5 s) expires, and a joiner's
+     * record is admitted even if its agent is dead: an epoch of exactly the
+     * cores seen before then can be followed by one with the dead node and
+     * another without it, and the processes signalled below would be the
+     * replaced ones.  So: no churner's record left, then the newest epoch of
+     * exactly the cores with both their processes running. */
+    if (!ec_test_wait(only_registered, &both, 20000))
+        broke(-1, "completion: churners' node records outlived their leases");
+    settled_t settle = {&both, 0};
     if (!ec_test_wait(epoch_exactly, &both, 30000)) {
         broke(-1, "completion: the job never settled on core0, core1 after the churn");
     } else {
-        ec_epoch_t *ep = ec_test_epoch(c, root);
-        last = ep ? ep->number : 0;
-        ec_epoch_free(ep);
+        if (ec_test_wait(settled, &settle, 15000)) {
+            last = settle.epoch;
+        } else {
+            ec_epoch_t *ep = ec_test_epoch(c, root);
+            last = ep ? ep->number : 0;
+            ec_epoch_free(ep);
+        }
         for (int i = 0; i < 2; i++) {
             char p[512];
             snprintf(p, sizeof(p), "%s/env.%s.0.%llu", dump, core_ids[i], (unsigned long long)last);

@@ -262,8 +262,10 @@ START_TEST(restart_mode_cut_nodes_stop_before_their_lease_can_expire)
     watch_t w = {{root, e1 + 1, 1, "n3", "n1"}, olds_gone, &o};
     ck_assert_msg(ec_test_wait(watch_cond, &w, 30000), "n3 never formed an epoch of its own");
     int64_t t_epoch = ec_test_now_ms();
-    ck_assert_msg(ec_test_file_contains(n1.console, "-fenced") &&
-                  ec_test_file_contains(n2.console, "-fenced"),
+    /* Logged before the processes were stopped, but the console is written
+     * by the agent's console thread: wait for it rather than read once. */
+    ck_assert_msg(ec_test_wait_file(n1.console, "-fenced", 5000) &&
+                  ec_test_wait_file(n2.console, "-fenced", 5000),
                   "n1 and n2 should have logged -fenced");
     printf("# cut at 0 ms; epoch of n3 alone seen at %lld ms; n1's and n2's processes gone by "
            "then\n", (long long)(t_epoch - t_cut));
