@@ -604,12 +604,14 @@ static void on_epoch_key(const ec_watch_event_t *ev, void *arg)
         return;
     int64_t t = mono_us();
     ec_epoch_t *ep = NULL;
-    if (ec_epoch_decode(ev->kv->value, ev->kv->value_len, NULL, &ep, NULL) < 0)
+    /* a split epoch's head decodes as a view of member 0 (its size: the
+     * head's; the chunks were written before it) */
+    if (ec_epoch_decode_view(ev->kv->value, ev->kv->value_len, NULL, &ep, NULL) < 0)
         return;
     int64_t t1 = mono_us();
     void *buf = NULL;
     size_t len = 0;
-    ec_epoch_encode(ep, &buf, &len, NULL);
+    ec_epoch_encode_view(ep, &buf, &len, NULL);
     int64_t t2 = mono_us();
     free(buf);
     pthread_mutex_lock(&B.lock);
@@ -861,6 +863,48 @@ typedef struct fan_thread {
     int failed;   /* atomic */
 } fan_thread_t;
 
+/* The bytes a follower reads for its view of the split epoch whose head
+ * is in head (0: not split); the same reads as ec_epoch_fetch_view. */
+static size_t view_reads(ec_etcd_t *c, const ec_kv_t *head, const char *self)
+{
+    ec_epoch_split_t info;
+    if (ec_epoch_head_info(head->value, head->value_len, NULL, &info, NULL) != 1)
+        return 0;
+    size_t bytes = 0;
+    char key[EC_KEY_MAX];
+    int b = (int)ec_epoch_index_bucket(self, info.nbuckets), m = -1;
+    ec_key_epoch_index(&B.keys, info.number, b, key, sizeof(key));
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) == 0 && found) {
+        bytes += kv.value_len;
+        ec_epoch_index_find(kv.value, kv.value_len, info.index_digest[b], info.number, b, self,
+                            &m, NULL);
+        ec_kv_free(&kv);
+    }
+    int want[4] = {-1, -1, -1, -1};
+    if (m >= 0) {
+        want[0] = m / info.chunk_members;
+        want[1] = (want[0] + 1) % info.nchunks;
+        want[2] = ((m + 1) % info.nmembers) / info.chunk_members;
+        want[3] = ((m + 2) % info.nmembers) / info.chunk_members;
+    }
+    for (int j = 0; j < 4; j++) {
+        bool dup = want[j] < 0;
+        for (int i = 0; i < j; i++)
+            dup = dup || want[i] == want[j];
+        if (dup)
+            continue;
+        ec_key_epoch_chunk(&B.keys, info.number, want[j], key, sizeof(key));
+        if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) == 0 && found) {
+            bytes += kv.value_len;
+            ec_kv_free(&kv);
+        }
+    }
+    ec_epoch_split_free(&info);
+    return bytes;
+}
+
 static void *fan_main(void *arg)
 {
     fan_thread_t *f = arg;
@@ -967,6 +1011,11 @@ static void *fan_main(void *arg)
                     if (ec_etcd_get_at(B.cl[f->k], key, kv->mod_revision, &full, &found, NULL,
                                        NULL) == 0 && found) {
                         bytes += full.value_len;
+                        /* a split epoch: the follower reads its view
+                         * (index bucket, own chunk, the next), as
+                         * ec_epoch_fetch_view does */
+                        int follower = f->k + (int)(r->watch_id / B.fan_per) * NCLIENTS;
+                        bytes += view_reads(B.cl[f->k], &full, B.sims[follower % B.nsims].id);
                         ec_kv_free(&full);
                     }
                     t = mono_us();
