@@ -1959,6 +1959,20 @@ static long etcd_ranges(void)
     return n;
 }
 
+/* Watch streams etcd has opened so far (its /metrics). */
+static long etcd_watch_streams(void)
+{
+    size_t cap = 4u << 20;
+    char *resp = malloc(cap);
+    ck_assert_ptr_nonnull(resp);
+    ck_assert_int_eq(ec_http_request(ec_embed_port(etcd), "GET", "/metrics", resp, cap), 200);
+    double v = ec_prom_value(ec_http_body(resp), "grpc_server_started_total{grpc_method=\"Watch\","
+                             "grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"}", -1);
+    free(resp);
+    ck_assert_msg(v >= 0, "etcd's /metrics has no grpc_server_started_total of Watch");
+    return (long)v;
+}
+
 /* A leader of job `job` as the agent is one (coord/agent/node_publish.c):
  * the leader key "n1", and the last valid epoch it published, which its
  * next delta is taken from. */
@@ -2045,7 +2059,8 @@ static bool all_see(void *arg)
  * 131,072 reads of etcd per change.  The leader's epoch transaction puts
  * the leader key again unchanged; a process that watches it learns from
  * that event which leadership wrote the epoch, and reads nothing: E epochs
- * followed by K processes cost etcd no read at all.  An epoch forged among
+ * followed by K processes cost etcd no read at all (and each process holds
+ * one watch stream, for epochd and the leader key together).  An epoch forged among
  * them (not the leader's, though the transaction touched the leader key) is
  * still judged, from the same events, and not followed. */
 START_TEST(leader_epochs_are_followed_without_reads)
@@ -2054,8 +2069,14 @@ START_TEST(leader_epochs_are_followed_without_reads)
     leader_t L = {.job = "jnoread"};
     leader_write(&L, 1, K, L.job, "n1", true);
     ecw_t *w[K];
+    long s0 = etcd_watch_streams();
     for (int i = 0; i < K; i++)
         w[i] = none_init(L.job, i);
+    /* one watch stream per process for epochd and the leader key (one per
+     * key would be 2K; a stream re-opened after a break counts again) */
+    long streams = etcd_watch_streams() - s0;
+    ck_assert_msg(streams >= K && streams < 2 * K, "%d processes opened %ld watch streams",
+                  K, streams);
     long r0 = etcd_ranges();
     for (uint64_t n = 2; n <= E + 1; n++) {
         if (n == FORGED_AT)

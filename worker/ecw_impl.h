@@ -198,8 +198,7 @@ struct ecw {
     uint64_t first_marked;     /* epoch whose first collective was recorded */
     int ndevices;              /* NCCL: visible devices */
 
-    ec_watch_t *watch;         /* epochd */
-    ec_watch_t *lwatch;        /* the leader key (follow.c: who wrote each epoch) */
+    ec_watch_t *watch;         /* epochd and the leader key (who wrote each epoch), one stream */
     /* highest etcd revision the watches reported: a watch re-created on
      * an etcd whose revision is lower lost its data (relist) */
     _Atomic int64_t seen_rev;

@@ -7,12 +7,14 @@
  * costs each process a few hundred bytes, not the whole record.
  *
  * Which epochs are applied (epoch_check.h): one written under the leader
- * key current at its revision.  A second watch, of the leader key, keeps a
- * log of the leaderships (ec_leader_log_t), complete up to leader_through.
+ * key current at its revision.  The same watch (one stream,
+ * ec_watch_start_keys) follows the leader key, whose events keep a log of
+ * the leaderships (ec_leader_log_t), complete up to leader_through.
  * The leader's epoch transaction puts the leader key again unchanged
  * (coord/agent/node_publish.c), so the event of the same revision tells who
  * held the key when the epoch was written, without a read: an epoch that
- * comes before that event waits for it (w->pend).  Only an epoch that no
+ * comes before that event (the two keys' events are not ordered between
+ * them) waits for it (w->pend).  Only an epoch that no
  * such event follows within ECW__VERIFY_GRACE_MS (another tool's), or one
  * older than the log, costs a read of the leader key at its revision: at
  * 16,384 nodes x 8 processes, one read per process per change would be
@@ -204,7 +206,7 @@ static bool epoch_from_delta(ecw_t *w, const ec_watch_event_t *ev, void **out, s
     return ok && *out;
 }
 
-/* What both watches do with their stream's events: note the highest
+/* What the watch's stream events do (both keys): note the highest
  * revision, and re-list when etcd lost its data or compacted the watch's
  * revision away. */
 static void on_stream(ecw_t *w, const ec_watch_event_t *ev)
@@ -242,8 +244,8 @@ static void settle(ecw_t *w, ec_epoch_t *ep, int ok, const char *why)
     ec_epoch_free(ep);
 }
 
-/* The leader key's watch: log each leadership; an epoch that waited for
- * the event of its revision is judged now. */
+/* A leader-key event: log the leadership; the epochs that waited for the
+ * event of their revision are judged now. */
 static void on_leader(const ec_watch_event_t *ev, void *arg)
 {
     ecw_t *w = arg;
@@ -276,7 +278,7 @@ static void on_leader(const ec_watch_event_t *ev, void *arg)
         settle(w, done[i].ep, ok[i], why[i]);
 }
 
-/* The epochd watch: the epoch each delta describes, judged from the leader
+/* An epochd event: the epoch its delta describes, judged from the leader
  * log, or left to wait for the leader key's event of its revision. */
 static void on_watch(const ec_watch_event_t *ev, void *arg)
 {
@@ -312,8 +314,8 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     pthread_mutex_lock(&w->mu);
     int ok = epoch_ok_log(w, ev->revision, ep, why, sizeof(why));
     if (ok < 0 && ev->revision > w->leader_through) {
-        /* The leader key's event of this revision has not come yet (the
-         * other watch): wait for it, or for the grace and a read (the
+        /* The leader key's event of this revision has not come yet: wait
+         * for it, or for the grace and a read (the
          * service thread). */
         if (w->npend == ECW__PEND_MAX) {
             dropped = w->pend[0].ep->number;
@@ -380,7 +382,24 @@ static void drop_pending(ecw_t *w)
     w->npend = 0;
 }
 
-static void stop_watches(ecw_t *w);
+/* The watch of the leader key and epochd (one stream): each key's events
+ * in order, the two keys' interleaved as etcd sends them. */
+static void on_event(const ec_watch_event_t *ev, void *arg)
+{
+    ecw_t *w = arg;
+    if (ev->type != EC_WATCH_PUT && ev->type != EC_WATCH_DELETE) {
+        on_stream(w, ev);
+        return;
+    }
+    char lkey[EC_KEY_MAX];
+    if (ec_key_leader(&w->keys, lkey, sizeof(lkey)) >= 0 && ev->kv->key_len == strlen(lkey) &&
+        !memcmp(ev->kv->key, lkey, ev->kv->key_len))
+        on_leader(ev, w);
+    else
+        on_watch(ev, w);
+}
+
+static void stop_watch(ecw_t *w);
 
 /* Read the epoch key and the leader key (one transaction: one revision)
  * and (re)start the watches right after the read. */
@@ -391,7 +410,7 @@ static int relist(ecw_t *w, ec_error_t *err)
         ec_key_leader(&w->keys, lkey, sizeof(lkey)) < 0 ||
         ec_key_epoch_delta(&w->keys, dkey, sizeof(dkey)) < 0)
         return ec_errorf(err, EC_EINVAL, "cannot build the job's keys");
-    stop_watches(w); /* a failed relist's, when retried */
+    stop_watch(w); /* a failed relist's, when retried */
     ec_op_t get[2] = {{.type = EC_OP_GET, .key = key}, {.type = EC_OP_GET, .key = lkey}};
     ec_txn_result_t r = {0};
     int rc = ec_etcd_txn(w->etcd, NULL, 0, get, 2, NULL, 0, &r, err);
@@ -431,26 +450,22 @@ static int relist(ecw_t *w, ec_error_t *err)
     }
     ec_txn_result_free(&r);
     /* then follow the leader key and the epoch's deltas (epochd) from the
-     * revision read; no previous values (etcd would read one per event
-     * and watcher) */
-    w->lwatch = ec_watch_start_ex(w->etcd, lkey, false, rev + 1, EC_WATCH_NO_PREV_KV, on_leader,
-                                  w, err);
-    if (!w->lwatch)
-        return ec_error_prefix(err, "watching the job's leader key '%s'", lkey);
-    w->watch = ec_watch_start_ex(w->etcd, dkey, false, rev + 1, EC_WATCH_NO_PREV_KV, on_watch, w,
-                                 err);
+     * revision read: one watch stream for both; no previous values (etcd
+     * would read one per event and watcher) */
+    const char *wkeys[2] = {lkey, dkey};
+    w->watch = ec_watch_start_keys(w->etcd, wkeys, 2, rev + 1, EC_WATCH_NO_PREV_KV, on_event, w,
+                                   err);
     if (!w->watch)
-        return ec_error_prefix(err, "watching the job's epoch '%s'", dkey);
+        return ec_error_prefix(err, "watching the job's epoch '%s' and leader key '%s'", dkey,
+                               lkey);
     return 0;
 }
 
-/* Stop both watches: no callback runs after it returns. */
-static void stop_watches(ecw_t *w)
+/* Stop the watch: no callback runs after it returns. */
+static void stop_watch(ecw_t *w)
 {
     ec_watch_stop(w->watch);
     w->watch = NULL;
-    ec_watch_stop(w->lwatch);
-    w->lwatch = NULL;
 }
 
 static void write_timing(ecw_t *w, const ecw__timing_t *t)
@@ -515,7 +530,7 @@ static void *service(void *arg)
         if (w->watch_restart) {
             w->watch_restart = false;
             pthread_mutex_unlock(&w->mu);
-            stop_watches(w);
+            stop_watch(w);
             ec_error_t err = {0};
             /* Until it succeeds, epochs are missed: retry each second. */
             while (relist(w, &err) < 0) {
@@ -543,7 +558,7 @@ int ecw__follow_start(ecw_t *w, ec_error_t *err)
     if (rc < 0)
         return rc;
     if (pthread_create(&w->svc, NULL, service, w) != 0) {
-        stop_watches(w);
+        stop_watch(w);
         return ec_errorf(err, EC_ESYS, "cannot start the worker library's service thread: %s",
                          strerror(errno));
     }
@@ -560,7 +575,7 @@ void ecw__follow_stop(ecw_t *w)
     if (w->svc_started)
         pthread_join(w->svc, NULL);
     w->svc_started = false;
-    stop_watches(w); /* no callback runs after it returns */
+    stop_watch(w); /* no callback runs after it returns */
     pthread_mutex_lock(&w->mu);
     drop_pending(w);
     ec_leader_log_reset(&w->llog, 0);
