@@ -13,7 +13,8 @@
  * ("tool": each process then reads the leader key at the epoch's revision
  * after a grace).  Prints the Range requests etcd served while the handles
  * followed the E epochs (grpc_server_started_total, from its /metrics), per
- * epoch and per process per epoch, and how long after each publish the last
+ * epoch and per process per epoch, the Watch streams the handles opened,
+ * and how long after each publish the last
  * handle saw it (p50, max).  Run it against the library before and after a
  * change to compare. */
 #define _GNU_SOURCE
@@ -50,8 +51,9 @@ static void pause_us(long us)
     nanosleep(&ts, NULL); /* polling interval */
 }
 
-/* Range requests etcd has started so far; -1 when /metrics is unreadable. */
-static long etcd_ranges(void)
+/* Requests of gRPC method `method` etcd has started so far (a Watch: one
+ * stream); -1 when /metrics is unreadable. */
+static long etcd_started(const char *method)
 {
     size_t cap = 4u << 20;
     char *resp = malloc(cap);
@@ -63,7 +65,9 @@ static long etcd_ranges(void)
     long n = -1;
     for (const char *l = ec_http_body(resp); l && *l;
          l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        const char *end = strchr(l, '}'), *meth = strstr(l, "grpc_method=\"Range\"");
+        char want[64];
+        snprintf(want, sizeof(want), "grpc_method=\"%s\"", method);
+        const char *end = strchr(l, '}'), *meth = strstr(l, want);
         const char *nl = strchr(l, '\n');
         if (strncmp(l, name, sizeof(name) - 1) || !end || !meth || meth > end || (nl && end > nl))
             continue;
@@ -162,6 +166,7 @@ int main(int argc, char **argv)
     leader_rev = rev; /* created by this put */
     if (publish(1, M, P, -1, true) < 0)
         return 1;
+    long s0 = etcd_started("Watch");
     ecw_t **w = calloc((size_t)K, sizeof(*w));
     for (int i = 0; i < K; i++) {
         char id[16];
@@ -180,7 +185,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    long r0 = etcd_ranges();
+    long s1 = etcd_started("Watch");
+    long r0 = etcd_started("Range");
     int64_t *lat = calloc((size_t)E, sizeof(int64_t));
     int followed = 0;
     for (int e = 0; e < E; e++) {
@@ -206,7 +212,7 @@ int main(int argc, char **argv)
         }
         followed++;
     }
-    long r1 = etcd_ranges();
+    long r1 = etcd_started("Range");
     qsort(lat, (size_t)followed, sizeof(int64_t), cmp64);
     printf("bench_worker_follow: %d processes (%d nodes x %d), %d of %d epochs followed, "
            "published %s\n", K, M, P, followed, E,
@@ -218,6 +224,9 @@ int main(int argc, char **argv)
         printf("  etcd Range requests: %ld in all, %.2f per epoch, %.3f per process per epoch\n",
                r1 - r0, followed ? (double)(r1 - r0) / followed : 0.0,
                followed ? (double)(r1 - r0) / followed / K : 0.0);
+    if (s0 >= 0 && s1 >= 0)
+        printf("  etcd Watch streams opened by the %d handles: %ld (%.2f per process)\n", K,
+               s1 - s0, (double)(s1 - s0) / K);
     if (followed)
         printf("  publish -> last handle saw it: p50 %.1f ms, max %.1f ms\n",
                lat[followed / 2] / 1000.0, lat[followed - 1] / 1000.0);
