@@ -1,13 +1,15 @@
 /* Watches against a real etcd: puts and deletes arrive in revision order with
  * prev_kv; across kill -9 of etcd and a restart on the same port and data
  * dir the watch resumes so that no event is lost or repeated; a compacted
- * start revision is reported as its own event. */
+ * start revision is reported as its own event.  Several keys share one stream,
+ * each key's events in order and exactly once across a kill -9. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ec_http.h"
 #include "harness.h"
 
 static ec_embed_t *etcd;
@@ -230,6 +232,94 @@ START_TEST(stop_while_idle_is_prompt)
 }
 END_TEST
 
+
+/* Watch streams etcd has opened so far (its /metrics on the client port). */
+static long watch_streams(void)
+{
+    size_t cap = 4u << 20;
+    char *resp = malloc(cap);
+    ck_assert_ptr_nonnull(resp);
+    ck_assert_int_eq(ec_http_request(ec_embed_port(etcd), "GET", "/metrics", resp, cap), 200);
+    double v = ec_prom_value(ec_http_body(resp), "grpc_server_started_total{grpc_method=\"Watch\","
+                             "grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"}", -1);
+    free(resp);
+    ck_assert_msg(v >= 0, "etcd's /metrics has no grpc_server_started_total of Watch");
+    return (long)v;
+}
+
+static bool created_n(void *arg)
+{
+    want_t *w = arg;
+    pthread_mutex_lock(&w->r->lock);
+    bool ok = w->r->created >= w->n;
+    pthread_mutex_unlock(&w->r->lock);
+    return ok;
+}
+
+/* Put /m/a and /m/b alternately (and /m/c, not watched) with values from..to-1. */
+static void put_ab(int from, int to)
+{
+    ec_error_t err = {0};
+    for (int i = from; i < to; i++) {
+        char val[16];
+        snprintf(val, sizeof(val), "%d", i);
+        const char *key = i % 3 == 0 ? "/m/a" : i % 3 == 1 ? "/m/b" : "/m/c";
+        int rc;
+        int64_t dl = ec_test_now_ms() + ec_test_ms(10000);
+        while ((rc = ec_etcd_put(c, key, val, strlen(val), 0, NULL, &err)) == EC_EUNAVAILABLE &&
+               ec_test_now_ms() < dl)
+            ; /* the channel reconnects within its backoff */
+        ck_assert_msg(rc == 0, "put %s: %s", key, err.msg);
+    }
+}
+
+/* ec_watch_start_keys: two keys on one stream (one create each, one thread),
+ * each key's events in revision order and exactly once, across kill -9 of
+ * etcd; a key not named is not delivered. */
+START_TEST(two_keys_share_one_stream_across_etcd_kill9)
+{
+    ec_error_t err = {0};
+    rec_t *r = rec_new();
+    const char *keys[2] = {"/m/a", "/m/b"};
+    long s0 = watch_streams();
+    ec_watch_t *w = ec_watch_start_keys(c, keys, 2, 0, EC_WATCH_NO_PREV_KV, on_event, r, &err);
+    ck_assert_msg(w != NULL, "%s", err.msg);
+    want_t cw = {r, 2};
+    ck_assert_msg(ec_test_wait(created_n, &cw, 5000), "%d of 2 keys created", r->created);
+    ck_assert_int_eq(watch_streams() - s0, 1);
+    put_ab(0, 60);
+    want_t want = {r, 40};
+    ck_assert(ec_test_wait(have_n, &want, 5000));
+    ec_embed_kill(etcd, SIGKILL);
+    ck_assert_msg(ec_test_wait(broken, r, 5000), "the watch did not notice etcd dying");
+    ck_assert_int_eq(ec_embed_restart(etcd, &err), 0);
+    put_ab(60, 120); /* before the watch is back: replayed from each key's next revision */
+    want.n = 80;
+    ck_assert_msg(ec_test_wait(have_n, &want, 10000), "only %d of 80 events", r->n);
+    put_ab(120, 122); /* one more of each: a duplicate would come before them */
+    want.n = 82;
+    ck_assert(ec_test_wait(have_n, &want, 5000));
+    ck_assert_int_ge(ec_watch_next_revision(w), 2);
+    ec_watch_stop(w);
+    ck_assert_int_eq(r->n, 82);
+    int next[2] = {0, 1};
+    int64_t last[2] = {0, 0};
+    for (int j = 0; j < r->n; j++) {
+        int k = !strcmp(r->key[j], "/m/a") ? 0 : !strcmp(r->key[j], "/m/b") ? 1 : -1;
+        ck_assert_msg(k >= 0, "event of %s, not watched", r->key[j]);
+        char val[16];
+        snprintf(val, sizeof(val), "%d", next[k]);
+        ck_assert_msg(!strcmp(r->val[j], val), "%s: %s where %s was next", r->key[j], r->val[j],
+                      val);
+        ck_assert_int_lt(last[k], r->rev[j]);
+        last[k] = r->rev[j];
+        next[k] += 3;
+    }
+    ck_assert_int_ge(r->created, 4); /* both keys, created again on the new stream */
+    free(r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t1200-etcd-watch");
@@ -239,6 +329,7 @@ static Suite *suite(void)
     tcase_add_test(t, compacted_start_reported);
     tcase_add_test(t, stop_while_idle_is_prompt);
     tcase_add_test(t, resume_across_etcd_kill9);
+    tcase_add_test(t, two_keys_share_one_stream_across_etcd_kill9);
     suite_add_tcase(s, t);
     return s;
 }

@@ -37,6 +37,7 @@
 
 #include "ecw.h"
 #include "epoch_delta.h"
+#include "ec_http.h"
 #include "ec_select.h"
 #include "harness.h"
 #include "keys.h"
@@ -545,9 +546,17 @@ static void write_epoch_of(const char *job, uint64_t n, const char *const *ids, 
     void *dbuf = NULL;
     size_t dlen = 0;
     ck_assert_int_eq(ec_epoch_delta_encode(NULL, ep, buf, len, &dbuf, &dlen, NULL), 0);
-    ec_op_t ops[2] = {{.type = EC_OP_PUT, .key = key, .value = buf, .value_len = len},
-                      {.type = EC_OP_PUT, .key = dkey, .value = dbuf, .value_len = dlen}};
-    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, ops, 2, NULL, 0, NULL, NULL), 0);
+    /* The leader's transaction puts the leader key again unchanged: its
+     * event at the epoch's revision tells the workers who wrote it (an
+     * epoch of another writer, as another tool writes it, goes without:
+     * the workers read the leader key at its revision after a grace). */
+    char lkey[EC_KEY_MAX];
+    ec_key_leader(&k, lkey, sizeof(lkey));
+    bool leader = !strcmp(rec_job, job) && !strcmp(writer, "n1");
+    ec_op_t ops[3] = {{.type = EC_OP_PUT, .key = key, .value = buf, .value_len = len},
+                      {.type = EC_OP_PUT, .key = dkey, .value = dbuf, .value_len = dlen},
+                      {.type = EC_OP_PUT, .key = lkey, .value = "n1", .value_len = 2}};
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, ops, leader ? 3 : 2, NULL, 0, NULL, NULL), 0);
     free(buf);
     free(dbuf);
     ec_epoch_free(ep);
@@ -1925,6 +1934,200 @@ START_TEST(nccl_inits_with_several_roots_and_shrinks_a_middle_node)
 }
 END_TEST
 
+/* ---- following epochs without reading the leader key ------------------------------- */
+
+/* Range requests etcd has started so far (its /metrics, on the client
+ * port): every read of a key, the leader key's at a revision included. */
+static long etcd_ranges(void)
+{
+    size_t cap = 4u << 20;
+    char *resp = malloc(cap);
+    ck_assert_ptr_nonnull(resp);
+    ck_assert_int_eq(ec_http_request(ec_embed_port(etcd), "GET", "/metrics", resp, cap), 200);
+    static const char name[] = "grpc_server_started_total{";
+    long n = -1;
+    for (const char *l = ec_http_body(resp); l && *l;
+         l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *end = strchr(l, '}'), *meth = strstr(l, "grpc_method=\"Range\"");
+        const char *nl = strchr(l, '\n');
+        if (strncmp(l, name, sizeof(name) - 1) || !end || !meth || meth > end || (nl && end > nl))
+            continue;
+        n = (n < 0 ? 0 : n) + strtol(end + 1, NULL, 10);
+    }
+    free(resp);
+    ck_assert_msg(n >= 0, "etcd's /metrics has no grpc_server_started_total of Range");
+    return n;
+}
+
+/* Watch streams etcd has opened so far (its /metrics). */
+static long etcd_watch_streams(void)
+{
+    size_t cap = 4u << 20;
+    char *resp = malloc(cap);
+    ck_assert_ptr_nonnull(resp);
+    ck_assert_int_eq(ec_http_request(ec_embed_port(etcd), "GET", "/metrics", resp, cap), 200);
+    double v = ec_prom_value(ec_http_body(resp), "grpc_server_started_total{grpc_method=\"Watch\","
+                             "grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"}", -1);
+    free(resp);
+    ck_assert_msg(v >= 0, "etcd's /metrics has no grpc_server_started_total of Watch");
+    return (long)v;
+}
+
+/* A leader of job `job` as the agent is one (coord/agent/node_publish.c):
+ * the leader key "n1", and the last valid epoch it published, which its
+ * next delta is taken from. */
+typedef struct {
+    const char *job;
+    int64_t leader_rev; /* the leader key's create revision; 0: not created yet */
+    ec_epoch_t *prev;
+} leader_t;
+
+/* Write epoch n of node "n1" with nproc local ranks, naming rec_job and
+ * writer, with its delta from L->prev in epochd (the marker "read the
+ * epoch key" when there is none).  leader_event: in the leader's
+ * transaction, the leader key put again unchanged, as the agent's epoch
+ * transaction does; without it, as another tool would write it.  An epoch
+ * of the job's leader becomes L->prev. */
+static void leader_write(leader_t *L, uint64_t n, int nproc, const char *rec_job,
+                         const char *writer, bool leader_event)
+{
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, L->job, NULL), 0);
+    char lkey[EC_KEY_MAX], key[EC_KEY_MAX], dkey[EC_KEY_MAX];
+    ec_key_leader(&k, lkey, sizeof(lkey));
+    ec_key_epoch(&k, key, sizeof(key));
+    ec_key_epoch_delta(&k, dkey, sizeof(dkey));
+    if (!L->leader_rev) {
+        ck_assert_int_eq(ec_etcd_put(c, lkey, "n1", 2, 0, NULL, NULL), 0);
+        ec_kv_t lk;
+        bool found = false;
+        ck_assert_int_eq(ec_etcd_get(c, lkey, &lk, &found, NULL, NULL), 0);
+        ck_assert(found);
+        L->leader_rev = lk.create_revision;
+        ec_kv_free(&lk);
+    }
+    ec_epoch_t *ep = ec_epoch_new(1, nproc);
+    ck_assert_ptr_nonnull(ep);
+    ep->number = n;
+    ep->members[0].node_id = strdup("n1");
+    ep->members[0].host = strdup("127.0.0.1");
+    for (int i = 0; i < nproc; i++)
+        ep->members[0].ports[i] = (uint16_t)(42000 + i);
+    ep->members[0].master_port = 42999;
+    ep->members[0].incarnation = n;
+    ep->reason = EC_REASON_RESTART;
+    ep->run = 1; /* as decoded: the digest of a delta is of the record a reader rebuilds */
+    ep->leader_id = strdup(writer);
+    ep->leader_rev = L->leader_rev;
+    ep->job_id = strdup(rec_job);
+    void *buf = NULL, *dbuf = NULL;
+    size_t len = 0, dlen = 0;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_encode(ep, &buf, &len, &err) == 0, "%s", err.msg);
+    ck_assert_msg(ec_epoch_delta_encode(L->prev, ep, buf, len, &dbuf, &dlen, &err) == 0, "%s",
+                  err.msg);
+    ec_op_t ops[3] = {{.type = EC_OP_PUT, .key = key, .value = buf, .value_len = len},
+                      {.type = EC_OP_PUT, .key = dkey, .value = dbuf, .value_len = dlen},
+                      {.type = EC_OP_PUT, .key = lkey, .value = "n1", .value_len = 2}};
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, ops, leader_event ? 3 : 2, NULL, 0, NULL, NULL), 0);
+    free(buf);
+    free(dbuf);
+    if (!strcmp(rec_job, L->job) && !strcmp(writer, "n1")) {
+        ec_epoch_free(L->prev);
+        L->prev = ep;
+    } else {
+        ec_epoch_free(ep);
+    }
+}
+
+typedef struct {
+    ecw_t **w;
+    int n;
+    uint64_t epoch;
+} all_see_t;
+
+static bool all_see(void *arg)
+{
+    all_see_t *a = arg;
+    for (int i = 0; i < a->n; i++)
+        if (ecw_latest_epoch(a->w[i]) != a->epoch)
+            return false;
+    return true;
+}
+
+/* At 16,384 nodes x 8 processes, one read per process per change is
+ * 131,072 reads of etcd per change.  The leader's epoch transaction puts
+ * the leader key again unchanged; a process that watches it learns from
+ * that event which leadership wrote the epoch, and reads nothing: E epochs
+ * followed by K processes cost etcd no read at all (and each process holds
+ * one watch stream, for epochd and the leader key together).  An epoch forged among
+ * them (not the leader's, though the transaction touched the leader key) is
+ * still judged, from the same events, and not followed. */
+START_TEST(leader_epochs_are_followed_without_reads)
+{
+    enum { K = 4, E = 20, FORGED_AT = 10 };
+    leader_t L = {.job = "jnoread"};
+    leader_write(&L, 1, K, L.job, "n1", true);
+    ecw_t *w[K];
+    long s0 = etcd_watch_streams();
+    for (int i = 0; i < K; i++)
+        w[i] = none_init(L.job, i);
+    /* one watch stream per process for epochd and the leader key (one per
+     * key would be 2K; a stream re-opened after a break counts again) */
+    long streams = etcd_watch_streams() - s0;
+    ck_assert_msg(streams >= K && streams < 2 * K, "%d processes opened %ld watch streams",
+                  K, streams);
+    long r0 = etcd_ranges();
+    for (uint64_t n = 2; n <= E + 1; n++) {
+        if (n == FORGED_AT)
+            leader_write(&L, 900, K, L.job, "n2", true); /* not the leader's */
+        leader_write(&L, n, K, L.job, "n1", true);
+    }
+    /* Had 900 been taken, E + 1 would be older and ignored. */
+    all_see_t a = {w, K, E + 1};
+    ck_assert_msg(ec_test_wait(all_see, &a, 10000), "not every process follows epoch %d "
+                  "(the first is at %" PRIu64 ")", E + 1, ecw_latest_epoch(w[0]));
+    long reads = etcd_ranges() - r0;
+    printf("# %d processes followed %d epochs with %ld reads of etcd\n", K, E, reads);
+    ck_assert_msg(reads == 0, "%d processes following %d epochs of the leader read etcd %ld "
+                  "times (the leader key's event should tell them who wrote each)", K, E, reads);
+    for (int i = 0; i < K; i++)
+        ecw_finalize(w[i]);
+    ec_epoch_free(L.prev);
+}
+END_TEST
+
+static bool reads_since(void *arg)
+{
+    return etcd_ranges() > *(long *)arg;
+}
+
+/* An epoch not accompanied by an event of the leader key (written by
+ * another tool) is judged by a read of the leader key at its revision,
+ * after a short grace: one naming the leadership of its revision is
+ * followed, a forged one is not. */
+START_TEST(epoch_without_a_leader_event_is_checked_by_a_read)
+{
+    leader_t L = {.job = "jtool"};
+    leader_write(&L, 1, 1, L.job, "n1", true);
+    ecw_t *w = none_init(L.job, 0);
+    long r0 = etcd_ranges();
+    leader_write(&L, 2, 1, L.job, "n1", false); /* another tool, copying the leadership */
+    ck_assert_msg(ec_test_wait(latest_is_2, w, 10000), "latest epoch is %" PRIu64 ", not 2",
+                  ecw_latest_epoch(w));
+    ck_assert_msg(etcd_ranges() > r0, "epoch 2 was followed without a read of the leader key");
+    long r1 = etcd_ranges();
+    leader_write(&L, 9, 1, L.job, "n2", false); /* forged, and no leader event */
+    ck_assert_msg(ec_test_wait(reads_since, &r1, 10000), "the forged epoch was never checked");
+    ck_assert_msg(ec_test_holds(latest_is_2, w, 300), "the forged epoch 9 was followed");
+    leader_write(&L, 3, 1, L.job, "n1", true);
+    ck_assert_msg(ec_test_wait(latest_is_3, w, 10000), "latest epoch is %" PRIu64 ", not 3",
+                  ecw_latest_epoch(w));
+    ecw_finalize(w);
+    ec_epoch_free(L.prev);
+}
+END_TEST
+
 /* Built twice: t4000-worker runs every case but those against the fake CUDA
  * and NCCL; t4010-worker-nccl-stub (EC_T4000_NCCL_STUB) runs only those, in
  * a process into which no other case loaded an NCCL (one already loaded
@@ -1967,6 +2170,8 @@ static Suite *suite(void)
     add_case(t, wait_epoch_returns_unconfirmed_when_fence_trips, false);
     add_case(t, job_completes_in_place, false);
     add_case(t, membership_changes_rebuild_in_place, false);
+    add_case(t, leader_epochs_are_followed_without_reads, false);
+    add_case(t, epoch_without_a_leader_event_is_checked_by_a_read, false);
     suite_add_tcase(s, t);
     return s;
 }

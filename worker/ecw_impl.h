@@ -25,6 +25,7 @@
 
 #include "ecw.h"
 #include "clock.h"
+#include "epoch_check.h"
 #include "error.h"
 #include "etcd.h"
 #include "keys.h"
@@ -96,6 +97,13 @@ int ecw__nccl_device_count(ecw_t *w, ec_error_t *err);
 #endif
 
 /* ---- the handle ------------------------------------------------------------------------ */
+
+/* An epoch waiting for the leader key's event of its revision (follow.c). */
+typedef struct ecw__pending {
+    ec_epoch_t *ep;
+    int64_t rev, since_ms;
+} ecw__pending_t;
+#define ECW__PEND_MAX 8
 
 /* Resolved options: strings owned. */
 typedef struct ecw__opts {
@@ -190,10 +198,20 @@ struct ecw {
     uint64_t first_marked;     /* epoch whose first collective was recorded */
     int ndevices;              /* NCCL: visible devices */
 
-    ec_watch_t *watch;
-    /* highest etcd revision the epoch watch reported: a watch re-created on
+    ec_watch_t *watch;         /* epochd and the leader key (who wrote each epoch), one stream */
+    /* highest etcd revision the watches reported: a watch re-created on
      * an etcd whose revision is lower lost its data (relist) */
     _Atomic int64_t seen_rev;
+    /* Guarded by mu: which epochs are applied (epoch_check.h) without a
+     * read.  The leaderships the leader-key watch reported, complete up to
+     * leader_through; and the epochs that came before the leader key's
+     * event of their revision (oldest first): that event (the leader's
+     * epoch transaction puts the key again) resolves them, else a read
+     * after ECW__VERIFY_GRACE_MS. */
+    ec_leader_log_t llog;
+    int64_t leader_through;
+    ecw__pending_t pend[ECW__PEND_MAX];
+    int npend;
     pthread_t svc;
     bool svc_started;
 
@@ -218,6 +236,10 @@ void ecw__opts_free(ecw__opts_t *o);
 void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len);
 
 /* ---- follow.c ---- */
+/* How long an epoch whose leader-key event has not come waits for it
+ * before the leader key is read at its revision (the agent's follower
+ * waits as long: EC_VERIFY_GRACE_MS, coord/agent/node_impl.h). */
+#define ECW__VERIFY_GRACE_MS 200
 /* Read the epoch key and watch it; start the service thread. */
 int ecw__follow_start(ecw_t *w, ec_error_t *err);
 void ecw__follow_stop(ecw_t *w);

@@ -237,9 +237,20 @@ ec_watch_t *ec_watch_start(ec_etcd_t *c, const char *key, bool prefix, int64_t s
 /* ec_watch_start with flags (EC_WATCH_*). */
 ec_watch_t *ec_watch_start_ex(ec_etcd_t *c, const char *key, bool prefix, int64_t start_revision,
                               unsigned flags, ec_watch_cb cb, void *arg, ec_error_t *err);
+/* Several single keys on one stream and one thread (etcd holds one watch
+ * stream, not n): each key's events in revision order, exactly once across
+ * reconnects, but the keys' events interleaved as etcd sends them (an
+ * event of one key may come before an earlier one of another).  One
+ * EC_WATCH_CREATED per key (per reconnect); an EC_WATCH_COMPACTED of any
+ * key ends the whole watch.  n: 1..EC_WATCH_KEYS_MAX. */
+#define EC_WATCH_KEYS_MAX 4
+ec_watch_t *ec_watch_start_keys(ec_etcd_t *c, const char *const *keys, size_t n,
+                                int64_t start_revision, unsigned flags, ec_watch_cb cb,
+                                void *arg, ec_error_t *err);
 /* Cancel and join.  Accepts NULL.  No callback runs after it returns. */
 void ec_watch_stop(ec_watch_t *w);
-/* Next revision the watch will deliver from (last seen + 1). */
+/* Next revision the watch will deliver from (last seen + 1; several keys:
+ * the lowest of theirs). */
 int64_t ec_watch_next_revision(ec_watch_t *w);
 
 #endif

@@ -5,7 +5,13 @@
  * from next_rev: etcd replays from there, so nothing is lost, and events
  * below the resume point are dropped, so nothing is repeated.  A start
  * revision that was compacted ends the watch with EC_WATCH_COMPACTED: the
- * caller must re-list. */
+ * caller must re-list.
+ *
+ * Several keys (ec_watch_start_keys) share one stream and one thread: one
+ * create request per key, sent one after the other; etcd answers creates
+ * in order, so the k-th "created" response gives key k its watch id, and
+ * every later response is routed by that id.  Each key keeps its own
+ * next revision. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,19 +22,27 @@
 #include "etcd_impl.h"
 #include "log.h"
 
-struct ec_watch {
-    ec_etcd_t *c;
+/* One key (or range) of a watch. */
+typedef struct wkey {
     char *key;
     size_t key_len;
     uint8_t *end;
     size_t end_len;
+    int64_t next_rev; /* 0 until known: "from now"; under the watch's lock */
+    int64_t floor;    /* this connection's start: events below it were delivered */
+    int64_t watch_id; /* etcd's id on this connection; -1 until created */
+} wkey_t;
+
+struct ec_watch {
+    ec_etcd_t *c;
+    wkey_t k[EC_WATCH_KEYS_MAX];
+    size_t nk;
     ec_watch_cb cb;
     void *arg;
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop;
-    int64_t next_rev; /* 0 until known: "from now" */
     unsigned flags;
     ec__stream_t *stream;
 };
@@ -52,28 +66,42 @@ static bool w_wait(ec_watch_t *w, int64_t ms)
     return s;
 }
 
-static void set_next(ec_watch_t *w, int64_t rev)
+static void set_next(ec_watch_t *w, wkey_t *k, int64_t rev)
 {
     pthread_mutex_lock(&w->lock);
-    w->next_rev = rev;
+    k->next_rev = rev;
     pthread_mutex_unlock(&w->lock);
 }
 
-int64_t ec_watch_next_revision(ec_watch_t *w)
+static int64_t get_next(ec_watch_t *w, const wkey_t *k)
 {
     pthread_mutex_lock(&w->lock);
-    int64_t r = w->next_rev;
+    int64_t r = k->next_rev;
     pthread_mutex_unlock(&w->lock);
     return r;
 }
 
-/* Handle one response; returns 1 when the watch must end, -1 to reconnect. */
-static int on_response(ec_watch_t *w, Etcdserverpb__WatchResponse *r, int64_t floor)
+int64_t ec_watch_next_revision(ec_watch_t *w)
 {
+    /* the lowest of the keys': every event below it was delivered */
+    pthread_mutex_lock(&w->lock);
+    int64_t r = w->k[0].next_rev;
+    for (size_t i = 1; i < w->nk; i++)
+        if (w->k[i].next_rev < r)
+            r = w->k[i].next_rev;
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+/* Handle one response for key k; returns 1 when the watch must end, -1 to
+ * reconnect. */
+static int on_response(ec_watch_t *w, wkey_t *k, Etcdserverpb__WatchResponse *r)
+{
+    int64_t floor = k->floor;
     if (r->created) {
         int64_t hdr = r->header ? r->header->revision : 0;
-        if (w->next_rev == 0)
-            set_next(w, hdr + 1);
+        if (get_next(w, k) == 0)
+            set_next(w, k, hdr + 1);
         ec_watch_event_t ev = {.type = EC_WATCH_CREATED, .revision = hdr};
         if (!r->canceled)
             w->cb(&ev, w->arg);
@@ -82,15 +110,15 @@ static int on_response(ec_watch_t *w, Etcdserverpb__WatchResponse *r, int64_t fl
         if (r->compact_revision > 0) {
             char msg[160];
             snprintf(msg, sizeof(msg),
-                     "revision %lld was compacted (oldest kept: %lld): list again, then watch",
-                     (long long)w->next_rev, (long long)r->compact_revision);
+                     "revision %lld of %.40s was compacted (oldest kept: %lld): list again, then "
+                     "watch", (long long)get_next(w, k), k->key, (long long)r->compact_revision);
             ec_watch_event_t ev = {.type = EC_WATCH_COMPACTED,
                                    .compact_revision = r->compact_revision,
                                    .message = msg};
             w->cb(&ev, w->arg);
             return 1;
         }
-        ec_log(EC_LOG_WARN, "etcd canceled the watch on %s: %s", w->key,
+        ec_log(EC_LOG_WARN, "etcd canceled the watch on %s: %s", k->key,
                r->cancel_reason ? r->cancel_reason : "no reason");
         return -1;
     }
@@ -123,8 +151,26 @@ static int on_response(ec_watch_t *w, Etcdserverpb__WatchResponse *r, int64_t fl
         last = rev;
     }
     if (last)
-        set_next(w, last + 1);
+        set_next(w, k, last + 1);
     return 0;
+}
+
+/* Send the create request of key k (from its floor). */
+static int send_create(ec_watch_t *w, ec__stream_t *s, const wkey_t *k)
+{
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key.data = (uint8_t *)k->key;
+    cr.key.len = k->key_len;
+    if (k->end) {
+        cr.range_end.data = k->end;
+        cr.range_end.len = k->end_len;
+    }
+    cr.start_revision = k->floor;
+    cr.prev_kv = !(w->flags & EC_WATCH_NO_PREV_KV);
+    Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    req.create_request = &cr;
+    return ec__stream_send(s, &req.base);
 }
 
 static void *w_main(void *arg)
@@ -151,27 +197,28 @@ static void *w_main(void *arg)
         w->stream = &s;
         if (w->stop)
             grpc_call_cancel(s.call, NULL);
-        int64_t floor = w->next_rev;
+        for (size_t i = 0; i < w->nk; i++) {
+            w->k[i].floor = w->k[i].next_rev;
+            w->k[i].watch_id = -1;
+        }
         pthread_mutex_unlock(&w->lock);
 
-        Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
-        cr.key.data = (uint8_t *)w->key;
-        cr.key.len = w->key_len;
-        if (w->end) {
-            cr.range_end.data = w->end;
-            cr.range_end.len = w->end_len;
-        }
-        cr.start_revision = floor;
-        cr.prev_kv = !(w->flags & EC_WATCH_NO_PREV_KV);
-        Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
-        req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
-        req.create_request = &cr;
+        /* One create at a time (a stream sends one message at a time); the
+         * next goes when the last is sent. */
+        size_t nsent = 0, ncreated = 0;
         int done = 0;
-        if (ec__stream_send(&s, &req.base) == 0) {
+        if (send_create(w, &s, &w->k[nsent++]) == 0) {
             for (;;) {
                 ec__ev_t ev = ec__stream_next(&s, -1);
                 if (ev == EC__EV_CLOSED)
                     break;
+                if (ev == EC__EV_SENT && nsent < w->nk) {
+                    if (send_create(w, &s, &w->k[nsent++]) < 0) {
+                        done = -1;
+                        break;
+                    }
+                    continue;
+                }
                 if (ev != EC__EV_RECV)
                     continue;
                 Etcdserverpb__WatchResponse *r = (Etcdserverpb__WatchResponse *)ec__unpack(
@@ -180,11 +227,22 @@ static void *w_main(void *arg)
                 s.recv = NULL;
                 if (!r)
                     continue;
-                if (r->created && !r->canceled)
+                /* the key this response is for: the next to be created,
+                 * or the one with its watch id */
+                wkey_t *k = NULL;
+                if (r->created && ncreated < w->nk) {
+                    k = &w->k[ncreated++];
+                    k->watch_id = r->watch_id;
+                } else {
+                    for (size_t i = 0; i < ncreated && !k; i++)
+                        if (w->k[i].watch_id == r->watch_id)
+                            k = &w->k[i];
+                }
+                if (r->created && !r->canceled && ncreated == w->nk)
                     ec__backoff_reset(&bo);
                 if (r->canceled && r->cancel_reason && strstr(r->cancel_reason, "auth"))
                     reauth = true;
-                done = on_response(w, r, floor);
+                done = k ? on_response(w, k, r) : 0;
                 protobuf_c_message_free_unpacked(&r->base, NULL);
                 if (done != 0)
                     break;
@@ -217,45 +275,73 @@ ec_watch_t *ec_watch_start(ec_etcd_t *c, const char *key, bool prefix, int64_t s
     return ec_watch_start_ex(c, key, prefix, start_revision, 0, cb, arg, err);
 }
 
-ec_watch_t *ec_watch_start_ex(ec_etcd_t *c, const char *key, bool prefix, int64_t start_revision,
-                              unsigned flags, ec_watch_cb cb, void *arg, ec_error_t *err)
+static void free_keys(ec_watch_t *w)
 {
-    if (!key || !*key || !cb) {
-        ec_errorf(err, EC_EINVAL, "ec_watch_start: a key and a callback are required");
+    for (size_t i = 0; i < w->nk; i++) {
+        free(w->k[i].end);
+        free(w->k[i].key);
+    }
+}
+
+/* Key i of w: key, and every key under it when prefix. */
+static bool set_key(ec_watch_t *w, size_t i, const char *key, bool prefix)
+{
+    wkey_t *k = &w->k[i];
+    if (!(k->key = strdup(key)))
+        return false;
+    k->key_len = strlen(key);
+    if (prefix) {
+        k->end = malloc(k->key_len + 1);
+        if (!k->end)
+            return false;
+        memcpy(k->end, key, k->key_len);
+        size_t l = k->key_len;
+        while (l > 0 && k->end[l - 1] == 0xff)
+            l--;
+        if (l == 0) {
+            k->end[0] = 0;
+            k->end_len = 1;
+        } else {
+            k->end[l - 1]++;
+            k->end_len = l;
+        }
+    }
+    return true;
+}
+
+static ec_watch_t *start(ec_etcd_t *c, const char *const *keys, size_t n, bool prefix,
+                         int64_t start_revision, unsigned flags, ec_watch_cb cb, void *arg,
+                         ec_error_t *err)
+{
+    if (!keys || n < 1 || n > EC_WATCH_KEYS_MAX || !cb) {
+        ec_errorf(err, EC_EINVAL, "ec_watch_start: 1 to %d keys and a callback are required",
+                  EC_WATCH_KEYS_MAX);
         return NULL;
     }
+    for (size_t i = 0; i < n; i++)
+        if (!keys[i] || !*keys[i]) {
+            ec_errorf(err, EC_EINVAL, "ec_watch_start: a key and a callback are required");
+            return NULL;
+        }
     ec_watch_t *w = calloc(1, sizeof(*w));
-    if (!w || !(w->key = strdup(key))) {
-        free(w);
+    if (!w) {
         ec_errorf(err, EC_ENOMEM, "out of memory");
         return NULL;
     }
-    w->key_len = strlen(key);
-    if (prefix) {
-        w->end = malloc(w->key_len + 1);
-        if (!w->end) {
-            free(w->key);
+    for (size_t i = 0; i < n; i++) {
+        w->nk = i + 1;
+        if (!set_key(w, i, keys[i], prefix)) {
+            free_keys(w);
             free(w);
             ec_errorf(err, EC_ENOMEM, "out of memory");
             return NULL;
         }
-        memcpy(w->end, key, w->key_len);
-        size_t l = w->key_len;
-        while (l > 0 && w->end[l - 1] == 0xff)
-            l--;
-        if (l == 0) {
-            w->end[0] = 0;
-            w->end_len = 1;
-        } else {
-            w->end[l - 1]++;
-            w->end_len = l;
-        }
+        w->k[i].next_rev = start_revision > 0 ? start_revision : 0;
     }
     w->c = c;
     w->flags = flags;
     w->cb = cb;
     w->arg = arg;
-    w->next_rev = start_revision > 0 ? start_revision : 0;
     pthread_mutex_init(&w->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -266,12 +352,25 @@ ec_watch_t *ec_watch_start_ex(ec_etcd_t *c, const char *key, bool prefix, int64_
         ec_errorf(err, EC_ESYS, "cannot start the watch thread");
         pthread_mutex_destroy(&w->lock);
         pthread_cond_destroy(&w->cond);
-        free(w->end);
-        free(w->key);
+        free_keys(w);
         free(w);
         return NULL;
     }
     return w;
+}
+
+ec_watch_t *ec_watch_start_ex(ec_etcd_t *c, const char *key, bool prefix, int64_t start_revision,
+                              unsigned flags, ec_watch_cb cb, void *arg, ec_error_t *err)
+{
+    const char *keys[1] = {key};
+    return start(c, keys, 1, prefix, start_revision, flags, cb, arg, err);
+}
+
+ec_watch_t *ec_watch_start_keys(ec_etcd_t *c, const char *const *keys, size_t n,
+                                int64_t start_revision, unsigned flags, ec_watch_cb cb,
+                                void *arg, ec_error_t *err)
+{
+    return start(c, keys, n, false, start_revision, flags, cb, arg, err);
 }
 
 void ec_watch_stop(ec_watch_t *w)
@@ -287,7 +386,6 @@ void ec_watch_stop(ec_watch_t *w)
     pthread_join(w->thread, NULL);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->cond);
-    free(w->end);
-    free(w->key);
+    free_keys(w);
     free(w);
 }
