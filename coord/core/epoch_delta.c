@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HEAD "ecoord-epoch-delta 1 "
-#define HEAD2 "ecoord-epoch-delta 2 " /* a split epoch's: chunk size and digests too */
+#include "ecoord.pb-c.h"
+
+#define EC_DELTA_VERSION 1
 
 uint64_t ec_epoch_digest(const void *buf, size_t len)
 {
@@ -58,17 +59,26 @@ typedef struct seg {
     int from, count;
 } seg_t;
 
+static int pack_delta(const Ecoord__EpochDelta *m, void **buf, size_t *len, ec_error_t *err)
+{
+    size_t n = ecoord__epoch_delta__get_packed_size(m);
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b)
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    ecoord__epoch_delta__pack(m, b);
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
 static int full_marker(const ec_epoch_t *ep, const void *raw, size_t raw_len, void **buf,
                        size_t *len, ec_error_t *err)
 {
-    char *s = NULL;
-    int n = asprintf(&s, HEAD "%" PRIu64 " 0 %016" PRIx64 " 0\n", ep->number,
-                     ec_epoch_digest(raw, raw_len));
-    if (n < 0)
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
-    *buf = s;
-    *len = (size_t)n;
-    return 0;
+    Ecoord__EpochDelta m = ECOORD__EPOCH_DELTA__INIT;
+    m.version = EC_DELTA_VERSION;
+    m.number = ep->number;
+    m.digest = ec_epoch_digest(raw, raw_len);
+    return pack_delta(&m, buf, len, err);
 }
 
 int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const void *raw,
@@ -86,7 +96,7 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
     int *tab = calloc(cap, sizeof(int));
     seg_t *segs = calloc((size_t)M + 1, sizeof(seg_t));
     int *lits = calloc((size_t)M + 1, sizeof(int));
-    char *head = NULL;
+    Ecoord__EpochDeltaRun *runs = NULL, **runp = NULL;
     void *cbuf = NULL;
     size_t clen = 0;
     ec_epoch_t *car = NULL;
@@ -153,66 +163,52 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
         goto out;
     }
     bool split = ep->chunk_members > 0 && ep->nchunks > 0 && ep->chunk_digest;
-    size_t hcap = 160 + (size_t)nseg * 28 + (split ? (size_t)ep->nchunks * 17 + 4 : 0), hl;
-    head = malloc(hcap);
-    if (!head) {
+    Ecoord__EpochDelta m = ECOORD__EPOCH_DELTA__INIT;
+    m.version = EC_DELTA_VERSION;
+    m.number = ep->number;
+    m.base_number = base->number;
+    m.digest = ec_epoch_digest(raw, raw_len);
+    runs = calloc((size_t)nseg + 1, sizeof(*runs));
+    runp = calloc((size_t)nseg + 1, sizeof(*runp));
+    if (!runs || !runp) {
         rc = ec_errorf(err, EC_ENOMEM, "out of memory");
         goto out;
     }
-    if (split)
-        hl = (size_t)snprintf(head, hcap, HEAD2 "%" PRIu64 " %" PRIu64 " %016" PRIx64
-                              " %d %d %d %016" PRIx64 "\n", ep->number, base->number,
-                              ec_epoch_digest(raw, raw_len), nseg, ep->chunk_members,
-                              ep->nchunks, ec_member_digest(&ep->members[0], ep->nproc));
-    else
-        hl = (size_t)snprintf(head, hcap, HEAD "%" PRIu64 " %" PRIu64 " %016" PRIx64 " %d\n",
-                              ep->number, base->number, ec_epoch_digest(raw, raw_len), nseg);
-    for (int s = 0; s < nseg; s++)
-        hl += (size_t)snprintf(head + hl, hcap - hl, "%c %d %d\n", segs[s].kind, segs[s].from,
-                               segs[s].count);
-    if (split) {
-        hl += (size_t)snprintf(head + hl, hcap - hl, "d");
-        for (int k = 0; k < ep->nchunks; k++)
-            hl += (size_t)snprintf(head + hl, hcap - hl, " %016" PRIx64, ep->chunk_digest[k]);
-        hl += (size_t)snprintf(head + hl, hcap - hl, "\n");
+    for (int k = 0; k < nseg; k++) {
+        ecoord__epoch_delta_run__init(&runs[k]);
+        runs[k].carrier = segs[k].kind == 'c';
+        runs[k].from = (uint32_t)segs[k].from;
+        runs[k].count = (uint32_t)segs[k].count;
+        runp[k] = &runs[k];
     }
+    m.n_runs = (size_t)nseg;
+    m.runs = runp;
+    m.carrier.data = cbuf;
+    m.carrier.len = clen;
+    if (split) {
+        m.chunk_members = (uint32_t)ep->chunk_members;
+        m.n_chunk_digest = (size_t)ep->nchunks;
+        m.chunk_digest = ep->chunk_digest;
+        m.member0_digest = ec_member_digest(&ep->members[0], ep->nproc);
+    }
+    size_t dl = ecoord__epoch_delta__get_packed_size(&m);
     /* Even a small epoch goes as a delta (its followers, and the tests of
      * a 3-node job, take the same path as a large one's); only one that
      * would be well above the record is not worth it. */
-    if (hl + clen > raw_len + 512 || hl + clen > EC_RECORD_MAX_BYTES) {
+    if (dl > raw_len + 512 || dl > EC_RECORD_MAX_BYTES) {
         rc = full_marker(ep, raw, raw_len, buf, len, err);
         goto out;
     }
-    char *v = malloc(hl + clen);
-    if (!v) {
-        rc = ec_errorf(err, EC_ENOMEM, "out of memory");
-        goto out;
-    }
-    memcpy(v, head, hl);
-    memcpy(v + hl, cbuf, clen);
-    *buf = v;
-    *len = hl + clen;
+    rc = pack_delta(&m, buf, len, err);
 out:
     free(tab);
     free(segs);
     free(lits);
-    free(head);
+    free(runs);
+    free(runp);
     free(cbuf);
     ec_epoch_free(car);
     return rc;
-}
-
-/* The next line of [*p, end) into line (NUL-terminated); false at the end
- * or for a line too long. */
-static bool next_line(const char **p, const char *end, char *line, size_t cap)
-{
-    const char *nl = memchr(*p, '\n', (size_t)(end - *p));
-    if (!nl || (size_t)(nl - *p) >= cap)
-        return false;
-    memcpy(line, *p, (size_t)(nl - *p));
-    line[nl - *p] = '\0';
-    *p = nl + 1;
-    return true;
 }
 
 typedef struct parsed {
@@ -238,83 +234,89 @@ static int parse(const ec_epoch_t *base, const void *delta, size_t len, uint64_t
                  parsed_t *d, ec_error_t *err)
 {
     memset(d, 0, sizeof(*d));
-    const char *p = delta, *end = p + len;
-    char line[200];
-    bool v2 = len >= strlen(HEAD2) && !memcmp(p, HEAD2, strlen(HEAD2));
-    const char *h = v2 ? HEAD2 : HEAD;
-    int nf;
-    if (len < strlen(h) || memcmp(p, h, strlen(h)) || !next_line(&p, end, line, sizeof(line)))
-        return ec_errorf(err, EC_ECORRUPT, "epoch delta: bad head (another tool wrote it?)");
-    if (v2)
-        nf = sscanf(line + strlen(h), "%" SCNu64 " %" SCNu64 " %" SCNx64 " %d %d %d %" SCNx64,
-                    &d->num, &d->base_no, &d->digest, &d->nseg, &d->chunk_members, &d->nchunks,
-                    &d->m0) == 7;
-    else
-        nf = sscanf(line + strlen(h), "%" SCNu64 " %" SCNu64 " %" SCNx64 " %d", &d->num,
-                    &d->base_no, &d->digest, &d->nseg) == 4;
-    if (!nf || d->nseg < 0 || d->nseg > EC_MEMBERS_MAX ||
-        (v2 && (d->chunk_members < 1 || d->nchunks < 1 || d->nchunks > EC_MEMBERS_MAX)))
-        return ec_errorf(err, EC_ECORRUPT, "epoch delta: bad head (another tool wrote it?)");
+    Ecoord__EpochDelta *m = delta || !len
+                                ? ecoord__epoch_delta__unpack(NULL, len,
+                                                              delta ? delta : (const void *)"")
+                                : NULL;
+    if (!m || m->version != EC_DELTA_VERSION || m->n_runs > EC_MEMBERS_MAX ||
+        (m->chunk_members && (m->n_chunk_digest < 1 || m->n_chunk_digest > EC_MEMBERS_MAX))) {
+        if (m)
+            ecoord__epoch_delta__free_unpacked(m, NULL);
+        return ec_errorf(err, EC_ECORRUPT, "epoch delta: %zu bytes that are not an epoch delta "
+                         "(version %d; another tool wrote them?)", len, EC_DELTA_VERSION);
+    }
+    int rc = 0;
+    d->num = m->number;
+    d->base_no = m->base_number;
+    d->digest = m->digest;
+    d->nseg = (int)m->n_runs;
+    d->chunk_members = (int)m->chunk_members;
+    d->nchunks = m->chunk_members ? (int)m->n_chunk_digest : 0;
+    d->m0 = m->member0_digest;
     if (number)
         *number = d->num;
     if (!d->base_no || !base || base->number != d->base_no)
-        return 0; /* read the epoch key */
-    if (!(d->segs = calloc((size_t)d->nseg + 1, sizeof(seg_t))))
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
-    int rc = 0;
-    for (int s = 0; s < d->nseg; s++) {
-        char kind = 0;
-        if (!next_line(&p, end, line, sizeof(line)) ||
-            sscanf(line, "%c %d %d", &kind, &d->segs[s].from, &d->segs[s].count) != 3 ||
-            (kind != 'b' && kind != 'c') || d->segs[s].from < 0 || d->segs[s].count < 1)
-            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad segment %d",
-                             d->num, s);
-        d->segs[s].kind = kind;
-        d->M += d->segs[s].count;
+        goto out; /* read the epoch key */
+    if (!(d->segs = calloc((size_t)d->nseg + 1, sizeof(seg_t)))) {
+        rc = ec_errorf(err, EC_ENOMEM, "out of memory");
+        goto out;
     }
-    if (d->M < 1 || d->M > EC_MEMBERS_MAX)
-        return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": %ld members", d->num, d->M);
-    if (v2) {
-        if ((long)(d->nchunks - 1) * d->chunk_members >= d->M ||
-            (long)d->nchunks * d->chunk_members < d->M)
-            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": %d chunks of %d for "
-                             "%ld members", d->num, d->nchunks, d->chunk_members, d->M);
-        if (!(d->cd = calloc((size_t)d->nchunks, sizeof(uint64_t))))
-            return ec_errorf(err, EC_ENOMEM, "out of memory");
-        if (end - p < 2 || p[0] != 'd')
-            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": no chunk digests",
-                             d->num);
-        p++;
-        for (int k = 0; k < d->nchunks; k++) {
-            if (end - p < 17 || *p != ' ')
-                return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad chunk digest "
-                                 "%d", d->num, k);
-            char hex[17];
-            memcpy(hex, p + 1, 16);
-            hex[16] = '\0';
-            char *e = NULL;
-            d->cd[k] = strtoull(hex, &e, 16);
-            if (!e || *e)
-                return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad chunk digest "
-                                 "%d", d->num, k);
-            p += 17;
+    for (int k = 0; k < d->nseg; k++) {
+        const Ecoord__EpochDeltaRun *r = m->runs[k];
+        if (r->count < 1 || r->from > EC_MEMBERS_MAX || r->count > EC_MEMBERS_MAX) {
+            rc = ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad run %d", d->num, k);
+            goto out;
         }
-        if (p >= end || *p != '\n')
-            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": bad chunk digests",
-                             d->num);
-        p++;
+        d->segs[k] = (seg_t){r->carrier ? 'c' : 'b', (int)r->from, (int)r->count};
+        d->M += r->count;
     }
-    if ((rc = ec_epoch_decode(p, (size_t)(end - p), NULL, &d->car, err)) < 0)
-        return rc;
+    if (d->M < 1 || d->M > EC_MEMBERS_MAX) {
+        rc = ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": %ld members", d->num, d->M);
+        goto out;
+    }
+    if (d->nchunks) {
+        if ((long)(d->nchunks - 1) * d->chunk_members >= d->M ||
+            (long)d->nchunks * d->chunk_members < d->M) {
+            rc = ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": %d chunks of %d for %ld "
+                           "members", d->num, d->nchunks, d->chunk_members, d->M);
+            goto out;
+        }
+        if (!(d->cd = malloc((size_t)d->nchunks * sizeof(uint64_t)))) {
+            rc = ec_errorf(err, EC_ENOMEM, "out of memory");
+            goto out;
+        }
+        memcpy(d->cd, m->chunk_digest, (size_t)d->nchunks * sizeof(uint64_t));
+    }
+    if ((rc = ec_epoch_decode(m->carrier.data, m->carrier.len, NULL, &d->car, err)) < 0)
+        goto out;
     if (d->car->nproc != base->nproc || d->car->number != d->num)
-        return 0; /* read the epoch key */
-    for (int s = 0; s < d->nseg; s++) {
-        int lim = d->segs[s].kind == 'b' ? base->nmembers : d->car->nmembers;
-        if (d->segs[s].from > lim - d->segs[s].count)
-            return ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": segment %d out of "
-                             "range", d->num, s);
+        goto out; /* rc 0: read the epoch key */
+    for (int k = 0; k < d->nseg; k++) {
+        int lim = d->segs[k].kind == 'b' ? base->nmembers : d->car->nmembers;
+        if (d->segs[k].from > lim - d->segs[k].count) {
+            rc = ec_errorf(err, EC_ECORRUPT, "epoch delta %" PRIu64 ": run %d out of range",
+                           d->num, k);
+            goto out;
+        }
     }
-    return 1;
+    rc = 1;
+out:
+    ecoord__epoch_delta__free_unpacked(m, NULL);
+    return rc;
+}
+
+int ec_epoch_delta_peek(const void *delta, size_t len, uint64_t *number, uint64_t *base)
+{
+    Ecoord__EpochDelta *m = ecoord__epoch_delta__unpack(NULL, len, delta);
+    if (!m || m->version != EC_DELTA_VERSION) {
+        if (m)
+            ecoord__epoch_delta__free_unpacked(m, NULL);
+        return EC_ECORRUPT;
+    }
+    *number = m->number;
+    *base = m->base_number;
+    ecoord__epoch_delta__free_unpacked(m, NULL);
+    return 0;
 }
 
 /* The new epoch's members from base and the carrier (base members a view

@@ -128,14 +128,15 @@ START_TEST(without_the_base_read_the_epoch_key)
     ck_assert_uint_eq(num, 2);
     ck_assert_ptr_null(out);
     ck_assert_int_eq(ec_epoch_delta_apply(other, d, dl, &num, &out, &ol, NULL), 0);
-    /* the same delta claiming another record (digest) */
-    char *bad = malloc(dl);
-    memcpy(bad, d, dl);
-    const char *head = "ecoord-epoch-delta 1 2 1 "; /* version, number, base, then digest */
-    ck_assert(!strncmp(bad, head, strlen(head)));
-    char *dig = bad + strlen(head);
-    *dig = *dig == '0' ? '1' : '0';
-    ck_assert_int_eq(ec_epoch_delta_apply(a, bad, dl, &num, &out, &ol, NULL), 0);
+    /* the same delta claiming another record (its digest is of other bytes) */
+    void *bad;
+    size_t bl;
+    ck_assert_int_eq(ec_epoch_delta_encode(a, b, "other", 5, &bad, &bl, NULL), 0);
+    uint64_t pn = 0, pb = 0;
+    ck_assert_int_eq(ec_epoch_delta_peek(bad, bl, &pn, &pb), 0);
+    ck_assert(pn == 2 && pb == 1);
+    ck_assert_int_eq(ec_epoch_delta_apply(a, bad, bl, &num, &out, &ol, NULL), 0);
+    ck_assert_ptr_null(out);
     /* not a delta at all */
     ec_error_t err = {0};
     ck_assert_int_eq(ec_epoch_delta_apply(a, "junk", 4, &num, &out, &ol, &err), EC_ECORRUPT);
@@ -146,6 +147,9 @@ START_TEST(without_the_base_read_the_epoch_key)
     ck_assert_int_eq(ec_epoch_delta_encode(NULL, b, raw, rl, &m, &ml, NULL), 0);
     ck_assert_int_eq(ec_epoch_delta_apply(a, m, ml, &num, &out, &ol, NULL), 0);
     ck_assert_uint_lt(ml, 100);
+    ck_assert_int_eq(ec_epoch_delta_peek(m, ml, &pn, &pb), 0);
+    ck_assert(pn == 2 && pb == 0);
+    ck_assert_int_eq(ec_epoch_delta_peek("junk", 4, &pn, &pb), EC_ECORRUPT);
     free(bad);
     free(m);
     free(raw);

@@ -140,6 +140,7 @@
 #include "keys.h"
 #include "log.h"
 #include "node.h"
+#include "epoch_delta.h"
 #include "records.h"
 
 #define PREFIX "/ecscale"
@@ -997,13 +998,10 @@ static void *fan_main(void *arg)
                 /* A full marker (no base: the first epoch): a real follower
                  * reads the whole record at the delta's revision; so does
                  * the simulated one, on its client, inline. */
-                char head[128];
-                size_t hl = kv->value.len < sizeof(head) - 1 ? kv->value.len : sizeof(head) - 1;
-                memcpy(head, kv->value.data, hl);
-                head[hl] = '\0';
-                unsigned long long num = 0, base = 1;
+                uint64_t num = 0, base = 1;
                 if (!B.fan_root &&
-                    sscanf(head, "ecoord-epoch-delta 1 %llu %llu", &num, &base) == 2 && !base) {
+                    ec_epoch_delta_peek(kv->value.data, kv->value.len, &num, &base) == 0 &&
+                    !base) {
                     char key[EC_KEY_MAX];
                     ec_key_epoch(&B.keys, key, sizeof(key));
                     ec_kv_t full;
