@@ -992,6 +992,167 @@ static bool claimed(const char *job, uint64_t n, int rank)
  * node, its rank (member index * nproc + local rank) and claim it, and
  * build nothing; the collectives and ecw_sync_state refuse; a new epoch
  * makes ecw_epoch_pending 1.  ECOORD_WORKER_BACKEND=none selects it. */
+/* Publish epoch n of members ids as a leader publishes a split epoch
+ * (coord/agent/node_publish.c): chunks of C members and the index first,
+ * then the head at `epoch`, its delta from prev at epochd and the leader
+ * key.  Returns the epoch (the base of the next delta). */
+static ec_epoch_t *publish_split(const char *job, uint64_t n, const char *const *ids, int nm,
+                                 int C, const ec_epoch_t *prev)
+{
+    ec_epoch_t *ep = ec_epoch_new(nm, 1);
+    ep->number = n;
+    for (int m = 0; m < nm; m++) {
+        ep->members[m].node_id = strdup(ids[m]);
+        ep->members[m].host = strdup("127.0.0.1");
+        /* ports of the node, not of its M_id: a member that moves is unchanged */
+        int h = 0;
+        for (const char *ch = ids[m]; *ch; ch++)
+            h = h * 31 + *ch;
+        ep->members[m].ports[0] = (uint16_t)(42000 + h % 1000);
+        ep->members[m].master_port = (uint16_t)(43000 + h % 1000);
+        ep->members[m].incarnation = 1;
+    }
+    ep->reason = prev ? EC_REASON_LOST : EC_REASON_START;
+    ec_keys_t k;
+    ck_assert_int_eq(ec_keys_init(&k, NULL, job, NULL), 0);
+    char lkey[EC_KEY_MAX], ekey[EC_KEY_MAX], dkey[EC_KEY_MAX];
+    ec_key_leader(&k, lkey, sizeof(lkey));
+    ec_key_epoch(&k, ekey, sizeof(ekey));
+    ec_key_epoch_delta(&k, dkey, sizeof(dkey));
+    ck_assert_int_eq(ec_etcd_put(c, lkey, "n1", 2, 0, NULL, NULL), 0);
+    ec_kv_t lk;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, lkey, &lk, &found, NULL, NULL), 0);
+    ep->leader_id = strdup("n1");
+    ep->leader_rev = lk.create_revision;
+    ep->job_id = strdup(job);
+    ec_kv_free(&lk);
+    ec_epoch_parts_t p;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_epoch_split(ep, C, &p, &err) == 0, "%s", err.msg);
+    ck_assert_int_gt(p.nchunks, 1);
+    char (*keys)[EC_KEY_MAX] = calloc((size_t)(p.nchunks + p.nbuckets), EC_KEY_MAX);
+    ec_op_t *ops = calloc((size_t)(p.nchunks + p.nbuckets), sizeof(*ops));
+    int no = 0;
+    for (int i = 0; i < p.nchunks; i++, no++) {
+        ec_key_epoch_chunk(&k, n, i, keys[no], EC_KEY_MAX);
+        ops[no] = (ec_op_t){.type = EC_OP_PUT, .key = keys[no], .value = p.chunk[i],
+                            .value_len = p.chunk_len[i]};
+    }
+    for (int i = 0; i < p.nbuckets; i++, no++) {
+        ec_key_epoch_index(&k, n, i, keys[no], EC_KEY_MAX);
+        ops[no] = (ec_op_t){.type = EC_OP_PUT, .key = keys[no], .value = p.bucket[i],
+                            .value_len = p.bucket_len[i]};
+    }
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, ops, (size_t)no, NULL, 0, NULL, NULL), 0);
+    free(keys);
+    free(ops);
+    ec_epoch_split_t info;
+    ck_assert_int_eq(ec_epoch_head_info(p.head, p.head_len, NULL, &info, NULL), 1);
+    ep->chunk_members = info.chunk_members;
+    ep->nchunks = info.nchunks;
+    ep->chunk_digest = info.chunk_digest;
+    info.chunk_digest = NULL;
+    ec_epoch_split_free(&info);
+    void *whole, *d;
+    size_t wl, dl;
+    ck_assert_int_eq(ec_epoch_encode_whole(ep, &whole, &wl, NULL), 0);
+    ck_assert_int_eq(ec_epoch_delta_encode(prev, ep, whole, wl, &d, &dl, NULL), 0);
+    ec_op_t put[3] = {{.type = EC_OP_PUT, .key = ekey, .value = p.head, .value_len = p.head_len},
+                      {.type = EC_OP_PUT, .key = dkey, .value = d, .value_len = dl},
+                      {.type = EC_OP_PUT, .key = lkey, .value = "n1", .value_len = 2}};
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, put, 3, NULL, 0, NULL, NULL), 0);
+    free(whole);
+    free(d);
+    ec_epoch_parts_free(&p);
+    return ep;
+}
+
+typedef struct {
+    ecw_t *w;
+    uint64_t epoch;
+} latest_t;
+
+static bool latest_is(void *arg)
+{
+    latest_t *l = arg;
+    return ecw_latest_epoch(l->w) >= l->epoch;
+}
+
+/* A training process in a job whose epochs are split (more members than
+ * --epoch_chunk_members) reads a view, not the whole epoch: the head, its
+ * index bucket and its chunks; a loss before it arrives as a delta to the
+ * view, a loss of member 0 too (or a read of its chunks when the view
+ * cannot check the new member 0); its rank follows every epoch. */
+static pthread_mutex_t view_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char view_log[8192];
+
+static void view_log_cb(ecw_log_level_t level, const char *msg, void *arg)
+{
+    (void)level;
+    (void)arg;
+    pthread_mutex_lock(&view_log_lock);
+    size_t n = strlen(view_log);
+    snprintf(view_log + n, sizeof(view_log) - n, "%s\n", msg);
+    pthread_mutex_unlock(&view_log_lock);
+}
+
+static bool view_logged(void *arg)
+{
+    pthread_mutex_lock(&view_log_lock);
+    bool y = strstr(view_log, (const char *)arg) != NULL;
+    pthread_mutex_unlock(&view_log_lock);
+    return y;
+}
+
+START_TEST(split_epochs_are_followed_through_a_view)
+{
+    const char *ids[] = {"a0", "a1", "a2", "a3", "a4", "a5", "n1", "a7", "a8", "a9"};
+    ec_epoch_t *e1 = publish_split("jview", 1, ids, 10, 2, NULL);
+    ecw_options_t o = lib_opts("jview", 0);
+    o.backend = ECW_BACKEND_NONE;
+    o.log_cb = view_log_cb;
+    o.log_level = ECW_LOG_INFO;
+    ecw_t *w = NULL;
+    ecw_error_t ierr = {0};
+    ck_assert_msg(ecw_init(&o, &w, &ierr) == 0, "%s", ierr.msg);
+    /* member 0, its own chunk (n1, a7) and those on either side (a4, a5;
+     * a8, a9) */
+    ck_assert_msg(view_logged("epoch 1: read 7 of its 10 members (split in chunks of 2)"), "%s",
+                  view_log);
+    ck_assert_int_eq(ecw_epoch(w), 1);
+    ck_assert_int_eq(ecw_rank(w), 6);
+    ck_assert_int_eq(ecw_world_size(w), 10);
+    ck_assert_int_eq(ecw_nnodes(w), 10);
+    ck_assert(claimed("jview", 1, 6));
+    /* a loss before it: M_id 5 now */
+    const char *ids2[] = {"a0", "a1", "a3", "a4", "a5", "n1", "a7", "a8", "a9"};
+    ec_epoch_t *e2 = publish_split("jview", 2, ids2, 9, 2, e1);
+    latest_t l = {w, 2};
+    ck_assert_msg(ec_test_wait(latest_is, &l, 5000), "epoch 2 not seen");
+    ck_assert_msg(ec_test_wait(view_logged, "epoch 2: view of", 5000), "%s", view_log);
+    ecw_error_t err = {0};
+    ck_assert_msg(ecw_rebuild(w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(ecw_epoch(w), 2);
+    ck_assert_int_eq(ecw_rank(w), 5);
+    ck_assert_int_eq(ecw_world_size(w), 9);
+    ck_assert(claimed("jview", 2, 5));
+    /* member 0 lost: the master moves */
+    const char *ids3[] = {"a1", "a3", "a4", "a5", "n1", "a7", "a8", "a9"};
+    ec_epoch_t *e3 = publish_split("jview", 3, ids3, 8, 2, e2);
+    l.epoch = 3;
+    ck_assert_msg(ec_test_wait(latest_is, &l, 5000), "epoch 3 not seen");
+    ck_assert_msg(ecw_rebuild(w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(ecw_rank(w), 4);
+    ck_assert_int_eq(ecw_world_size(w), 8);
+    ck_assert(claimed("jview", 3, 4));
+    ecw_finalize(w);
+    ec_epoch_free(e1);
+    ec_epoch_free(e2);
+    ec_epoch_free(e3);
+}
+END_TEST
+
 START_TEST(none_backend_follows_epochs_and_claims_ranks)
 {
     publish_epoch("jnone2", 1, 2, EC_REASON_START);
@@ -2172,6 +2333,7 @@ static Suite *suite(void)
     add_case(t, membership_changes_rebuild_in_place, false);
     add_case(t, leader_epochs_are_followed_without_reads, false);
     add_case(t, epoch_without_a_leader_event_is_checked_by_a_read, false);
+    add_case(t, split_epochs_are_followed_through_a_view, false);
     suite_add_tcase(s, t);
     return s;
 }

@@ -384,8 +384,10 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
          * from the previous one; none known if the epoch moved on */
         pthread_mutex_lock(&w->mu);
         const ec_epoch_t *ep = w->latest;
-        if (ep && ep->number == s->number && (ids = calloc((size_t)ep->nmembers,
-                                                           sizeof(*ids)))) {
+        /* a view of a split epoch holds some members only: none known
+         * (NCCL then builds anew instead of shrinking) */
+        if (ep && ep->number == s->number && ep->present == ep->nmembers &&
+            (ids = calloc((size_t)ep->nmembers, sizeof(*ids)))) {
             nids = nalloc = ep->nmembers;
             for (int i = 0; i < nalloc; i++)
                 if (!(ids[i] = strdup(ep->members[i].node_id)))

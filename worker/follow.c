@@ -139,6 +139,14 @@ static int epoch_ok_log(ecw_t *w, int64_t mod_rev, const ec_epoch_t *ep, char *w
     return ec_epoch_check(ep, w->o.job_id, mod_rev, ls, why, len) == 0;
 }
 
+/* Say so when what was read of an epoch is a view of a split one. */
+static void log_view(ecw_t *w, const ec_epoch_t *ep)
+{
+    if (ep && ep->present != ep->nmembers)
+        ecw__log(w, ECW_LOG_INFO, "epoch %" PRIu64 ": read %d of its %d members (split in "
+                 "chunks of %d)", ep->number, ep->present, ep->nmembers, ep->chunk_members);
+}
+
 /* Ask the service thread to read the epoch again and re-watch. */
 static void restart_watch(ecw_t *w)
 {
@@ -168,9 +176,22 @@ static bool epoch_from_delta(ecw_t *w, const ec_watch_event_t *ev, void **out, s
         const ec_epoch_t *b = last ? w->latest : w->pend[k].ep;
         ec_epoch_t *base = b ? ec_epoch_dup(b) : NULL;
         pthread_mutex_unlock(&w->mu);
-        if (base || last)
+        if (base && base->present != base->nmembers) {
+            /* a view of a split epoch (epoch_fetch.h): rebuilt and checked
+             * chunk by chunk, kept as a view */
+            ec_epoch_t *nv = NULL;
+            rc = ec_epoch_delta_apply_view(base, ev->kv->value, ev->kv->value_len,
+                                           w->o.node_id, &num, &nv, &err);
+            if (rc == 1 && ec_epoch_encode_view(nv, out, out_len, &err) < 0)
+                rc = 0;
+            if (rc == 1)
+                ecw__log(w, ECW_LOG_INFO, "epoch %" PRIu64 ": view of %d of its %d members "
+                         "rebuilt from its delta", num, nv->present, nv->nmembers);
+            ec_epoch_free(nv);
+        } else if (base || last) {
             rc = ec_epoch_delta_apply(base, ev->kv->value, ev->kv->value_len, &num, out,
                                       out_len, &err);
+        }
         ec_epoch_free(base);
         if (last)
             break;
@@ -297,9 +318,16 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     ec_key_epoch(&w->keys, ekey, sizeof(ekey));
     ec_epoch_t *ep = NULL;
     ec_error_t err = {0};
-    /* a split epoch's head (no base to apply the delta to): read whole */
-    int drc = ec_epoch_fetch(w->etcd, &w->keys, raw, len, ekey, &ep, NULL, NULL, &err);
+    /* a split epoch's head (no base to apply the delta to): its view is
+     * read (the head, this node's index bucket and its own chunk) */
+    ec_epoch_split_t info;
+    bool head = ec_epoch_head_info(raw, len, NULL, &info, NULL) == 1 && info.nbuckets > 0;
+    if (head)
+        ec_epoch_split_free(&info);
+    int drc = ec_epoch_fetch_view(w->etcd, &w->keys, raw, len, ekey, w->o.node_id, 0, &ep, &err);
     free(raw);
+    if (head)
+        log_view(w, ep);
     if (drc < 0) {
         ecw__log(w, ECW_LOG_WARN, "ignoring an epoch record: %s", err.msg);
         return;
@@ -430,8 +458,9 @@ static int relist(ecw_t *w, ec_error_t *err)
     if (kv) {
         ec_epoch_t *ep = NULL;
         char why[768] = "";
-        rc = ec_epoch_fetch(w->etcd, &w->keys, kv->value, kv->value_len, key, &ep, NULL, NULL,
-                            err);
+        rc = ec_epoch_fetch_view(w->etcd, &w->keys, kv->value, kv->value_len, key, w->o.node_id,
+                                 0, &ep, err);
+        log_view(w, ep);
         int ok = -1;
         if (rc == 0) {
             pthread_mutex_lock(&w->mu);

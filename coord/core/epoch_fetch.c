@@ -149,14 +149,21 @@ int ec_epoch_fetch_view(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_
     ec_kv_free(&kv);
     if (rc <= 0)
         goto out; /* not a member (rc 0): the head is all it needs */
-    /* own chunk, the next, and those of the successors (a short last
-     * chunk, or chunks of one member, put them further) */
-    enum { WANT_MAX = 10 };
-    int want[WANT_MAX], nw = 0;
-    if (successors > WANT_MAX - 2)
-        successors = WANT_MAX - 2;
-    want[nw++] = m / ep->chunk_members;
-    want[nw++] = (m / ep->chunk_members + 1) % ep->nchunks;
+    /* Its own chunk and the chunks on either side: at least C - 1 members
+     * held on each side of it, so that after losses before it (its M_id
+     * moves down, maybe into the chunk before) or after it its own chunk
+     * is still in what it holds, and a delta rebuilds it (epoch_delta.h);
+     * then the successors' (a short last chunk, or chunks of one member,
+     * put them further). */
+    enum { WANT_MAX = 11 };
+    int want[WANT_MAX], nw = 0, own = m / ep->chunk_members;
+    if (successors > WANT_MAX - 3)
+        successors = WANT_MAX - 3;
+    want[nw++] = own;
+    if (own > 0)
+        want[nw++] = own - 1;
+    if (own + 1 < ep->nchunks)
+        want[nw++] = own + 1;
     for (int s = 1; s <= successors; s++)
         want[nw++] = ((m + s) % ep->nmembers) / ep->chunk_members;
     for (int j = 0; j < nw; j++) {

@@ -26,9 +26,10 @@ int ec_epoch_fetch(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_t len
 
 /* What a follower reads of an epoch for node self: a whole record as is;
  * of a split epoch a VIEW (records.h): the head, self's index bucket, its
- * own chunk, the next (a margin: a loss before it moves its members down)
- * and the chunks of its `successors` next members in M_id order (wrapping:
- * the peers it watches), about 2 x chunk_members members instead of all.
+ * own chunk and the chunks on either side (a margin: losses move its M_id,
+ * and deltas rebuild its chunk from what it holds) and the chunks of its
+ * `successors` next members in M_id order (wrapping: the peers it
+ * watches), about 3 x chunk_members members instead of all.
  * A node that is not a member gets the head alone (member 0).  Errors as
  * ec_epoch_fetch. */
 int ec_epoch_fetch_view(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_t len,

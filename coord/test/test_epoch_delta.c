@@ -230,9 +230,9 @@ static ec_epoch_t *view_of(const ec_epoch_parts_t *p, const ec_epoch_t *ep, cons
     ck_assert_msg(ec_epoch_decode_view(p->head, p->head_len, NULL, &v, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(v->present, 1);
     int m = ec_epoch_find_member(ep, self), k = m / v->chunk_members;
-    ck_assert_int_eq(ec_epoch_view_add_chunk(v, k, p->chunk[k], p->chunk_len[k], &err), 0);
-    int nx = (k + 1) % v->nchunks;
-    ck_assert_int_eq(ec_epoch_view_add_chunk(v, nx, p->chunk[nx], p->chunk_len[nx], &err), 0);
+    for (int c = k - 1; c <= k + 1; c++) /* its own and those on either side */
+        if (c >= 0 && c < v->nchunks)
+            ck_assert_int_eq(ec_epoch_view_add_chunk(v, c, p->chunk[c], p->chunk_len[c], &err), 0);
     /* the bytes a coordinator keeps decode to the same view */
     void *b;
     size_t l;
@@ -314,7 +314,7 @@ START_TEST(a_view_follows_losses_joins_and_restarts_through_deltas)
     ec_epoch_parts_t p = publish(e, C);
     const char *self = "trainjob-worker-100"; /* M_id 100: chunk 6, holds 6 and 7 */
     ec_epoch_t *v = view_of(&p, e, self);
-    ck_assert_int_eq(v->present, 1 + 2 * C);
+    ck_assert_int_eq(v->present, 1 + 3 * C);
     ec_epoch_parts_free(&p);
     int applied = 0, read = 0;
     /* losses before it: each moves its window down by one; the next
@@ -336,8 +336,8 @@ START_TEST(a_view_follows_losses_joins_and_restarts_through_deltas)
     }
     fprintf(stderr, "# 40 losses before a follower (chunks of %d): %d deltas applied to its "
             "view, %d reads of its chunks\n", C, applied, read);
-    ck_assert_int_ge(applied, 36);
-    ck_assert_int_le(read, 4);
+    ck_assert_int_ge(applied, 37);
+    ck_assert_int_le(read, 3);
     /* a loss after it, a restart (incarnation) of a member it holds, a join */
     ec_epoch_t *n = lose(e, e->nmembers - 5);
     ck_assert_int_eq(view_step(e, &v, n, C, self, &p), 1);

@@ -883,14 +883,15 @@ static size_t view_reads(ec_etcd_t *c, const ec_kv_t *head, const char *self)
                             &m, NULL);
         ec_kv_free(&kv);
     }
-    int want[4] = {-1, -1, -1, -1};
+    int want[5] = {-1, -1, -1, -1, -1};
     if (m >= 0) {
         want[0] = m / info.chunk_members;
-        want[1] = (want[0] + 1) % info.nchunks;
-        want[2] = ((m + 1) % info.nmembers) / info.chunk_members;
-        want[3] = ((m + 2) % info.nmembers) / info.chunk_members;
+        want[1] = want[0] - 1;
+        want[2] = want[0] + 1 < info.nchunks ? want[0] + 1 : -1;
+        want[3] = ((m + 1) % info.nmembers) / info.chunk_members;
+        want[4] = ((m + 2) % info.nmembers) / info.chunk_members;
     }
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < 5; j++) {
         bool dup = want[j] < 0;
         for (int i = 0; i < j; i++)
             dup = dup || want[i] == want[j];
