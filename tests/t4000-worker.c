@@ -1137,11 +1137,12 @@ START_TEST(split_epochs_are_followed_through_a_view)
     ck_assert_int_eq(ecw_rank(w), 5);
     ck_assert_int_eq(ecw_world_size(w), 9);
     ck_assert(claimed("jview", 2, 5));
-    /* member 0 lost: the master moves */
+    /* member 0 lost: the master moves (the delta carries the new one) */
     const char *ids3[] = {"a1", "a3", "a4", "a5", "n1", "a7", "a8", "a9"};
     ec_epoch_t *e3 = publish_split("jview", 3, ids3, 8, 2, e2);
     l.epoch = 3;
     ck_assert_msg(ec_test_wait(latest_is, &l, 5000), "epoch 3 not seen");
+    ck_assert_msg(ec_test_wait(view_logged, "epoch 3: view of", 5000), "%s", view_log);
     ck_assert_msg(ecw_rebuild(w, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(ecw_rank(w), 4);
     ck_assert_int_eq(ecw_world_size(w), 8);

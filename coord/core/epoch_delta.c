@@ -127,6 +127,11 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
                     break;
                 }
         }
+        /* A split epoch's new member 0 that was another base member goes
+         * in the carrier: a follower's view holds base member 0 only, and
+         * would otherwise read its chunks again to learn the new master. */
+        if (i == 0 && j > 0 && ep->chunk_members > 0 && ep->nchunks > 0)
+            j = -1;
         seg_t *last = nseg ? &segs[nseg - 1] : NULL;
         if (j >= 0) {
             if (last && last->kind == 'b' && last->from + last->count == j)
