@@ -634,6 +634,19 @@ START_TEST(split_epochs_form_reform_and_admit_a_joiner)
     wait_file(j.log, "epoch 3: rebuilt from its delta", 5000);
     for (int i = 0; i < 5; i++)
         ck_assert(!ec_test_file_contains(ag[i].log, "ignoring epoch"));
+    /* every rank's endpoint, on demand: ecoord status assembles the chunks */
+    char srv[300];
+    snprintf(srv, sizeof(srv), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    char *argv[] = {(char *)ecoord(), "status", srv, "--job_id=jsplit", "--json", NULL};
+    static char out[1 << 16];
+    ck_assert_int_eq(ec_test_run(argv, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "\"number\":3,\"world_size\":5"), "%s", out);
+    ck_assert_msg(!strstr(out, "\"epoch_error\":\""), "%s", out);
+    for (int m = 0; m < 5; m++) {
+        char want[32];
+        snprintf(want, sizeof(want), "\"m_id\":%d,", m);
+        ck_assert_msg(strstr(out, want), "no member %d in: %s", m, out);
+    }
 }
 END_TEST
 

@@ -195,8 +195,10 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
         omit = "the list is longer than one environment string may be (131072 bytes)";
     if (omit && n_id == 0)
         ec_log(EC_LOG_WARN, "epoch %llu: PADDLE_TRAINER_ENDPOINTS is not set (%d endpoints): %s; "
-               "rank 0's is PADDLE_MASTER, and every rank's is in endpoints.log when the node "
-               "holds them", (unsigned long long)ep->number, ep->world_size, omit);
+               "rank 0's is PADDLE_MASTER; a process that needs every rank's reads them when it "
+               "needs them: `ecoord status --json` (nodes[].endpoints, in rank order; "
+               "ECOORD_ELASTIC_SERVER and ECOORD_JOB_ID are set)",
+               (unsigned long long)ep->number, ep->world_size, omit);
     if (omit) {
         free(endpoints);
         endpoints = NULL;
