@@ -647,14 +647,13 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     /* not applied: the listing reads the epoch again (its newest value) */
     if (relist || unreadable)
         n->relist = true;
-    if (!unreadable)
     switch (ev->type) {
     case EC_WATCH_PUT:
     case EC_WATCH_DELETE: {
         /* A follower's suspicion reports have a listing of their own. */
         int64_t listed = !n->model_wide && is_suspect_key(n, ev->kv) ? n->sus_list_rev
                                                                      : n->list_rev;
-        if (ev->revision > listed) {
+        if (ev->revision > listed && !unreadable) {
             model_apply(n, ev->type == EC_WATCH_PUT, kv, ev->prev_kv);
             n->watch_events++;
         }
