@@ -734,15 +734,18 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
         keys[3] = watched[3] = n->k_node;
         nk = 4;
     }
-    for (size_t i = 0; i < nk; i++) {
-        n->watch[i] = ec_watch_start_ex(n->c, watched[i], wide, 0, EC_WATCH_NO_PREV_KV, on_watch,
-                                        n, err);
-        if (!n->watch[i]) {
-            stop_watches(n);
-            return err->code;
-        }
-        n->nwatch++;
+    /* The leader: one watch of the root.  A follower: its four keys on one
+     * Watch stream (one per node in etcd, not four; each key's events in
+     * order, one EC_WATCH_CREATED per key). */
+    n->watch[0] = wide ? ec_watch_start_ex(n->c, watched[0], true, 0, EC_WATCH_NO_PREV_KV,
+                                           on_watch, n, err)
+                       : ec_watch_start_keys(n->c, watched, nk, 0, EC_WATCH_NO_PREV_KV, on_watch,
+                                             n, err);
+    if (!n->watch[0]) {
+        stop_watches(n);
+        return err->code;
     }
+    n->nwatch = 1;
     pthread_mutex_lock(&n->lock);
     bool created = wait_created(n, base, (int)nk);
     pthread_mutex_unlock(&n->lock);
