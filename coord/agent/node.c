@@ -644,6 +644,14 @@ uint64_t ec_node_watch_events(ec_node_t *n)
     return e;
 }
 
+uint64_t ec_node_plans(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t p = n->plans;
+    pthread_mutex_unlock(&n->lock);
+    return p;
+}
+
 uint64_t ec_node_epoch_number(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);

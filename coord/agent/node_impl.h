@@ -138,6 +138,8 @@ struct ec_node {
     int64_t gone_leader_rev;
     /* watch events applied to the model (ec_node_watch_events) */
     uint64_t watch_events;
+    /* times the planner ran (ec_node_plans; under lock) */
+    uint64_t plans;
     /* suspicion reports for the current epoch (under lock) */
     struct suspect {
         uint64_t epoch;

@@ -266,6 +266,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.new_run = new_run && n->epoch;
     repair = n->epoch_bad && n->epoch_raw;
     int64_t plan_t0 = ec_mono_us();
+    n->plans++;
     int rc = ec_plan(&in, &d, &err);
     int64_t planner_us = ec_mono_us() - plan_t0;
     if (rc == 0) {
