@@ -88,6 +88,7 @@ struct ec_node {
     uint8_t *epoch_raw;
     size_t epoch_raw_len;
     ec_epoch_t *epoch;       /* newest valid epoch */
+    uint64_t epoch_gen;      /* bumped whenever `epoch` is replaced */
     int64_t epoch_mod_rev;   /* of whatever is stored at `epoch` now */
     bool epoch_bad;          /* `epoch` holds garbage or was deleted */
     char *leader_id;
@@ -188,6 +189,9 @@ struct ec_node {
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
     uint64_t members_epoch, members_fp;
+    /* members_fp() of the epoch of generation members_fp_gen: computed once
+     * per epoch, not on every pass (16,384 ids hashed a pass) */
+    uint64_t members_fp_now, members_fp_gen;
     /* suspects probed in the current member set (members_epoch): when, the
      * newest report naming them then, and whether they answered; probed
      * again on a newer report (ec_suspect_probe_due) */

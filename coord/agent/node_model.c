@@ -163,6 +163,7 @@ static void install_epoch(ec_node_t *n, ec_epoch_t *ep, const void *raw_in, size
     n->epoch_raw_len = len;
     ec_epoch_free(n->epoch);
     n->epoch = ep;
+    n->epoch_gen++;
     n->epoch_bad = false;
 }
 
@@ -1029,6 +1030,7 @@ bool ec__node_check_history(ec_node_t *n)
         note_seen(n, n->epoch->number);
     ec_epoch_free(n->epoch);
     n->epoch = NULL;
+    n->epoch_gen++;
     free(n->epoch_raw);
     n->epoch_raw = NULL;
     n->epoch_raw_len = 0;
