@@ -12,7 +12,7 @@
  *   bench_scale [--sizes 64,256,1024,4096] [--nproc 8] [--steady-ms 6667]
  *               [--losses 5] [--fanout-max 1024] [--fanout-wave-max 1100000]
  *               [--fanout-start] [--fanout-root] [--fanout-no-prev-kv]
- *               [--no-ready-wave] [--json FILE]
+ *               [--no-ready-wave] [--no-hangs] [--json FILE]
  *   ECOORD_BENCH_ETCD=host:port   use that etcd (plain http) instead of an
  *                                 embedded one; its CPU is then not measured
  *
@@ -75,7 +75,10 @@
  *                 --hang_timeout=auto for programs that report progress,
  *                 and an on_progress callback, as the agent's metrics) and
  *                 must hand every summary on; measured until the last one
- *                 reached on_progress, with its CPU and plans.
+ *                 reached on_progress, with its CPU and plans.  The leader
+ *                 runs the hang policy throughout (every pass of its loop
+ *                 may run it); --no-hangs starts it without (as before it
+ *                 had one) and skips this wave.
  *   fan-out       F = min(N-1, --fanout-max) simulated followers, each with
  *                 the watches a real follower's ec_node opens (issue 16: the
  *                 leader key, the epoch's delta epochd, the job status and
@@ -472,6 +475,8 @@ typedef struct bench {
     int fan_open;            /* atomic: follower watches are open */
     bool fan_no_prev_kv;     /* --fanout-no-prev-kv: what a fixed ec_node would open */
     bool no_ready_wave;      /* --no-ready-wave: skip the READY and progress waves */
+    bool no_hangs;           /* --no-hangs: the leader without the hang policy (nor
+                                on_progress), as before it had one; no progress wave */
     int wave_seq;            /* > 0: the wave writes progress summaries of this seq */
     uint64_t progress_seen;  /* under lock: summaries the leader's hang policy got */
     bool fan_root;           /* --fanout-root: followers watch the whole job root (before
@@ -1298,8 +1303,10 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
     /* As a real leader of a job whose programs report progress: the hang
      * policy on (--hang_timeout=auto is 300 s for them), the summaries
      * handed on (the agent's metrics). */
-    o.hang_timeout_ms = 300 * 1000;
-    o.on_progress = on_progress;
+    if (!B.no_hangs) {
+        o.hang_timeout_ms = 300 * 1000;
+        o.on_progress = on_progress;
+    }
     if (!(leader = ec_node_start(&o, &err))) {
         snprintf(R->fail, sizeof(R->fail), "leader: %s", err.msg);
         goto out;
@@ -1530,7 +1537,8 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
                                          : -1;
         R->rw_ok = B.reg_errors == 0;
         ka_resume();
-
+    }
+    if (!R->fs_w && !B.no_ready_wave && !B.no_hangs) {
         /* (4b) a progress wave: every member writes a new progress summary
          * (its record, under its lease), as each agent does on a change, at
          * most every 5 s: the planner reads none of it, the hang policy
@@ -1540,10 +1548,10 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
         pause_ms(50);
         cpu_read(etcd_pid, &c0);
         pthread_mutex_lock(&B.lock);
-        ep0 = B.etcd.number;
+        uint64_t ep0 = B.etcd.number;
         uint64_t seen0 = B.progress_seen;
         pthread_mutex_unlock(&B.lock);
-        plans0 = ec_node_plans(leader);
+        uint64_t plans0 = ec_node_plans(leader);
         B.wave_seq++;
         int64_t p0 = mono_us();
         R->pw_s = ready_wave();
@@ -1934,7 +1942,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_scale [--sizes 64,256,1024,4096] [--nproc 1..64] "
                     "[--steady-ms >=1000] [--losses 1..%d] [--fanout-max >=0] "
-                    "[--fanout-wave-max N*F] [--fanout-start] [--fanout-root] [--fanout-no-prev-kv] [--no-ready-wave] "
+                    "[--fanout-wave-max N*F] [--fanout-start] [--fanout-root] [--fanout-no-prev-kv] [--no-ready-wave] [--no-hangs] "
                     "[--json FILE]\n",
             MAX_LOSSES);
 }
@@ -1962,6 +1970,9 @@ int main(int argc, char **argv)
             steady_ms = atoi(v);
         } else if (!strcmp(argv[i], "--no-ready-wave")) {
             B.no_ready_wave = true;
+            continue;
+        } else if (!strcmp(argv[i], "--no-hangs")) {
+            B.no_hangs = true;
             continue;
         } else if (!strcmp(argv[i], "--fanout-root")) {
             B.fan_root = true;
