@@ -1,5 +1,5 @@
 /* Watches against a real etcd: puts and deletes arrive in revision order with
- * prev_kv; across kill -9 of etcd and a restart on the same port and data
+ * prev_kv, the last event of each response marked (ev->more false); across kill -9 of etcd and a restart on the same port and data
  * dir the watch resumes so that no event is lost or repeated; a compacted
  * start revision is reported as its own event.  Several keys share one stream,
  * each key's events in order and exactly once across a kill -9. */
@@ -37,6 +37,7 @@ typedef struct {
     char key[MAXEV][32];
     char val[MAXEV][16];
     char prev[MAXEV][16];
+    bool more[MAXEV];
 } rec_t;
 
 static rec_t *rec_new(void)
@@ -68,6 +69,7 @@ static void on_event(const ec_watch_event_t *ev, void *arg)
             snprintf(r->key[r->n], 32, "%s", ev->kv->key);
             snprintf(r->val[r->n], 16, "%s", ev->kv->value ? (char *)ev->kv->value : "");
             snprintf(r->prev[r->n], 16, "%s", ev->prev_kv ? (char *)ev->prev_kv->value : "");
+            r->more[r->n] = ev->more;
             r->n++;
         }
     }
@@ -123,6 +125,36 @@ START_TEST(puts_and_deletes_in_order)
     ck_assert_str_eq(r->prev[2], "2");
     ck_assert_int_lt(r->rev[0], r->rev[1]);
     ck_assert_int_lt(r->rev[1], r->rev[2]);
+    free(r);
+}
+END_TEST
+
+/* The events of one response say which is its last (ev->more false): a
+ * transaction's puts are one revision, delivered together, so a consumer
+ * can apply them as one change (the leader plans once for them). */
+START_TEST(one_transactions_events_marked_as_one_batch)
+{
+    ec_error_t err = {0};
+    rec_t *r = rec_new();
+    ec_watch_t *w = ec_watch_start(c, "/b/", true, 0, on_event, r, &err);
+    ck_assert_ptr_nonnull(w);
+    ck_assert(ec_test_wait(created, r, 5000));
+    ec_op_t ops[3] = {{.type = EC_OP_PUT, .key = "/b/x", .value = "1", .value_len = 1},
+                      {.type = EC_OP_PUT, .key = "/other", .value = "1", .value_len = 1},
+                      {.type = EC_OP_PUT, .key = "/b/y", .value = "1", .value_len = 1}};
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, ops, 3, NULL, 0, NULL, &err), 0);
+    ck_assert_int_eq(ec_etcd_put(c, "/b/z", "2", 1, 0, NULL, &err), 0);
+    want_t want = {r, 3};
+    ck_assert(ec_test_wait(have_n, &want, 5000));
+    ec_watch_stop(w);
+    ck_assert_int_eq(r->n, 3);
+    ck_assert_str_eq(r->key[0], "/b/x");
+    ck_assert(r->more[0]);                  /* /b/y follows in the same response */
+    ck_assert_str_eq(r->key[1], "/b/y");
+    ck_assert(!r->more[1]);                 /* the transaction's last */
+    ck_assert_int_eq(r->rev[0], r->rev[1]); /* one revision */
+    ck_assert_str_eq(r->key[2], "/b/z");
+    ck_assert(!r->more[2]);
     free(r);
 }
 END_TEST
@@ -326,6 +358,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("watch");
     tcase_add_unchecked_fixture(t, setup, teardown);
     tcase_add_test(t, puts_and_deletes_in_order);
+    tcase_add_test(t, one_transactions_events_marked_as_one_batch);
     tcase_add_test(t, compacted_start_reported);
     tcase_add_test(t, stop_while_idle_is_prompt);
     tcase_add_test(t, resume_across_etcd_kill9);

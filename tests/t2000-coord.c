@@ -906,7 +906,12 @@ END_TEST
 
 /* SIGUSR2 to a node: its model's applied watch events so far (the k-th
  * STATS line it prints). */
-static unsigned long long model_events(proc_t *p, int k)
+typedef struct {
+    unsigned long long events, plans; /* ec_node_watch_events, ec_node_plans */
+} stats_t;
+
+/* The node's k-th STATS line (SIGUSR2; k counts from 1 per node). */
+static stats_t node_stats(proc_t *p, int k)
 {
     char needle[32];
     snprintf(needle, sizeof(needle), "STATS %d ", k);
@@ -919,12 +924,18 @@ static unsigned long long model_events(proc_t *p, int k)
     FILE *f = fopen(p->log, "r");
     ck_assert_ptr_nonnull(f);
     char line[512];
-    unsigned long long ev = 0;
+    stats_t st = {0};
     while (fgets(line, sizeof(line), f))
         if (!strncmp(line, needle, strlen(needle)))
-            ck_assert_int_eq(sscanf(line + strlen(needle), "events=%llu", &ev), 1);
+            ck_assert_int_eq(sscanf(line + strlen(needle), "events=%llu leader=%*d plans=%llu",
+                                    &st.events, &st.plans), 2);
     fclose(f);
-    return ev;
+    return st;
+}
+
+static unsigned long long model_events(proc_t *p, int k)
+{
+    return node_stats(p, k).events;
 }
 
 /* Only the leader follows the node records: a change of one node's record
@@ -968,6 +979,152 @@ START_TEST(follower_model_skips_node_record_churn)
     ck_assert_msg(wait_log(follower->log, "EPOCH 2 ", 5000), "the follower did not deliver epoch 2");
     ck_assert_msg(ec_test_file_contains(follower->log, "epoch 2: rebuilt from its delta"),
                   "the follower did not rebuild epoch 2 from its delta (log %s)", follower->log);
+    free(l);
+}
+END_TEST
+
+/* Stats of p from the k-th on, until events >= want_events and plans >=
+ * want_plans (or 40 lines); *k is the next line's number. */
+static stats_t stats_until(proc_t *p, int *k, unsigned long long want_events,
+                           unsigned long long want_plans)
+{
+    stats_t st = {0};
+    for (int i = 0; i < 40; i++) {
+        st = node_stats(p, (*k)++);
+        if (st.events >= want_events && st.plans >= want_plans)
+            break;
+    }
+    return st;
+}
+
+/* The leader plans only when something its planner reads changed (issue
+ * 16, 18): node-record writes that change only a progress summary, the
+ * epoch the node saw, or ready after joining cost it no plan, yet each
+ * summary still reaches the hang policy (its on_progress); a write the
+ * planner reads (an incarnation bump) is planned as before. */
+START_TEST(leader_skips_the_plan_for_progress_only_writes)
+{
+    const char *root = "/jskip/";
+    const char *ids[] = {"n1", "n2"};
+    proc_t ps[2];
+    for (int i = 0; i < 2; i++)
+        ps[i] = start_node("jskip", ids[i], 1, 2, 1, 600000, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 2, NULL, 10000));
+    char *l = leader_of(root);
+    proc_t *leader = by_id(ps, ids, 2, l);
+    const char *fid = strcmp(l, "n1") ? "n1" : "n2";
+    char key[64];
+    snprintf(key, sizeof(key), "%snodes/%s", root, fid);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert(found && kv.lease);
+    int k = 1;
+    stats_t s0 = node_stats(leader, k++);
+    /* 30 writes of the follower's record, as its agent would write its
+     * progress (under its lease) */
+    enum { WRITES = 30 };
+    for (int i = 0; i < WRITES; i++) {
+        ec_node_rec_t *r = NULL;
+        ck_assert_int_eq(ec_node_rec_decode(kv.value, kv.value_len, key, &r, NULL), 0);
+        r->progress = (ec_node_progress_t){.seq = 100 + (uint64_t)i, .reporting = 1,
+                                           .step = 10 * (uint64_t)i, .silent_rank = -1,
+                                           .step_p50_us = 1000, .slowest_rank = -1};
+        r->epoch_seen = (uint64_t)(i % 2); /* never above the epoch: no renumbering */
+        r->state = i % 3 ? EC_NODE_READY : EC_NODE_JOINING;
+        void *buf;
+        size_t len;
+        ck_assert_int_eq(ec_node_rec_encode(r, &buf, &len, NULL), 0);
+        ec_node_rec_free(r);
+        ck_assert_int_eq(ec_etcd_put(c, key, buf, len, kv.lease, NULL, NULL), 0);
+        free(buf);
+    }
+    stats_t s1 = stats_until(leader, &k, s0.events + WRITES, 0);
+    ck_assert_uint_ge(s1.events, s0.events + WRITES);
+    /* the hang policy had the last summary ... */
+    char needle[64];
+    snprintf(needle, sizeof(needle), "PROGRESS %s seq=%d step=%d", fid, 100 + WRITES - 1,
+             10 * (WRITES - 1));
+    ck_assert_msg(wait_log(leader->log, needle, 5000), "the leader's hang policy did not get "
+                  "the last progress summary (log %s)", leader->log);
+    /* ... and the planner ran for none of them */
+    stats_t s2 = node_stats(leader, k++);
+    ck_assert_msg(s2.plans - s0.plans <= 1, "the leader planned %llu times for %d writes that "
+                  "change nothing its planner reads", s2.plans - s0.plans, WRITES);
+    /* A change the planner reads is planned: a restart epoch. */
+    kill(by_id(ps, ids, 2, fid)->pid, SIGUSR1);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, NULL, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_RESTART);
+    ec_epoch_free(ep);
+    ec_kv_free(&kv);
+    free(l);
+}
+END_TEST
+
+/* A valid record of a standby node sid (nproc 1): eligible, but the job is
+ * at its maximum, so it changes the planner's input and no epoch. */
+static void standby_put(ec_op_t *op, const char *key, const char *sid, int64_t lease, void **buf,
+                        size_t *len)
+{
+    ec_node_rec_t *r = ec_node_rec_new(1, 0);
+    r->node_id = strdup(sid);
+    r->host = strdup("127.0.0.1");
+    r->ports[0] = 1000;
+    r->master_port = 1001;
+    r->state = EC_NODE_JOINING;
+    r->incarnation = 1;
+    r->run = 1;
+    ck_assert_int_eq(ec_node_rec_encode(r, buf, len, NULL), 0);
+    ec_node_rec_free(r);
+    *op = (ec_op_t){.type = EC_OP_PUT, .key = key, .value = *buf, .value_len = *len,
+                    .lease = lease};
+}
+
+/* The leader applies a batch of changes that reach it together (one
+ * transaction's: one watch response) at once and plans once for it, not
+ * once per record (issue 16: a READY wave of 16,384 writes planned one by
+ * one took the leader 7 s); the batch's deletion (its lease revoked) is
+ * one more plan. */
+START_TEST(leader_plans_once_per_burst)
+{
+    const char *root = "/jburst/";
+    const char *ids[] = {"n1", "n2"};
+    proc_t ps[2];
+    for (int i = 0; i < 2; i++)
+        ps[i] = start_node("jburst", ids[i], 1, 2, 1, 600000, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 2, NULL, 10000));
+    char *l = leader_of(root);
+    proc_t *leader = by_id(ps, ids, 2, l);
+    enum { BURST = 48 };
+    int64_t lease = 0;
+    ck_assert_int_eq(ec_etcd_lease_grant(c, 30, &lease, NULL, NULL), 0);
+    static char keys[BURST][64], sids[BURST][16];
+    ec_op_t ops[BURST];
+    void *bufs[BURST];
+    size_t lens[BURST];
+    for (int i = 0; i < BURST; i++) {
+        snprintf(sids[i], sizeof(sids[i]), "s%02d", i);
+        snprintf(keys[i], sizeof(keys[i]), "%snodes/%s", root, sids[i]);
+        standby_put(&ops[i], keys[i], sids[i], lease, &bufs[i], &lens[i]);
+    }
+    int k = 1;
+    stats_t s0 = node_stats(leader, k++);
+    ck_assert_int_eq(ec_etcd_txn(c, NULL, 0, ops, BURST, NULL, 0, NULL, NULL), 0);
+    for (int i = 0; i < BURST; i++)
+        free(bufs[i]);
+    stats_t s1 = stats_until(leader, &k, s0.events + BURST, s0.plans + 1);
+    ck_assert_uint_ge(s1.events, s0.events + BURST);
+    ck_assert_msg(s1.plans - s0.plans == 1, "the leader planned %llu times for one "
+                  "transaction of %d records", s1.plans - s0.plans, BURST);
+    /* the standbys go with their lease: one revision, one more plan */
+    ck_assert_int_eq(ec_etcd_lease_revoke(c, lease, NULL), 0);
+    stats_t s2 = stats_until(leader, &k, s1.events + BURST, s1.plans + 1);
+    ck_assert_uint_ge(s2.events, s1.events + BURST);
+    ck_assert_msg(s2.plans - s1.plans == 1, "the leader planned %llu times for %d records "
+                  "deleted together", s2.plans - s1.plans, BURST);
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    ck_assert_int_eq(ep->number, 1); /* standbys: never members */
+    ec_epoch_free(ep);
     free(l);
 }
 END_TEST
@@ -1024,6 +1181,8 @@ static Suite *suite(void)
     ec_tcase_add(t, agent_and_worker_reports_of_one_node_both_count);
     ec_tcase_add(t, evicted_member_never_in_the_next_epoch);
     ec_tcase_add(t, follower_model_skips_node_record_churn);
+    ec_tcase_add(t, leader_skips_the_plan_for_progress_only_writes);
+    ec_tcase_add(t, leader_plans_once_per_burst);
     ec_tcase_add(t, leader_leaving_gracefully_is_a_leave);
     suite_add_tcase(s, t);
     return s;

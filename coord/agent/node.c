@@ -34,6 +34,7 @@ void ec__node_emit(ec_node_t *n, const char *fmt, ...)
 static void deliver(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
+    ec__node_drain(n); /* (leader) an epoch may wait in the queue */
     uint8_t *raw = NULL, *sraw = NULL;
     size_t len = 0, slen = 0;
     if (n->epoch && n->epoch->number > n->delivered_epoch && n->epoch_raw) {
@@ -102,7 +103,13 @@ static void *loop(void *arg)
     for (;;) {
         atomic_store(&n->beat_ms, ec_mono_ms());
         pthread_mutex_lock(&n->lock);
+        /* quiet: this pass is only for record writes the planner does not
+         * read (n->touched): everything runs but the plan */
+        bool quiet = false;
         for (;;) {
+            /* (leader) everything the root watch queued, at once: one pass
+             * and one plan for a burst, however long the last plan took */
+            ec__node_drain(n);
             if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving) ||
                 n->am_leader != n->model_wide)
                 break;
@@ -116,16 +123,34 @@ static void *loop(void *arg)
                 until = retry_at;
             if (until <= now)
                 break;
+            /* a record write the planner does not read, or the hang
+             * policy's own timer: a pass without a plan */
+            if (n->touched || (n->hang_at >= 0 && n->hang_at <= now)) {
+                quiet = true;
+                break;
+            }
+            if (n->hang_at >= 0 && n->hang_at < until)
+                until = n->hang_at;
             int64_t d = until - now;
             struct timespec ts = ec_deadline_ts(d);
-            pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+            /* asleep from here: an event queued after the check below wakes
+             * us (on_watch_root reads loop_waiting after queueing) */
+            atomic_store(&n->loop_waiting, true);
+            if (atomic_load(&n->q_len) == 0)
+                pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+            atomic_store(&n->loop_waiting, false);
             atomic_store(&n->beat_ms, ec_mono_ms());
         }
         bool stop = n->stop, relist = n->relist, lost = n->lease_lost && !n->leaving;
         bool leaving = n->leaving;
-        n->dirty = false;
-        if (n->wake_at >= 0 && ec_mono_ms() >= n->wake_at)
+        n->dirty = n->touched = false;
+        int64_t woke = ec_mono_ms();
+        if (n->wake_at >= 0 && woke >= n->wake_at) {
             n->wake_at = -1;
+            quiet = false; /* a timer came due meanwhile: it is the planner's too */
+        }
+        if (n->hang_at >= 0 && woke >= n->hang_at)
+            n->hang_at = -1; /* the pass runs the policy, which sets it again */
         pthread_mutex_unlock(&n->lock);
         if (stop)
             break;
@@ -207,8 +232,9 @@ static void *loop(void *arg)
         }
         ec__node_handle_suspicions(n);
         if (n->am_leader && n->model_wide) {
-            ec__node_plan_and_act(n);
-            ec__node_check_hangs(n);
+            if (!quiet)
+                ec__node_plan_and_act(n);
+            ec__node_check_hangs(n); /* progress summaries: every pass */
         }
     }
     return NULL;
@@ -306,8 +332,10 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     n->fp_since = ec_mono_ms();
     n->missing_since = -1;
     n->wake_at = -1;
+    n->hang_at = -1;
     n->senior_read_for = -1;
     pthread_mutex_init(&n->lock, NULL);
+    pthread_mutex_init(&n->qlock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -561,6 +589,7 @@ void ec_node_stop(ec_node_t *n)
     for (size_t i = 0; i < n->nwatch; i++)
         ec_watch_stop(n->watch[i]);
     ec_watch_stop(n->sus_watch);
+    ec__node_queue_clear(n);
     ec_keepalive_stop(n->ka);
     ec_probe_server_stop(n->probe);
     ec__node_model_clear(n);
@@ -597,6 +626,7 @@ void ec_node_stop(ec_node_t *n)
     free(n->last_wait);
     free(n->gone_leader);
     pthread_mutex_destroy(&n->lock);
+    pthread_mutex_destroy(&n->qlock);
     pthread_cond_destroy(&n->cond);
     pthread_cond_destroy(&n->ring_cond);
     free(n);
@@ -642,6 +672,14 @@ uint64_t ec_node_watch_events(ec_node_t *n)
     uint64_t e = n->watch_events;
     pthread_mutex_unlock(&n->lock);
     return e;
+}
+
+uint64_t ec_node_plans(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t p = n->plans;
+    pthread_mutex_unlock(&n->lock);
+    return p;
 }
 
 uint64_t ec_node_epoch_number(ec_node_t *n)

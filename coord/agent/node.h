@@ -147,5 +147,10 @@ uint64_t ec_node_epoch_number(ec_node_t *n);
  * key, the epoch, the status, its own record and the current epoch's
  * suspicion reports. */
 uint64_t ec_node_watch_events(ec_node_t *n);
+/* Times this node's planner ran (tests, benchmarks): only while it leads,
+ * once per batch of changes that reached it together, never for a node
+ * record write that changes nothing the planner reads (a progress summary,
+ * the epoch a node saw, ready after joining). */
+uint64_t ec_node_plans(ec_node_t *n);
 
 #endif

@@ -156,10 +156,11 @@ static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
 static void senior_check(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
-    bool junior, senior_alive;
-    seniority(n, &junior, &senior_alive);
-    bool need = !n->model_wide && !n->am_leader && n->leader_create_rev == 0 && junior &&
-                n->epoch && n->senior_read_for != n->leader_deleted_rev;
+    bool junior = false, senior_alive;
+    bool may = !n->model_wide && !n->am_leader && n->leader_create_rev == 0;
+    if (may)
+        seniority(n, &junior, &senior_alive);
+    bool need = may && junior && n->epoch && n->senior_read_for != n->leader_deleted_rev;
     int64_t for_rev = n->leader_deleted_rev, at = n->epoch_mod_rev;
     ec_epoch_t *ep = need ? ec_epoch_dup(n->epoch) : NULL;
     pthread_mutex_unlock(&n->lock);
@@ -200,8 +201,12 @@ void ec__node_elect(ec_node_t *n)
             n->leader_absent_since = -1;
         else if (n->leader_absent_since < 0)
             n->leader_absent_since = now;
-        bool junior, senior_alive;
-        seniority(n, &junior, &senior_alive);
+        /* Seniority matters only to a follower whose leader key is gone
+         * (ec_elect_decide): the leader would look through every member's
+         * record on every pass for nothing. */
+        bool junior = true, senior_alive = false;
+        if (!n->am_leader && n->leader_create_rev == 0)
+            seniority(n, &junior, &senior_alive);
         ec_elect_view_t v = {
             .am_leader = n->am_leader,
             .my_leader_rev = n->my_leader_rev,

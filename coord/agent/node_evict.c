@@ -373,7 +373,11 @@ void ec__node_handle_suspicions(ec_node_t *n)
      * more; those of the restart epochs since (same members) still are: a
      * failure is reported in the epoch it happened in while the leader
      * already publishes the restart. */
-    uint64_t fp = members_fp(n->epoch);
+    if (n->members_fp_gen != n->epoch_gen) {
+        n->members_fp_now = members_fp(n->epoch);
+        n->members_fp_gen = n->epoch_gen;
+    }
+    uint64_t fp = n->members_fp_now;
     if (!n->members_epoch || fp != n->members_fp || cur < n->members_epoch) {
         n->members_fp = fp;
         n->members_epoch = cur;

@@ -40,6 +40,11 @@ struct ec_hang_seen {
     int64_t straggled_ms; /* monotonic: last eviction as a straggler (0: none) */
 };
 
+/* The policy runs at most this often: a stream of progress writes, a
+ * pass of the loop each, costs it one run per interval (a run looks at
+ * every member: milliseconds at 16,384), and it decides about silences of
+ * seconds.  A run put off is made when the interval is over (hang_at). */
+#define EC_HANG_EVERY_MS 100
 /* How long a hung suspect's agent has to react before it is evicted. */
 #define EC_HANG_REACT_MS 10000
 /* A straggler is evicted at most this often (it comes back as slow). */
@@ -51,27 +56,57 @@ void ec__node_hang_clear(ec_node_t *n)
         free(n->hang_seen[i].id);
     free(n->hang_seen);
     n->hang_seen = NULL;
-    n->nhang_seen = 0;
+    n->nhang_seen = n->nhang_sorted = n->hang_cap = 0;
     free(n->hang_last);
     n->hang_last = NULL;
 }
 
 /* The index of id's entry, added if new; -1 when out of memory.  An index,
- * not a pointer: adding an entry may move the array. */
+ * not a pointer: adding an entry may move the array.  The entries are kept
+ * sorted by id (binary search: a linear one made every pass of a 16,384
+ * member job's leader cost 134 M string compares); new ones are appended
+ * and sorted in by seen_sort once the pass no longer holds indices.  Each
+ * id is looked up at most once per pass (members are distinct), so a new
+ * one is never searched for among those appended. */
 static long seen_of(ec_node_t *n, const char *id)
 {
-    for (size_t i = 0; i < n->nhang_seen; i++)
-        if (!strcmp(n->hang_seen[i].id, id))
-            return (long)i;
-    struct ec_hang_seen *s = realloc(n->hang_seen, (n->nhang_seen + 1) * sizeof(*s));
-    if (!s)
-        return -1;
-    n->hang_seen = s;
-    s = &n->hang_seen[n->nhang_seen];
+    size_t lo = 0, hi = n->nhang_sorted;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(n->hang_seen[mid].id, id);
+        if (c == 0)
+            return (long)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (n->nhang_seen == n->hang_cap) {
+        size_t nc = n->hang_cap ? 2 * n->hang_cap : 64;
+        struct ec_hang_seen *s = realloc(n->hang_seen, nc * sizeof(*s));
+        if (!s)
+            return -1;
+        n->hang_seen = s;
+        n->hang_cap = nc;
+    }
+    struct ec_hang_seen *s = &n->hang_seen[n->nhang_seen];
     *s = (struct ec_hang_seen){.id = strdup(id)};
     if (!s->id)
         return -1;
     return (long)n->nhang_seen++;
+}
+
+static int seen_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct ec_hang_seen *)a)->id, ((const struct ec_hang_seen *)b)->id);
+}
+
+static void seen_sort(ec_node_t *n)
+{
+    if (n->nhang_sorted == n->nhang_seen)
+        return;
+    qsort(n->hang_seen, n->nhang_seen, sizeof(*n->hang_seen), seen_cmp);
+    n->nhang_sorted = n->nhang_seen;
 }
 
 typedef struct snap {
@@ -179,6 +214,15 @@ void ec__node_check_hangs(ec_node_t *n)
         return;
     }
     uint64_t epoch = n->epoch->number;
+    if (epoch == n->hang_epoch && n->hang_ran_ms > 0 && now - n->hang_ran_ms < EC_HANG_EVERY_MS) {
+        int64_t at = n->hang_ran_ms + EC_HANG_EVERY_MS;
+        if (n->hang_at < 0 || n->hang_at > at)
+            n->hang_at = at;
+        pthread_mutex_unlock(&n->lock);
+        return;
+    }
+    n->hang_ran_ms = now;
+    n->hang_at = -1;
     if (epoch != n->hang_epoch) {
         /* A new epoch restarts or rebuilds every rank: silence published
          * before it says nothing about the ranks after it. */
@@ -236,10 +280,11 @@ void ec__node_check_hangs(ec_node_t *n)
         goto out;
     }
     if (d->action == EC_HANG_WAIT_UNTIL) {
+        /* its own timer: the planner has nothing to do then */
         pthread_mutex_lock(&n->lock);
         int64_t at = now + d->wait_ms;
-        if (n->wake_at < 0 || at < n->wake_at)
-            n->wake_at = at;
+        if (n->hang_at < 0 || at < n->hang_at)
+            n->hang_at = at;
         pthread_mutex_unlock(&n->lock);
     }
     if (d->action == EC_HANG_STALLED) {
@@ -289,6 +334,7 @@ void ec__node_check_hangs(ec_node_t *n)
     }
     ec_hang_decision_free(d);
 out:
+    seen_sort(n); /* no index into it is held any more */
     for (size_t i = 0; s && i < k; i++)
         free(s[i].id);
     free(s);

@@ -14,7 +14,9 @@
  * in node_policy.c, unit-tested in coord/test/test_node_policy.c.
  *
  * Threads: the coordinator thread runs the loop; the watch threads apply
- * events to the model under `lock` and wake the loop; the keepalive thread
+ * events to the model under `lock` and wake the loop (the leader's watch of
+ * the whole job only queues them, and the loop applies everything queued at
+ * once before it plans: ec__node_drain); the keepalive thread
  * reports a lost lease the same way; the ring's thread (node_ring.c) probes
  * peers and reads their records.  etcd calls are made from the coordinator
  * thread, the ring's thread and the ec_node_* calls without holding `lock`,
@@ -36,9 +38,20 @@
 #include "keys.h"
 #include "node.h"
 #include "node_policy.h"
+#include "planner.h"
 #include "probe.h"
 #include "probe_server.h"
 #include "records.h"
+
+/* (leader) A watch event of the job's root, queued by the watch thread for
+ * the coordinator thread (node_model.c: one allocation holds the key and
+ * value after the struct). */
+typedef struct ec__qev {
+    struct ec__qev *next;
+    bool put;
+    int64_t revision;
+    ec_kv_t kv;
+} ec__qev_t;
 
 typedef struct mnode {
     char *id;
@@ -75,6 +88,7 @@ struct ec_node {
     uint8_t *epoch_raw;
     size_t epoch_raw_len;
     ec_epoch_t *epoch;       /* newest valid epoch */
+    uint64_t epoch_gen;      /* bumped whenever `epoch` is replaced */
     int64_t epoch_mod_rev;   /* of whatever is stored at `epoch` now */
     bool epoch_bad;          /* `epoch` holds garbage or was deleted */
     char *leader_id;
@@ -138,6 +152,29 @@ struct ec_node {
     int64_t gone_leader_rev;
     /* watch events applied to the model (ec_node_watch_events) */
     uint64_t watch_events;
+    /* (leader) Coalescing.  The root watch's thread only queues its events
+     * (under qlock, never under `lock`), and the coordinator thread applies
+     * everything queued at once (ec__node_drain) before it plans: a burst of
+     * writes that arrives while one plan runs costs one more plan, not one
+     * each (a READY wave of 16,384 records planned per write took the
+     * leader 7 s of CPU).  loop_waiting: the loop is (about to be) asleep
+     * on `cond`, so a queued event must wake it; checked against q_len in
+     * both orders (seq_cst), so no wakeup is lost and the watch thread
+     * takes `lock` only to wake a sleeping loop. */
+    pthread_mutex_t qlock;
+    ec__qev_t *q_head, *q_tail;
+    _Atomic size_t q_len;
+    _Atomic bool loop_waiting;
+    /* the root watch's thread's own: the events of the response it is
+     * delivering, queued together at its last (ev->more false) */
+    ec__qev_t *st_head, *st_tail;
+    size_t st_len;
+    /* a node record changed in nothing the planner reads (a progress
+     * summary, epoch_seen, ready after joining: ec_plan_node_equiv): the
+     * loop runs (hangs, suspicions) but does not plan for it (under lock) */
+    bool touched;
+    /* times the planner ran (ec_node_plans; under lock) */
+    uint64_t plans;
     /* suspicion reports for the current epoch (under lock) */
     struct suspect {
         uint64_t epoch;
@@ -152,6 +189,9 @@ struct ec_node {
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
     uint64_t members_epoch, members_fp;
+    /* members_fp() of the epoch of generation members_fp_gen: computed once
+     * per epoch, not on every pass (16,384 ids hashed a pass) */
+    uint64_t members_fp_now, members_fp_gen;
     /* suspects probed in the current member set (members_epoch): when, the
      * newest report naming them then, and whether they answered; probed
      * again on a newer report (ec_suspect_probe_due) */
@@ -209,10 +249,14 @@ struct ec_node {
     ec_node_progress_t progress;
     /* (leader) hang and straggler detection's memory (node_hang.c;
      * coordinator thread) */
-    struct ec_hang_seen *hang_seen;
-    size_t nhang_seen;
+    struct ec_hang_seen *hang_seen; /* the first nhang_sorted sorted by id */
+    size_t nhang_seen, nhang_sorted, hang_cap;
     char *hang_last; /* the last stalled/suspect line logged */
     uint64_t hang_epoch; /* the epoch hang_epoch_ms is about */
+    int64_t hang_ran_ms; /* monotonic: the policy's last run (0: none) */
+    int64_t hang_at;     /* monotonic: when it is to run again; -1: on the next
+                          * pass (under lock; a timer of the loop's that, unlike
+                          * wake_at, does not make it plan) */
     int64_t hang_epoch_ms; /* monotonic: when the leader first saw it (silence
                             * is never counted from before it) */
 };
@@ -226,6 +270,11 @@ bool ec__node_loop_alive(void *arg);
 
 /* node_model.c */
 size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found);
+/* (leader) Apply every queued watch event of the root watch to the model,
+ * in order (lock held; coordinator thread). */
+void ec__node_drain(ec_node_t *n);
+/* Drop the queue (the root watch stopped). */
+void ec__node_queue_clear(ec_node_t *n);
 void ec__node_model_clear(ec_node_t *n);
 /* Open the watches and list what they cover: the whole job when `wide`
  * (the leader), else a follower's keys.  Coordinator thread, no lock. */
@@ -277,6 +326,9 @@ void ec__node_elect(ec_node_t *n);
 
 /* node_publish.c (leader only) */
 void ec__node_plan_and_act(ec_node_t *n);
+/* What the planner reads of node `id`'s record (create_rev: the record's
+ * create revision); the one place that maps a record to a planner node. */
+ec_plan_node_t ec__node_plan_view(const char *id, const ec_node_rec_t *rec, int64_t create_rev);
 
 /* node_evict.c */
 void ec__node_handle_suspicions(ec_node_t *n);

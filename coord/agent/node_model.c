@@ -52,7 +52,30 @@ static void mnode_clear(mnode_t *m)
     ec_node_rec_free(m->rec);
 }
 
-static void model_put_node(ec_node_t *n, const char *id, const ec_kv_t *kv)
+/* Whether a node's new record (rec, NULL when it does not decode, under
+ * kv's lease and revisions) changes nothing the leader's planning reads
+ * compared with what the model holds (m): the planner's view of it
+ * (ec_plan_node_equiv), the run and the lease it is filtered by
+ * (node_publish.c).  What else the leader reads of a record is read fresh
+ * when used: the hang policy's progress summary and the probe port, host
+ * and mod revision on every pass of the loop, the members' host and ports
+ * when an epoch is built, epoch_seen (epoch_seen_max, here) when it is
+ * numbered. */
+static bool plan_same(const mnode_t *m, const char *id, const ec_node_rec_t *rec,
+                      const ec_kv_t *kv)
+{
+    if (!m->rec || !rec)
+        return !m->rec && !rec; /* corrupt before and after: never planned */
+    if (m->lease != kv->lease || m->create_rev != kv->create_revision || m->rec->run != rec->run)
+        return false;
+    ec_plan_node_t a = ec__node_plan_view(m->id, m->rec, m->create_rev);
+    ec_plan_node_t b = ec__node_plan_view(id, rec, kv->create_revision);
+    return ec_plan_node_equiv(&a, &b);
+}
+
+/* Put node id's record into the model; returns whether the planner's input
+ * may have changed (false: only what it does not read, plan_same). */
+static bool model_put_node(ec_node_t *n, const char *id, const ec_kv_t *kv)
 {
     ec_error_t err = {0};
     ec_node_rec_t *rec = NULL;
@@ -66,13 +89,14 @@ static void model_put_node(ec_node_t *n, const char *id, const ec_kv_t *kv)
     }
     bool found;
     size_t i = ec__node_mnode_find(n, id, &found);
+    bool same = found && plan_same(&n->nodes[i], id, rec, kv);
     if (!found) {
         if (n->nnodes == n->cap) {
             size_t nc = n->cap ? n->cap * 2 : 16;
             mnode_t *nn = realloc(n->nodes, nc * sizeof(*nn));
             if (!nn) {
                 ec_node_rec_free(rec);
-                return;
+                return true;
             }
             n->nodes = nn;
             n->cap = nc;
@@ -96,6 +120,7 @@ static void model_put_node(ec_node_t *n, const char *id, const ec_kv_t *kv)
      * lost its data, its epoch key no longer says). */
     if (rec && kv->lease)
         note_seen(n, rec->epoch_seen);
+    return !same;
 }
 
 static void model_del_node(ec_node_t *n, const char *id, const ec_kv_t *prev)
@@ -140,6 +165,7 @@ static void install_epoch(ec_node_t *n, ec_epoch_t *ep, const void *raw_in, size
     n->epoch_raw_len = len;
     ec_epoch_free(n->epoch);
     n->epoch = ep;
+    n->epoch_gen++;
     n->epoch_bad = false;
 }
 
@@ -395,9 +421,11 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
             ec_log(EC_LOG_WARN, "ignoring key %s: not a valid node key", kv->key);
             return;
         }
-        if (put)
-            model_put_node(n, id, kv);
-        else
+        if (put && !model_put_node(n, id, kv)) {
+            n->touched = true; /* the loop runs, the planner does not */
+            return;
+        }
+        if (!put)
             model_del_node(n, id, prev);
     } else if (!strcmp(suffix, "leader")) {
         if (put)
@@ -626,35 +654,17 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
         on_epoch_delta(n, ev);
         return;
     }
-    /* The leader's watch of the whole job: a split epoch's head is read
-     * whole before it is applied (without the lock). */
-    void *whole = NULL;
-    size_t wlen = 0;
-    bool relist = false, unreadable = false;
-    ec_kv_t wkv;
-    const ec_kv_t *kv = ev->kv;
-    if (ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epoch) &&
-        !memcmp(ev->kv->key, n->k_epoch, ev->kv->key_len)) {
-        unreadable = whole_epoch(n, true, ev->kv, &whole, &wlen, &relist) < 0;
-        if (whole) {
-            wkv = *ev->kv;
-            wkv.value = whole;
-            wkv.value_len = wlen;
-            kv = &wkv;
-        }
-    }
+    /* (The leader's watch of the root queues its puts and deletes:
+     * on_watch_root.) */
     pthread_mutex_lock(&n->lock);
-    /* not applied: the listing reads the epoch again (its newest value) */
-    if (relist || unreadable)
-        n->relist = true;
     switch (ev->type) {
     case EC_WATCH_PUT:
     case EC_WATCH_DELETE: {
         /* A follower's suspicion reports have a listing of their own. */
         int64_t listed = !n->model_wide && is_suspect_key(n, ev->kv) ? n->sus_list_rev
                                                                      : n->list_rev;
-        if (ev->revision > listed && !unreadable) {
-            model_apply(n, ev->type == EC_WATCH_PUT, kv, ev->prev_kv);
+        if (ev->revision > listed) {
+            model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
             n->watch_events++;
         }
         if (ev->revision > n->max_rev && ev->revision != INT64_MAX)
@@ -678,7 +688,150 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     }
     pthread_cond_signal(&n->cond);
     pthread_mutex_unlock(&n->lock);
+}
+
+/* The leader's watch of the job's root: events are queued, not applied
+ * (ec__node_drain applies them on the coordinator thread, all that queued
+ * up meanwhile at once, before it plans), so this thread never waits for
+ * `lock` while a plan holds it; it takes `lock` only to wake a loop that
+ * sleeps.  The rest (created, compacted, broken) as on_watch. */
+static void queue_publish(ec_node_t *n)
+{
+    if (!n->st_head)
+        return;
+    pthread_mutex_lock(&n->qlock);
+    if (n->q_tail)
+        n->q_tail->next = n->st_head;
+    else
+        n->q_head = n->st_head;
+    n->q_tail = n->st_tail;
+    atomic_fetch_add(&n->q_len, n->st_len);
+    pthread_mutex_unlock(&n->qlock);
+    n->st_head = n->st_tail = NULL;
+    n->st_len = 0;
+    if (atomic_load(&n->loop_waiting)) {
+        pthread_mutex_lock(&n->lock);
+        pthread_cond_signal(&n->cond);
+        pthread_mutex_unlock(&n->lock);
+    }
+}
+
+static void on_watch_root(const ec_watch_event_t *ev, void *arg)
+{
+    ec_node_t *n = arg;
+    if (ev->type != EC_WATCH_PUT && ev->type != EC_WATCH_DELETE) {
+        queue_publish(n); /* what came before, first */
+        on_watch(ev, arg);
+        return;
+    }
+    /* The events of one response (one transaction's, or a batch etcd sends
+     * a watch that fell behind) are staged here and queued together, so
+     * that the loop never plans on half of them. */
+    if (ev->kv->key_len == strlen(n->k_epochd) && !memcmp(ev->kv->key, n->k_epochd, ev->kv->key_len)) {
+        /* The epoch's delta is for followers: the leader's model has the
+         * epoch itself on this stream. */
+        if (!ev->more)
+            queue_publish(n);
+        return;
+    }
+    /* A split epoch's head is read whole here, before it is queued (the
+     * leader's model holds every member): without the lock. */
+    void *whole = NULL;
+    size_t wlen = 0;
+    ec_kv_t wkv = *ev->kv;
+    if (ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epoch) &&
+        !memcmp(ev->kv->key, n->k_epoch, ev->kv->key_len)) {
+        bool relist = false;
+        if (whole_epoch(n, true, ev->kv, &whole, &wlen, &relist) < 0) {
+            /* not applied: the listing reads the epoch again */
+            pthread_mutex_lock(&n->lock);
+            n->relist = true;
+            pthread_cond_signal(&n->cond);
+            pthread_mutex_unlock(&n->lock);
+            if (!ev->more)
+                queue_publish(n);
+            return;
+        }
+        if (whole) {
+            wkv.value = whole;
+            wkv.value_len = wlen;
+        }
+    }
+    size_t kl = wkv.key_len, vl = wkv.value_len;
+    ec__qev_t *q = malloc(sizeof(*q) + kl + 1 + vl + 1);
+    if (!q) {
+        free(whole);
+        /* an event lost: list the job again */
+        ec_log(EC_LOG_ERROR, "out of memory queueing a watch event; listing the job again");
+        pthread_mutex_lock(&n->lock);
+        n->relist = true;
+        pthread_cond_signal(&n->cond);
+        pthread_mutex_unlock(&n->lock);
+        return;
+    }
+    q->next = NULL;
+    q->put = ev->type == EC_WATCH_PUT;
+    q->revision = ev->revision;
+    q->kv = wkv;
+    q->kv.key = (char *)(q + 1);
+    memcpy(q->kv.key, wkv.key, kl);
+    q->kv.key[kl] = '\0';
+    q->kv.value = (uint8_t *)q->kv.key + kl + 1;
+    if (vl)
+        memcpy(q->kv.value, wkv.value, vl);
+    q->kv.value[vl] = '\0';
     free(whole);
+    if (n->st_tail)
+        n->st_tail->next = q;
+    else
+        n->st_head = q;
+    n->st_tail = q;
+    n->st_len++;
+    if (!ev->more)
+        queue_publish(n);
+}
+
+static ec__qev_t *queue_take(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->qlock);
+    ec__qev_t *q = n->q_head;
+    n->q_head = n->q_tail = NULL;
+    atomic_store(&n->q_len, 0);
+    pthread_mutex_unlock(&n->qlock);
+    return q;
+}
+
+void ec__node_drain(ec_node_t *n)
+{
+    if (atomic_load(&n->q_len) == 0)
+        return;
+    for (ec__qev_t *q = queue_take(n), *next; q; q = next) {
+        next = q->next;
+        if (q->revision > n->list_rev) {
+            model_apply(n, q->put, &q->kv, NULL);
+            n->watch_events++;
+        }
+        if (q->revision > n->max_rev && q->revision != INT64_MAX)
+            n->max_rev = q->revision;
+        free(q);
+    }
+}
+
+static void free_list(ec__qev_t *q)
+{
+    for (ec__qev_t *next; q; q = next) {
+        next = q->next;
+        free(q);
+    }
+}
+
+void ec__node_queue_clear(ec_node_t *n)
+{
+    free_list(queue_take(n));
+    /* the root watch's thread is joined: its staging is ours */
+    free_list(n->st_head);
+    n->st_head = n->st_tail = NULL;
+    n->st_len = 0;
 }
 
 /* Wait (lock held) until `want` watches were created since the count was
@@ -712,6 +865,7 @@ static void stop_watches(ec_node_t *n)
 int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
 {
     stop_watches(n);
+    ec__node_queue_clear(n); /* the listing below has all of it */
     pthread_mutex_lock(&n->lock);
     n->list_rev = INT64_MAX; /* nothing applies until the listing is in */
     n->sus_list_rev = INT64_MAX;
@@ -734,11 +888,11 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
         keys[3] = watched[3] = n->k_node;
         nk = 4;
     }
-    /* The leader: one watch of the root.  A follower: its four keys on one
-     * Watch stream (one per node in etcd, not four; each key's events in
-     * order, one EC_WATCH_CREATED per key). */
+    /* The leader: one watch of the root, its events queued (on_watch_root).
+     * A follower: its four keys on one Watch stream (one per node in etcd,
+     * not four; each key's events in order, one EC_WATCH_CREATED per key). */
     n->watch[0] = wide ? ec_watch_start_ex(n->c, watched[0], true, 0, EC_WATCH_NO_PREV_KV,
-                                           on_watch, n, err)
+                                           on_watch_root, n, err)
                        : ec_watch_start_keys(n->c, watched, nk, 0, EC_WATCH_NO_PREV_KV, on_watch,
                                              n, err);
     if (!n->watch[0]) {
@@ -929,7 +1083,7 @@ bool ec__node_fetch_record(ec_node_t *n, const char *id)
     pthread_mutex_lock(&n->lock);
     bool ok = false;
     if (found) {
-        model_put_node(n, id, &kv);
+        (void)model_put_node(n, id, &kv); /* read by the caller's pass: no wakeup */
         bool f;
         size_t i = ec__node_mnode_find(n, id, &f);
         ok = f && n->nodes[i].rec;
@@ -980,6 +1134,7 @@ bool ec__node_check_history(ec_node_t *n)
         note_seen(n, n->epoch->number);
     ec_epoch_free(n->epoch);
     n->epoch = NULL;
+    n->epoch_gen++;
     free(n->epoch_raw);
     n->epoch_raw = NULL;
     n->epoch_raw_len = 0;

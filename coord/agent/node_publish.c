@@ -254,12 +254,22 @@ static char *wait_key(const char *why)
     return k;
 }
 
+ec_plan_node_t ec__node_plan_view(const char *id, const ec_node_rec_t *rec, int64_t create_rev)
+{
+    return (ec_plan_node_t){.node_id = id,
+                            .nproc = (uint32_t)rec->nproc,
+                            .incarnation = rec->incarnation,
+                            .create_revision = create_rev,
+                            .state = (ec_node_state_t)rec->state};
+}
+
 void ec__node_plan_and_act(ec_node_t *n)
 {
     /* Plan only on a model that has seen our last eviction (its deletion
      * event comes a moment after the transaction): planned before it, a
      * restart epoch would still list the node just evicted. */
     pthread_mutex_lock(&n->lock);
+    ec__node_drain(n);
     bool behind = n->evicted_rev > 0 && n->max_rev < n->evicted_rev &&
                   n->list_rev < n->evicted_rev &&
                   ec_mono_ms() - n->evicted_at_ms < EC_EVICT_SEEN_WAIT_MS;
@@ -282,6 +292,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     uint64_t cur_epoch = 0;
 
     pthread_mutex_lock(&n->lock);
+    ec__node_drain(n); /* everything queued by now, in this one plan */
     /* Runs: a job whose status is final (completed or failed) and newer than
      * its epoch's run is being launched again; its next epoch is the first
      * of run status_run + 1, formed only from agents of that run (agents of
@@ -308,12 +319,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         if (ec__node_held_out(n, n->nodes[i].id))
             continue;
         pn[nn] = &n->nodes[i];
-        nodes[nn].node_id = n->nodes[i].id;
-        nodes[nn].nproc = (uint32_t)n->nodes[i].rec->nproc;
-        nodes[nn].incarnation = n->nodes[i].rec->incarnation;
-        nodes[nn].create_revision = n->nodes[i].create_rev;
-        nodes[nn].state = (ec_node_state_t)n->nodes[i].rec->state;
-        nn++;
+        nodes[nn++] = ec__node_plan_view(n->nodes[i].id, n->nodes[i].rec, n->nodes[i].create_rev);
     }
     ec_plan_input_t in = EC_PLAN_INPUT_INIT;
     in.config.np_min = n->o.np_min;
@@ -347,6 +353,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.new_run = new_run && n->epoch;
     repair = n->epoch_bad && n->epoch_raw;
     int64_t plan_t0 = ec_mono_us();
+    n->plans++;
     int rc = ec_plan(&in, &d, &err);
     int64_t planner_us = ec_mono_us() - plan_t0;
     if (rc == 0) {
@@ -413,7 +420,21 @@ void ec__node_plan_and_act(ec_node_t *n)
         ec_op_t put = {.type = EC_OP_PUT, .key = p.ref[i].key, .value = p.ref[i].buf,
                        .value_len = p.ref[i].len, .lease = p.ref[i].lease};
         ec_cmp_t cm[2] = {ec__node_fence_leader(n), same};
-        ec_etcd_txn(n->c, cm, 2, &put, 1, NULL, 0, NULL, NULL);
+        ec_txn_result_t r;
+        bool done = false;
+        if (ec_etcd_txn(n->c, cm, 2, &put, 1, NULL, 0, &r, NULL) == 0) {
+            done = r.succeeded;
+            ec_txn_result_free(&r);
+        }
+        if (!done) {
+            /* The record moved meanwhile (say, a progress write, which is
+             * not planned for): refuse it again on a later plan. */
+            pthread_mutex_lock(&n->lock);
+            int64_t w = ec_mono_ms() + 500;
+            if (n->wake_at < 0 || n->wake_at > w)
+                n->wake_at = w;
+            pthread_mutex_unlock(&n->lock);
+        }
     }
 
     if ((action == EC_PLAN_PUBLISH || (repair && p.buf)) && p.parts.nchunks > 0 &&

@@ -50,6 +50,28 @@ int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *nod
            node->nproc == (uint32_t)cfg->nproc;
 }
 
+/* The planner reads a node's state only through these classes: alive
+ * (joining or ready: eligible with the right nproc), and leaving, done,
+ * failed each apart (departed_word, the done rule, the leave rule); any
+ * other value is "not eligible" in every rule, so it is a class of its
+ * own too (the value itself is kept apart, to stay safe). */
+static int state_class(ec_node_state_t s)
+{
+    return s == EC_NODE_READY ? EC_NODE_JOINING : (int)s;
+}
+
+bool ec_plan_node_equiv(const ec_plan_node_t *a, const ec_plan_node_t *b)
+{
+    if (!a || !b)
+        return a == b;
+    if ((a->node_id == NULL) != (b->node_id == NULL) ||
+        (a->node_id && strcmp(a->node_id, b->node_id) != 0))
+        return false;
+    return a->nproc == b->nproc && a->incarnation == b->incarnation &&
+           a->create_revision == b->create_revision &&
+           state_class(a->state) == state_class(b->state);
+}
+
 /* A string hash that reads eight bytes at a time (ids are host names of
  * 20-60 bytes: a byte-at-a-time hash was most of the plan's time), then a
  * splitmix finaliser so that sums of digests mix well. */

@@ -166,6 +166,17 @@ void ec_plan_decision_free(ec_plan_decision_t *d);
  * nproc == config nproc.  The one definition of "eligible". */
 int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *node);
 
+/* Whether the planner treats a and b, two versions of one node's entry,
+ * alike in every decision, whatever the rest of the input: the same id,
+ * nproc, incarnation and registration order, and states it does not tell
+ * apart (joining and ready are both "alive and eligible"; leaving, done,
+ * failed and anything else each differ).  A caller may skip re-planning
+ * when the only change since its last plan is a node going from a to b
+ * (the leader skips the plan for a record write that changes only what
+ * the planner does not read: a progress summary, epoch_seen, a READY after
+ * JOINING).  NULLs: equal only when both are NULL. */
+bool ec_plan_node_equiv(const ec_plan_node_t *a, const ec_plan_node_t *b);
+
 /* A 64-bit digest of the set of eligible node ids (independent of array
  * order).  The caller restarts its since_eligible_change_ms clock whenever
  * the digest differs from the previous call's. */

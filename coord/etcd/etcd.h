@@ -216,6 +216,8 @@ typedef struct ec_watch_event {
     const ec_kv_t *kv;         /* PUT/DELETE; DELETE has key and mod_revision */
     const ec_kv_t *prev_kv;    /* previous value when etcd still had it, else NULL */
     const char *message;       /* BROKEN/COMPACTED: why */
+    bool more;                 /* PUT/DELETE: more events of the same response
+                                  (one revision's, or a catch-up batch) follow */
 } ec_watch_event_t;
 
 /* Events come in revision order, each exactly once across reconnects.

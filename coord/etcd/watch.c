@@ -123,7 +123,11 @@ static int on_response(ec_watch_t *w, wkey_t *k, Etcdserverpb__WatchResponse *r)
         return -1;
     }
     int64_t last = 0;
-    for (size_t i = 0; i < r->n_events; i++) {
+    size_t end = 0; /* one past the last event delivered: it has more = false */
+    for (size_t i = r->n_events; i > 0 && !end; i--)
+        if (r->events[i - 1]->kv && r->events[i - 1]->kv->mod_revision >= floor)
+            end = i;
+    for (size_t i = 0; i < end; i++) {
         Mvccpb__Event *e = r->events[i];
         if (!e->kv)
             continue;
@@ -143,6 +147,7 @@ static int on_response(ec_watch_t *w, wkey_t *k, Etcdserverpb__WatchResponse *r)
             .revision = rev,
             .kv = &kv,
             .prev_kv = has_prev ? &prev : NULL,
+            .more = i + 1 < end,
         };
         w->cb(&ev, w->arg);
         ec_kv_free(&kv);

@@ -15,7 +15,9 @@
  * - and, over thousands of random inputs with a fixed seed: published ranks
  *   are exactly 0..W*N-1, no node twice, np_min <= W <= np_max, survivors keep
  *   their relative order, the result does not depend on the node array's
- *   order, and every WAIT_UNTIL publishes once its time has passed.
+ *   order, every WAIT_UNTIL publishes once its time has passed, and a node
+ *   swapped for an equivalent one (ec_plan_node_equiv: joining <-> ready)
+ *   changes no decision (the leader skips the plan on such writes).
  */
 #include "planner.h"
 
@@ -1377,6 +1379,93 @@ static void check_wait_until_promise(const ec_plan_input_t *in, const ec_plan_de
     ec_plan_decision_free(d2);
 }
 
+/* A node changed into an equivalent one (ec_plan_node_equiv: joining and
+ * ready swapped) changes no decision: the leader skips the plan on such a
+ * record write, so this must hold for every input. */
+static void check_equivalent(rng_t *r, rcase_t *rc, const ec_plan_decision_t *d)
+{
+    static ec_plan_node_t alt[R_MAX];
+    size_t nn = rc->in.n_nodes, changed = 0;
+    memcpy(alt, rc->nodes, nn * sizeof(alt[0]));
+    for (size_t i = 0; i < nn; i++) {
+        if (rndn(r, 2) == 0)
+            continue;
+        if (alt[i].state == EC_NODE_JOINING)
+            alt[i].state = EC_NODE_READY;
+        else if (alt[i].state == EC_NODE_READY)
+            alt[i].state = EC_NODE_JOINING;
+        else
+            continue;
+        changed++;
+        ck_assert(ec_plan_node_equiv(&rc->nodes[i], &alt[i]));
+    }
+    if (!changed)
+        return;
+    ec_plan_input_t in2 = rc->in;
+    in2.nodes = alt;
+    ec_plan_decision_t *d2 = plan_ok(&in2);
+    ck_assert_int_eq(d2->action, d->action);
+    ck_assert_int_eq(d2->reason, d->reason);
+    ck_assert_int_eq(d2->wait_ms, d->wait_ms);
+    ck_assert_uint_eq(d2->epoch, d->epoch);
+    ck_assert_uint_eq(d2->n_departed, d->n_departed);
+    ck_assert_uint_eq(d2->n_refused, d->n_refused);
+    for (size_t i = 0; i < d->n_refused; i++)
+        ck_assert_uint_eq(d2->refused[i].node, d->refused[i].node);
+    ck_assert_uint_eq(d2->n_members, d->n_members);
+    for (size_t m = 0; m < d->n_members; m++)
+        ck_assert_uint_eq(d2->members[m], d->members[m]);
+    ck_assert_str_eq(d2->why, d->why);
+    ck_assert_uint_eq(ec_plan_fingerprint(&in2.config, alt, nn),
+                      ec_plan_fingerprint(&rc->in.config, rc->nodes, nn));
+    ec_plan_decision_free(d2);
+}
+
+START_TEST(node_equiv_tells_apart_what_the_planner_reads)
+{
+    ec_plan_node_t a = {.node_id = "n1", .nproc = 2, .incarnation = 3, .create_revision = 7,
+                        .state = EC_NODE_JOINING};
+    ec_plan_node_t b = a;
+    ck_assert(ec_plan_node_equiv(&a, &b));
+    b.state = EC_NODE_READY; /* a READY after joining: the planner admits both alike */
+    ck_assert(ec_plan_node_equiv(&a, &b));
+    ck_assert(ec_plan_node_equiv(&b, &a));
+    static const ec_node_state_t other[] = {EC_NODE_LEAVING, EC_NODE_DONE, EC_NODE_FAILED,
+                                            EC_NODE_UNKNOWN};
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        b = a;
+        b.state = other[i];
+        ck_assert_msg(!ec_plan_node_equiv(&a, &b), "joining vs %s", ec_node_state_name(other[i]));
+        a.state = EC_NODE_READY;
+        ck_assert(!ec_plan_node_equiv(&a, &b));
+        a.state = EC_NODE_JOINING;
+    }
+    b = a;
+    b.state = EC_NODE_LEAVING;
+    ec_plan_node_t c = b;
+    c.state = EC_NODE_DONE;
+    ck_assert(!ec_plan_node_equiv(&b, &c));
+    b = a;
+    b.incarnation++;
+    ck_assert(!ec_plan_node_equiv(&a, &b));
+    b = a;
+    b.nproc = 4;
+    ck_assert(!ec_plan_node_equiv(&a, &b));
+    b = a;
+    b.create_revision = 9; /* registered again: another place in the order */
+    ck_assert(!ec_plan_node_equiv(&a, &b));
+    b = a;
+    b.node_id = "n2";
+    ck_assert(!ec_plan_node_equiv(&a, &b));
+    char same_id[] = "n1"; /* compared by value */
+    b = a;
+    b.node_id = same_id;
+    ck_assert(ec_plan_node_equiv(&a, &b));
+    ck_assert(!ec_plan_node_equiv(&a, NULL));
+    ck_assert(ec_plan_node_equiv(NULL, NULL));
+}
+END_TEST
+
 START_TEST(random_cases_keep_invariants)
 {
     static rcase_t rc;
@@ -1389,6 +1478,8 @@ START_TEST(random_cases_keep_invariants)
         check_invariants(&rc.in, d);
         check_permutation(&r, &rc, d);
         check_wait_until_promise(&rc.in, d);
+        rng_t r2 = {0x9e3779b97f4a7c15ULL ^ (uint64_t)t}; /* r's stream unchanged */
+        check_equivalent(&r2, &rc, d);
         counts[d->action]++;
         reasons[d->reason]++;
         ec_plan_decision_free(d);
@@ -1588,6 +1679,7 @@ static Suite *suite(void)
     tcase_add_test(tc, loss_window_holds_restart_and_join);
     tcase_add_test(tc, epoch_below_raised_min_is_never_republished_below_min);
     tcase_add_test(tc, fingerprint_tracks_the_eligible_set_only);
+    tcase_add_test(tc, node_equiv_tells_apart_what_the_planner_reads);
     tcase_add_test(tc, long_name_lists_are_cut);
     tcase_add_test(tc, large_cluster_promotes_in_place);
     tcase_add_test(tc, random_cases_keep_invariants);

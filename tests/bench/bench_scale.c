@@ -12,7 +12,7 @@
  *   bench_scale [--sizes 64,256,1024,4096] [--nproc 8] [--steady-ms 6667]
  *               [--losses 5] [--fanout-max 1024] [--fanout-wave-max 1100000]
  *               [--fanout-start] [--fanout-root] [--fanout-no-prev-kv]
- *               [--no-ready-wave] [--json FILE]
+ *               [--no-ready-wave] [--no-hangs] [--json FILE]
  *   ECOORD_BENCH_ETCD=host:port   use that etcd (plain http) instead of an
  *                                 embedded one; its CPU is then not measured
  *
@@ -66,7 +66,19 @@
  *                 ready (a plain Put under its lease), as coord/agent/launch.c does
  *                 through ec_node_set_state() after every epoch in restart
  *                 mode: the leader's CPU and etcd's work for N writes that
- *                 change no decision (no epoch may follow).
+ *                 change no decision (no epoch may follow), and how often
+ *                 the leader planned meanwhile (ec_node_plans).
+ *   progress wave every live simulated node writes its record again with a
+ *                 new progress summary, as each agent's progress sampler
+ *                 does on a change (README "Hangs and stragglers"): the
+ *                 leader runs its hang policy (hang_timeout 300 s, as
+ *                 --hang_timeout=auto for programs that report progress,
+ *                 and an on_progress callback, as the agent's metrics) and
+ *                 must hand every summary on; measured until the last one
+ *                 reached on_progress, with its CPU and plans.  The leader
+ *                 runs the hang policy throughout (every pass of its loop
+ *                 may run it); --no-hangs starts it without (as before it
+ *                 had one) and skips this wave.
  *   fan-out       F = min(N-1, --fanout-max) simulated followers, each with
  *                 the watches a real follower's ec_node opens (issue 16: the
  *                 leader key, the epoch's delta epochd, the job status and
@@ -463,7 +475,11 @@ typedef struct bench {
     int ka_pause, ka_stop;   /* atomic */
     int fan_open;            /* atomic: follower watches are open */
     bool fan_no_prev_kv;     /* --fanout-no-prev-kv: what a fixed ec_node would open */
-    bool no_ready_wave;      /* --no-ready-wave: skip the READY waves */
+    bool no_ready_wave;      /* --no-ready-wave: skip the READY and progress waves */
+    bool no_hangs;           /* --no-hangs: the leader without the hang policy (nor
+                                on_progress), as before it had one; no progress wave */
+    int wave_seq;            /* > 0: the wave writes progress summaries of this seq */
+    uint64_t progress_seen;  /* under lock: summaries the leader's hang policy got */
     bool fan_root;           /* --fanout-root: followers watch the whole job root (before
                                 issue 16); default: the watches a follower opens now */
     int fan_per;             /* watches per simulated follower: 1 (root) or 4 */
@@ -580,6 +596,24 @@ static void on_epoch(const ec_epoch_t *ep, void *arg)
     pthread_mutex_unlock(&B.lock);
 }
 
+/* The leader's on_progress: a member's new summary reached its hang
+ * policy (coordinator thread). */
+static void on_progress(const char *node_id, const ec_node_progress_t *p, void *arg)
+{
+    (void)node_id;
+    (void)p;
+    (void)arg;
+    pthread_mutex_lock(&B.lock);
+    B.progress_seen++;
+    pthread_cond_broadcast(&B.cond);
+    pthread_mutex_unlock(&B.lock);
+}
+
+static bool p_progress(const void *a)
+{
+    return B.progress_seen >= *(const uint64_t *)a;
+}
+
 static void on_event(const char *ev, void *arg)
 {
     pthread_mutex_lock(&tid_lock);
@@ -626,8 +660,8 @@ static void on_epoch_key(const ec_watch_event_t *ev, void *arg)
 
 /* ---- registration: what ec_node_start() writes, nothing more ----------- */
 
-static int encode_sim(int i, const char *id, int nproc, ec_node_state_t st, void **buf, size_t *len,
-                      ec_error_t *err)
+static int encode_sim(int i, const char *id, int nproc, ec_node_state_t st,
+                      const ec_node_progress_t *pg, void **buf, size_t *len, ec_error_t *err)
 {
     ec_node_rec_t *r = ec_node_rec_new(nproc, nproc);
     if (!r)
@@ -648,6 +682,8 @@ static int encode_sim(int i, const char *id, int nproc, ec_node_state_t st, void
     r->agent_version = strdup("bench_scale");
     r->state = st;
     r->registered_at_ms = wall_us() / 1000;
+    if (pg)
+        r->progress = *pg;
     int rc = ec_node_rec_encode(r, buf, len, err);
     ec_node_rec_free(r);
     return rc;
@@ -669,7 +705,7 @@ static void *reg_main(void *arg)
         char key[EC_KEY_MAX];
         ec_key_node(&B.keys, s->id, key, sizeof(key));
         if (ec_etcd_lease_grant(c, TTL_S, &lease, NULL, &err) < 0 ||
-            encode_sim(i, s->id, B.nproc, EC_NODE_JOINING, &buf, &len, &err) < 0)
+            encode_sim(i, s->id, B.nproc, EC_NODE_JOINING, NULL, &buf, &len, &err) < 0)
             goto fail;
         ec_cmp_t absent = {.key = key, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL};
         ec_op_t put = {.type = EC_OP_PUT, .key = key, .value = buf, .value_len = len, .lease = lease};
@@ -1092,6 +1128,12 @@ typedef struct result {
     double rw_s, rw_lead_cpu_ms, rw_coord_cpu_ms, rw_etcd_cpu_ms, rw_tx_bytes, rw_requests,
         rw_proposals;
     uint64_t rw_epochs; /* epochs published during the wave (expected 0) */
+    uint64_t rw_plans;  /* times the leader planned meanwhile (ec_node_plans) */
+    /* progress wave: every member writes a new progress summary */
+    bool pw_ok;
+    int pw_puts;
+    double pw_s, pw_lead_cpu_ms, pw_coord_cpu_ms, pw_seen_ms;
+    uint64_t pw_plans, pw_seen, pw_epochs;
     /* fan-out */
     int fan_w;
     double fan_p50_ms; /* median follower's time to the epoch (fan_ms: the last one's) */
@@ -1117,7 +1159,10 @@ static double rel_ms(int64_t wall_ms_field, int64_t t0_wall_us)
 }
 
 /* Every live simulated node rewrites its record with state ready, as
- * coord/agent/launch.c does through ec_node_set_state() after each epoch. */
+ * coord/agent/launch.c does through ec_node_set_state() after each epoch;
+ * with B.wave_seq > 0, with a progress summary of that seq too, as its
+ * progress sampler does through ec_node_set_progress() (the hangs of
+ * README's "Hangs and stragglers"). */
 static void *ready_main(void *arg)
 {
     ec_etcd_t *c = arg;
@@ -1134,7 +1179,12 @@ static void *ready_main(void *arg)
         size_t len = 0;
         char key[EC_KEY_MAX];
         ec_key_node(&B.keys, sm->id, key, sizeof(key));
-        if (encode_sim(i, sm->id, B.nproc, EC_NODE_READY, &buf, &len, NULL) == 0 &&
+        ec_node_progress_t pg = {.seq = (uint64_t)B.wave_seq, .reporting = 1,
+                                 .step = 100 * (uint64_t)B.wave_seq, .silent_rank = -1,
+                                 .step_p50_us = 250000, .slowest_us = 260000,
+                                 .slowest_rank = i % B.nproc};
+        if (encode_sim(i, sm->id, B.nproc, EC_NODE_READY, B.wave_seq > 0 ? &pg : NULL, &buf, &len,
+                       NULL) == 0 &&
             ec_etcd_put(c, key, buf, len, l, NULL, NULL) < 0)
             __atomic_fetch_add(&B.reg_errors, 1, __ATOMIC_RELAXED);
         free(buf);
@@ -1298,6 +1348,13 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
     o.lease_ttl_s = TTL_S;
     o.on_epoch = on_epoch;
     o.on_event = on_event;
+    /* As a real leader of a job whose programs report progress: the hang
+     * policy on (--hang_timeout=auto is 300 s for them), the summaries
+     * handed on (the agent's metrics). */
+    if (!B.no_hangs) {
+        o.hang_timeout_ms = 300 * 1000;
+        o.on_progress = on_progress;
+    }
     if (!(leader = ec_node_start(&o, &err))) {
         snprintf(R->fail, sizeof(R->fail), "leader: %s", err.msg);
         goto out;
@@ -1506,8 +1563,11 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
         pthread_mutex_lock(&B.lock);
         uint64_t ep0 = B.etcd.number;
         pthread_mutex_unlock(&B.lock);
+        uint64_t plans0 = ec_node_plans(leader);
+        B.wave_seq = 0;
         R->rw_s = ready_wave();
         pause_ms(SETTLE_MS);
+        R->rw_plans = ec_node_plans(leader) - plans0;
         cpu_read(etcd_pid, &c1);
         metrics_read(etcd_port, &m1);
         met_delta(&m0, &m1, &md);
@@ -1524,6 +1584,39 @@ static void run_size(int n, pid_t etcd_pid, int etcd_port, int steady_ms, int nl
                                             idle_ns_per_us * (double)(c1.at_us - c0.at_us)) / 1e6
                                          : -1;
         R->rw_ok = B.reg_errors == 0;
+        ka_resume();
+    }
+    if (!R->fs_w && !B.no_ready_wave && !B.no_hangs) {
+        /* (4b) a progress wave: every member writes a new progress summary
+         * (its record, under its lease), as each agent does on a change, at
+         * most every 5 s: the planner reads none of it, the hang policy
+         * all of it (done when every summary reached its on_progress). */
+        pause_ms(SETTLE_MS);
+        ka_quiesce();
+        pause_ms(50);
+        cpu_read(etcd_pid, &c0);
+        pthread_mutex_lock(&B.lock);
+        uint64_t ep0 = B.etcd.number;
+        uint64_t seen0 = B.progress_seen;
+        pthread_mutex_unlock(&B.lock);
+        uint64_t plans0 = ec_node_plans(leader);
+        B.wave_seq++;
+        int64_t p0 = mono_us();
+        R->pw_s = ready_wave();
+        R->pw_puts = B.nsims - R->nloss;
+        uint64_t want_seen = seen0 + (uint64_t)R->pw_puts;
+        R->pw_ok = wait_for(p_progress, &want_seen, WAIT_MS) && B.reg_errors == 0;
+        R->pw_seen_ms = (mono_us() - p0) / 1000.0;
+        pause_ms(SETTLE_MS);
+        cpu_read(etcd_pid, &c1);
+        R->pw_plans = ec_node_plans(leader) - plans0;
+        pthread_mutex_lock(&B.lock);
+        R->pw_seen = B.progress_seen - seen0;
+        R->pw_epochs = B.etcd.number - ep0;
+        pthread_mutex_unlock(&B.lock);
+        R->pw_lead_cpu_ms = (c1.leader_ns - c0.leader_ns) / 1e6;
+        R->pw_coord_cpu_ms = (c1.coord_ns - c0.coord_ns) / 1e6;
+        B.wave_seq = 0;
         ka_resume();
     }
 
@@ -1747,6 +1840,16 @@ static void print_size(const result_t *r)
                r->rw_puts, r->rw_s, r->rw_requests, r->rw_proposals, r->rw_tx_bytes,
                r->rw_lead_cpu_ms, r->rw_coord_cpu_ms, r->rw_lead_cpu_ms / r->rw_puts,
                r->rw_etcd_cpu_ms, r->rw_epochs, r->rw_ok ? "" : " (some puts FAILED)");
+    if (r->rw_puts > 0)
+        printf("  the leader planned %" PRIu64 " times for them\n", r->rw_plans);
+    if (r->pw_puts > 0)
+        printf("progress wave (every member writes a new progress summary): %d puts in %.2f s, "
+               "%s%" PRIu64 " summaries reached the leader's hang policy after %.1f ms; leader CPU "
+               "%.1f ms (coordinator thread %.1f ms) = %.3f ms per put; %" PRIu64 " plans, %" PRIu64
+               " epochs published\n",
+               r->pw_puts, r->pw_s, r->pw_ok ? "" : "NOT ALL: ", r->pw_seen, r->pw_seen_ms,
+               r->pw_lead_cpu_ms, r->pw_coord_cpu_ms, r->pw_lead_cpu_ms / r->pw_puts, r->pw_plans,
+               r->pw_epochs);
     if (r->fan_w > 0) {
         if (r->fan_ok)
             printf("fan-out: %d followers with %s, one more loss: epoch in etcd after "
@@ -1852,6 +1955,14 @@ static void write_json(const char *path, const result_t *r, int nr)
                        "%.2f, \"etcd_cpu_ms\": %.2f, \"epochs\": %" PRIu64 "}",
                     x->rw_puts, x->rw_s, x->rw_proposals, x->rw_tx_bytes, x->rw_lead_cpu_ms,
                     x->rw_coord_cpu_ms, x->rw_etcd_cpu_ms, x->rw_epochs);
+            fprintf(f, ", \"ready_wave_plans\": %" PRIu64, x->rw_plans);
+            if (x->pw_puts > 0)
+                fprintf(f, ", \"progress_wave\": {\"puts\": %d, \"s\": %.3f, \"all_seen\": %s, "
+                           "\"seen_ms\": %.1f, \"leader_cpu_ms\": %.2f, "
+                           "\"coordinator_thread_cpu_ms\": %.2f, \"plans\": %" PRIu64
+                           ", \"epochs\": %" PRIu64 "}",
+                        x->pw_puts, x->pw_s, x->pw_ok ? "true" : "false", x->pw_seen_ms,
+                        x->pw_lead_cpu_ms, x->pw_coord_cpu_ms, x->pw_plans, x->pw_epochs);
             if (x->fan_w > 0 && x->fan_ok)
                 fprintf(f, ", \"fanout\": {\"watches\": %d, \"in_etcd_ms\": %.1f, "
                            "\"all_seen_ms\": %.1f, \"bytes\": %.0f, \"etcd_tx_bytes\": %.0f, "
@@ -1879,7 +1990,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_scale [--sizes 64,256,1024,4096] [--nproc 1..64] "
                     "[--steady-ms >=1000] [--losses 1..%d] [--fanout-max >=0] "
-                    "[--fanout-wave-max N*F] [--fanout-start] [--fanout-root] [--fanout-no-prev-kv] [--no-ready-wave] "
+                    "[--fanout-wave-max N*F] [--fanout-start] [--fanout-root] [--fanout-no-prev-kv] [--no-ready-wave] [--no-hangs] "
                     "[--json FILE]\n",
             MAX_LOSSES);
 }
@@ -1907,6 +2018,9 @@ int main(int argc, char **argv)
             steady_ms = atoi(v);
         } else if (!strcmp(argv[i], "--no-ready-wave")) {
             B.no_ready_wave = true;
+            continue;
+        } else if (!strcmp(argv[i], "--no-hangs")) {
+            B.no_hangs = true;
             continue;
         } else if (!strcmp(argv[i], "--fanout-root")) {
             B.fan_root = true;

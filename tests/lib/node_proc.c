@@ -7,8 +7,11 @@
  * coordinator events as they come).  SIGTERM: leave gracefully (revoke) and
  * exit 0.  SIGUSR1: bump the incarnation (processes "restarted").  Exits 3
  * when registration fails (duplicate node id), printing the error.
- * SIGUSR2: print "STATS <k> events=<n> leader=<0|1>", k counting from 1:
- * the watch events its model applied so far (ec_node_watch_events).
+ * On the leader, "PROGRESS <node> seq=<n> step=<s>" for each member's new
+ * progress summary (what the hang policy reads).
+ * SIGUSR2: print "STATS <k> events=<n> leader=<0|1> plans=<p>", k counting
+ * from 1: the watch events its model applied so far (ec_node_watch_events)
+ * and the times its planner ran (ec_node_plans).
  *
  * EC_TEST_WEDGE_FILE=PATH: while PATH exists, every epoch callback blocks
  * (polling the file, at most 120 s): the coordinator's loop is wedged while
@@ -67,6 +70,15 @@ static void on_event(const char *ev, void *arg)
 {
     (void)arg;
     printf("EVENT %s\n", ev);
+    fflush(stdout);
+}
+
+/* (leader) a member's new progress summary, as the hang policy gets it */
+static void on_progress(const char *node_id, const ec_node_progress_t *p, void *arg)
+{
+    (void)arg;
+    printf("PROGRESS %s seq=%llu step=%llu\n", node_id, (unsigned long long)p->seq,
+           (unsigned long long)p->step);
     fflush(stdout);
 }
 
@@ -135,6 +147,7 @@ int main(int argc, char **argv)
     o.replace_wait_ms = argc > 9 ? atoll(argv[9]) : 0;
     o.on_epoch = on_epoch;
     o.on_event = on_event;
+    o.on_progress = on_progress;
     o.agent_version = "test";
     ec_node_t *n = ec_node_start(&o, &err);
     if (!n) {
@@ -149,8 +162,9 @@ int main(int argc, char **argv)
     while (!got_term) {
         if (got_usr2) {
             got_usr2 = 0;
-            printf("STATS %d events=%llu leader=%d\n", ++nstats,
-                   (unsigned long long)ec_node_watch_events(n), ec_node_is_leader(n) ? 1 : 0);
+            printf("STATS %d events=%llu leader=%d plans=%llu\n", ++nstats,
+                   (unsigned long long)ec_node_watch_events(n), ec_node_is_leader(n) ? 1 : 0,
+                   (unsigned long long)ec_node_plans(n));
             fflush(stdout);
         }
         if (got_usr1) {
