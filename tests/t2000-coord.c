@@ -191,8 +191,11 @@ START_TEST(below_max_after_elastic_timeout)
     const char *root = "/jtmo/";
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     start_node("jtmo", "a", 2, 4, 1, 1500, 10, 0);
-    start_node("jtmo", "b", 2, 4, 1, 1500, 10, 0);
+    /* before b registers: the set is stable from b's registration on, so
+     * the epoch comes no sooner than 1500 ms after this (taken after b's
+     * start returned, a descheduled test would see less) */
     int64_t t0 = ec_test_now_ms();
+    start_node("jtmo", "b", 2, 4, 1, 1500, 10, 0);
     ec_epoch_t *ep = wait_epoch(root, 1, 2, NULL, 10000);
     /* Not before the set has been stable for elastic_timeout. */
     ck_assert_int_ge(ec_test_now_ms() - t0, 1400);
@@ -209,8 +212,11 @@ START_TEST(lease_expiry_reforms_without_node)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
+    /* TTL 4 s: the killed node is found by its peers' probes; a survivor's
+     * keepalive stalled on a loaded machine does not lose its lease and
+     * add an epoch */
     for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jloss", ids[i], 1, 3, 2, 600000, 2, 0);
+        ps[i] = start_node("jloss", ids[i], 1, 3, 2, 600000, 4, 0);
     ec_epoch_free(wait_epoch(root, 1, 6, NULL, 10000));
     char *l = leader_of(root);
     const char *victim = strcmp(l, "n2") ? "n2" : "n3";
@@ -254,8 +260,8 @@ START_TEST(leader_kill9_replaced)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jldr", ids[i], 1, 3, 1, 600000, 2, 0);
+    for (int i = 0; i < 3; i++) /* TTL 4 s: as in lease_expiry_reforms_without_node */
+        ps[i] = start_node("jldr", ids[i], 1, 3, 1, 600000, 4, 0);
     ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
     char *old = leader_of(root);
     kill(by_id(ps, ids, 3, old)->pid, SIGKILL);

@@ -124,13 +124,20 @@ int main(int argc, char **argv)
         return 3;
     }
     int nproc = atoi(argv[6]);
-    uint16_t ports[64];
-    /* Distinct fake ports per node so endpoints never collide in an epoch. */
+    if (nproc < 1 || nproc > 30) {
+        printf("ERROR nproc %d: ec-test-node runs 1..30 processes per node\n", nproc);
+        return 2;
+    }
+    uint16_t ports[32];
+    /* Distinct fake ports per node so endpoints never collide in an epoch:
+     * 32 per node id hash, 19000-31799, below Linux's ephemeral range
+     * (32768-60999), where an outgoing connection of any process could
+     * hold the probe port, the one really bound. */
     unsigned h = 0;
     for (const char *p = argv[3]; *p; p++)
         h = h * 31 + (unsigned char)*p;
-    for (int i = 0; i < nproc && i < 63; i++)
-        ports[i] = (uint16_t)(20000 + (h % 400) * 64 + i);
+    for (int i = 0; i < nproc; i++)
+        ports[i] = (uint16_t)(19000 + (h % 400) * 32 + i);
     ec_node_opts_t o = EC_NODE_OPTS_INIT;
     o.etcd = c;
     o.job_id = argv[2];
@@ -138,8 +145,8 @@ int main(int argc, char **argv)
     o.host = "127.0.0.1";
     o.nproc = nproc;
     o.ports = ports;
-    o.master_port = (uint16_t)(ports[0] + 63);
-    o.probe_port = (uint16_t)(ports[0] + 62);
+    o.master_port = (uint16_t)(ports[0] + 31);
+    o.probe_port = (uint16_t)(ports[0] + 30);
     o.np_min = atoi(argv[4]);
     o.np_max = atoi(argv[5]);
     o.elastic_timeout_ms = atoll(argv[7]);
