@@ -472,6 +472,8 @@ END_TEST
  * applied, and the connection is cut before the answer comes back (the
  * fault-injecting proxy); the node adopts the leadership it cannot know it
  * won. */
+static int node_watches(proc_t *p, int k);
+
 START_TEST(ambiguous_campaign_is_adopted)
 {
     const char *root = "/jambig/";
@@ -485,7 +487,12 @@ START_TEST(ambiguous_campaign_is_adopted)
     ck_assert_int_eq(ec_etcd_put(c, key, "ghost", 5, other, NULL, NULL), 0);
     proc_t a = start_node_at(ec_proxy_endpoint(px), "jambig", "a", 1, 1, 1, 0, 5, 0);
     ck_assert(wait_log(a.log, "STARTED", 1000));
-    /* the node's next request is its campaign, once the ghost is gone */
+    /* its watches open first (a new stream each would be a request): the
+     * node's next request is then its campaign, once the ghost is gone */
+    int k = 0, w = 0;
+    for (int64_t end = ec_test_now_ms() + ec_test_ms(10000); w < 4 && ec_test_now_ms() < end;)
+        w = node_watches(&a, ++k);
+    ck_assert_msg(w >= 4, "the node's 4 watches were not created (log %s)", a.log);
     ec_proxy_set(px, EC_PROXY_DROP_NEXT, 0);
     ec_etcd_lease_revoke(c, other, NULL);
     ck_assert_msg(wait_log(a.log, "campaign for leader failed", 10000),
@@ -914,6 +921,7 @@ END_TEST
  * STATS line it prints). */
 typedef struct {
     unsigned long long events, plans; /* ec_node_watch_events, ec_node_plans */
+    int watches;                      /* ec_node_watches_created */
 } stats_t;
 
 /* The node's k-th STATS line (SIGUSR2; k counts from 1 per node). */
@@ -933,10 +941,16 @@ static stats_t node_stats(proc_t *p, int k)
     stats_t st = {0};
     while (fgets(line, sizeof(line), f))
         if (!strncmp(line, needle, strlen(needle)))
-            ck_assert_int_eq(sscanf(line + strlen(needle), "events=%llu leader=%*d plans=%llu",
-                                    &st.events, &st.plans), 2);
+            ck_assert_int_eq(sscanf(line + strlen(needle),
+                                    "events=%llu leader=%*d plans=%llu watches=%d", &st.events,
+                                    &st.plans, &st.watches), 3);
     fclose(f);
     return st;
+}
+
+static int node_watches(proc_t *p, int k)
+{
+    return node_stats(p, k).watches;
 }
 
 static unsigned long long model_events(proc_t *p, int k)

@@ -647,6 +647,34 @@ START_TEST(split_epochs_form_reform_and_admit_a_joiner)
         snprintf(want, sizeof(want), "\"m_id\":%d,", m);
         ck_assert_msg(strstr(out, want), "no member %d in: %s", m, out);
     }
+    /* two more changes (a graceful leave, a join): epoch 5; the parts of
+     * epochs 4 or more before it are deleted, its own are there */
+    ep = ec_test_epoch(c, "/jsplit/");
+    int v = -1;
+    for (int i = 0; i < 5 && v < 0; i++)
+        if (i != victim && strcmp(ep->leader_id, ids[i]) && ec_epoch_find_member(ep, ids[i]) >= 0)
+            v = i;
+    ec_epoch_free(ep);
+    ck_assert_int_ge(v, 0);
+    kill(ag[v].pid, SIGTERM);
+    ck_assert_int_eq(ec_test_reap(ag[v].pid, 10000), 128 + SIGTERM);
+    ec_epoch_free(wait_epoch("/jsplit/", 4, 4, 20000));
+    start_agent_env(env, "jsplit", "g", "4:6", "1", "--elastic_timeout=1", "0");
+    ec_epoch_free(wait_epoch("/jsplit/", 5, 5, 20000));
+    ec_kv_list_t l;
+    const char *gone[] = {"/jsplit/epochs/00000000000000000001/members/",
+                          "/jsplit/epochs/00000000000000000001/index/"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(ec_etcd_get_prefix(c, gone[i], 0, &l, NULL), 0);
+        ck_assert_msg(l.n == 0, "%zu keys left under %s", l.n, gone[i]);
+        ec_kv_list_free(&l);
+    }
+    ck_assert_int_eq(ec_etcd_get_prefix(c, "/jsplit/epochs/00000000000000000005/members/", 0, &l,
+                                        NULL), 0);
+    ck_assert_uint_eq(l.n, 5);
+    ec_kv_list_free(&l);
+    ck_assert_int_eq(ec_test_run(argv, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "\"number\":5,\"world_size\":5"), "%s", out);
 }
 END_TEST
 

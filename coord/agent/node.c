@@ -682,6 +682,15 @@ uint64_t ec_node_plans(ec_node_t *n)
     return p;
 }
 
+int ec_node_watches_created(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    /* a listing in: the watches it starts from are open too */
+    int w = n->list_rev > 0 && n->list_rev != INT64_MAX ? n->watches_created : 0;
+    pthread_mutex_unlock(&n->lock);
+    return w;
+}
+
 uint64_t ec_node_epoch_number(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);

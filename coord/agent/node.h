@@ -152,5 +152,10 @@ uint64_t ec_node_watch_events(ec_node_t *n);
  * record write that changes nothing the planner reads (a progress summary,
  * the epoch a node saw, ready after joining). */
 uint64_t ec_node_plans(ec_node_t *n);
+/* Watches etcd has confirmed (EC_WATCH_CREATED events) so far, once the
+ * model has listed the job after opening them (0 before): a follower's
+ * opens 4 keys' watches, then lists in one transaction (tests wait for
+ * both before they disturb the node's next request). */
+int ec_node_watches_created(ec_node_t *n);
 
 #endif

@@ -37,6 +37,9 @@ typedef struct pub {
     } *ref;
 } pub_t;
 
+/* A split epoch's chunks and index are deleted this many epochs later. */
+#define EC_EPOCH_PARTS_KEEP 4
+
 /* Records above this size have their history copy (epochs/<n>) written
  * apart from the epoch's transaction. */
 #define EC_HISTORY_INLINE_MAX (256 * 1024)
@@ -445,11 +448,12 @@ void ec__node_plan_and_act(ec_node_t *n)
         action = EC_PLAN_WAIT;
         repair = false;
     } else if (action == EC_PLAN_PUBLISH || (repair && p.buf)) {
-        char hist[EC_KEY_MAX], keep_from[EC_KEY_MAX];
+        char hist[EC_KEY_MAX], keep_from[EC_KEY_MAX], parts_from[2][EC_KEY_MAX],
+            parts_end[2][EC_KEY_MAX];
         ec_cmp_t cm[2] = {ec__node_fence_leader(n),
                           {.key = n->k_epoch, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
                            .number = p.expect_mod}};
-        ec_op_t ops[7];
+        ec_op_t ops[10];
         size_t nops = 0;
         ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epoch, .value = p.buf, .value_len = p.len};
         /* The leader key, put again unchanged (same value, same lease; its
@@ -482,6 +486,24 @@ void ec__node_plan_and_act(ec_node_t *n)
             if (p.number > (uint64_t)keep) {
                 ec_key_epoch_history(&n->keys, p.number - (uint64_t)keep, keep_from, sizeof(keep_from));
                 ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = n->k_epochs, .range_end = keep_from};
+            }
+            /* A split epoch's parts are kept for the last EC_EPOCH_PARTS_KEEP
+             * epochs only (a reader of an older head follows a newer epoch
+             * anyway); history keeps the heads, which say all that history
+             * is read for (number, run, reason). */
+            if (p.number > EC_EPOCH_PARTS_KEEP) {
+                uint64_t old = p.number - EC_EPOCH_PARTS_KEEP;
+                static const char *const part[2] = {"index/", "members/"};
+                for (int k = 0; k < 2; k++) {
+                    int kl = ec_key_epoch_worker_prefix(&n->keys, old, parts_from[k], EC_KEY_MAX);
+                    if (kl < 0 || (size_t)kl + strlen(part[k]) >= EC_KEY_MAX)
+                        continue;
+                    strcat(parts_from[k], part[k]);
+                    snprintf(parts_end[k], EC_KEY_MAX, "%s", parts_from[k]);
+                    parts_end[k][strlen(parts_end[k]) - 1]++; /* "members/" -> "members0" */
+                    ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = parts_from[k],
+                                            .range_end = parts_end[k]};
+                }
             }
             if (p.first) {
                 ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p.number,

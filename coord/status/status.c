@@ -410,8 +410,10 @@ static int snap_build(st_snap_t *s, const ec_keys_t *k, const ec_kv_list_t *l, e
             }
         }
         else if (ec_key_parse_epoch(k, kv->key, kv->key_len, NULL) == EC_KEY_EPOCH_HISTORY) {
+            /* only its number and run are used: a split epoch's head says them
+             * (its chunks are kept for the last few epochs only) */
             ec_epoch_t *h = NULL;
-            if (ec_epoch_from_listing(k, l, kv->value, kv->value_len, kv->key, &h, &e) < 0) {
+            if (ec_epoch_decode_view(kv->value, kv->value_len, kv->key, &h, &e) < 0) {
                 if (e.code == EC_ENOMEM)
                     goto nomem;
                 continue; /* history is not shown: a corrupt copy is skipped */

@@ -9,7 +9,7 @@
  * when registration fails (duplicate node id), printing the error.
  * On the leader, "PROGRESS <node> seq=<n> step=<s>" for each member's new
  * progress summary (what the hang policy reads).
- * SIGUSR2: print "STATS <k> events=<n> leader=<0|1> plans=<p>", k counting
+ * SIGUSR2: print "STATS <k> events=<n> leader=<0|1> plans=<p> watches=<w>", k counting
  * from 1: the watch events its model applied so far (ec_node_watch_events)
  * and the times its planner ran (ec_node_plans).
  *
@@ -169,9 +169,9 @@ int main(int argc, char **argv)
     while (!got_term) {
         if (got_usr2) {
             got_usr2 = 0;
-            printf("STATS %d events=%llu leader=%d plans=%llu\n", ++nstats,
+            printf("STATS %d events=%llu leader=%d plans=%llu watches=%d\n", ++nstats,
                    (unsigned long long)ec_node_watch_events(n), ec_node_is_leader(n) ? 1 : 0,
-                   (unsigned long long)ec_node_plans(n));
+                   (unsigned long long)ec_node_plans(n), ec_node_watches_created(n));
             fflush(stdout);
         }
         if (got_usr1) {
