@@ -1778,10 +1778,17 @@ static void print_size(const result_t *r)
     printf("  planner %.2f ms, epoch txn %.0f ms, reason %s, %d members\n", r->f_planner_ms,
            r->f_txn_ms, r->f_reason, r->f_members);
     int copies = r->rec_bytes > 256 * 1024 ? 1 : 2;
-    printf("epoch record: %zu bytes = %.1f bytes/member (the epoch txn carries it %s: %.1f%% of "
-           "etcd's 1.5 MiB request limit); one node record %zu bytes\n", r->rec_bytes,
-           (double)r->rec_bytes / r->n, copies == 2 ? "twice" : "once",
-           100.0 * copies * r->rec_bytes / (1.5 * 1024 * 1024), r->node_rec_bytes);
+    if (r->n > EC_EPOCH_CHUNK_DEFAULT)
+        printf("epoch head: %zu bytes (a split epoch: its %d members are in %d chunks of %d and "
+               "an index, written before it; one epoch holds up to %d nodes, EC_MEMBERS_MAX, each "
+               "part under etcd's limit: test_records); one node record %zu bytes\n",
+               r->rec_bytes, r->n, (r->n + EC_EPOCH_CHUNK_DEFAULT - 1) / EC_EPOCH_CHUNK_DEFAULT,
+               EC_EPOCH_CHUNK_DEFAULT, EC_MEMBERS_MAX, r->node_rec_bytes);
+    else
+        printf("epoch record: %zu bytes = %.1f bytes/member (the epoch txn carries it %s: %.1f%% "
+               "of etcd's 1.5 MiB request limit); one node record %zu bytes\n", r->rec_bytes,
+               (double)r->rec_bytes / r->n, copies == 2 ? "twice" : "once",
+               100.0 * copies * r->rec_bytes / (1.5 * 1024 * 1024), r->node_rec_bytes);
     printf("steady state over %.1f s: %.0f requests/s (%s), LeaseKeepAlive %.0f/s (N/period = "
            "%.0f/s)\n", r->s_window_s, r->s_req, r->s_req_list, r->s_ka,
            r->n / (PERIOD_MS / 1000.0));
