@@ -295,7 +295,7 @@ START_TEST(junior_takes_vacant_leadership_after_the_seniors_head_start)
     char *l = leader_of(root);
     ck_assert_str_eq(l, "jd1");
     free(l);
-    kill(p2.pid, SIGSTOP); /* the senior: alive to etcd for 60 s, campaigning never */
+    ec_test_sigstop(p2.pid); /* the senior: alive to etcd for 60 s, campaigning never */
     kill(p1.pid, SIGKILL);
     int64_t t0 = ec_test_now_ms();
     bool n3_leads = false;
@@ -326,7 +326,7 @@ START_TEST(frozen_leader_cannot_publish)
     ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
     char *old = leader_of(root);
     proc_t *p = by_id(ps, ids, 3, old);
-    kill(p->pid, SIGSTOP);
+    ec_test_sigstop(p->pid);
     /* Past its TTL the others re-form without it under a new leader. */
     ec_epoch_t *ep = wait_epoch(root, 2, 2, old, 10000);
     ck_assert_str_ne(ep->leader_id, old);
@@ -448,7 +448,7 @@ START_TEST(leader_key_naming_me_is_adopted)
     proc_t a = start_node("jadopt", "a", 1, 1, 1, 0, 5, 0);
     int64_t mine = lease_in_log(a.log);
     ck_assert(mine != 0);
-    kill(a.pid, SIGSTOP);
+    ec_test_sigstop(a.pid);
     /* the other leader goes; a's campaign (create if absent, on a's lease)
      * is applied, and a never hears the answer */
     ec_etcd_lease_revoke(c, other, NULL);
@@ -706,7 +706,7 @@ START_TEST(silent_member_evicted_before_its_ttl)
     const char *victim = strcmp(l, "n3") ? "n3" : "n2";
     const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(victim, "n2") ? "n2" : "n3");
     proc_t *v = by_id(ps, ids, 3, victim);
-    kill(v->pid, SIGSTOP); /* alive to the kernel, silent to everyone */
+    ec_test_sigstop(v->pid); /* alive to the kernel, silent to everyone */
     int64_t t0 = ec_test_now_ms();
     report_suspect("jev", 1, reporter, victim);
     ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 5000);
@@ -752,7 +752,7 @@ START_TEST(silent_leader_evicted_by_a_follower)
     ck_assert_msg(ec_test_holds(leads, &still, 1500), "one follower's report deposed the leader");
     /* Frozen now, and reported again: the other follower probes it again
      * (a newer report), finds it silent, adds its report: deposed. */
-    kill(by_id(ps, ids, 3, l)->pid, SIGSTOP);
+    ec_test_sigstop(by_id(ps, ids, 3, l)->pid);
     int64_t t0 = ec_test_now_ms();
     report_suspect("jel", 1, others[0], l);
     ec_epoch_t *ep = wait_epoch(root, 2, 2, l, 5000);
@@ -811,7 +811,7 @@ START_TEST(member_found_alive_then_silent_evicted_on_a_newer_report)
     const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(accused, "n2") ? "n2" : "n3");
     report_suspect("jre", 1, reporter, accused);
     ck_assert(wait_log(by_id(ps, ids, 3, l)->log, "rejected: its agent answered", 5000));
-    kill(by_id(ps, ids, 3, accused)->pid, SIGSTOP); /* silent from now on */
+    ec_test_sigstop(by_id(ps, ids, 3, accused)->pid); /* silent from now on */
     report_suspect("jre", 1, reporter, accused);     /* the reporter sees it again */
     ec_epoch_t *ep = wait_epoch(root, 2, 2, accused, 5000); /* TTL 30 s: an eviction */
     ck_assert_int_eq(ep->reason, EC_REASON_LOST);
@@ -845,8 +845,8 @@ START_TEST(agent_and_worker_reports_of_one_node_both_count)
     for (int i = 0, k = 0; i < 3; i++)
         if (strcmp(ids[i], l))
             others[k++] = ids[i];
-    kill(by_id(ps, ids, 3, l)->pid, SIGSTOP);
-    kill(by_id(ps, ids, 3, others[0])->pid, SIGSTOP);
+    ec_test_sigstop(by_id(ps, ids, 3, l)->pid);
+    ec_test_sigstop(by_id(ps, ids, 3, others[0])->pid);
     report_suspect("jsrc", 1, others[0], l); /* f0's agent */
     ec_keys_t k;
     char key[EC_KEY_MAX];
@@ -901,7 +901,7 @@ START_TEST(evicted_member_never_in_the_next_epoch)
     char *l = leader_of(root);
     const char *victim = strcmp(l, "n3") ? "n3" : "n2";
     const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(victim, "n2") ? "n2" : "n3");
-    kill(by_id(ps, ids, 3, victim)->pid, SIGSTOP);
+    ec_test_sigstop(by_id(ps, ids, 3, victim)->pid);
     report_suspect("jnx", 1, reporter, victim);
     kill(by_id(ps, ids, 3, reporter)->pid, SIGUSR1); /* during the probe's 250 ms */
     ck_assert(wait_log(by_id(ps, ids, 3, reporter)->log, "BUMP rc=0", 5000));

@@ -2137,6 +2137,16 @@ static long etcd_watch_streams(void)
     return (long)v;
 }
 
+typedef struct {
+    long base, want;
+} stream_floor_t;
+
+static bool streams_reach(void *arg)
+{
+    stream_floor_t *f = arg;
+    return etcd_watch_streams() - f->base >= f->want;
+}
+
 /* A leader of job `job` as the agent is one (coord/agent/node_publish.c):
  * the leader key "n1", and the last valid epoch it published, which its
  * next delta is taken from. */
@@ -2237,7 +2247,12 @@ START_TEST(leader_epochs_are_followed_without_reads)
     for (int i = 0; i < K; i++)
         w[i] = none_init(L.job, i);
     /* one watch stream per process for epochd and the leader key (one per
-     * key would be 2K; a stream re-opened after a break counts again) */
+     * key would be 2K; a stream re-opened after a break counts again); etcd
+     * counts a stream when it has served it, which may come a moment after
+     * ecw_init returned on a loaded machine */
+    stream_floor_t sf = {s0, K};
+    ck_assert_msg(ec_test_wait(streams_reach, &sf, 5000), "%d processes opened %ld watch streams "
+                  "within 5 s", K, etcd_watch_streams() - s0);
     long streams = etcd_watch_streams() - s0;
     ck_assert_msg(streams >= K && streams < 2 * K, "%d processes opened %ld watch streams",
                   K, streams);

@@ -123,6 +123,7 @@ int ec_test_run(char *const argv[], char *out, size_t outlen)
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
@@ -130,6 +131,44 @@ int ec_test_run(char *const argv[], char *out, size_t outlen)
 #include "history.h"
 #include "keys.h"
 #include "records.h"
+
+/* Whether every thread of pid is stopped (state T or t in its stat). */
+static bool all_stopped(void *arg)
+{
+    pid_t pid = *(pid_t *)arg;
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool all = true;
+    int n = 0;
+    struct dirent *de;
+    while (all && (de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[128], buf[512];
+        snprintf(path, sizeof(path), "%s/%s/stat", dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* a thread that just exited */
+        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *rp = strrchr(buf, ')'); /* the state follows the name */
+        all = rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
+        n++;
+    }
+    closedir(d);
+    return all && n > 0;
+}
+
+void ec_test_sigstop(pid_t pid)
+{
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    ck_assert_msg(ec_test_wait(all_stopped, &pid, 5000), "process %d did not stop within 5 s",
+                  (int)pid);
+}
 
 pid_t ec_test_spawn(char *const argv[], const char *logpath)
 {

@@ -30,6 +30,11 @@ int ec_test_run(char *const argv[], char *out, size_t outlen);
 /* Start argv with stdout+stderr appended to logpath; its process dies with
  * ours.  Returns the pid. */
 pid_t ec_test_spawn(char *const argv[], const char *logpath);
+/* SIGSTOP pid and wait (5 s, scaled) until every thread of it is stopped:
+ * kill() returns before a thread running elsewhere has stopped, and a test
+ * that counts on silence from now on must not race it.  Fails the test if
+ * it does not stop. */
+void ec_test_sigstop(pid_t pid);
 /* Reap pid within timeout_ms: its exit status (128+sig if killed), or -1. */
 int ec_test_reap(pid_t pid, long timeout_ms);
 /* Whether the file contains needle (a line-oriented log). */
