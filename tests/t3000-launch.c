@@ -569,7 +569,7 @@ static void epoch_is_split(const char *job, int want_chunks)
     ck_assert_int_eq(info.nchunks, want_chunks);
     ck_assert_int_eq(info.chunk_members, 1);
     ec_epoch_t *ep = NULL;
-    ck_assert_int_eq(ec_epoch_decode(kv.value, kv.value_len, key, &ep, NULL), EC_EINVAL);
+    ck_assert_int_eq(ec_epoch_decode(kv.value, kv.value_len, key, &ep, NULL), EC_ECORRUPT);
     char prefix[300];
     snprintf(prefix, sizeof(prefix), "/%s/epochs/%020llu/members/", job,
              (unsigned long long)info.number);

@@ -944,11 +944,10 @@ int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **o
     Ecoord__Epoch *m = unpack(&ecoord__epoch__descriptor, buf, len, &v, &rc);
     if (!m)
         return rc;
-    if (m->members_total > 0)
-        rc = ec_errorf(err, EC_EINVAL, "epoch %llu%s%s is split (%u members in %zu chunks "
-                       "under epochs/<n>/members/): read it whole with ec_epoch_fetch",
-                       (unsigned long long)m->number, key ? " at " : "", key ? key : "",
-                       m->members_total, m->n_chunk_digest);
+    if (m->members_total > 0) /* not a whole record (junk says the same) */
+        rc = bad(&v, "epoch %llu is split (%u members in %zu chunks under "
+                 "epochs/<n>/members/): read it whole with ec_epoch_fetch",
+                 (unsigned long long)m->number, m->members_total, m->n_chunk_digest);
     else
         rc = epoch_from_pb(m, &v, out);
     protobuf_c_message_free_unpacked(&m->base, NULL);

@@ -214,8 +214,8 @@ int ec_epoch_encode_whole(const ec_epoch_t *ep, void **buf, size_t *len, ec_erro
  * epochs/<n>/index/<b> (node id -> M_id, b = ec_epoch_index_bucket).  No
  * request then carries more than one part, and a reader that needs its own
  * member only reads its index bucket and its chunk.  ec_epoch_decode
- * refuses a head (EC_EINVAL, saying so): read a split epoch with
- * ec_epoch_fetch (epoch_fetch.h) or ec_epoch_assemble. */
+ * refuses a head (EC_ECORRUPT, saying so: it is not a whole record): read a
+ * split epoch with ec_epoch_fetch (epoch_fetch.h) or ec_epoch_assemble. */
 #define EC_EPOCH_CHUNK_DEFAULT 256 /* members per chunk: --epoch_chunk_members */
 typedef struct ec_epoch_parts {
     void *head;             /* the value of `epoch` */

@@ -42,6 +42,18 @@ ADAPT(epoch, ec_epoch_t)
 ADAPT(job_status, ec_job_status_t)
 ADAPT(failure, ec_failure_t)
 ADAPT(worker_timing, ec_worker_timing_t)
+/* the view decoder (a whole record, a split epoch's head, a view) */
+static int epoch_view_dec(const void *b, size_t l, const char *k, void **o, ec_error_t *e)
+{
+    ec_epoch_t *r = NULL;
+    int rc = ec_epoch_decode_view(b, l, k, &r, e);
+    *o = r;
+    return rc;
+}
+static int epoch_view_enc(const void *r, void **b, size_t *l, ec_error_t *e)
+{
+    return ec_epoch_encode_view((const ec_epoch_t *)r, b, l, e);
+}
 
 static const struct {
     const char *what;
@@ -54,6 +66,7 @@ static const struct {
     {"job status", job_status_dec, job_status_enc, job_status_fr},
     {"failure record", failure_dec, failure_enc, failure_fr},
     {"worker timing", worker_timing_dec, worker_timing_enc, worker_timing_fr},
+    {"epoch record", epoch_view_dec, epoch_view_enc, epoch_fr},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
