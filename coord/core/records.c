@@ -831,6 +831,46 @@ int ec_epoch_encode_whole(const ec_epoch_t *ep, void **buf, size_t *len, ec_erro
     return epoch_pack(ep, NULL, false, false, buf, len, &v);
 }
 
+/* The header of m (everything but the members and a split's fields)
+ * into ep. */
+static int header_from_pb(const Ecoord__Epoch *m, ec_epoch_t *ep, const vctx_t *v)
+{
+    ep->number = m->number;
+    ep->reason = (ec_epoch_reason_t)m->reason;
+    ep->leader_rev = m->leader_rev;
+    ep->observed_at_ms = m->observed_at_ms;
+    ep->decided_at_ms = m->decided_at_ms;
+    ep->planner_us = m->planner_us;
+    ep->published_at_ms = m->published_at_ms;
+    ep->run = m->run ? m->run : 1;
+    /* informational (a node compares its own --np): out of range reads as
+     * not recorded rather than refusing the epoch */
+    if (m->np_min >= 1 && m->np_min <= m->np_max && m->np_max <= INT_MAX) {
+        ep->np_min = (int)m->np_min;
+        ep->np_max = (int)m->np_max;
+    }
+    if (!(ep->reason_detail = dup_str(m->reason_detail)) ||
+        !(ep->leader_id = dup_str(m->leader_id)) || !(ep->job_id = dup_str(m->job_id)))
+        return enomem(v);
+    return 0;
+}
+
+/* The stored copies of derived values must agree with member 0. */
+static int derived_match(const Ecoord__Epoch *m, const ec_epoch_t *ep, const vctx_t *v)
+{
+    unsigned long long num = (unsigned long long)m->number;
+    char rank0[EC_ENDPOINT_MAX];
+    ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0));
+    if (strcmp(m->rank0_endpoint, rank0) != 0)
+        return bad(v, "epoch %llu: rank 0 endpoint '%.64s' != member 0's %s", num,
+                   m->rank0_endpoint, rank0);
+    if (strcmp(m->master_addr, ep->members[0].host) != 0 ||
+        m->master_port != ep->members[0].master_port)
+        return bad(v, "epoch %llu: master %.64s:%u != member 0's %s:%u", num, m->master_addr,
+                   m->master_port, ep->members[0].host, ep->members[0].master_port);
+    return 0;
+}
+
 /* The epoch in m (whole: every member in m->members), validated. */
 static int epoch_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **out)
 {
@@ -891,41 +931,9 @@ static int epoch_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **
             goto error;
         }
     }
-    ep->number = m->number;
-    ep->reason = (ec_epoch_reason_t)m->reason;
-    ep->leader_rev = m->leader_rev;
-    ep->observed_at_ms = m->observed_at_ms;
-    ep->decided_at_ms = m->decided_at_ms;
-    ep->planner_us = m->planner_us;
-    ep->published_at_ms = m->published_at_ms;
-    ep->run = m->run ? m->run : 1;
-    /* informational (a node compares its own --np): out of range reads as
-     * not recorded rather than refusing the epoch */
-    if (m->np_min >= 1 && m->np_min <= m->np_max && m->np_max <= INT_MAX) {
-        ep->np_min = (int)m->np_min;
-        ep->np_max = (int)m->np_max;
-    }
-    if (!(ep->reason_detail = dup_str(m->reason_detail)) ||
-        !(ep->leader_id = dup_str(m->leader_id)) || !(ep->job_id = dup_str(m->job_id))) {
-        rc = enomem(&v);
+    if ((rc = header_from_pb(m, ep, &v)) < 0 || (rc = epoch_validate(ep, &v)) < 0 ||
+        (rc = derived_match(m, ep, &v)) < 0)
         goto error;
-    }
-    if ((rc = epoch_validate(ep, &v)) < 0)
-        goto error;
-    /* The stored copies of derived values must agree with member 0. */
-    char rank0[EC_ENDPOINT_MAX];
-    ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0));
-    if (strcmp(m->rank0_endpoint, rank0) != 0) {
-        rc = bad(&v, "epoch %llu: rank 0 endpoint '%.64s' != member 0's %s", num,
-                 m->rank0_endpoint, rank0);
-        goto error;
-    }
-    if (strcmp(m->master_addr, ep->members[0].host) != 0 ||
-        m->master_port != ep->members[0].master_port) {
-        rc = bad(&v, "epoch %llu: master %.64s:%u != member 0's %s:%u", num, m->master_addr,
-                 m->master_port, ep->members[0].host, ep->members[0].master_port);
-        goto error;
-    }
     *out = ep;
     return 0;
 error:
@@ -1870,38 +1878,17 @@ static int view_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **o
             goto error;
         ep->present++;
     }
-    ep->number = m->number;
-    ep->reason = (ec_epoch_reason_t)m->reason;
-    ep->leader_rev = m->leader_rev;
-    ep->observed_at_ms = m->observed_at_ms;
-    ep->decided_at_ms = m->decided_at_ms;
-    ep->planner_us = m->planner_us;
-    ep->published_at_ms = m->published_at_ms;
-    ep->run = m->run ? m->run : 1;
-    if (m->np_min >= 1 && m->np_min <= m->np_max && m->np_max <= INT_MAX) {
-        ep->np_min = (int)m->np_min;
-        ep->np_max = (int)m->np_max;
-    }
     ep->chunk_members = (int)m->chunk_members;
     ep->nchunks = (int)m->n_chunk_digest;
     ep->nbuckets = m->n_index_digest ? (int)m->index_buckets : 0;
-    if (!(ep->reason_detail = dup_str(m->reason_detail)) ||
-        !(ep->leader_id = dup_str(m->leader_id)) || !(ep->job_id = dup_str(m->job_id)) ||
-        !(ep->chunk_digest = u64dup(m->chunk_digest, m->n_chunk_digest)) ||
+    if (!(ep->chunk_digest = u64dup(m->chunk_digest, m->n_chunk_digest)) ||
         !(ep->index_digest = u64dup(m->index_digest, m->n_index_digest))) {
         rc = enomem(&v);
         goto error;
     }
-    if ((rc = epoch_validate(ep, &v)) < 0)
+    if ((rc = header_from_pb(m, ep, &v)) < 0 || (rc = epoch_validate(ep, &v)) < 0 ||
+        (rc = derived_match(m, ep, &v)) < 0)
         goto error;
-    char rank0[EC_ENDPOINT_MAX];
-    ec_epoch_rank0_endpoint(ep, rank0, sizeof(rank0));
-    if (strcmp(m->rank0_endpoint, rank0) != 0 || strcmp(m->master_addr, ep->members[0].host) ||
-        m->master_port != ep->members[0].master_port) {
-        rc = bad(&v, "epoch %llu: rank 0 endpoint '%.64s' / master %.64s:%u != member 0's %s",
-                 num, m->rank0_endpoint, m->master_addr, m->master_port, rank0);
-        goto error;
-    }
     *out = ep;
     return 0;
 error:
