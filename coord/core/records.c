@@ -964,14 +964,6 @@ int ec_epoch_decode(const void *buf, size_t len, const char *key, ec_epoch_t **o
 
 /* ---- split epochs ------------------------------------------------------------ */
 
-size_t ec_epoch_index_bucket(const char *node_id, int nbuckets)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (const unsigned char *p = (const unsigned char *)node_id; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return nbuckets > 0 ? (size_t)(h % (uint64_t)nbuckets) : 0;
-}
-
 static uint64_t fnv(const void *buf, size_t len)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -979,6 +971,11 @@ static uint64_t fnv(const void *buf, size_t len)
     for (size_t i = 0; i < len; i++)
         h = (h ^ p[i]) * 1099511628211ULL;
     return h;
+}
+
+size_t ec_epoch_index_bucket(const char *node_id, int nbuckets)
+{
+    return nbuckets > 0 ? (size_t)(fnv(node_id, strlen(node_id)) % (uint64_t)nbuckets) : 0;
 }
 
 void ec_epoch_parts_free(ec_epoch_parts_t *p)
