@@ -1,11 +1,13 @@
 #!/bin/sh
 # A PyTorch DDP program on ecoord.torch (worker/examples/torch_ddp.py, Gloo
 # on CPU) survives every membership change in place under `ecoord launch
-# --rebuild=inprocess`: a join, a graceful leave (SIGTERM to an agent), a
-# node gone silent (agent and process SIGSTOPped mid-collective: released by
-# the epoch change, with a group timeout far longer than the release), a
-# node killed (kill -9 of its agent) and an etcd restart shorter than the
-# lease TTL.  Through all of them no survivor process is restarted (same
+# --rebuild=inprocess`: a join (of a node whose program sleeps before it
+# imports torch: the others never wait for its boot), a graceful leave
+# (SIGTERM to an agent), a node gone silent (agent and process SIGSTOPped
+# mid-collective: released by the epoch change, with a group timeout far
+# longer than the release), a training process killed (its node steps out
+# and comes back once its new process is ready), a node killed (kill -9 of
+# its agent) and an etcd restart shorter than the lease TTL.  Through all of them no survivor process is restarted (same
 # PIDs), its steps keep increasing (the state comes from the most advanced
 # rank, never step 0 again) and the world size follows the membership.  The
 # same program, unchanged, runs under --rebuild=restart and plain torchrun
@@ -38,7 +40,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-echo "1..9"
+echo "1..10"
 n=0
 result() { # STATUS NAME [DIAG-FILES...]
     n=$((n + 1)); st=$1; name=$2; shift 2
@@ -78,6 +80,22 @@ agent() { # JOB NODE MODE ARGS...
     pids="$pids $!"
     eval "A_$node=$!"
 }
+# agent_slow JOB NODE SECONDS ARGS...: its program sleeps before it starts python
+agent_slow() {
+    job=$1; node=$2; boot=$3; shift 3
+    "$ECOORD" launch --elastic_server="127.0.0.1:$port" --job_id="$job" --np=2:3 \
+        --nproc_per_node=1 --node_id="$node" --elastic_timeout=1 --lease_ttl=$TTL \
+        --log_dir="$T/$job/$node" --grace_period=2 --rebuild=inprocess -- \
+        /bin/sh -c "sleep $boot; exec $PY $PROG $*" > "$T/$job.$node.console" 2>&1 &
+    pids="$pids $!"
+    eval "A_$node=$!"
+}
+# gap NODE FROM TO: the longest time NODE went without a step between wall ms FROM and TO
+gap() {
+    steps "$1" | awk -v f="$2" -v e="$3" 'BEGIN { p = -1; g = 0 }
+        { t = $NF; sub(/t=/, "", t); t += 0; if (t <= f) { p = t; next }
+          if (p >= 0 && t - p > g) g = t - p; p = t; if (t >= e) exit } END { print g }'
+}
 log() { echo "$T/j/$1/workerlog.0"; }
 steps() { grep -h '^torch_ddp step=' "$(log "$1")" 2>/dev/null; }
 last() { steps "$1" | tail -n 1; }
@@ -104,7 +122,7 @@ survivors_ok() {
 
 # ---- in place ----------------------------------------------------------------------------
 # The group timeout is 120 s: every release below must come from an epoch.
-export TORCH_DDP_TIMEOUT=120
+export TORCH_DDP_TIMEOUT=120 TORCH_DDP_TIMESTAMPS=1
 agent j a inprocess --steps 100000 --delay-ms 20
 agent j b inprocess --steps 100000 --delay-ms 20
 wait_until 60 all_at_world 2 a b && wait_until 20 after a 5
@@ -112,17 +130,24 @@ result $? "two nodes train at world 2 under --rebuild=inprocess" "$T/j.a.console
 loss1=$(steps a | head -n 1 | field loss)
 
 s0=$(lastf a step)
-agent j c inprocess --steps 100000 --delay-ms 20
+t0=$(now)
+boot=3   # c's program sleeps this long before python starts: its boot, with torch's import
+agent_slow j c $boot --steps 100000 --delay-ms 20
 ok=1
 if wait_until 60 all_at_world 3 a b c; then
     cfirst=$(steps c | head -n 1 | field step)
     closs=$(steps c | head -n 1 | field loss)
+    tc=$(steps c | head -n 1 | sed 's/.* t=//')
     wait_until 10 after a "$cfirst"
-    echo "# join: a was at step $s0; c's first step $cfirst (loss $closs; step 1's was $loss1), parameters a=$(cs_at a "$cfirst") c=$(cs_at c "$cfirst")"
+    # the members trained through c's boot: their longest stall is a rebuild, far below it
+    ga=$(gap a "$t0" "$tc"); gb=$(gap b "$t0" "$tc")
+    echo "# join: a was at step $s0; c's first step $cfirst (loss $closs; step 1's was $loss1), parameters a=$(cs_at a "$cfirst") c=$(cs_at c "$cfirst"); c booted ${boot}+ s, a's longest stall ${ga} ms, b's ${gb} ms"
     survivors_ok a b && [ "$cfirst" -gt "$s0" ] && [ -n "$(cs_at c "$cfirst")" ] &&
-        [ "$(cs_at a "$cfirst")" = "$(cs_at c "$cfirst")" ] && ok=0
+        [ "$(cs_at a "$cfirst")" = "$(cs_at c "$cfirst")" ] &&
+        [ "$ga" -lt $((boot * 500)) ] && [ "$gb" -lt $((boot * 500)) ] &&
+        [ "$((cfirst - s0))" -gt 20 ] && ok=0
 fi
-result $ok "a join: world 3, same PIDs, the joiner resumes at the live step with identical parameters and momentum" \
+result $ok "a join of a node slow to boot: world 3, the members never wait for its boot, same PIDs, the joiner resumes at the live step with identical parameters and momentum" \
     "$(log a)" "$(log c)"
 
 s0=$(lastf a step)
@@ -151,6 +176,21 @@ kill -9 "$A_d" "$dproc" 2>/dev/null; kill -CONT "$A_d" "$dproc" 2>/dev/null
 
 agent j e inprocess --steps 100000 --delay-ms 20
 wait_until 60 all_at_world 3 a b e
+# A training process killed: its node steps out (the others go on at world
+# 2 at once), and comes back once the new process is ready; nobody else
+# restarts, the agent stays.
+eproc=$(lastf e pid)
+s0=$(lastf a step)
+kill -9 "$eproc"
+ok=1
+if wait_until 30 all_at_world 2 a b && wait_until 60 all_at_world 3 a b e &&
+    wait_until 10 after a "$s0" && survivors_ok a b; then
+    enew=$(lastf e pid)
+    echo "# process killed: e's process $eproc replaced by $enew; a and b kept theirs"
+    [ -n "$enew" ] && [ "$enew" != "$eproc" ] && kill -0 "$A_e" 2>/dev/null &&
+        grep -q '+step-out node e' "$T/j.e.console" && ok=0
+fi
+result $ok "a training process killed in place: its node steps out and comes back once its new process is ready, nobody else restarts" "$(log a)" "$(log e)" "$T/j.e.console"
 s0=$(lastf a step)
 kill -9 "$A_e"
 ok=1

@@ -388,12 +388,18 @@ START_TEST(membership_changes_rebuild_in_place)
 
     train_a_while(e);
 
-    /* 1. a training process killed: the agent restarts it alone, the restart
-     *    epoch keeps the members, the new process takes the state of its peers */
+    /* 1. a training process killed: the agent starts it again at once and
+     *    its node steps out (one epoch without it: the others go on), then
+     *    comes back once the new process is ready; it takes the state of its
+     *    peers, and nothing else restarts (b's other process included) */
     kill(pid_of(&b, 1), SIGKILL);
-    ep = wait_epoch("/jw/", e + 1, 6, 15000);
+    ep = wait_epoch("/jw/", e + 1, 4, 15000);
+    ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "b"), 0);
+    ec_epoch_free(ep);
+    ep = wait_epoch("/jw/", e + 2, 6, 15000);
     e = ep->number;
-    ck_assert_int_eq(ep->reason, EC_REASON_RESTART);
+    ck_assert_int_eq(ep->reason, EC_REASON_JOIN);
     ec_epoch_free(ep);
     check_change(job, e, 6, &b, 1);
     ck_assert(log_has(&b, 1, "this rank had -1"));

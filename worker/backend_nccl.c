@@ -121,6 +121,25 @@ int ecw__nccl_device_count(ecw_t *w, ec_error_t *err)
     return n;
 }
 
+int ecw__nccl_warm(ecw_t *w, int device, ec_error_t *err)
+{
+    if (!cu)
+        return ec_errorf(err, EC_EINVAL, "CUDA is not loaded");
+    int64_t t0 = ec_mono_ms();
+    cudaError_t ce = cu->cudaSetDevice(device);
+    if (ce == cudaSuccess)
+        ce = cu->cudaFree(NULL); /* the documented way to create the context now */
+    if (ce != cudaSuccess) {
+        cu->cudaGetLastError();
+        return ec_errorf(err, EC_ESYS, "cannot make the CUDA context of device %d: %s (%s, "
+                         "error %d)", device, cu->cudaGetErrorString(ce),
+                         ecw__cuda_verdict((int)ce).name, (int)ce);
+    }
+    ecw__log(w, ECW_LOG_INFO, "+cuda context of device %d made in %" PRId64 " ms (before this "
+             "process says it is ready)", device, ec_mono_ms() - t0);
+    return 0;
+}
+
 static void nap_us(long us)
 {
     struct timespec ts = {0, us * 1000L};

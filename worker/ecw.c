@@ -240,6 +240,7 @@ static void drop_comm(ecw_t *w, bool keep)
 typedef struct snap {
     uint64_t number;
     int world, nproc, nmembers, m_id;
+    uint64_t incarnation; /* of this node, as the epoch admitted it (m_id >= 0) */
     char host[EC_HOST_MAX + 1];
     int64_t seen_us, abort_us;
 } snap_t;
@@ -247,7 +248,7 @@ typedef struct snap {
 /* Wait for an epoch >= floor; false at the deadline. */
 static bool newest(ecw_t *w, uint64_t floor, int64_t deadline, snap_t *s)
 {
-    if (floor > 1 && !ecw__wait_newer(w, floor - 1, deadline))
+    if (!ecw__wait_newer(w, floor > 0 ? floor - 1 : 0, deadline))
         return false;
     pthread_mutex_lock(&w->mu);
     bool ok = w->latest != NULL && w->latest->number >= floor;
@@ -259,8 +260,11 @@ static bool newest(ecw_t *w, uint64_t floor, int64_t deadline, snap_t *s)
         s->nmembers = ep->nmembers;
         s->m_id = ec_epoch_find_member(ep, w->o.node_id);
         s->host[0] = '\0';
-        if (s->m_id >= 0)
+        s->incarnation = 0;
+        if (s->m_id >= 0) {
             snprintf(s->host, sizeof(s->host), "%s", ep->members[s->m_id].host);
+            s->incarnation = ep->members[s->m_id].incarnation;
+        }
         s->seen_us = w->latest_seen_us;
         s->abort_us = w->latest_abort_us;
     }
@@ -458,20 +462,54 @@ static int rebuild(ecw_t *w, ec_error_t *err)
     ecw__lease_follow(w, 0, NULL);
     char why[EC_ERRMSG_MAX] = "no epoch was published";
     int rc0;
+    /* A process its agent started ahead of its node's admission (boots
+     * gated: the agent set the incarnation it belongs to) waits to be
+     * admitted (this node in no epoch yet, a standby, or out while one of
+     * its processes boots) outside the rebuild: that wait has no deadline
+     * but admit_timeout_ms, and the rebuild's starts once an epoch includes
+     * the node.  Any other process waits within the rebuild's deadline. */
+    bool ahead = w->o.incarnation != 0;
+    bool waiting = ahead && atomic_load(&w->latest_num) == 0; /* the job forms */
+    int64_t admit_deadline = w->o.admit_timeout_ms > 0 ? t0 + w->o.admit_timeout_ms : INT64_MAX;
     for (;;) {
         if (atomic_load(&w->finalizing))
             return ec_errorf(err, EC_EABORTED, "ecw_rebuild: the handle is being finalized");
         snap_t s;
-        if (!newest(w, floor, deadline, &s))
+        int64_t tw = ec_mono_ms();
+        int64_t dl = waiting ? (admit_deadline - tw > 500 ? tw + 500 : admit_deadline)
+                             : deadline;
+        if (!newest(w, floor, dl, &s)) {
+            if (waiting && ec_mono_ms() < admit_deadline)
+                continue; /* still not admitted: wait on (finalize ends it) */
+            if (waiting)
+                return ec_errorf(err, EC_ETIMEDOUT, "node %s was not admitted to an epoch "
+                                 "within %d ms (ECOORD_WORKER_ADMIT_TIMEOUT_MS; the last one: "
+                                 "%s)", w->o.node_id, w->o.admit_timeout_ms, why);
             return ec_errorf(err, EC_ETIMEDOUT, "no epoch this process could join within %d "
                              "ms (the last one tried: %s); is the agent running, and with "
                              "--rebuild=inprocess?", w->o.rebuild_timeout_ms, why);
+        }
         floor = s.number + 1; /* whatever happens, never this epoch again */
         if (s.m_id < 0) {
-            snprintf(why, sizeof(why), "node %s is a standby in epoch %" PRIu64, w->o.node_id,
-                     s.number);
+            snprintf(why, sizeof(why), "node %s is not in epoch %" PRIu64 " (a standby, or not "
+                     "admitted yet)", w->o.node_id, s.number);
             ecw__log(w, ECW_LOG_INFO, "%s: waiting for an epoch that includes it", why);
+            waiting = ahead;
             continue;
+        }
+        if (w->o.incarnation && s.incarnation < w->o.incarnation) {
+            /* planned before this process was started (its node is
+             * stepping out for it, or was taken over by a new agent) */
+            snprintf(why, sizeof(why), "epoch %" PRIu64 " admitted node %s's incarnation %" PRIu64
+                     ", this process belongs to %" PRIu64, s.number, w->o.node_id, s.incarnation,
+                     w->o.incarnation);
+            ecw__log(w, ECW_LOG_INFO, "%s: waiting for an epoch that admits it", why);
+            waiting = true;
+            continue;
+        }
+        if (waiting) {
+            waiting = false;
+            deadline = ec_mono_ms() + w->o.rebuild_timeout_ms;
         }
         if (w->o.local_rank >= s.nproc)
             return ec_errorf(err, EC_EINVAL, "local rank %d, but epoch %" PRIu64 " has %d "
@@ -1154,6 +1192,19 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
     }
     if ((rc = ecw__follow_start(w, &err)) < 0)
         goto fail;
+#ifdef HAVE_NCCL
+    if (w->be == &ecw__nccl_backend) {
+        /* the CUDA context belongs to the boot, not to the first epoch */
+        ec_error_t werr = {0};
+        int dev = w->o.device >= 0 ? w->o.device
+                                   : (w->ndevices > 0 ? w->o.local_rank % w->ndevices : 0);
+        if (ecw__nccl_warm(w, dev, &werr) < 0)
+            ecw__log(w, ECW_LOG_WARN, "%s", werr.msg);
+    }
+#endif
+    /* Booted: the agent admits this process's node once every local rank
+     * says so (coord/core/progress_file.h); the wait for that is below. */
+    ecw__progress_ready();
     if ((rc = rebuild(w, &err)) < 0)
         goto fail;
     *outp = w;

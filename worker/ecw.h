@@ -243,14 +243,33 @@ typedef struct ecw ecw_t;
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-/* Connect to etcd, start following the job's epochs, and build the
- * communicator of the newest epoch that includes this node (waiting, as a
- * standby, for one that does, up to rebuild_timeout_ms).  A process that
- * replaces a dead one of the same rank never joins the epoch its predecessor
- * was in: it waits for the restart epoch the agent triggers.  opts NULL means
- * ECW_OPTIONS_INIT (everything from the environment).  Returns 0 and *out;
- * on error *out is NULL and nothing is left running.  Call ecw_sync_state()
- * next. */
+/* Connect to etcd, start following the job's epochs, load the backend (with
+ * NCCL: libnccl, the CUDA runtime and this process's CUDA context), say this
+ * process is ready, and build the communicator of the newest epoch that
+ * includes this node.
+ *
+ * Ready: under `ecoord launch --rebuild=inprocess` (--join_ready_timeout >
+ * 0, the default) the agent starts a joining node's processes, and the one
+ * that replaces a dead process, before the node is admitted, and admits the
+ * node only once every process on it is ready: the job's running members
+ * never wait for a boot.  Everything a program does before ecw_init is its
+ * boot (loading data, building the model, a warm-up); what it does after
+ * ecw_init returns and before its first collective is time the members wait
+ * for it.  A process that never calls ecw_init never says it is ready: its
+ * agent reports it and stops it after --join_ready_timeout.
+ *
+ * A process the agent started ahead of admission (ECOORD_INCARNATION set)
+ * waits to be admitted (this node in no epoch yet, a standby, or out of the
+ * job while one of its processes boots) with no deadline but
+ * ECOORD_WORKER_ADMIT_TIMEOUT_MS (none by default: the agent stops a
+ * process it no longer needs; ecw_finalize from another thread ends it); the
+ * build then has rebuild_timeout_ms.  Any other process waits within
+ * rebuild_timeout_ms (ECW_ETIMEDOUT: no epoch it could join).  A process never joins an epoch planned
+ * before it was started (one that admitted an older incarnation of its
+ * node), and one that replaces a dead one of the same rank never joins the
+ * epoch its predecessor was in.  opts NULL means ECW_OPTIONS_INIT
+ * (everything from the environment).  Returns 0 and *out; on error *out is
+ * NULL and nothing is left running.  Call ecw_sync_state() next. */
 int ecw_init(const ecw_options_t *opts, ecw_t **out, ecw_error_t *err);
 
 /* Abort the communicator, stop the threads, close the etcd client, free.
@@ -302,11 +321,14 @@ int ecw_report_failure(ecw_t *w, ecw_error_t *err);
 
 /* Build the communicator of the newest epoch that includes this node:
  * destroy the current one (aborting it first), wait for a membership if this
- * node is a standby, rendezvous with the epoch's members under its keys.  If
- * yet another epoch is published during the build, the build is aborted and
- * the newest one is built instead.  After a communicator failed, the same
- * epoch is never rebuilt: it waits for the next one.  Everything within
- * rebuild_timeout_ms.  Returns 0; ECW_ETIMEDOUT (no usable epoch or a member
+ * node is not in the newest epoch (a standby, or stepped out while another
+ * of its processes boots: for a process started ahead of admission, as in
+ * ecw_init, that wait has no deadline but ECOORD_WORKER_ADMIT_TIMEOUT_MS),
+ * rendezvous with the epoch's members under
+ * its keys.  If yet another epoch is published during the build, the build
+ * is aborted and the newest one is built instead.  After a communicator
+ * failed, the same epoch is never rebuilt: it waits for the next one.  The
+ * build within rebuild_timeout_ms.  Returns 0; ECW_ETIMEDOUT (no usable epoch or a member
  * never arrived by the deadline); ECW_EUNCONFIRMED (the node's membership
  * could not be confirmed by the deadline: etcd away; retry); ECW_EUNAVAILABLE
  * (etcd); the backend's error.  On error the handle has no communicator; calling ecw_rebuild()

@@ -94,6 +94,11 @@ extern const ecw__backend_t ecw__nccl_backend;
  * and count the visible CUDA devices: 0 when none or when a library cannot
  * be loaded (why in err, naming the library). */
 int ecw__nccl_device_count(ecw_t *w, ec_error_t *err);
+/* Make device's CUDA context now (cudaSetDevice + cudaFree(NULL) on the
+ * calling thread), so that the first build does not: part of a boot,
+ * before the process says it is ready.  0 or an error (logged; the build
+ * meets it again). */
+int ecw__nccl_warm(ecw_t *w, int device, ec_error_t *err);
 #endif
 
 /* ---- the handle ------------------------------------------------------------------------ */
@@ -115,6 +120,8 @@ typedef struct ecw__opts {
     int nccl_roots, nccl_scalable_min;
     int local_rank, device;
     uint64_t start_epoch;
+    uint64_t incarnation;       /* ECOORD_INCARNATION: join only an epoch that admitted it (0: any) */
+    int admit_timeout_ms;       /* waiting for an epoch that includes this node (0: no limit) */
     int64_t lease;
     int timeout_ms, rebuild_timeout_ms, epoch_wait_ms, suspect_after_ms;
     int lease_ttl_ms, lease_margin_ms; /* the fence (fence.c); ttl 0: off */
@@ -323,6 +330,9 @@ void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
 
 /* progress.c: the progress file (coord/progress_file.h) around collectives;
  * options.c: its path from the environment (NULL: no agent gave one) */
+/* This process is ready (boots, coord/core/progress_file.h): ecw_init once
+ * it follows the job's epochs; once, the first time only. */
+void ecw__progress_ready(void);
 void ecw__progress_coll_enter(void);
 void ecw__progress_coll_exit(int ok);
 const char *ecw__progress_path(void);

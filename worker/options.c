@@ -54,6 +54,13 @@ static const knob_t knobs[] = {
      0, EC_NPROC_MAX - 1, NULL, "this process's index on its node"},
     {"start_epoch", {EC_ENV_EPOCH}, K_U64, IN(start_epoch), OUT(start_epoch), 0, 0, 0, "0",
      "epoch the agent started this process in: never join an older one"},
+    {"incarnation", {EC_ENV_INCARNATION}, K_U64, NO_IN, OUT(incarnation), 0, 0, 0, "0",
+     "the incarnation of its node this process was started for (ecoord launch sets it when it "
+     "starts a process before its node is admitted): it joins only an epoch that admitted that "
+     "incarnation or a later one (0: any)"},
+    {"admit_timeout_ms", {"ECOORD_WORKER_ADMIT_TIMEOUT_MS"}, K_INT, NO_IN, OUT(admit_timeout_ms),
+     0, 0, 86400000, "0", "how long ecw_init and ecw_rebuild wait for an epoch that includes "
+     "this node (0: as long as it takes; the agent stops a process its node no longer needs)"},
     {"lease", {EC_ENV_LEASE}, K_LEASE, IN(lease), OUT(lease), 0, 0, 0, "0",
      "etcd lease (hex) of this node: every key the library writes is attached to it"},
     {"backend", {"ECOORD_WORKER_BACKEND"}, K_BACKEND, IN(backend), OUT(backend), ECW_BACKEND_AUTO,

@@ -84,6 +84,13 @@ int ecw_progress_resume(void)
     return 0;
 }
 
+void ecw__progress_ready(void)
+{
+    pthread_once(&once, map_it);
+    if (slot && !LOAD(ready_ns)) /* not magic: readiness is no step report */
+        STORE(ready_ns, now_ns());
+}
+
 void ecw__progress_coll_enter(void)
 {
     if (get())

@@ -158,29 +158,32 @@ static void add(envb_t *b, const char *name, const char *fmt, ...)
     b->v[b->n] = NULL;
 }
 
-int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
-                 char *const *base, char ***out, ec_error_t *err)
+/* Remove name from b (an inherited value nothing of ours replaces). */
+static void drop(envb_t *b, const char *name)
 {
-    *out = NULL;
-    if (m_id < 0 || m_id >= ep->nmembers || n_id < 0 || n_id >= ep->nproc)
-        return ec_errorf(err, EC_EINVAL, "no local rank %d on member %d of epoch %llu", n_id, m_id,
-                         (unsigned long long)ep->number);
-    envb_t b = {0};
-    for (size_t i = 0; base && base[i]; i++) {
-        if (is_secret(base[i]))
-            continue;
-        if (b.n + 2 > b.cap) {
-            size_t nc = b.cap ? b.cap * 2 : 128;
-            char **nv = realloc(b.v, nc * sizeof(char *));
-            if (!nv)
-                goto oom;
-            b.v = nv;
-            b.cap = nc;
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < b->n; i++)
+        if (!strncmp(b->v[i], name, nl) && b->v[i][nl] == '=') {
+            free(b->v[i]);
+            b->v[i] = b->v[--b->n];
+            b->v[b->n] = NULL;
+            return;
         }
-        if (!(b.v[b.n] = strdup(base[i])))
-            goto oom;
-        b.v[++b.n] = NULL;
-    }
+}
+
+/* What only an epoch says: set by add_epoch, removed from what a process
+ * started before admission inherits (a stale RANK from the agent's own
+ * environment would be a lie). */
+static const char *const epoch_vars[] = {
+    "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_MASTER",
+    "PADDLE_GLOBAL_SIZE", "PADDLE_GLOBAL_RANK", "PADDLE_NNODES", "PADDLE_WORLD_DEVICE_IDS",
+    "RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+    "MASTER_ADDR", "MASTER_PORT", EC_ENV_PADDLE_CURRENT_ENDPOINT, NULL};
+
+/* What only an epoch says: the rank, the world and every endpoint. */
+static int add_epoch(envb_t *b, const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
+                     ec_error_t *err)
+{
     int64_t rank = ec_rank(m_id, ep->nproc, n_id);
     char *endpoints = NULL;
     /* Every rank's endpoint: from a whole epoch, and only when it fits one
@@ -190,7 +193,7 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     if (ep->present != ep->nmembers)
         omit = "this node holds a view of the epoch (its members are in chunks)";
     else if (ec_epoch_endpoints(ep, ",", &endpoints, err) < 0)
-        goto fail;
+        return err && err->code ? err->code : EC_ENOMEM;
     else if (strlen(endpoints) + sizeof("PADDLE_TRAINER_ENDPOINTS=") > EC_ENV_STRING_MAX)
         omit = "the list is longer than one environment string may be (131072 bytes)";
     if (omit && n_id == 0)
@@ -212,60 +215,109 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     int W = ep->world_size, N = ep->nproc, M = ep->nmembers;
 
     /* Paddle (conventions.md) */
-    add(&b, "PADDLE_TRAINER_ID", "%lld", (long long)rank);
-    add(&b, "PADDLE_TRAINERS_NUM", "%d", W);
+    add(b, "PADDLE_TRAINER_ID", "%lld", (long long)rank);
+    add(b, "PADDLE_TRAINERS_NUM", "%d", W);
     if (endpoints)
-        add(&b, "PADDLE_TRAINER_ENDPOINTS", "%s", endpoints);
-    add(&b, EC_ENV_PADDLE_CURRENT_ENDPOINT, "%s", cur);
+        add(b, "PADDLE_TRAINER_ENDPOINTS", "%s", endpoints);
+    free(endpoints);
+    add(b, EC_ENV_PADDLE_CURRENT_ENDPOINT, "%s", cur);
+    add(b, "PADDLE_MASTER", "%s", rank0);
+    add(b, "PADDLE_GLOBAL_SIZE", "%d", W);
+    add(b, "PADDLE_GLOBAL_RANK", "%lld", (long long)rank);
+    add(b, "PADDLE_NNODES", "%d", M);
+    if (n_id < ctx->ngpus) {
+        /* Paddle's format (fleet's launch_utils.py): every rank's ids in
+         * rank order comma-separated (a rank's several ids ':'-joined: one
+         * each here).  Every member runs the same N, so rank r's id is r % N. */
+        size_t wl = (size_t)W * 12 + 1;
+        char *world = malloc(wl);
+        if (!world)
+            return ec_errorf(err, EC_ENOMEM, "out of memory building the environment");
+        size_t used = 0;
+        for (int r = 0; r < W; r++)
+            used += (size_t)snprintf(world + used, wl - used, "%s%d", r ? "," : "", r % N);
+        if (used + sizeof("PADDLE_WORLD_DEVICE_IDS=") <= EC_ENV_STRING_MAX)
+            add(b, "PADDLE_WORLD_DEVICE_IDS", "%s", world); /* else E2BIG: left out */
+        free(world);
+    }
+    /* torchrun */
+    add(b, "RANK", "%lld", (long long)rank);
+    add(b, "WORLD_SIZE", "%d", W);
+    add(b, "GROUP_RANK", "%d", m_id);
+    add(b, "GROUP_WORLD_SIZE", "%d", M);
+    add(b, "ROLE_RANK", "%lld", (long long)rank);
+    add(b, "ROLE_WORLD_SIZE", "%d", W);
+    add(b, "MASTER_ADDR", "%s", maddr);
+    add(b, "MASTER_PORT", "%d", mport);
+    return 0;
+}
+
+int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
+                 char *const *base, char ***out, ec_error_t *err)
+{
+    *out = NULL;
+    if (ep && (m_id < 0 || m_id >= ep->nmembers || n_id < 0 || n_id >= ep->nproc))
+        return ec_errorf(err, EC_EINVAL, "no local rank %d on member %d of epoch %llu", n_id, m_id,
+                         (unsigned long long)ep->number);
+    if (!ep && (n_id < 0 || n_id >= ctx->nproc))
+        return ec_errorf(err, EC_EINVAL, "no local rank %d on a node of %d processes", n_id,
+                         ctx->nproc);
+    envb_t b = {0};
+    for (size_t i = 0; base && base[i]; i++) {
+        if (is_secret(base[i]))
+            continue;
+        if (b.n + 2 > b.cap) {
+            size_t nc = b.cap ? b.cap * 2 : 128;
+            char **nv = realloc(b.v, nc * sizeof(char *));
+            if (!nv)
+                goto oom;
+            b.v = nv;
+            b.cap = nc;
+        }
+        if (!(b.v[b.n] = strdup(base[i])))
+            goto oom;
+        b.v[++b.n] = NULL;
+    }
+    int N = ep ? ep->nproc : ctx->nproc;
+    if (ep) {
+        if (add_epoch(&b, ep, m_id, n_id, ctx, err) < 0)
+            goto fail;
+    } else {
+        for (int i = 0; epoch_vars[i]; i++)
+            drop(&b, epoch_vars[i]);
+    }
+    if (!ep && ctx->host && *ctx->host && ctx->port) {
+        /* Before its node is admitted: where it will listen is the node's,
+         * not the epoch's (the worker library and ecoord.torch bind it). */
+        char cur[EC_ENDPOINT_MAX];
+        if (ec_endpoint_format(ctx->host, ctx->port, cur, sizeof(cur)) > 0)
+            add(&b, EC_ENV_PADDLE_CURRENT_ENDPOINT, "%s", cur);
+    }
+
+    /* Paddle: this process's place on its node */
     add(&b, "PADDLE_RANK_IN_NODE", "%d", n_id);
-    add(&b, "PADDLE_MASTER", "%s", rank0);
-    add(&b, "PADDLE_GLOBAL_SIZE", "%d", W);
     add(&b, "PADDLE_LOCAL_SIZE", "%d", N);
-    add(&b, "PADDLE_GLOBAL_RANK", "%lld", (long long)rank);
     add(&b, EC_ENV_PADDLE_LOCAL_RANK, "%d", n_id);
-    add(&b, "PADDLE_NNODES", "%d", M);
     add(&b, EC_ENV_PADDLE_JOB_ID, "%s", ctx->job_id);
     add(&b, "PADDLE_LOG_DIR", "%s", ctx->log_dir);
     add(&b, EC_ENV_POD_NAME, "%s", ctx->node_id);
     if (n_id < ctx->ngpus) {
         /* The node's GPUs narrowed to the ones it uses, so an index into
-         * them is the local rank (coord/util/gpus.h); Paddle's formats (fleet's
-         * launch_utils.py): a process's ids comma-separated, every rank's in
-         * rank order comma-separated (a rank's several ids ':'-joined: one
-         * each here).  Every member runs the same N, so rank r's id is r % N. */
+         * them is the local rank (coord/util/gpus.h); a process's ids
+         * comma-separated (fleet's launch_utils.py). */
         if (ctx->visible_devices)
             add(&b, "CUDA_VISIBLE_DEVICES", "%s", ctx->visible_devices);
         add(&b, EC_ENV_SELECTED_GPUS, "%d", n_id);
         add(&b, "PADDLE_LOCAL_DEVICE_IDS", "%d", n_id);
-        size_t wl = (size_t)W * 12 + 1;
-        char *world = malloc(wl);
-        if (!world) {
-            free(endpoints);
-            goto oom;
-        }
-        size_t used = 0;
-        for (int r = 0; r < W; r++)
-            used += (size_t)snprintf(world + used, wl - used, "%s%d", r ? "," : "", r % N);
-        if (used + sizeof("PADDLE_WORLD_DEVICE_IDS=") <= EC_ENV_STRING_MAX)
-            add(&b, "PADDLE_WORLD_DEVICE_IDS", "%s", world); /* else E2BIG: left out */
-        free(world);
         if (!ec_env_get(base, "PADDLE_DISTRI_BACKEND"))
             add(&b, "PADDLE_DISTRI_BACKEND", "nccl");
     } else {
         add(&b, "PADDLE_DISTRI_BACKEND", "gloo");
     }
     /* torchrun */
-    add(&b, "RANK", "%lld", (long long)rank);
     add(&b, EC_ENV_LOCAL_RANK, "%d", n_id);
-    add(&b, "WORLD_SIZE", "%d", W);
     add(&b, "LOCAL_WORLD_SIZE", "%d", N);
-    add(&b, "GROUP_RANK", "%d", m_id);
-    add(&b, "GROUP_WORLD_SIZE", "%d", M);
-    add(&b, "ROLE_RANK", "%lld", (long long)rank);
-    add(&b, "ROLE_WORLD_SIZE", "%d", W);
     add(&b, "ROLE_NAME", "%s", ctx->role && *ctx->role ? ctx->role : "default");
-    add(&b, "MASTER_ADDR", "%s", maddr);
-    add(&b, "MASTER_PORT", "%d", mport);
     add(&b, "TORCHELASTIC_RESTART_COUNT", "%d", ctx->restart_count);
     add(&b, "TORCHELASTIC_MAX_RESTARTS", "%d", ctx->max_restarts);
     add(&b, "TORCHELASTIC_RUN_ID", "%s", ctx->job_id);
@@ -289,8 +341,10 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     add(&b, EC_ENV_ELASTIC_SERVER, "%s", ctx->elastic_server ? ctx->elastic_server : "");
     add(&b, EC_ENV_ETCD_PREFIX, "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
     add(&b, EC_ENV_JOB_ID, "%s", ctx->job_id);
-    add(&b, EC_ENV_EPOCH, "%llu", (unsigned long long)ep->number);
+    add(&b, EC_ENV_EPOCH, "%llu", (unsigned long long)(ep ? ep->number : ctx->start_epoch));
     add(&b, EC_ENV_NODE_ID, "%s", ctx->node_id);
+    if (ctx->incarnation)
+        add(&b, EC_ENV_INCARNATION, "%llu", (unsigned long long)ctx->incarnation);
     add(&b, EC_ENV_LEASE, "%llx", ctx->lease);
     if (ctx->lease_ttl_ms > 0) {
         add(&b, EC_ENV_LEASE_TTL_MS, "%lld", ctx->lease_ttl_ms);
@@ -319,13 +373,11 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
                 abs_path(cfg->etcd_password_file, p, sizeof(p));
                 pwf = p;
             } else if (!(pwf = pw_file(cfg->etcd_password, err))) {
-                free(endpoints);
                 goto fail;
             }
         }
         add(&b, EC_ENV_ETCD_PASSWORD_FILE, "%s", pwf);
     }
-    free(endpoints);
     if (b.oom)
         goto oom;
     *out = b.v;

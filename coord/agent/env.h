@@ -5,6 +5,7 @@
 #define EC_ENV_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "error.h"
 #include "records.h"
@@ -45,10 +46,27 @@ typedef struct ec_env_ctx {
     const char *error_file;
     const char *progress_file;   /* ECOORD_PROGRESS_FILE (coord/progress_file.h); NULL: none */
     const char *role;            /* ROLE_NAME; NULL: "default" */
+    /* A process started before its node is in an epoch (ec_env_build with
+     * no epoch; in place, its node is admitted once it is ready): the
+     * node's N, this rank's address (PADDLE_CURRENT_ENDPOINT: the node's
+     * host and the rank's port, the same in every epoch), and the lowest
+     * epoch it may join (ECOORD_EPOCH). */
+    int nproc;
+    const char *host;
+    uint16_t port;
+    uint64_t start_epoch;
+    /* The node's incarnation the process belongs to (ECOORD_INCARNATION; 0:
+     * not set): it joins only an epoch that admitted that incarnation of
+     * its node, never one planned before it was started. */
+    uint64_t incarnation;
 } ec_env_ctx_t;
 
 /* Build the environment of local rank n_id on member m_id of ep: base
  * (NULL-terminated, e.g. environ) with every variable we set replaced.
+ * ep NULL (m_id ignored): a process started before its node is admitted
+ * gets what its node says (local rank, GPUs, ecoord's variables, its own
+ * endpoint) and nothing of an epoch (no RANK, WORLD_SIZE, MASTER_ADDR,
+ * PADDLE_TRAINER_ID, ...): the worker library tells it those.
  * OMP_NUM_THREADS=1 is added, as torchrun does, when the node runs more than
  * one process and base does not set it (see ec_env_omp_default);
  * NCCL_ASYNC_ERROR_HANDLING=1 and TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base

@@ -11,7 +11,17 @@
  * mode: the agent stops its processes; in place, the worker library refuses
  * collectives by itself (worker/ecw.c).  Once the lease is confirmed again,
  * the node asks for a re-form of the same members (incarnation bump), or
- * rejoins as a new registration if the lease was lost meanwhile. */
+ * rejoins as a new registration if the lease was lost meanwhile.
+ *
+ * Boots (in place, --join_ready_timeout > 0): a process never makes the job
+ * wait for its start.  The agent starts its processes before its node is
+ * admitted (at registration, and at once when it replaces a dead one), with
+ * no epoch in their environment; each says when it is ready (ecw_init
+ * writes the time into its progress file) and the node's record says
+ * booting until every one has, so the leader admits the node only then.  A
+ * member that replaces a process steps out of the job for the boot (its
+ * record says booting, with a new incarnation): the others go on without
+ * it, one epoch, and it comes back once ready. */
 #define _GNU_SOURCE
 #include "launch.h"
 #include "clock.h"
@@ -157,6 +167,16 @@ typedef struct agent {
     ec_node_progress_t pub; /* what was last written (seq 0: nothing) */
     int64_t pub_ms;
     int64_t hang_poll_ms;   /* last look for the leader's hang verdict */
+    /* Boots (top of the file): gated, the node is admitted only once every
+     * process is ready; booting, our record says it is not yet; per rank,
+     * when the running process was started (monotonic ms, 0: none) and
+     * whether it was killed for not becoming ready (reported already). */
+    bool gated;
+    bool booting;
+    int64_t boot_started_ms;
+    int64_t *rank_started_ms;
+    uint64_t not_ready_killed;
+    bool admitted_once;     /* the console says +admitted once per boot */
 } agent_t;
 
 /* The fence margin and threshold, in ms. */
@@ -284,7 +304,10 @@ static void error_file(const agent_t *a, int r, char *buf, size_t len)
     snprintf(buf, len, "%s/error.%d.json", a->log_dir, r);
 }
 
-static int start_rank(agent_t *a, int r)
+/* Start local rank r in the current epoch (a->epoch, a->m_id), or, ahead
+ * of admission (no epoch in its environment; in place only), as a process
+ * that follows the job's epochs itself and is told its rank by them. */
+static int start_rank_as(agent_t *a, int r, bool ahead)
 {
     char errpath[4200];
     error_file(a, r, errpath, sizeof(errpath));
@@ -309,6 +332,11 @@ static int start_rank(agent_t *a, int r)
         .etcd = a->cfg,
         .error_file = errpath,
         .role = a->cfg->role,
+        .nproc = a->nproc,
+        .host = a->host,
+        .port = a->ports[r],
+        .start_epoch = ahead ? ec_node_epoch_floor(a->node) : 0,
+        .incarnation = a->gated ? ec_node_incarnation(a->node) : 0,
     };
     char **env = NULL;
     ec_error_t err = {0};
@@ -319,40 +347,94 @@ static int start_rank(agent_t *a, int r)
             ec_log(EC_LOG_WARN, "%s", err.msg);
         err = (ec_error_t){0};
     }
-    if (ec_env_build(a->epoch, a->m_id, r, &ctx, environ, &env, &err) < 0) {
+    if (ec_env_build(ahead ? NULL : a->epoch, a->m_id, r, &ctx, environ, &env, &err) < 0) {
         ec_log(EC_LOG_ERROR, "cannot build the environment of local rank %d: %s", r, err.msg);
         return err.code;
     }
     char marker[512];
-    int64_t rank = ec_rank(a->m_id, a->nproc, r);
-    snprintf(marker, sizeof(marker),
-             "======== ecoord epoch %" PRIu64 ": rank %lld of world %d, local rank %d, node %s, "
-             "reason %s, restart %d ========\n",
-             a->epoch->number, (long long)rank, a->epoch->world_size, r, a->cfg->node_id,
-             ec_epoch_reason_name(a->epoch->reason), a->restarts);
+    if (ahead) {
+        snprintf(marker, sizeof(marker),
+                 "======== ecoord: local rank %d of node %s started before admission (epoch "
+                 "%" PRIu64 " or later, incarnation %" PRIu64 "), restart %d ========\n",
+                 r, a->cfg->node_id, ctx.start_epoch, ctx.incarnation, a->restarts);
+    } else {
+        int64_t rank = ec_rank(a->m_id, a->nproc, r);
+        snprintf(marker, sizeof(marker),
+                 "======== ecoord epoch %" PRIu64 ": rank %lld of world %d, local rank %d, node %s, "
+                 "reason %s, restart %d ========\n",
+                 a->epoch->number, (long long)rank, a->epoch->world_size, r, a->cfg->node_id,
+                 ec_epoch_reason_name(a->epoch->reason), a->restarts);
+    }
     int rc = ec_procs_start(a->procs, r, env, marker, &err);
     ec_env_free(env);
     if (rc < 0) {
         ec_log(EC_LOG_ERROR, "cannot start local rank %d: %s", r, err.msg);
         record_start_failure(a, r, err.msg);
+    } else {
+        a->rank_started_ms[r] = ec_mono_ms();
+        a->not_ready_killed &= ~(1ULL << (r % 64));
     }
     return rc;
 }
 
-/* Start every local rank: the first that could not be started, or -1. */
-static int start_all(agent_t *a)
+static int start_rank(agent_t *a, int r)
+{
+    return start_rank_as(a, r, false);
+}
+
+/* The node's boot as our record says it, phase booting since now. */
+static void boot_begin(agent_t *a, const char *why, bool bump)
+{
+    ec_node_boot_t b = {.phase = EC_BOOT_BOOTING, .started_at_ms = ec_wall_ms()};
+    snprintf(b.why, sizeof(b.why), "%s", why);
+    for (int r = 0; r < a->nproc; r++)
+        b.nready += ec_procs_pid(a->procs, r) > 0 && ec_progress_ready_ns(a->progress, r) != 0;
+    ec_error_t err = {0};
+    if (ec_node_set_boot(a->node, &b, bump, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot write this node's boot: %s (retrying)", err.msg);
+    if (!a->booting)
+        a->boot_started_ms = ec_mono_ms();
+    a->booting = true;
+    a->admitted_once = false;
+}
+
+/* In place, gated: (re)start local rank r ahead of admission and step this
+ * node out of the job until it is ready: a new incarnation, so the leader
+ * publishes an epoch without it at once, as for a lost node, and the new
+ * process joins no epoch planned before it (not even one that admits this
+ * node as it dies).  why: the record's and the console's reason. */
+static int restart_ahead(agent_t *a, int r, const char *why)
+{
+    bool member = a->m_id >= 0;
+    boot_begin(a, why, true); /* the new incarnation first: the process carries it */
+    int rc = start_rank_as(a, r, true);
+    if (member)
+        ec_log(EC_LOG_INFO, "+step-out node %s: %s; local rank %d started again; the job goes on "
+                            "without this node until it is ready, then admits it again",
+               a->cfg->node_id, why, r);
+    return rc;
+}
+
+/* Start every local rank (ahead: before admission): the first that could
+ * not be started, or -1. */
+static int start_all_as(agent_t *a, bool ahead)
 {
     int failed = -1;
     for (int r = 0; r < a->nproc; r++) {
         a->done[r] = false;
-        if (start_rank(a, r) < 0 && failed < 0)
+        if (start_rank_as(a, r, ahead) < 0 && failed < 0)
             failed = r;
     }
     a->node_done = false;
     return failed;
 }
 
-static int after_failure(agent_t *a, int r, bool start_failed);
+static int start_all(agent_t *a)
+{
+    return start_all_as(a, false);
+}
+
+static int after_failure(agent_t *a, int r, bool start_failed, const char *what);
 
 /* Returns an exit code when the agent must exit, else -1. */
 static int apply_epoch(agent_t *a, ec_epoch_t *ep)
@@ -392,6 +474,17 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
         ec_node_leave(a->node, &err);
         return 1;
     }
+    if (m < 0 && a->gated && ec_procs_running(a->procs)) {
+        /* Its processes follow the job themselves and wait for an epoch
+         * that admits this node: kept, booted and with their state. */
+        a->m_id = -1;
+        ec_error_t err = {0};
+        ec_node_set_state(a->node, EC_NODE_JOINING, NULL, &err);
+        ec_log(EC_LOG_INFO, "this node is not in epoch %" PRIu64 ": its processes %s and wait "
+                            "to be admitted", ep->number,
+               a->booting ? "are booting" : "are ready");
+        return -1;
+    }
     if (m < 0) {
         a->m_id = -1;
         if (ec_procs_running(a->procs))
@@ -412,6 +505,18 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
            ep->world_size);
     if (a->cfg->rebuild == EC_REBUILD_INPROCESS && was_running) {
         /* The processes follow epochs themselves (worker library). */
+        if (a->gated && !a->booting && !a->admitted_once) {
+            a->admitted_once = true;
+            ec_node_boot_t b = ec_node_boot(a->node);
+            if (b.phase == EC_BOOT_READY && b.started_at_ms > 0)
+                ec_log(EC_LOG_INFO, "+admitted node %s in epoch %" PRIu64 ": %lld ms after its "
+                                    "processes started, %lld ms after they were ready",
+                       a->cfg->node_id, ep->number, (long long)(ec_wall_ms() - b.started_at_ms),
+                       (long long)(ec_wall_ms() - b.ready_at_ms));
+        }
+        ec_error_t err = {0};
+        if (ec_node_set_state(a->node, EC_NODE_READY, NULL, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot mark this node ready: %s", err.msg);
         return -1;
     }
     if (a->fenced && a->cfg->rebuild == EC_REBUILD_RESTART) {
@@ -427,7 +532,7 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
     ec_error_t err = {0};
     if (ec_node_set_state(a->node, EC_NODE_READY, NULL, &err) < 0)
         ec_log(EC_LOG_WARN, "cannot mark this node ready: %s", err.msg);
-    return failed >= 0 ? after_failure(a, failed, true) : -1;
+    return failed >= 0 ? after_failure(a, failed, true, "could not be started") : -1;
 }
 
 /* The command line for messages: whole when short, else cut at about max
@@ -539,6 +644,12 @@ static void report_failure(agent_t *a, int r, int status)
 /* Returns an exit code when the agent must exit, else -1. */
 static int on_child_exit(agent_t *a, int r, int status)
 {
+    a->rank_started_ms[r] = 0;
+    if (a->not_ready_killed & (1ULL << (r % 64))) {
+        /* killed for not becoming ready: reported as such (boot_tick) */
+        a->not_ready_killed &= ~(1ULL << (r % 64));
+        return after_failure(a, r, true, "was not ready in time");
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         a->done[r] = true;
         int ndone = 0;
@@ -557,7 +668,13 @@ static int on_child_exit(agent_t *a, int r, int status)
         return -1;
     }
     report_failure(a, r, status);
-    return after_failure(a, r, false);
+    char what[64];
+    if (WIFSIGNALED(status))
+        snprintf(what, sizeof(what), "was killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(what, sizeof(what), "exited with code %d",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return after_failure(a, r, false, what);
 }
 
 /* How long a failure folded into a membership change waits for the epoch
@@ -566,12 +683,13 @@ static int on_child_exit(agent_t *a, int r, int status)
 #define FOLD_WAIT_MS 3000
 
 static int count_restart(agent_t *a, int r);
+static int take_restart(agent_t *a);
 
-/* After local rank r failed (reported): restart within --max_restart, or
- * leave the job.  start_failed: r could not even be started, which says
- * nothing about the peers.  Returns an exit code when the agent must exit,
- * else -1. */
-static int after_failure(agent_t *a, int r, bool start_failed)
+/* After local rank r failed (reported; what: "exited with code 3"):
+ * restart within --max_restart, or leave the job.  start_failed: r could
+ * not even be started (or never became ready), which says nothing about
+ * the peers.  Returns an exit code when the agent must exit, else -1. */
+static int after_failure(agent_t *a, int r, bool start_failed, const char *what)
 {
     ec_error_t err = {0};
     /* A process often dies because a peer's node died: find silent peers
@@ -597,6 +715,33 @@ static int after_failure(agent_t *a, int r, bool start_failed)
      * restart epoch of our own, and nothing taken from --max_restart.  A peer that was only slow answers
      * the leader's probe and no epoch comes: after FOLD_WAIT_MS the failure
      * counts after all (run()). */
+    if (a->gated) {
+        /* In place with boots gated: the process starts again at once and
+         * this node steps out of the job until it is ready; nobody waits
+         * for its boot.  Counted against --max_restart unless a peer's loss
+         * caused it (the epoch was superseded, or a peer is silent). */
+        bool folded = false;
+        if (!start_failed && a->epoch && a->m_id >= 0) {
+            pthread_mutex_lock(&a->lock);
+            folded = (a->new_epoch && a->new_epoch->number > a->epoch->number) ||
+                     ec_node_epoch_number(a->node) > a->epoch->number || nd > 0;
+            pthread_mutex_unlock(&a->lock);
+        }
+        if (folded) {
+            ec_log(EC_LOG_INFO, "+failure of local rank %d folded into the membership change "
+                                "(a peer is gone): not counted against --max_restart=%d (%d "
+                                "used)", r, a->cfg->max_restart, a->restarts);
+        } else {
+            int rc = take_restart(a);
+            if (rc >= 0)
+                return rc;
+        }
+        char why[EC_BOOT_WHY_MAX];
+        snprintf(why, sizeof(why), "local rank %d %s", r, what ? what : "failed");
+        if (restart_ahead(a, r, why) < 0)
+            return after_failure(a, r, true, "could not be started"); /* bounded: counted */
+        return -1;
+    }
     if (!start_failed && a->epoch && a->m_id >= 0) {
         bool inplace = a->cfg->rebuild == EC_REBUILD_INPROCESS;
         pthread_mutex_lock(&a->lock);
@@ -642,10 +787,12 @@ static void start_folded(agent_t *a, uint64_t mask)
 /* Restart this node's processes for local rank r's failure, within
  * --max_restart, or leave the job.  Returns an exit code when the agent
  * must exit, else -1. */
-static int count_restart(agent_t *a, int r)
+/* One more restart of this node's processes against --max_restart: -1
+ * while within it (counted and logged), else leave the job and return the
+ * exit code. */
+static int take_restart(agent_t *a)
 {
     ec_error_t err = {0};
-again:
     a->restarts++;
     if (a->restarts > a->cfg->max_restart) {
         bool fixed = a->cfg->np.min == a->cfg->np.max;
@@ -663,6 +810,16 @@ again:
     ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
            a->cfg->max_restart);
     ec_metrics_restart(a->metrics);
+    return -1;
+}
+
+static int count_restart(agent_t *a, int r)
+{
+    ec_error_t err = {0};
+again:;
+    int trc = take_restart(a);
+    if (trc >= 0)
+        return trc;
     if (a->cfg->rebuild == EC_REBUILD_INPROCESS) {
         if (start_rank(a, r) < 0) /* the peers rebuild in place around it */
             goto again;
@@ -748,6 +905,19 @@ static int on_hung(agent_t *a, int r, const char *why)
     a->pub.silent_ms = 0; /* what we publish next says so */
     if (a->cfg->rebuild == EC_REBUILD_RESTART)
         return count_restart(a, r);
+    if (a->gated) {
+        /* started again at once, this node out of the job until ready */
+        int rc = take_restart(a);
+        if (rc >= 0)
+            return rc;
+        char b[EC_BOOT_WHY_MAX];
+        snprintf(b, sizeof(b), "local rank %d hung", r);
+        boot_begin(a, b, true);
+        int failed = start_all_as(a, true);
+        ec_log(EC_LOG_INFO, "+step-out node %s: %s; its processes started again; the job goes "
+                            "on without this node until they are ready", a->cfg->node_id, b);
+        return failed >= 0 ? after_failure(a, failed, true, "could not be started") : -1;
+    }
     if (a->restarts + 1 > a->cfg->max_restart)
         return count_restart(a, r); /* leaves the job, with its message */
     a->restarts++;
@@ -805,6 +975,72 @@ static int64_t progress_tick(agent_t *a, int *exit_rc)
         }
     }
     return next > now && next - now < 200 ? next - now : 200;
+}
+
+/* Boots (top of the file): while this node's processes boot, look every
+ * 20 ms for each one's ready mark; once all are, say so in our record (the
+ * leader admits the node then).  A process not ready --join_ready_timeout
+ * after its start is a failure: reported, killed, restarted within
+ * --max_restart (on_child_exit).  Returns how long until the next look
+ * (ms). */
+static int64_t boot_tick(agent_t *a)
+{
+    if (!a->gated || !a->booting)
+        return 200;
+    int64_t now = ec_mono_ms();
+    int ready = 0;
+    for (int r = 0; r < a->nproc; r++) {
+        if (ec_procs_pid(a->procs, r) == 0) {
+            ready += a->done[r]; /* finished: nothing to wait for */
+            continue;
+        }
+        if (ec_progress_ready_ns(a->progress, r) != 0) {
+            ready++;
+            continue;
+        }
+        uint64_t bit = 1ULL << (r % 64);
+        int64_t t = a->rank_started_ms[r];
+        if ((a->not_ready_killed & bit) || !t || now - t < a->cfg->join_ready_timeout_ms)
+            continue;
+        char msg[600];
+        snprintf(msg, sizeof(msg), "local rank %d was not ready %.3g s after it started "
+                 "(--join_ready_timeout): under --rebuild=inprocess a process says it is ready "
+                 "when it has joined the job's epochs (ecw_init, ecoord.torch's init); a "
+                 "program that calls neither never does: run it with --rebuild=restart, or "
+                 "raise --join_ready_timeout if its start-up takes longer (see %s)", r,
+                 (double)(now - t) / 1000.0, ec_procs_log_path(a->procs, r));
+        ec_log(EC_LOG_ERROR, "-not-ready node %s: %s; stopping it", a->cfg->node_id, msg);
+        char *lines[] = {msg};
+        ec_failure_t f = {
+            .node_id = (char *)a->cfg->node_id,
+            .kind = EC_FAILURE_NOT_READY,
+            .local_rank = r,
+            .global_rank = 0,
+            .epoch = a->epoch ? a->epoch->number : 0,
+            .time_ms = ec_wall_ms(),
+            .log_path = (char *)ec_procs_log_path(a->procs, r),
+            .nlines = 1,
+            .last_lines = lines,
+            .message = msg,
+        };
+        record_failure(a, &f);
+        a->not_ready_killed |= bit;
+        ec_procs_kill_rank(a->procs, r);
+    }
+    if (ready < a->nproc)
+        return 20;
+    a->booting = false;
+    ec_node_boot_t b = ec_node_boot(a->node);
+    b.phase = EC_BOOT_READY;
+    b.ready_at_ms = ec_wall_ms();
+    b.nready = a->nproc;
+    ec_error_t err = {0};
+    if (ec_node_set_boot(a->node, &b, false, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot write that this node is ready: %s (retrying)", err.msg);
+    ec_log(EC_LOG_INFO, "+ready node %s: its %d processes are ready %lld ms after they started "
+                        "(%s); admitted with the next epoch", a->cfg->node_id, a->nproc,
+           (long long)(now - a->boot_started_ms), b.why);
+    return 200;
 }
 
 static void on_progress(const char *node_id, const ec_node_progress_t *p, void *arg)
@@ -873,6 +1109,9 @@ static int run(agent_t *a)
             return hrc;
         if (pw < wait_ms)
             wait_ms = pw;
+        int64_t bw = boot_tick(a);
+        if (bw < wait_ms)
+            wait_ms = bw;
         int r, st;
         while (ec_procs_reap(a->procs, &r, &st)) {
             int rc = on_child_exit(a, r, st);
@@ -1029,7 +1268,8 @@ int ec_cmd_launch(const ec_config_t *cfg)
     a.ports = calloc((size_t)a.nproc + 2, sizeof(uint16_t));
     a.resv = calloc((size_t)a.nproc + 2, sizeof(int));
     a.done = calloc((size_t)a.nproc, sizeof(bool));
-    if (!a.ports || !a.resv || !a.done)
+    a.rank_started_ms = calloc((size_t)a.nproc, sizeof(int64_t));
+    if (!a.ports || !a.resv || !a.done || !a.rank_started_ms)
         goto out;
     if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 2, a.ports, a.resv, &err) < 0) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
@@ -1051,6 +1291,13 @@ int ec_cmd_launch(const ec_config_t *cfg)
         a.silence_ms = cfg->hang_timeout_ms / 2 < 10000 ? cfg->hang_timeout_ms / 2 : 10000;
     if (!(a.progress = ec_progress_create(a.nproc, a.log_dir, a.silence_ms, &err)))
         ec_log(EC_LOG_WARN, "no progress reports on this node: %s", err.msg);
+    /* Boots gated (top of the file): in place, with a progress file for
+     * each process to say it is ready in. */
+    a.gated = cfg->rebuild == EC_REBUILD_INPROCESS && cfg->join_ready_timeout_ms > 0 && a.progress;
+    if (cfg->rebuild == EC_REBUILD_INPROCESS && cfg->join_ready_timeout_ms > 0 && !a.progress)
+        ec_log(EC_LOG_WARN, "without progress files this node's processes cannot say they are "
+                            "ready: they start when the node is admitted, and the others wait "
+                            "for their start");
     {
         char np_s[32], g_s[32];
         snprintf(np_s, sizeof(np_s), "--nproc_per_node=%d", a.nproc);
@@ -1122,6 +1369,9 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.hang_timeout_ms = cfg->hang_timeout_ms;
     no.straggler_factor = cfg->straggler_factor_x;
     no.epoch_chunk_members = cfg->epoch_chunk_members;
+    no.boot_gated = a.gated;
+    no.boot_why = "joining";
+    no.join_ready_timeout_ms = cfg->join_ready_timeout_ms;
     no.on_progress = on_progress;
     no.on_epoch = on_epoch;
     no.on_job = on_job;
@@ -1136,6 +1386,18 @@ int ec_cmd_launch(const ec_config_t *cfg)
     }
     ec_log(EC_LOG_INFO, "Waiting peer start... (np=%d:%d, elastic_timeout=%.1fs)", cfg->np.min,
            cfg->np.max, (double)cfg->elastic_timeout_ms / 1000.0);
+    if (a.gated) {
+        /* Booting while the job forms or admits us: nobody waits for it. */
+        a.booting = true;
+        a.boot_started_ms = ec_mono_ms();
+        ec_log(EC_LOG_INFO, "+booting node %s: its %d processes start now, before it is "
+                            "admitted; it joins once every one is ready (--join_ready_timeout="
+                            "%.3gs)", cfg->node_id, a.nproc,
+               (double)cfg->join_ready_timeout_ms / 1000.0);
+        int failed = start_all_as(&a, true);
+        if (failed >= 0 && (rc = after_failure(&a, failed, true, "could not be started")) >= 0)
+            goto out;
+    }
     rc = run(&a);
 out:
     if (a.procs)
@@ -1160,6 +1422,7 @@ out:
     free(a.ports);
     free(a.resv);
     free(a.done);
+    free(a.rank_started_ms);
     ec_program_release(&a.prog);
     pthread_mutex_destroy(&a.lock);
     if (console_q) {

@@ -328,6 +328,13 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     }
     n->o.node_id = n->node_id;
     n->state = EC_NODE_JOINING;
+    if (n->o.boot_gated) { /* fields past an older caller's size are zero */
+        n->boot.phase = EC_BOOT_BOOTING;
+        n->boot.started_at_ms = ec_wall_ms();
+        snprintf(n->boot.why, sizeof(n->boot.why), "%s",
+                 n->o.boot_why ? n->o.boot_why : "joining");
+    }
+    n->o.boot_why = NULL; /* borrowed: copied into boot.why */
     n->incarnation = 1;
     n->fp_since = ec_mono_ms();
     n->missing_since = -1;
@@ -415,6 +422,35 @@ int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *
     n->progress.seq = seq;
     pthread_mutex_unlock(&n->lock);
     return put_self_or_retry(n, err);
+}
+
+int ec_node_set_boot(ec_node_t *n, const ec_node_boot_t *boot, bool bump, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    n->boot = *boot;
+    n->boot.why[sizeof(n->boot.why) - 1] = '\0';
+    if (bump)
+        n->incarnation++;
+    pthread_mutex_unlock(&n->lock);
+    return put_self_or_retry(n, err);
+}
+
+ec_node_boot_t ec_node_boot(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    ec_node_boot_t b = n->boot;
+    pthread_mutex_unlock(&n->lock);
+    return b;
+}
+
+uint64_t ec_node_epoch_floor(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t e = n->epoch ? n->epoch->number : 0;
+    if (n->epoch_seen_max > e)
+        e = n->epoch_seen_max;
+    pthread_mutex_unlock(&n->lock);
+    return e + 1;
 }
 
 int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)

@@ -79,6 +79,15 @@ typedef struct ec_node_opts {
     /* --epoch_chunk_members (only the leader's is used): an epoch of more
      * members is published split (records.h); 0: 256.  Appended last. */
     int epoch_chunk_members;
+    /* Boots (in place: processes start before their node is admitted).
+     * boot_gated: this node registers booting (boot_why says why, e.g.
+     * "joining"), and is admitted only once ec_node_set_boot says ready.
+     * join_ready_timeout_ms (only the leader's is used): how long a booting
+     * node holds up the first epoch and the admission of ready joiners
+     * (planner.h); <= 0: no limit.  Appended last. */
+    bool boot_gated;
+    const char *boot_why;
+    int64_t join_ready_timeout_ms;
 } ec_node_opts_t;
 
 #define EC_NODE_OPTS_INIT {.size = sizeof(ec_node_opts_t)}
@@ -106,6 +115,18 @@ int ec_node_take_hang(ec_node_t *n, uint64_t epoch, int *local_rank, char *why, 
 /* Our processes restarted: bump the incarnation so the leader re-forms the
  * job with the same members (reason restart). */
 int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err);
+/* This node's boot (records.h ec_node_boot_t): booting, the leader never
+ * admits it (a member steps out of the job: one epoch without it); ready,
+ * it is admissible again.  bump: also a new incarnation (its processes
+ * were replaced), in the same write.  Written at once; a failed write is
+ * retried by the loop, as for ec_node_set_state. */
+int ec_node_set_boot(ec_node_t *n, const ec_node_boot_t *boot, bool bump, ec_error_t *err);
+/* This node's boot as last set (a copy). */
+ec_node_boot_t ec_node_boot(ec_node_t *n);
+/* The lowest epoch number a process started now, before its node is
+ * admitted, may join: above every epoch this node has seen, of any run
+ * (an epoch it saw was planned without that process). */
+uint64_t ec_node_epoch_floor(ec_node_t *n);
 /* Leave gracefully: state leaving, then revoke the lease so the others
  * re-form at once.  The node stops taking part. */
 int ec_node_leave(ec_node_t *n, ec_error_t *err);

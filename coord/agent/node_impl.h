@@ -57,6 +57,9 @@ typedef struct mnode {
     char *id;
     ec_node_rec_t *rec; /* NULL when the stored value is corrupt */
     int64_t create_rev, mod_rev, lease;
+    /* (leader) monotonic ms it was first seen booting without being ready
+     * since (0: not booting): how long it has held up admissions */
+    int64_t boot_seen_ms;
 } mnode_t;
 
 struct ec_node {
@@ -82,6 +85,7 @@ struct ec_node {
     ec_node_state_t state;
     char *reason;
     int64_t registered_at_ms;
+    ec_node_boot_t boot;    /* phase 0: not gated */
     /* the model, under lock */
     mnode_t *nodes; /* sorted by id */
     size_t nnodes, cap;

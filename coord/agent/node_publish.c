@@ -263,7 +263,8 @@ ec_plan_node_t ec__node_plan_view(const char *id, const ec_node_rec_t *rec, int6
                             .nproc = (uint32_t)rec->nproc,
                             .incarnation = rec->incarnation,
                             .create_revision = create_rev,
-                            .state = (ec_node_state_t)rec->state};
+                            .state = (ec_node_state_t)rec->state,
+                            .booting = rec->boot.phase == EC_BOOT_BOOTING};
 }
 
 void ec__node_plan_and_act(ec_node_t *n)
@@ -312,6 +313,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     ec_plan_node_t *nodes = calloc(n->nnodes ? n->nnodes : 1, sizeof(*nodes));
     ec_plan_member_t *mem = NULL;
     size_t nn = 0;
+    int64_t now = ec_mono_ms();
     for (size_t i = 0; pn && nodes && i < n->nnodes; i++) {
         /* A record without a lease was not written by an agent (ours are
          * all leased) and would never expire: never a member. */
@@ -322,7 +324,17 @@ void ec__node_plan_and_act(ec_node_t *n)
         if (ec__node_held_out(n, n->nodes[i].id))
             continue;
         pn[nn] = &n->nodes[i];
-        nodes[nn++] = ec__node_plan_view(n->nodes[i].id, n->nodes[i].rec, n->nodes[i].create_rev);
+        nodes[nn] = ec__node_plan_view(n->nodes[i].id, n->nodes[i].rec, n->nodes[i].create_rev);
+        /* How long it has held up admissions: since we first saw it booting,
+         * whatever its incarnation (a boot its agent restarts is one wait) */
+        if (nodes[nn].booting) {
+            if (!n->nodes[i].boot_seen_ms)
+                n->nodes[i].boot_seen_ms = now;
+            nodes[nn].booting_ms = now - n->nodes[i].boot_seen_ms;
+        } else {
+            n->nodes[i].boot_seen_ms = 0;
+        }
+        nn++;
     }
     ec_plan_input_t in = EC_PLAN_INPUT_INIT;
     in.config.np_min = n->o.np_min;
@@ -330,6 +342,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.config.nproc = n->o.nproc;
     in.config.elastic_timeout_ms = n->o.elastic_timeout_ms;
     in.config.replace_wait_ms = n->o.replace_wait_ms;
+    in.config.join_ready_timeout_ms = n->o.join_ready_timeout_ms;
     in.nodes = nodes;
     in.n_nodes = nn;
     if (n->epoch) {
@@ -343,7 +356,6 @@ void ec__node_plan_and_act(ec_node_t *n)
         in.epoch.n_members = (size_t)n->epoch->nmembers;
         cur_epoch = n->epoch->number;
     }
-    int64_t now = ec_mono_ms();
     uint64_t fp = ec_plan_fingerprint(&in.config, nodes, nn);
     if (fp != n->fingerprint) {
         n->fingerprint = fp;

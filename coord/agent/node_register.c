@@ -34,6 +34,7 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     r->run = n->run;
     r->epoch_seen = n->epoch_seen_max;
     r->progress = n->progress;
+    r->boot = n->boot;
     pthread_mutex_unlock(&n->lock);
     r->agent_version = n->agent_version ? strdup(n->agent_version) : NULL;
     int rc = ec_node_rec_encode(r, buf, len, err);

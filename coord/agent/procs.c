@@ -489,6 +489,12 @@ static void signal_ranks(ec_procs_t *p, int sig)
             kill(-p->r[i].pid, sig);
 }
 
+void ec_procs_kill_rank(ec_procs_t *p, int r)
+{
+    if (p && r >= 0 && r < p->nproc && p->r[r].pid > 0)
+        kill(-p->r[r].pid, SIGKILL);
+}
+
 static bool termed(ec_procs_t *p, pid_t pid)
 {
     for (int i = 0; i < p->ntermed; i++)

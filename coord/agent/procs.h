@@ -59,6 +59,9 @@ void ec_procs_set_abort(ec_procs_t *p, const volatile sig_atomic_t *abort_flag);
  * waiting at most EC_PROCS_KILL_WAIT_MS; what could not be reaped is
  * logged. */
 void ec_procs_kill_all(ec_procs_t *p);
+/* SIGKILL local rank r's process group now (no wait: ec_procs_reap
+ * reports it as usual).  Nothing when it is not running. */
+void ec_procs_kill_rank(ec_procs_t *p, int r);
 /* Reap one exited rank without blocking: 1 with *r and *status (wait(2)
  * status) filled, 0 if none exited.  Reaps exited orphans on the way, and
  * tells the janitor about new ones (after a reap, else at most every

@@ -1,6 +1,7 @@
 /* The agent's view of its ranks' progress: see progress.h. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +125,9 @@ static void sample_one(ec_progress_t *p, rank_t *k, pid_t pid, int64_t now)
     k->running = pid > 0;
     if (!k->running)
         return;
-    if (!was && k->start_ms <= 0)
+    /* Sampled again after a time it was not (not a member, fenced): its
+     * silence counts from now, not from its last step before. */
+    if (!was)
         k->start_ms = k->last_ms = now;
     ec_progress_slot_t s;
     int fd = open(k->path, O_RDONLY | O_CLOEXEC);
@@ -170,6 +173,20 @@ void ec_progress_sample(ec_progress_t *p, const pid_t *pid, int64_t now_ms)
     p->now_ms = now_ms;
     for (int i = 0; i < p->nproc; i++)
         sample_one(p, &p->r[i], pid[i], now_ms);
+}
+
+int64_t ec_progress_ready_ns(const ec_progress_t *p, int r)
+{
+    if (!p || r < 0 || r >= p->nproc)
+        return 0;
+    int64_t v = 0;
+    int fd = open(p->r[r].path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (pread(fd, &v, sizeof(v), offsetof(ec_progress_slot_t, ready_ns)) != (ssize_t)sizeof(v))
+            v = 0;
+        close(fd);
+    }
+    return v;
 }
 
 int64_t ec_progress_step_us(const int64_t *t_ns, const uint64_t *step, int n)

@@ -49,6 +49,10 @@ int ec_progress_reset(ec_progress_t *p, int r, const char *log_path, ec_error_t 
 /* Sample every rank; pid[r] is its process (0: not running, not counted).
  * now_ms is CLOCK_MONOTONIC. */
 void ec_progress_sample(ec_progress_t *p, const pid_t *pid, int64_t now_ms);
+/* When local rank r's process said it was ready (CLOCK_MONOTONIC ns, from
+ * its file: coord/core/progress_file.h), 0 while it has not; one read of
+ * the file. */
+int64_t ec_progress_ready_ns(const ec_progress_t *p, int r);
 
 /* The node's summary as of the last sample (seq left 0: the caller numbers
  * what it publishes). */

@@ -258,6 +258,18 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "after a node is lost, how long to wait for a replacement before going "
                 "on without it (0: at once).",
         .offset = OFF(replace_wait_ms)},
+    [EC_K_JOIN_READY_TIMEOUT] = {
+        .id = EC_K_JOIN_READY_TIMEOUT, .name = "join_ready_timeout",
+        .spellings = {"join_ready_timeout"}, .env = {"ECOORD_JOIN_READY_TIMEOUT"},
+        .type = EC_KT_SECONDS, .cmds = L, .min = 0, .max = 86400000,
+        .def = "300", .metavar = "SECONDS", .example = "600", .group = "job",
+        .help = "in place (--rebuild=inprocess): a node's processes start before it is "
+                "admitted and it is admitted only once every one of them is ready (ecw_init, "
+                "ecoord.torch's init), so the job never waits for their boot; a process not "
+                "ready this long after its start is a failure (restarted within "
+                "--max_restart) and is not admitted.  0: no boot gate (processes start "
+                "when their node is admitted, as before).",
+        .offset = OFF(join_ready_timeout_ms)},
     [EC_K_REBUILD] = {
         .id = EC_K_REBUILD, .name = "rebuild",
         .spellings = {"rebuild"}, .env = {EC_ENV_REBUILD},

@@ -62,6 +62,7 @@ typedef enum {
     EC_K_ELASTIC_TIMEOUT,
     EC_K_JOIN_TIMEOUT,
     EC_K_REPLACE_WAIT,
+    EC_K_JOIN_READY_TIMEOUT,
     EC_K_EPOCH_CHUNK_MEMBERS,
     EC_K_REBUILD,
     EC_K_NODE_ID,
@@ -202,6 +203,7 @@ typedef struct ec_config {
     int64_t elastic_timeout_ms;
     int64_t join_timeout_ms;     /* 0: wait for the job to form as long as it takes */
     int64_t replace_wait_ms;
+    int64_t join_ready_timeout_ms; /* in place: a boot's bound; 0: boots are not waited for */
     ec_rebuild_t rebuild;
 
     /* this node */

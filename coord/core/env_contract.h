@@ -17,7 +17,9 @@
 #define EC_ENV_ETCD_PREFIX "ECOORD_ETCD_PREFIX"           /* key prefix */
 #define EC_ENV_JOB_ID "ECOORD_JOB_ID"
 #define EC_ENV_NODE_ID "ECOORD_NODE_ID"
-#define EC_ENV_EPOCH "ECOORD_EPOCH"                       /* epoch started in */
+#define EC_ENV_EPOCH "ECOORD_EPOCH"                       /* epoch started in (before
+                                                           * admission: the lowest it may join) */
+#define EC_ENV_INCARNATION "ECOORD_INCARNATION"           /* its node's incarnation */
 #define EC_ENV_LEASE "ECOORD_LEASE"                       /* node's lease, hex */
 #define EC_ENV_LEASE_TTL_MS "ECOORD_LEASE_TTL_MS"
 #define EC_ENV_LEASE_MARGIN_MS "ECOORD_LEASE_MARGIN_MS"

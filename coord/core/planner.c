@@ -42,12 +42,23 @@ const char *ec_plan_action_name(ec_plan_action_t action)
     return "unknown";
 }
 
-int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *node)
+/* Joining or ready with the job's N: eligible, or pending while booting. */
+static int alive(const ec_plan_config_t *cfg, const ec_plan_node_t *node)
 {
     if (!cfg || !node || cfg->nproc < 1)
         return 0;
     return (node->state == EC_NODE_JOINING || node->state == EC_NODE_READY) &&
            node->nproc == (uint32_t)cfg->nproc;
+}
+
+int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *node)
+{
+    return alive(cfg, node) && !node->booting;
+}
+
+int ec_plan_node_pending(const ec_plan_config_t *cfg, const ec_plan_node_t *node)
+{
+    return alive(cfg, node) && node->booting;
 }
 
 /* The planner reads a node's state only through these classes: alive
@@ -68,7 +79,7 @@ bool ec_plan_node_equiv(const ec_plan_node_t *a, const ec_plan_node_t *b)
         (a->node_id && strcmp(a->node_id, b->node_id) != 0))
         return false;
     return a->nproc == b->nproc && a->incarnation == b->incarnation &&
-           a->create_revision == b->create_revision &&
+           a->create_revision == b->create_revision && a->booting == b->booting &&
            state_class(a->state) == state_class(b->state);
 }
 
@@ -101,7 +112,7 @@ uint64_t ec_plan_fingerprint(const ec_plan_config_t *cfg, const ec_plan_node_t *
     /* A sum of per-id digests: independent of order, no sort needed. */
     uint64_t sum = 0, count = 0;
     for (size_t i = 0; nodes && i < n_nodes; i++) {
-        if (nodes[i].node_id && ec_plan_node_eligible(cfg, &nodes[i])) {
+        if (nodes[i].node_id && alive(cfg, &nodes[i])) {
             sum += id_hash(nodes[i].node_id);
             count++;
         }
@@ -198,10 +209,14 @@ typedef struct {
     void *scratch;          /* one block holding the arrays below and the tables */
     size_t *mem_node;       /* per member: node index, or SIZE_MAX if absent */
     size_t *cand;           /* eligible non-members, registration order */
+    size_t *pend;           /* booting non-members still waited for, registration order */
+    size_t *late;           /* booting non-members past join_ready_timeout_ms */
     unsigned char *elig;    /* per node */
     unsigned char *mstat;   /* per member: a mem_status_t */
     unsigned char *graceful;/* per member, meaningful when departed */
-    size_t n_cand;
+    size_t n_cand, n_pend, n_late;
+    int64_t pend_longest;   /* the longest boot among pend[] (ms) */
+    int64_t pend_left;      /* time until the first of pend[] is no longer waited for (ms) */
     size_t n_departed, n_restarted, n_failed, n_done;
 } plan_t;
 
@@ -221,7 +236,10 @@ static const char *departed_word(const plan_t *p, size_t m)
         case EC_NODE_FAILED:
             return "failed";
         default:
-            return "not eligible";
+            return p->in->nodes[p->mem_node[m]].booting &&
+                           (int)p->in->nodes[p->mem_node[m]].nproc == p->cfg->nproc
+                       ? "restarting its processes"
+                       : "not eligible";
         }
     }
     return p->graceful[m] ? "left" : "missing";
@@ -270,6 +288,41 @@ static void sb_refused_note(ec_strbuf_t *sb, const ec_plan_decision_t *d, const 
 static int64_t elapsed(int64_t ms)
 {
     return ms < 0 ? 0 : ms;
+}
+
+static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wait_ms);
+
+/* "waiting for n2, n3 to be ready (booting for up to 300 ms; up to 4700 ms
+ * more)": the booting nodes still waited for. */
+static void sb_pending(ec_strbuf_t *sb, const plan_t *p)
+{
+    ec_strbuf_printf(sb, "waiting for ");
+    sb_node_names(sb, p->in->nodes, p->pend, p->n_pend);
+    ec_strbuf_printf(sb, " to be ready (booting for %s%" PRId64 " ms", p->n_pend > 1 ? "up to " : "",
+                     p->pend_longest);
+    if (p->cfg->join_ready_timeout_ms > 0)
+        ec_strbuf_printf(sb, "; up to %" PRId64 " ms more", p->pend_left);
+    ec_strbuf_printf(sb, ")");
+}
+
+/* "; n2 not ready after 5000 ms": booting nodes no longer waited for. */
+static void sb_late(ec_strbuf_t *sb, const plan_t *p)
+{
+    if (!p->n_late)
+        return;
+    ec_strbuf_sep(sb, "; ");
+    sb_node_names(sb, p->in->nodes, p->late, p->n_late);
+    ec_strbuf_printf(sb, " not ready after %" PRId64 " ms", p->cfg->join_ready_timeout_ms);
+}
+
+/* Wait for the booting nodes in pend[]: until the first is no longer waited
+ * for when that publishes (can_publish), else until something changes. */
+static void wait_pending(plan_t *p, ec_plan_decision_t *d, bool can_publish)
+{
+    if (can_publish && p->cfg->join_ready_timeout_ms > 0)
+        set_wait(d, EC_PLAN_WAIT_UNTIL, p->pend_left > 0 ? p->pend_left : 1);
+    else
+        set_wait(d, EC_PLAN_WAIT, 0);
 }
 
 static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wait_ms)
@@ -348,6 +401,8 @@ static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_epoch_
         ec_strbuf_sep(why, "; ");
         ec_strbuf_printf(why, "%zu standby%s", p->n_cand - next, p->n_cand - next == 1 ? "" : "s");
     }
+    if (n > first_join)
+        sb_late(why, p); /* joiners admitted without them */
 
     if (p->n_departed)
         reason = dropped ? (any_lost ? EC_REASON_LOST : EC_REASON_LEAVE)
@@ -360,26 +415,47 @@ static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_epoch_
     return 0;
 }
 
-/* The first-epoch rules: no members, every eligible node is a candidate. */
+/* The first-epoch rules: no members, every eligible node is a candidate;
+ * booting ones are waited for (sb_pending), within join_ready_timeout_ms. */
 static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 {
     const ec_plan_config_t *c = p->cfg;
-    size_t n = p->n_cand, min = (size_t)c->np_min, max = (size_t)c->np_max;
+    size_t n = p->n_cand, np = p->n_pend, min = (size_t)c->np_min, max = (size_t)c->np_max;
 
-    if (n < min) {
-        ec_strbuf_printf(why, "waiting for %zu more node%s: have %zu, need np_min=%d", min - n,
-                  plural(min - n), n, c->np_min);
-        set_wait(d, EC_PLAN_WAIT, 0);
-        return 0;
-    }
-    int64_t since = elapsed(p->in->since_eligible_change_ms);
-    if (n < max && since < c->elastic_timeout_ms) {
-        ec_strbuf_printf(why,
-                  "have %zu of np_max=%d nodes (np_min=%d): starting with %zu in %" PRId64
-                  " ms unless more join",
-                  n, c->np_max, c->np_min, n, c->elastic_timeout_ms - since);
-        set_wait(d, EC_PLAN_WAIT_UNTIL, c->elastic_timeout_ms - since);
-        return 0;
+    if (n < max) {
+        if (n + np < min) {
+            ec_strbuf_printf(why, "waiting for %zu more node%s: have %zu", min - n - np,
+                             plural(min - n - np), n);
+            if (np)
+                ec_strbuf_printf(why, " (and %zu booting)", np);
+            ec_strbuf_printf(why, ", need np_min=%d", c->np_min);
+            sb_late(why, p);
+            set_wait(d, EC_PLAN_WAIT, 0);
+            return 0;
+        }
+        int64_t since = elapsed(p->in->since_eligible_change_ms);
+        if (n + np < max && since < c->elastic_timeout_ms) {
+            ec_strbuf_printf(why,
+                      "have %zu of np_max=%d nodes (np_min=%d): starting with %zu in %" PRId64
+                      " ms unless more join",
+                      n + np, c->np_max, c->np_min, n + np, c->elastic_timeout_ms - since);
+            int64_t wait = c->elastic_timeout_ms - since;
+            if (np) {
+                ec_strbuf_printf(why, " (%zu booting: once ready)", np);
+                /* a boot that runs out first changes the count: plan then */
+                if (c->join_ready_timeout_ms > 0 && p->pend_left < wait)
+                    wait = p->pend_left > 0 ? p->pend_left : 1;
+            }
+            sb_late(why, p);
+            set_wait(d, EC_PLAN_WAIT_UNTIL, wait);
+            return 0;
+        }
+        if (np) {
+            sb_pending(why, p);
+            ec_strbuf_printf(why, ": starting with %zu nodes once every one is", n + np);
+            wait_pending(p, d, n >= min);
+            return 0;
+        }
     }
     size_t w = n < max ? n : max;
     d->members = malloc(w * sizeof(*d->members));
@@ -390,6 +466,7 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
     sb_node_names(why, p->in->nodes, d->members, w);
     if (n > w)
         ec_strbuf_printf(why, "; %zu standby%s", n - w, n - w == 1 ? "" : "s");
+    sb_late(why, p);
     d->action = EC_PLAN_PUBLISH;
     d->reason = EC_REASON_START;
     d->n_members = w;
@@ -472,8 +549,17 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 
     if (p->n_cand && p->n_mem < max) {
         int64_t since = elapsed(p->in->since_eligible_change_ms);
-        if (p->n_mem + p->n_cand >= max || since >= c->elastic_timeout_ms)
+        if (p->n_mem + p->n_cand >= max || (since >= c->elastic_timeout_ms && !p->n_pend))
             return publish(p, d, why, EC_REASON_JOIN);
+        if (since >= c->elastic_timeout_ms) {
+            /* joiners that registered with them are admitted together */
+            sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
+            ec_strbuf_printf(why, " ready; ");
+            sb_pending(why, p);
+            ec_strbuf_printf(why, " before admitting %zu nodes", p->n_cand + p->n_pend);
+            wait_pending(p, d, true);
+            return 0;
+        }
         sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
         ec_strbuf_printf(why,
                   " joined: publishing %zu nodes in %" PRId64 " ms unless more join"
@@ -487,6 +573,18 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
         ec_strbuf_printf(why, ": %zu standby%s (", p->n_cand, p->n_cand == 1 ? "" : "s");
         sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
         ec_strbuf_printf(why, ")");
+    }
+    if (p->n_pend + p->n_late) {
+        /* pend[] and late[] both in registration order: names of the two */
+        size_t nb = p->n_pend + p->n_late;
+        ec_strbuf_printf(why, "%s%zu node%s booting (", p->n_cand ? "; " : ": ", nb, plural(nb));
+        sb_node_names(why, p->in->nodes, p->pend, p->n_pend);
+        if (p->n_late) {
+            if (p->n_pend)
+                ec_strbuf_printf(why, ", ");
+            sb_node_names(why, p->in->nodes, p->late, p->n_late);
+        }
+        ec_strbuf_printf(why, "): each joins once ready");
     }
     set_wait(d, EC_PLAN_WAIT, 0);
     return 0;
@@ -568,7 +666,7 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
         return ec_errorf(err, EC_EINVAL, "planner input: %zu nodes, %zu members: too many",
                          nn, nm);
     /* One zeroed block, largest alignment first. */
-    size_t sz = (cap_n + cap_m) * sizeof(slot_t) + (nm + nn) * sizeof(size_t) + nn + 2 * nm;
+    size_t sz = (cap_n + cap_m) * sizeof(slot_t) + (nm + 3 * nn) * sizeof(size_t) + nn + 2 * nm;
     char *b = p->scratch = calloc(1, sz);
     if (!b)
         return EC_ENOMEM;
@@ -579,6 +677,10 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
     p->mem_node = (size_t *)b;
     b += nm * sizeof(size_t);
     p->cand = (size_t *)b;
+    b += nn * sizeof(size_t);
+    p->pend = (size_t *)b;
+    b += nn * sizeof(size_t);
+    p->late = (size_t *)b;
     b += nn * sizeof(size_t);
     p->elig = (unsigned char *)b;
     p->mstat = p->elig + nn;
@@ -601,20 +703,37 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
             return ec_errorf(err, EC_EINVAL, "node %s is registered twice (entries %zu and %zu)",
                              nd->node_id, dup, i);
         p->elig[i] = (unsigned char)ec_plan_node_eligible(p->cfg, nd);
-        n_refused += !p->elig[i] && (nd->state == EC_NODE_JOINING || nd->state == EC_NODE_READY);
+        bool pending = ec_plan_node_pending(p->cfg, nd);
+        n_refused += !p->elig[i] && !pending &&
+                     (nd->state == EC_NODE_JOINING || nd->state == EC_NODE_READY);
         size_t mid = idtab_get(&tm, nd->node_id, h);
-        if (mid != SIZE_MAX)
+        if (mid != SIZE_MAX) {
             p->mem_node[mid] = i;
-        else if (p->elig[i])
+        } else if (p->elig[i]) {
             p->cand[p->n_cand++] = i;
+        } else if (pending) {
+            int64_t t = elapsed(nd->booting_ms), limit = p->cfg->join_ready_timeout_ms;
+            if (limit > 0 && t >= limit) {
+                p->late[p->n_late++] = i;
+            } else {
+                if (!p->n_pend || t > p->pend_longest)
+                    p->pend_longest = t;
+                if (limit > 0 && (!p->n_pend || limit - t < p->pend_left))
+                    p->pend_left = limit - t;
+                p->pend[p->n_pend++] = i;
+            }
+        }
     }
     qsort_r(p->cand, p->n_cand, sizeof(*p->cand), regorder_cmp, (void *)nodes);
+    qsort_r(p->pend, p->n_pend, sizeof(*p->pend), regorder_cmp, (void *)nodes);
+    qsort_r(p->late, p->n_late, sizeof(*p->late), regorder_cmp, (void *)nodes);
 
     if (n_refused && !(d->refused = calloc(n_refused, sizeof(*d->refused))))
         return EC_ENOMEM;
     for (size_t i = 0; n_refused && i < nn; i++) {
         const ec_plan_node_t *nd = &nodes[i];
-        if (p->elig[i] || (nd->state != EC_NODE_JOINING && nd->state != EC_NODE_READY))
+        if (p->elig[i] || ec_plan_node_pending(p->cfg, nd) ||
+            (nd->state != EC_NODE_JOINING && nd->state != EC_NODE_READY))
             continue;
         ec_strbuf_t sb = EC_STRBUF_INIT;
         ec_strbuf_printf(&sb,
@@ -641,8 +760,10 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
             p->mstat[m] = MEM_ALIVE;
             p->n_done++;
         } else {
+            /* A booting member's agent replaces its processes: it steps
+             * out, as a node leaving does, and joins again once ready. */
             p->mstat[m] = MEM_DEPARTED;
-            p->graceful[m] = nodes[i].state == EC_NODE_LEAVING;
+            p->graceful[m] = nodes[i].state == EC_NODE_LEAVING || ec_plan_node_pending(p->cfg, &nodes[i]);
             p->n_failed += nodes[i].state == EC_NODE_FAILED;
         }
         p->n_departed += p->mstat[m] == MEM_DEPARTED;

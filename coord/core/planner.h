@@ -31,6 +31,15 @@
  *      np_max is reached, else once the eligible set has been stable for
  *      elastic_timeout_ms (join)
  *   9. otherwise                                      -> WAIT ("steady")
+ * Booting nodes (their processes start before they count: in place, the
+ * agent starts them at once and the node is admitted when every one is
+ * ready) are never published.  A member that is booting departs as in rule 6
+ * (a "leave": its agent replaces a process; it comes back once ready).  A
+ * booting non-member counts toward the elastic window (its fingerprint) and,
+ * for up to join_ready_timeout_ms, holds up the first epoch (rule 4) and
+ * the admission of ready joiners (rule 8), so that nodes that registered
+ * together are admitted in one epoch; it never holds up a departure, a
+ * restart or a publish at np_max.
  * No publish ever has fewer than np_min or more than np_max members (an epoch
  * left below a since-raised np_min is republished only once enough nodes are
  * eligible; until then a restart or join WAITs).
@@ -70,6 +79,12 @@ typedef struct ec_plan_config {
     int nproc;                  /* N, >= 1; np_max * nproc must fit int32 */
     int64_t elastic_timeout_ms; /* >= 0 */
     int64_t replace_wait_ms;    /* >= 0 */
+    /* How long a booting node (below) holds up the admission of others:
+     * the first epoch, and joiners that are ready, wait for the booting
+     * nodes registered with them until each is ready or has booted this
+     * long; after that they go on without it.  <= 0: no limit (the node's
+     * own agent gives up on its boot: --join_ready_timeout). */
+    int64_t join_ready_timeout_ms;
 } ec_plan_config_t;
 
 /* One registered node (nodes/<node_id>).  Borrowed by the planner. */
@@ -79,6 +94,16 @@ typedef struct ec_plan_node {
     uint64_t incarnation;     /* bumped each time the node's agent registers */
     int64_t create_revision;  /* etcd create revision: registration order */
     ec_node_state_t state;
+    /* The node's processes are starting and not all ready yet (in place:
+     * they boot before they count; the record's boot phase).  A booting
+     * node is never published: a member that is booting (its agent
+     * replaces a dead process) departs, a non-member is admitted once
+     * ready. */
+    bool booting;
+    /* How long the caller has seen it booting, in ms (the caller's clock;
+     * not part of the record, so never a reason to plan again: the
+     * WAIT_UNTIL of a wait for it says when); < 0: counted as 0. */
+    int64_t booting_ms;
 } ec_plan_node_t;
 
 /* One member of the current epoch; its index in the array is its M_id. */
@@ -162,24 +187,30 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
 /* Free a decision and everything it owns.  Accepts NULL; preserves errno. */
 void ec_plan_decision_free(ec_plan_decision_t *d);
 
-/* Whether the planner would admit this node: state joining or ready and
- * nproc == config nproc.  The one definition of "eligible". */
+/* Whether the planner would admit this node: state joining or ready,
+ * nproc == config nproc, and not booting.  The one definition of
+ * "eligible". */
 int ec_plan_node_eligible(const ec_plan_config_t *cfg, const ec_plan_node_t *node);
+/* Whether it would be eligible but for its boot (state joining or ready,
+ * the job's nproc, booting). */
+int ec_plan_node_pending(const ec_plan_config_t *cfg, const ec_plan_node_t *node);
 
 /* Whether the planner treats a and b, two versions of one node's entry,
  * alike in every decision, whatever the rest of the input: the same id,
- * nproc, incarnation and registration order, and states it does not tell
- * apart (joining and ready are both "alive and eligible"; leaving, done,
- * failed and anything else each differ).  A caller may skip re-planning
+ * nproc, incarnation, registration order and booting flag (booting_ms is
+ * the caller's clock, not compared), and states it does not tell apart
+ * (joining and ready are both "alive and eligible"; leaving, done, failed
+ * and anything else each differ).  A caller may skip re-planning
  * when the only change since its last plan is a node going from a to b
  * (the leader skips the plan for a record write that changes only what
  * the planner does not read: a progress summary, epoch_seen, a READY after
  * JOINING).  NULLs: equal only when both are NULL. */
 bool ec_plan_node_equiv(const ec_plan_node_t *a, const ec_plan_node_t *b);
 
-/* A 64-bit digest of the set of eligible node ids (independent of array
- * order).  The caller restarts its since_eligible_change_ms clock whenever
- * the digest differs from the previous call's. */
+/* A 64-bit digest of the set of eligible and booting node ids (independent
+ * of array order): a node that becomes ready is no new node.  The caller
+ * restarts its since_eligible_change_ms clock whenever the digest differs
+ * from the previous call's. */
 uint64_t ec_plan_fingerprint(const ec_plan_config_t *cfg, const ec_plan_node_t *nodes,
                              size_t n_nodes);
 

@@ -35,7 +35,13 @@ typedef struct ec_progress_slot {
     int64_t coll_enter_ns;  /* 32: inside a collective since (0: not in one) */
     int64_t paused_ns;      /* 40: declared a pause (checkpoint) at (0: not paused) */
     int64_t resumed_ns;     /* 48: ... and resumed at */
-    uint64_t reserved;      /* 56 */
+    /* 56: CLOCK_MONOTONIC ns the process said it was ready (0: not yet):
+     * under --rebuild=inprocess its node is admitted only once every local
+     * rank is (ecw_init writes it once it follows the job's epochs).
+     * Written on its own, whatever magic says: a program that reports no
+     * steps is ready all the same.  (Was `reserved`, always 0: version 1
+     * stands.) */
+    int64_t ready_ns;
 } ec_progress_slot_t;
 
 _Static_assert(sizeof(ec_progress_slot_t) == EC_PROGRESS_FILE_SIZE, "progress file layout");

@@ -33,6 +33,8 @@ EC_NODE_STATE_MAP(EC__NODE_SAME)
 EC_EPOCH_REASON_MAP(EC__REASON_SAME)
 EC_JOB_STATE_MAP(EC__JOB_SAME)
 EC_FAILURE_KIND_MAP(EC__FAIL_SAME)
+#define EC__BOOT_SAME(n, v, t) EC__SAME(EC_BOOT_, ECOORD__BOOT_PHASE__BOOT_PHASE_, n, v, t)
+EC_BOOT_PHASE_MAP(EC__BOOT_SAME)
 
 /* ---- enum names; a value is "known" iff it has a name and is not 0 -------- */
 
@@ -64,6 +66,12 @@ const char *ec_failure_kind_name(ec_failure_kind_t k)
     return "unknown";
 }
 
+const char *ec_boot_phase_name(int phase)
+{
+    switch (phase) { EC_BOOT_PHASE_MAP(EC__NAME_CASE) }
+    return "unknown";
+}
+
 #define EC__KNOWN_CASE(n, v, t) case (v):
 static int node_state_known(int s)
 {
@@ -83,6 +91,11 @@ static int job_state_known(int s)
 static int failure_kind_known(int k)
 {
     switch (k) { EC_FAILURE_KIND_MAP(EC__KNOWN_CASE) return k != 0; }
+    return 0;
+}
+static int boot_phase_known(int p)
+{
+    switch (p) { EC_BOOT_PHASE_MAP(EC__KNOWN_CASE) return p != 0; }
     return 0;
 }
 
@@ -302,6 +315,17 @@ static int node_validate(const ec_node_rec_t *r, const vctx_t *v)
                        r->node_id, i, r->device_ids ? SHOW(r->device_ids[i]) : "(null)");
     if (!node_state_known(r->state))
         return bad(v, "node %s: state %d is not a known node state", r->node_id, (int)r->state);
+    if (r->boot.phase != EC_BOOT_UNKNOWN) {
+        if (!boot_phase_known(r->boot.phase))
+            return bad(v, "node %s: boot phase %d is not a known phase", r->node_id,
+                       (int)r->boot.phase);
+        if (r->boot.nready < 0 || r->boot.nready > r->nproc || r->boot.started_at_ms < 0 ||
+            r->boot.ready_at_ms < 0)
+            return bad(v, "node %s: boot says %d of nproc=%d ready (started at %lld, ready at "
+                       "%lld): outside the record's bounds", r->node_id, r->boot.nready,
+                       r->nproc, (long long)r->boot.started_at_ms,
+                       (long long)r->boot.ready_at_ms);
+    }
     return 0;
 }
 
@@ -354,6 +378,15 @@ int ec_node_rec_encode(const ec_node_rec_t *r, void **buf, size_t *len, ec_error
         pg.slowest_us = p->slowest_us;
         pg.slowest_rank = p->slowest_rank;
         m.progress = &pg;
+    }
+    Ecoord__NodeBoot bt = ECOORD__NODE_BOOT__INIT;
+    if (r->boot.phase != EC_BOOT_UNKNOWN) {
+        bt.phase = (Ecoord__BootPhase)r->boot.phase;
+        bt.started_at_ms = r->boot.started_at_ms;
+        bt.ready_at_ms = r->boot.ready_at_ms;
+        bt.nready = (uint32_t)r->boot.nready;
+        bt.why = (char *)r->boot.why;
+        m.boot = &bt;
     }
     rc = pack(&m.base, &v, buf, len);
     free(ports);
@@ -437,6 +470,24 @@ int ec_node_rec_decode(const void *buf, size_t len, const char *key, ec_node_rec
             .silent_rank = p->silent_rank, .waiting = p->waiting, .stopped = p->stopped,
             .paused = p->paused, .step_p50_us = p->step_p50_us, .slowest_us = p->slowest_us,
             .slowest_rank = p->slowest_rank};
+    }
+    if (m->boot) {
+        const Ecoord__NodeBoot *b = m->boot;
+        if (!boot_phase_known((int)b->phase)) {
+            rc = bad(&v, "node '%.64s': boot phase %d is not a known phase", m->node_id,
+                     (int)b->phase);
+            goto error;
+        }
+        if (b->nready > m->nproc) {
+            rc = bad(&v, "node '%.64s': boot says %u ready of nproc=%u", m->node_id, b->nready,
+                     m->nproc);
+            goto error;
+        }
+        r->boot.phase = (ec_boot_phase_t)b->phase;
+        r->boot.started_at_ms = b->started_at_ms;
+        r->boot.ready_at_ms = b->ready_at_ms;
+        r->boot.nready = (int)b->nready;
+        snprintf(r->boot.why, sizeof(r->boot.why), "%s", b->why ? b->why : "");
     }
     if ((rc = node_validate(r, &v)) < 0)
         goto error;

@@ -87,7 +87,8 @@ typedef enum {
     X(EXITED, 1, "exited")        \
     X(SIGNALED, 2, "signaled")    \
     X(NODE_LOST, 3, "node-lost")  \
-    X(HUNG, 4, "hung")
+    X(HUNG, 4, "hung")            \
+    X(NOT_READY, 5, "not-ready")
 typedef enum {
 #define EC__E(n, v, t) EC_FAILURE_##n = (v),
     EC_FAILURE_KIND_MAP(EC__E)
@@ -99,6 +100,7 @@ const char *ec_node_state_name(ec_node_state_t s);
 const char *ec_epoch_reason_name(ec_epoch_reason_t r);
 const char *ec_job_state_name(ec_job_state_t s);
 const char *ec_failure_kind_name(ec_failure_kind_t k);
+const char *ec_boot_phase_name(int phase); /* "booting", "ready"; "unknown" */
 
 /* ---- node record: nodes/<node_id>, leased --------------------------------- */
 
@@ -114,6 +116,28 @@ typedef struct ec_node_progress {
     int64_t step_p50_us, slowest_us;
     int slowest_rank;       /* -1: unknown */
 } ec_node_progress_t;
+
+/* A node's boot (= ecoord.proto NodeBoot).  phase 0: no boot recorded (not
+ * gated: restart mode, or an agent from before boots were gated), which
+ * every reader takes as ready. */
+#define EC_BOOT_PHASE_MAP(X)     \
+    X(UNKNOWN, 0, "unknown")     \
+    X(BOOTING, 1, "booting")     \
+    X(READY, 2, "ready")
+typedef enum {
+#define EC__E(n, v, t) EC_BOOT_##n = (v),
+    EC_BOOT_PHASE_MAP(EC__E)
+#undef EC__E
+} ec_boot_phase_t;
+
+#define EC_BOOT_WHY_MAX 200
+typedef struct ec_node_boot {
+    ec_boot_phase_t phase;
+    int64_t started_at_ms;  /* unix ms its processes were started */
+    int64_t ready_at_ms;    /* unix ms the last one said ready (0: not yet) */
+    int nready;             /* 0..nproc */
+    char why[EC_BOOT_WHY_MAX + 1]; /* "joining", "local rank 1 exited with code 3" */
+} ec_node_boot_t;
 
 typedef struct ec_node_rec {
     char *node_id;          /* valid node id (keys.h) */
@@ -132,6 +156,7 @@ typedef struct ec_node_rec {
     uint64_t run;           /* the run this agent takes part in (>= 1 once decoded) */
     uint64_t epoch_seen;    /* highest epoch number this agent has seen (0: none) */
     ec_node_progress_t progress; /* seq 0: none */
+    ec_node_boot_t boot;    /* phase 0: none (not gated) */
 } ec_node_rec_t;
 
 /* A zeroed record with room for nproc ports and ndevices device ids (NULL

@@ -46,12 +46,16 @@
  *                    reason (string, "" when none), progress (null | {seq,
  *                    reporting, step, silent_ms, silent_rank, waiting, stopped,
  *                    paused, step_p50_us, slowest_us, slowest_rank}: the
- *                    node's progress summary, coord/agent/progress.h), error
- *                    (null | string)}
+ *                    node's progress summary, coord/agent/progress.h), boot
+ *                    (null | {phase "booting"|"ready", started_at_ms,
+ *                    ready_at_ms, nready, why}: in place, its processes'
+ *                    start before admission), error (null | string)}
  *                   state is the record's ("joining", "ready", "leaving",
- *                   "done", "failed"), "gone" for a member whose record
- *                   vanished, "corrupt" for a record that did not decode
- *                   (error then holds the decoder's message)
+ *                   "done", "failed"), "booting" for a non-member whose
+ *                   processes boot, "pending" for one whose processes are
+ *                   ready and that waits for its admission, "gone" for a
+ *                   member whose record vanished, "corrupt" for a record that
+ *                   did not decode (error then holds the decoder's message)
  *   failures_total  number: failure records under failures/
  *   failures        array, newest first, at most STATUS_MAX_FAILURES (plus
  *                   the root cause when it is older than those), of
@@ -491,13 +495,44 @@ static const char *snap_state(const st_snap_t *s)
     return s->epoch ? "running" : "forming";
 }
 
+/* A node's state as a user follows it: its record's, except before its
+ * admission in place: booting (its processes start), then pending (all
+ * ready, waiting for the epoch that admits it). */
 static const char *row_state(const st_row_t *r)
 {
     if (r->error)
         return "corrupt";
     if (!r->rec)
         return "gone";
+    if (r->m_id < 0 && (r->rec->state == EC_NODE_JOINING || r->rec->state == EC_NODE_READY)) {
+        if (r->rec->boot.phase == EC_BOOT_BOOTING)
+            return "booting";
+        if (r->rec->boot.phase == EC_BOOT_READY && !r->standby)
+            return "pending";
+    }
     return ec_node_state_name(r->rec->state);
+}
+
+/* "booting 2.1s (joining), 1 of 2 ready", "ready after 1.9s, waiting for
+ * admission 0.3s", "booted in 1.9s (joining)": the boot, in place; "" when
+ * none is recorded. */
+static void fmt_boot(const st_row_t *r, int64_t now, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (!r->rec || r->rec->boot.phase == EC_BOOT_UNKNOWN)
+        return;
+    const ec_node_boot_t *b = &r->rec->boot;
+    double took = b->ready_at_ms > b->started_at_ms
+                      ? (double)(b->ready_at_ms - b->started_at_ms) / 1000.0 : 0.0;
+    if (b->phase == EC_BOOT_BOOTING)
+        snprintf(buf, len, "booting %.1fs (%s), %d of %d ready",
+                 b->started_at_ms ? (double)(now - b->started_at_ms) / 1000.0 : 0.0, b->why,
+                 b->nready, r->rec->nproc);
+    else if (r->m_id < 0 && !r->standby)
+        snprintf(buf, len, "ready after %.1fs, waiting for admission %.1fs", took,
+                 b->ready_at_ms ? (double)(now - b->ready_at_ms) / 1000.0 : 0.0);
+    else
+        snprintf(buf, len, "booted in %.1fs (%s)", took, b->why);
 }
 
 /* The host and ports a row's endpoints come from: the epoch's for a member
@@ -594,8 +629,10 @@ static char *safe_dup(const char *s)
 }
 
 /* The cells of one row, malloc'd and terminal-safe.  false: out of memory. */
-static bool row_cells(const st_snap_t *s, const st_row_t *r, char *cell[NCOLS])
+static bool row_cells(const st_snap_t *s, const st_row_t *r, int64_t now, char *cell[NCOLS])
 {
+    char boot[EC_BOOT_WHY_MAX + 96];
+    fmt_boot(r, now, boot, sizeof(boot));
     const char *host = NULL;
     const uint16_t *ports = NULL;
     int n = 0;
@@ -631,7 +668,7 @@ static bool row_cells(const st_snap_t *s, const st_row_t *r, char *cell[NCOLS])
         cell[C_NOTE] = ec_asprintf("nproc=%d but the job runs nproc=%d", r->rec->nproc,
                                  s->epoch->nproc);
     else
-        cell[C_NOTE] = strdup("");
+        cell[C_NOTE] = safe_dup(boot);
     for (int c = 0; c < NCOLS; c++)
         if (!cell[c])
             return false;
@@ -703,7 +740,7 @@ static void print_header(FILE *f, const st_snap_t *s, const char *job_id, const 
     }
 }
 
-static int print_table(FILE *f, const st_snap_t *s)
+static int print_table(FILE *f, const st_snap_t *s, int64_t now)
 {
     if (!s->nrows) {
         fprintf(f, "\nno nodes registered\n");
@@ -717,7 +754,7 @@ static int print_table(FILE *f, const st_snap_t *s)
     for (int c = 0; c < NCOLS; c++)
         w[c] = strlen(col_names[c]);
     for (size_t i = 0; i < s->nrows; i++) {
-        if (!row_cells(s, &s->rows[i], cells[i])) {
+        if (!row_cells(s, &s->rows[i], now, cells[i])) {
             rc = EC_ENOMEM;
             goto out;
         }
@@ -876,7 +913,7 @@ static int render_text(FILE *f, const st_snap_t *s, const char *job_id, const ch
                        const char *root, int64_t now)
 {
     print_header(f, s, job_id, etcd, root, now);
-    int rc = print_table(f, s);
+    int rc = print_table(f, s, now);
     if (rc < 0)
         return rc;
     print_progress(f, s);
@@ -976,6 +1013,20 @@ static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
         fputs("null", f);
     json_kint(f, &first, "registered_at_ms", r->rec ? r->rec->registered_at_ms : 0);
     json_kstr(f, &first, "reason", r->rec ? r->rec->reason : "");
+    json_key(f, &first, "boot");
+    if (r->rec && r->rec->boot.phase != EC_BOOT_UNKNOWN) {
+        const ec_node_boot_t *bt = &r->rec->boot;
+        bool f2 = true;
+        fputc('{', f);
+        json_kstr(f, &f2, "phase", ec_boot_phase_name(bt->phase));
+        json_kint(f, &f2, "started_at_ms", bt->started_at_ms);
+        json_kint(f, &f2, "ready_at_ms", bt->ready_at_ms);
+        json_kint(f, &f2, "nready", bt->nready);
+        json_kstr(f, &f2, "why", bt->why);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
     json_key(f, &first, "progress");
     if (r->rec && r->rec->progress.seq) {
         const ec_node_progress_t *p = &r->rec->progress;

@@ -2,7 +2,9 @@
  * epoch or a follower's view of a split one: every variable that can be
  * computed is set, and a list that one environment string cannot hold
  * (execve's MAX_ARG_STRLEN, 128 KiB: E2BIG) is left out instead of making
- * every process fail to start.
+ * every process fail to start.  A process started before its node is
+ * admitted (no epoch) gets its node's variables and ecoord's, and none of
+ * an epoch's.
  */
 #include "env.h"
 #include "records.h"
@@ -100,6 +102,41 @@ START_TEST(a_view_of_a_split_epoch_gives_every_computable_variable)
 }
 END_TEST
 
+START_TEST(a_process_started_before_admission_gets_no_epochs_variables)
+{
+    ec_env_ctx_t ctx = {.job_id = "j", .node_id = "n7", .log_dir = "/tmp", .ngpus = 2,
+                        .visible_devices = "4,5", .rebuild = "inprocess", .nproc = 2,
+                        .host = "10.0.0.7", .port = 36001, .start_epoch = 12, .incarnation = 3,
+                        .lease = 0x1f};
+    char *base[] = {"RANK=99", "WORLD_SIZE=99", "PATH=/bin", NULL};
+    char **env = NULL;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_env_build(NULL, -1, 1, &ctx, base, &env, &err) == 0, "%s", err.msg);
+    /* the node's: place, GPU, own endpoint; ecoord's: what the library follows */
+    ck_assert_str_eq(ec_env_get(env, "LOCAL_RANK"), "1");
+    ck_assert_str_eq(ec_env_get(env, "LOCAL_WORLD_SIZE"), "2");
+    ck_assert_str_eq(ec_env_get(env, "PADDLE_RANK_IN_NODE"), "1");
+    ck_assert_str_eq(ec_env_get(env, "CUDA_VISIBLE_DEVICES"), "4,5");
+    ck_assert_str_eq(ec_env_get(env, "FLAGS_selected_gpus"), "1");
+    ck_assert_str_eq(ec_env_get(env, "PADDLE_CURRENT_ENDPOINT"), "10.0.0.7:36001");
+    ck_assert_str_eq(ec_env_get(env, "ECOORD_EPOCH"), "12");
+    ck_assert_str_eq(ec_env_get(env, "ECOORD_INCARNATION"), "3");
+    ck_assert_str_eq(ec_env_get(env, "ECOORD_REBUILD"), "inprocess");
+    ck_assert_str_eq(ec_env_get(env, "ECOORD_NODE_ID"), "n7");
+    ck_assert_str_eq(ec_env_get(env, "PATH"), "/bin");
+    /* nothing an epoch says, inherited ones removed (they would be lies) */
+    static const char *const none[] = {"RANK", "WORLD_SIZE", "PADDLE_TRAINER_ID",
+                                       "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS",
+                                       "PADDLE_MASTER", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
+                                       "PADDLE_WORLD_DEVICE_IDS", NULL};
+    for (int i = 0; none[i]; i++)
+        ck_assert_msg(!ec_env_get(env, none[i]), "%s set before admission", none[i]);
+    ec_env_free(env);
+    /* a local rank the node does not have */
+    ck_assert_int_eq(ec_env_build(NULL, -1, 2, &ctx, base, &env, &err), EC_EINVAL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("env");
@@ -107,6 +144,7 @@ static Suite *suite(void)
     tcase_add_test(t, lists_are_set_while_they_fit_one_environment_string);
     tcase_add_test(t, lists_too_long_for_execve_are_left_out);
     tcase_add_test(t, a_view_of_a_split_epoch_gives_every_computable_variable);
+    tcase_add_test(t, a_process_started_before_admission_gets_no_epochs_variables);
     suite_add_tcase(s, t);
     return s;
 }

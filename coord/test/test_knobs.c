@@ -213,6 +213,7 @@ static const struct {
     {EC_K_ELASTIC_TIMEOUT, "45", "45s", NULL, NULL},
     {EC_K_JOIN_TIMEOUT, "600", "600s", NULL, NULL},
     {EC_K_REPLACE_WAIT, "60", "60s", NULL, NULL},
+    {EC_K_JOIN_READY_TIMEOUT, "600", "600s", NULL, NULL},
     {EC_K_REBUILD, "inprocess", "inprocess", NULL, NULL},
     {EC_K_NODE_ID, "node-3", "node-3", NULL, NULL},
     {EC_K_HOST, "10.0.0.7", "10.0.0.7", NULL, NULL},

@@ -12,6 +12,10 @@
  * - leave vs lost; restart on an incarnation change; joins below np_max after
  *   elastic_timeout or at once on reaching np_max; precedence and combined
  *   events in one publish; steady state;
+ * - booting nodes (processes started, not all ready) are never published:
+ *   the first epoch and ready joiners wait for them up to
+ *   join_ready_timeout, a booting member steps out and returns when ready,
+ *   a boot is no change of the elastic window;
  * - and, over thousands of random inputs with a fixed seed: published ranks
  *   are exactly 0..W*N-1, no node twice, np_min <= W <= np_max, survivors keep
  *   their relative order, the result does not depend on the node array's
@@ -242,14 +246,14 @@ START_TEST(invalid_config_fails)
         ec_plan_config_t c;
         const char *needle;
     } cases[] = {
-        {{0, 4, 2, 0, 0}, "np_min=0"},
-        {{-1, 4, 2, 0, 0}, "np_min=-1"},
-        {{3, 2, 2, 0, 0}, "np_min=3 > np_max=2"},
-        {{1, 2, 0, 0, 0}, "nproc=0"},
-        {{1, 2, -3, 0, 0}, "nproc=-3"},
-        {{1, 2, 2, -1, 0}, "elastic_timeout_ms=-1"},
-        {{1, 2, 2, 0, -1}, "replace_wait_ms=-1"},
-        {{1, 70000, 70000, 0, 0}, "ranks"},
+        {{0, 4, 2, 0, 0, 0}, "np_min=0"},
+        {{-1, 4, 2, 0, 0, 0}, "np_min=-1"},
+        {{3, 2, 2, 0, 0, 0}, "np_min=3 > np_max=2"},
+        {{1, 2, 0, 0, 0, 0}, "nproc=0"},
+        {{1, 2, -3, 0, 0, 0}, "nproc=-3"},
+        {{1, 2, 2, -1, 0, 0}, "elastic_timeout_ms=-1"},
+        {{1, 2, 2, 0, -1, 0}, "replace_wait_ms=-1"},
+        {{1, 70000, 70000, 0, 0, 0}, "ranks"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         F.in.config = cases[i].c;
@@ -1120,7 +1124,8 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
         departed++;
         if (i != SIZE_MAX) {
             failed += in->nodes[i].state == EC_NODE_FAILED;
-            graceful += in->nodes[i].state == EC_NODE_LEAVING;
+            graceful += in->nodes[i].state == EC_NODE_LEAVING ||
+                        ec_plan_node_pending(c, &in->nodes[i]);
         } else {
             for (size_t j = 0; j < in->n_left; j++)
                 if (strcmp(in->left_ids[j], in->epoch.members[m].node_id) == 0) {
@@ -1131,6 +1136,18 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
     }
     size_t n_cand = n_elig - n_elig_members;
     ck_assert_uint_eq(d->n_departed, departed);
+    /* Booting non-members still waited for (within join_ready_timeout). */
+    size_t n_waited = 0;
+    for (size_t i = 0; i < nn; i++) {
+        const ec_plan_node_t *n = &in->nodes[i];
+        bool member = false;
+        for (size_t m = 0; m < nm && !member; m++)
+            member = strcmp(in->epoch.members[m].node_id, n->node_id) == 0;
+        if (!member && ec_plan_node_pending(c, n) &&
+            (c->join_ready_timeout_ms <= 0 ||
+             (n->booting_ms < 0 ? 0 : n->booting_ms) < c->join_ready_timeout_ms))
+            n_waited++;
+    }
 
     if (nm && (failed == nm || nm > (size_t)c->np_max)) {
         ck_assert_int_eq(d->action, EC_PLAN_FAIL);
@@ -1231,20 +1248,23 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
         }
         break;
     }
-    case EC_PLAN_WAIT_UNTIL:
+    case EC_PLAN_WAIT_UNTIL: {
+        int64_t most = c->elastic_timeout_ms > c->replace_wait_ms ? c->elastic_timeout_ms
+                                                                    : c->replace_wait_ms;
+        if (n_waited && c->join_ready_timeout_ms > most)
+            most = c->join_ready_timeout_ms;
         ck_assert_int_gt(d->wait_ms, 0);
-        ck_assert_int_le(d->wait_ms, c->elastic_timeout_ms > c->replace_wait_ms
-                                         ? c->elastic_timeout_ms
-                                         : c->replace_wait_ms);
+        ck_assert_int_le(d->wait_ms, most);
         ck_assert_uint_eq(d->n_members, 0);
         break;
+    }
     case EC_PLAN_WAIT:
         ck_assert_uint_eq(d->n_members, 0);
         if (nm == 0)
-            ck_assert_uint_lt(n_elig, (size_t)c->np_min);
+            ck_assert_msg(n_elig < (size_t)c->np_min || n_waited, "why: %s", d->why);
         else if (!departed)
-            ck_assert_msg(strncmp(d->why, "steady", 6) == 0 || n_elig < (size_t)c->np_min,
-                          "why: %s", d->why);
+            ck_assert_msg(strncmp(d->why, "steady", 6) == 0 || n_elig < (size_t)c->np_min ||
+                          n_waited, "why: %s", d->why);
         else
             ck_assert(n_elig < (size_t)c->np_min || c->np_min == c->np_max);
         break;
@@ -1267,6 +1287,8 @@ static void random_case(rng_t *r, rcase_t *rc, size_t universe)
     static const int64_t waits[] = {0, 1, 100, 1000};
     c->elastic_timeout_ms = waits[rndn(r, 4)];
     c->replace_wait_ms = waits[rndn(r, 4)];
+    static const int64_t ready_waits[] = {0, 0, 50, 1000, 5000};
+    c->join_ready_timeout_ms = ready_waits[rndn(r, 5)];
     if (rndn(r, 100) == 0)
         c->np_min = (int)rndn(r, 3) - 1; /* sometimes invalid */
 
@@ -1290,6 +1312,11 @@ static void random_case(rng_t *r, rcase_t *rc, size_t universe)
             .create_revision = (int64_t)rndn(r, 3 * universe + 1),
             .state = st[rndn(r, sizeof(st) / sizeof(st[0]))],
         };
+        if (rndn(r, 6) == 0) { /* its processes boot */
+            static const int64_t bt[] = {-1, 0, 49, 50, 999, 1000, 6000};
+            n->booting = true;
+            n->booting_ms = bt[rndn(r, sizeof(bt) / sizeof(bt[0]))];
+        }
     }
     /* Shuffle the node array. */
     for (size_t i = rc->in.n_nodes; i > 1; i--) {
@@ -1360,28 +1387,54 @@ static void check_wait_until_promise(const ec_plan_input_t *in, const ec_plan_de
 {
     if (d->action != EC_PLAN_WAIT_UNTIL)
         return;
+    /* Time passes for the clocks and for every boot alike.  A wait may be
+     * followed by a wait for booting nodes (the elastic window closes, then
+     * the nodes booting in it are waited for), never by anything else, and
+     * a publish comes within a few of them unless such a wait has no
+     * limit. */
+    static ec_plan_node_t nodes[R_MAX];
     ec_plan_input_t later = *in;
-    later.since_eligible_change_ms =
-        (in->since_eligible_change_ms < 0 ? 0 : in->since_eligible_change_ms) + d->wait_ms;
-    later.since_member_missing_ms =
-        (in->since_member_missing_ms < 0 ? 0 : in->since_member_missing_ms) + d->wait_ms;
-    ec_plan_decision_t *d2 = plan_ok(&later);
-    ck_assert_msg(d2->action == EC_PLAN_PUBLISH, "after waiting %lld ms: %s: %s",
-                  (long long)d->wait_ms, ec_plan_action_name(d2->action), d2->why);
-    check_invariants(&later, d2);
-    /* One ms earlier it still waits, exactly 1 ms. */
-    later.since_eligible_change_ms -= 1;
-    later.since_member_missing_ms -= 1;
-    ec_plan_decision_free(d2);
-    d2 = plan_ok(&later);
-    ck_assert_int_eq(d2->action, EC_PLAN_WAIT_UNTIL);
-    ck_assert_int_eq(d2->wait_ms, 1);
-    ec_plan_decision_free(d2);
+    memcpy(nodes, in->nodes, in->n_nodes * sizeof(nodes[0]));
+    later.nodes = nodes;
+    int64_t wait = d->wait_ms;
+    for (int round = 0; round < 4; round++) {
+        later.since_eligible_change_ms =
+            (later.since_eligible_change_ms < 0 ? 0 : later.since_eligible_change_ms) + wait;
+        later.since_member_missing_ms =
+            (later.since_member_missing_ms < 0 ? 0 : later.since_member_missing_ms) + wait;
+        for (size_t i = 0; i < later.n_nodes; i++)
+            if (nodes[i].booting)
+                nodes[i].booting_ms = (nodes[i].booting_ms < 0 ? 0 : nodes[i].booting_ms) + wait;
+        ec_plan_decision_t *d2 = plan_ok(&later);
+        check_invariants(&later, d2);
+        if (round == 0) {
+            /* one ms earlier it still waited exactly 1 ms */
+            ec_plan_input_t earlier = later;
+            static ec_plan_node_t enodes[R_MAX];
+            memcpy(enodes, nodes, later.n_nodes * sizeof(enodes[0]));
+            earlier.nodes = enodes;
+            earlier.since_eligible_change_ms -= 1;
+            earlier.since_member_missing_ms -= 1;
+            for (size_t i = 0; i < later.n_nodes; i++)
+                if (enodes[i].booting)
+                    enodes[i].booting_ms -= 1;
+            ec_plan_decision_t *d3 = plan_ok(&earlier);
+            ck_assert_msg(d3->action == EC_PLAN_WAIT_UNTIL, "1 ms early: %s (first: %s; then %s)", d3->log, d->log, ec_plan_action_name(d2->action));
+            ck_assert_int_eq(d3->wait_ms, 1);
+            ec_plan_decision_free(d3);
+        }
+        ec_plan_action_t a = d2->action;
+        wait = d2->wait_ms;
+        bool pending = strstr(d2->why, "to be ready") || strstr(d2->why, "not ready after");
+        if (a != EC_PLAN_PUBLISH)
+            ck_assert_msg(pending, "after waiting: %s: %s", ec_plan_action_name(a), d2->why);
+        ec_plan_decision_free(d2);
+        if (a == EC_PLAN_PUBLISH || a == EC_PLAN_WAIT)
+            return;
+    }
+    ck_abort_msg("no publish after four waits");
 }
 
-/* A node changed into an equivalent one (ec_plan_node_equiv: joining and
- * ready swapped) changes no decision: the leader skips the plan on such a
- * record write, so this must hold for every input. */
 static void check_equivalent(rng_t *r, rcase_t *rc, const ec_plan_decision_t *d)
 {
     static ec_plan_node_t alt[R_MAX];
@@ -1502,6 +1555,7 @@ START_TEST(simulated_caller_converges)
     static rcase_t rc;
     rng_t r = {0xfeedfaceULL};
     static char ids[4000][12];
+    static int64_t boot_since[R_MAX]; /* per rc.nodes[i], when booting */
     size_t next_id = 0;
     int publishes = 0;
     for (int run = 0; run < 30; run++) {
@@ -1511,7 +1565,8 @@ START_TEST(simulated_caller_converges)
         rc.in.left_ids = rc.left;
         int min = 1 + (int)rndn(&r, 4);
         rc.in.config = (ec_plan_config_t){min, min + (int)rndn(&r, 5), 1 + (int)rndn(&r, 4),
-                                          (int64_t)rndn(&r, 3) * 500, (int64_t)rndn(&r, 3) * 500};
+                                          (int64_t)rndn(&r, 3) * 500, (int64_t)rndn(&r, 3) * 500,
+                                          (int64_t)rndn(&r, 3) * 300};
         rc.in.epoch.members = rc.mem;
         int64_t now = 0, t_change = 0, t_missing = -1, rev = 0;
         uint64_t fp = ec_plan_fingerprint(&rc.in.config, rc.nodes, 0);
@@ -1520,19 +1575,31 @@ START_TEST(simulated_caller_converges)
             size_t op = rndn(&r, 10);
             if (op < 3 && rc.in.n_nodes < 60 && next_id < 4000) {
                 snprintf(ids[next_id], sizeof(ids[0]), "s%zu", next_id);
+                boot_since[rc.in.n_nodes] = now;
                 rc.nodes[rc.in.n_nodes++] = (ec_plan_node_t){
-                    ids[next_id++], (uint32_t)rc.in.config.nproc, 1, ++rev, EC_NODE_JOINING};
+                    ids[next_id++], (uint32_t)rc.in.config.nproc, 1, ++rev, EC_NODE_JOINING,
+                    rndn(&r, 3) == 0, 0};
             } else if (op == 3 && rc.in.n_nodes) {
                 size_t i = rndn(&r, rc.in.n_nodes);
                 if (rndn(&r, 2) && rc.in.n_left < R_MAX)
                     rc.left[rc.in.n_left++] = rc.nodes[i].node_id;
+                boot_since[i] = boot_since[rc.in.n_nodes - 1];
                 rc.nodes[i] = rc.nodes[--rc.in.n_nodes];
+            } else if (op == 6 && rc.in.n_nodes) {
+                rc.nodes[rndn(&r, rc.in.n_nodes)].booting = false; /* ready */
+            } else if (op == 7 && rc.in.n_nodes && rndn(&r, 3) == 0) {
+                size_t i = rndn(&r, rc.in.n_nodes); /* its agent replaces a process */
+                rc.nodes[i].booting = true;
+                rc.nodes[i].incarnation++;
+                boot_since[i] = now;
             } else if (op == 4 && rc.in.n_nodes) {
                 rc.nodes[rndn(&r, rc.in.n_nodes)].incarnation++;
             } else if (op == 5 && rc.in.n_nodes && rndn(&r, 4) == 0) {
                 rc.nodes[rndn(&r, rc.in.n_nodes)].state = EC_NODE_LEAVING;
             }
             /* The caller's clocks. */
+            for (size_t i = 0; i < rc.in.n_nodes; i++)
+                rc.nodes[i].booting_ms = now - boot_since[i];
             uint64_t f = ec_plan_fingerprint(&rc.in.config, rc.nodes, rc.in.n_nodes);
             if (f != fp) {
                 fp = f;
@@ -1569,10 +1636,13 @@ START_TEST(simulated_caller_converges)
             now += (int64_t)rndn(&r, 50);
             ec_plan_decision_free(d);
         }
-        /* Left alone, the caller settles in at most three plans (a publish,
-         * perhaps after one WAIT_UNTIL), then waits. */
+        /* Left alone, the caller settles in at most five plans (a publish,
+         * perhaps after a WAIT_UNTIL for the window and one for a boot that
+         * runs out), then waits. */
         int settled = 0;
-        for (int round = 0; round < 4 && !settled; round++) {
+        for (int round = 0; round < 6 && !settled; round++) {
+            for (size_t i = 0; i < rc.in.n_nodes; i++)
+                rc.nodes[i].booting_ms = now - boot_since[i];
             uint64_t f = ec_plan_fingerprint(&rc.in.config, rc.nodes, rc.in.n_nodes);
             if (f != fp) {
                 fp = f;
@@ -1609,6 +1679,171 @@ START_TEST(simulated_caller_converges)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* admission waits for a boot (booting nodes: processes not ready yet)  */
+
+/* Mark node id booting for ms (its processes started, not all ready). */
+static ec_plan_node_t *fx_booting(const char *id, int64_t ms)
+{
+    ec_plan_node_t *n = fx_find(id);
+    n->booting = true;
+    n->booting_ms = ms;
+    return n;
+}
+
+/* A booting node is never published: the first epoch waits for it (the
+ * elastic window closes only once every node in it is ready), and starts
+ * without it once it has booted for join_ready_timeout. */
+START_TEST(start_waits_for_booting_nodes_to_be_ready)
+{
+    fx_cfg(2, 4, 2, 1000, 0);
+    F.in.config.join_ready_timeout_ms = 5000;
+    fx_adds("n1", "n2", "n3", NULL);
+    fx_booting("n2", 300);
+    F.in.since_eligible_change_ms = 1000; /* the window itself has passed */
+    fx_plan();
+    expect_wait_until(4700);
+    ck_assert_str_eq(F.d->why, "waiting for n2 to be ready (booting for 300 ms; up to 4700 ms "
+                               "more): starting with 3 nodes once every one is");
+    /* ready: the window does not start again (a boot is no new node) */
+    fx_find("n2")->booting = false;
+    fx_plan();
+    expect_publish(EC_REASON_START, "n1,n2,n3");
+    /* never ready: the job starts without it once its time is up */
+    fx_booting("n2", 5000);
+    fx_plan();
+    expect_publish(EC_REASON_START, "n1,n3");
+    ck_assert_has(F.d->why, "n2 not ready after 5000 ms");
+}
+END_TEST
+
+START_TEST(start_counts_booting_nodes_toward_the_window_but_not_the_epoch)
+{
+    fx_cfg(2, 2, 1, 1000, 0);
+    fx_adds("n1", "n2", "n3", NULL);
+    fx_booting("n1", 10);
+    /* two ready nodes reach np_max: published at once, without the booting one */
+    F.in.since_eligible_change_ms = 0;
+    fx_plan();
+    expect_publish(EC_REASON_START, "n2,n3");
+    /* with only one ready, below np_min: wait for the booting one, untimed
+     * (no join_ready_timeout) */
+    fx_find("n3")->state = EC_NODE_LEAVING;
+    fx_plan();
+    expect_wait("waiting for n1 to be ready (booting for 10 ms): starting with 2 nodes once "
+                "every one is");
+    /* booting counts toward np_min only while it may still become ready */
+    F.in.config.join_ready_timeout_ms = 10;
+    fx_plan();
+    expect_wait("waiting for 1 more node: have 1, need np_min=2; n1 not ready after 10 ms");
+}
+END_TEST
+
+/* A joiner that is booting never stops the members: no epoch until it is
+ * ready, then at once if the window has passed; a ready joiner waits for a
+ * booting one within the join_ready_timeout, not beyond. */
+START_TEST(joiner_is_admitted_only_once_ready)
+{
+    fx_cfg(1, 5, 2, 1000, 0);
+    F.in.config.join_ready_timeout_ms = 3000;
+    fx_adds("n1", "n2", "j1", "j2", NULL);
+    fx_epoch(4, "n1", "n2", NULL);
+    fx_booting("j1", 100);
+    fx_booting("j2", 100);
+    F.in.since_eligible_change_ms = 5000;
+    fx_plan();
+    expect_wait("steady: 2 nodes booting (j1, j2): each joins once ready");
+    ck_assert_uint_eq(F.d->n_departed, 0);
+    fx_find("j1")->booting = false;
+    fx_plan();
+    expect_wait_until(2900);
+    ck_assert_str_eq(F.d->why, "j1 ready; waiting for j2 to be ready (booting for 100 ms; up to "
+                               "2900 ms more) before admitting 2 nodes");
+    fx_find("j2")->booting_ms = 3000;
+    fx_plan();
+    expect_publish(EC_REASON_JOIN, "n1,n2,j1");
+    ck_assert_has(F.d->why, "j2 not ready after 3000 ms");
+    fx_find("j2")->booting = false;
+    fx_find("j2")->booting_ms = 0;
+    fx_plan();
+    expect_publish(EC_REASON_JOIN, "n1,n2,j1,j2");
+    /* reaching np_max with ready joiners does not wait for booting ones */
+    fx_cfg(1, 3, 2, 1000, 0);
+    F.in.config.join_ready_timeout_ms = 3000;
+    fx_booting("j2", 1);
+    fx_plan();
+    expect_publish(EC_REASON_JOIN, "n1,n2,j1");
+    ck_assert_str_eq(F.d->why, "j1 joined");
+}
+END_TEST
+
+/* A member whose processes restart (its agent marks it booting with a new
+ * incarnation) leaves the epoch at once, as a node does, and comes back when
+ * ready: the others never wait for its boot. */
+START_TEST(booting_member_steps_out_and_returns_when_ready)
+{
+    fx_cfg(1, 3, 2, 1000, 0);
+    fx_adds("n1", "n2", "n3", NULL);
+    fx_epoch(6, "n1", "n2", "n3", NULL);
+    F.in.since_eligible_change_ms = 60000;
+    fx_booting("n2", 0)->incarnation = 2;
+    fx_plan();
+    expect_publish(EC_REASON_LEAVE, "n1,n3");
+    ck_assert_str_eq(F.d->why, "n2 restarting its processes");
+    ck_assert_uint_eq(F.d->n_departed, 1);
+    fx_epoch(7, "n1", "n3", NULL);
+    fx_plan();
+    expect_wait("steady: 1 node booting (n2): each joins once ready");
+    fx_find("n2")->booting = false;
+    fx_plan(); /* the window passed long ago: back at once */
+    expect_publish(EC_REASON_JOIN, "n1,n3,n2");
+    /* a fixed-size job cannot go on without it: it waits, then restarts */
+    fx_cfg(3, 3, 2, 1000, 0);
+    fx_epoch(8, "n1", "n2", "n3", NULL);
+    fx_booting("n2", 0)->incarnation = 3;
+    fx_plan();
+    expect_wait(NULL);
+    ck_assert_has(F.d->why, "n2 (restarting its processes) departed");
+    fx_find("n2")->booting = false;
+    fx_plan();
+    expect_publish(EC_REASON_RESTART, "n1,n2,n3");
+}
+END_TEST
+
+START_TEST(booting_standby_does_not_replace_a_lost_member)
+{
+    fx_cfg(2, 3, 1, 1000, 0);
+    fx_adds("n1", "n2", "n3", "s1", NULL);
+    fx_epoch(3, "n1", "n2", "n3", NULL);
+    fx_booting("s1", 50);
+    fx_drop("n2");
+    fx_plan();
+    expect_publish(EC_REASON_LOST, "n1,n3");
+    fx_find("s1")->booting = false;
+    fx_plan();
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n1,s1,n3");
+}
+END_TEST
+
+START_TEST(readiness_is_no_change_of_the_window_but_is_one_of_the_plan)
+{
+    fx_cfg(1, 4, 2, 0, 0);
+    fx_adds("n1", "n2", NULL);
+    uint64_t a = ec_plan_fingerprint(&F.in.config, F.nodes, F.in.n_nodes);
+    fx_booting("n2", 10);
+    ck_assert_uint_eq(ec_plan_fingerprint(&F.in.config, F.nodes, F.in.n_nodes), a);
+    ec_plan_node_t x = *fx_find("n2"), y = x;
+    y.booting = false;
+    ck_assert(!ec_plan_node_equiv(&x, &y));
+    y = x;
+    y.booting_ms = 999; /* the leader's clock, not the record: no plan for it */
+    ck_assert(ec_plan_node_equiv(&x, &y));
+    ck_assert(!ec_plan_node_eligible(&F.in.config, &x));
+    ck_assert(ec_plan_node_pending(&F.in.config, &x));
+    ck_assert(!ec_plan_node_pending(&F.in.config, fx_find("n1")));
+}
+END_TEST
+
 /* A big cluster decides correctly (timing is the benchmark's business). */
 START_TEST(large_cluster_promotes_in_place)
 {
@@ -1617,12 +1852,12 @@ START_TEST(large_cluster_promotes_in_place)
     static char ids[4096][16];
     for (size_t i = 0; i < 4096; i++) {
         snprintf(ids[i], sizeof(ids[i]), "host-%04zu", 4095 - i);
-        nodes[i] = (ec_plan_node_t){ids[i], 8, 1, (int64_t)i + 1, EC_NODE_READY};
+        nodes[i] = (ec_plan_node_t){ids[i], 8, 1, (int64_t)i + 1, EC_NODE_READY, false, 0};
     }
     for (size_t m = 0; m < 4000; m++)
         mem[m] = (ec_plan_member_t){ids[m], 1};
     ec_plan_input_t in = EC_PLAN_INPUT_INIT;
-    in.config = (ec_plan_config_t){1000, 4000, 8, 30000, 30000};
+    in.config = (ec_plan_config_t){1000, 4000, 8, 30000, 30000, 0};
     in.nodes = nodes;
     in.n_nodes = 4096;
     in.epoch = (ec_plan_epoch_t){12, mem, 4000};
@@ -1682,6 +1917,12 @@ static Suite *suite(void)
     tcase_add_test(tc, node_equiv_tells_apart_what_the_planner_reads);
     tcase_add_test(tc, long_name_lists_are_cut);
     tcase_add_test(tc, large_cluster_promotes_in_place);
+    tcase_add_test(tc, start_waits_for_booting_nodes_to_be_ready);
+    tcase_add_test(tc, start_counts_booting_nodes_toward_the_window_but_not_the_epoch);
+    tcase_add_test(tc, joiner_is_admitted_only_once_ready);
+    tcase_add_test(tc, booting_member_steps_out_and_returns_when_ready);
+    tcase_add_test(tc, booting_standby_does_not_replace_a_lost_member);
+    tcase_add_test(tc, readiness_is_no_change_of_the_window_but_is_one_of_the_plan);
     tcase_add_test(tc, random_cases_keep_invariants);
     tcase_add_test(tc, simulated_caller_converges);
     suite_add_tcase(s, tc);

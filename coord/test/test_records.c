@@ -88,6 +88,11 @@ static void assert_node_eq(const ec_node_rec_t *a, const ec_node_rec_t *b)
     ck_assert_int_eq(a->state, b->state);
     ck_assert_str_eq(a->reason ? a->reason : "", b->reason ? b->reason : "");
     ck_assert_int_eq(a->registered_at_ms, b->registered_at_ms);
+    ck_assert_int_eq(a->boot.phase, b->boot.phase);
+    ck_assert_int_eq(a->boot.started_at_ms, b->boot.started_at_ms);
+    ck_assert_int_eq(a->boot.ready_at_ms, b->boot.ready_at_ms);
+    ck_assert_int_eq(a->boot.nready, b->boot.nready);
+    ck_assert_str_eq(a->boot.why, b->boot.why);
 }
 
 static void assert_epoch_eq(const ec_epoch_t *a, const ec_epoch_t *b)
@@ -246,6 +251,44 @@ START_TEST(node_round_trip)
     ec_node_rec_free(d);
     free(buf);
     ec_node_rec_free(r2);
+    ec_node_rec_free(r);
+}
+END_TEST
+
+/* A node's boot (in place: processes started before admission) travels
+ * whole; a record without one reads as phase 0 (not gated). */
+START_TEST(node_boot_round_trips)
+{
+    ec_node_rec_t *r = sample_node();
+    void *buf;
+    size_t len;
+    ec_node_rec_t *d = NULL;
+    ec_error_t err = {0};
+    encode_ok_node(r, &buf, &len);
+    ck_assert_int_eq(ec_node_rec_decode(buf, len, "k", &d, &err), 0);
+    ck_assert_int_eq(d->boot.phase, EC_BOOT_UNKNOWN);
+    ec_node_rec_free(d);
+    free(buf);
+    r->boot = (ec_node_boot_t){.phase = EC_BOOT_BOOTING, .started_at_ms = 1700000000123,
+                               .nready = 1};
+    snprintf(r->boot.why, sizeof(r->boot.why), "local rank 1 exited with code 3");
+    encode_ok_node(r, &buf, &len);
+    ck_assert_int_eq(ec_node_rec_decode(buf, len, "k", &d, &err), 0);
+    assert_node_eq(r, d);
+    ec_node_rec_free(d);
+    free(buf);
+    r->boot.phase = EC_BOOT_READY;
+    r->boot.ready_at_ms = 1700000001999;
+    r->boot.nready = r->nproc;
+    encode_ok_node(r, &buf, &len);
+    ck_assert_int_eq(ec_node_rec_decode(buf, len, "k", &d, &err), 0);
+    assert_node_eq(r, d);
+    ck_assert_str_eq(ec_boot_phase_name(d->boot.phase), "ready");
+    ec_node_rec_free(d);
+    free(buf);
+    r->boot.nready = r->nproc + 1; /* a writer's bug: refused before it is written */
+    ck_assert_int_eq(ec_node_rec_encode(r, &buf, &len, &err), EC_EINVAL);
+    ck_assert_msg(strstr(err.msg, "boot says"), "%s", err.msg);
     ec_node_rec_free(r);
 }
 END_TEST
@@ -807,6 +850,19 @@ START_TEST(node_decode_refuses_crafted)
     NODE_CASE(m.state = (Ecoord__NodeState)6, "state 6");
     NODE_CASE((m.n_device_ids = 3, m.device_ids = devs), "3 device ids, expected 0 or nproc=2");
     NODE_CASE((m.n_device_ids = 2, m.device_ids = devs, devs[1] = (char *)"a b"), "device id 1");
+    devs[1] = (char *)"1";
+    {
+        Ecoord__NodeBoot bt = ECOORD__NODE_BOOT__INIT;
+        NODE_CASE(m.boot = &bt, "boot phase 0");
+        bt.phase = (Ecoord__BootPhase)3;
+        NODE_CASE(m.boot = &bt, "boot phase 3");
+        bt.phase = ECOORD__BOOT_PHASE__BOOT_PHASE_BOOTING;
+        bt.nready = 3;
+        NODE_CASE(m.boot = &bt, "boot says 3 ready of nproc=2");
+        bt.nready = 1;
+        bt.started_at_ms = -5;
+        NODE_CASE(m.boot = &bt, "outside the record's bounds");
+    }
 #undef NODE_CASE
 }
 END_TEST
@@ -1609,6 +1665,7 @@ static Suite *suite(void)
     Suite *s = suite_create("records");
     TCase *rt = tcase_create("round_trip");
     tcase_add_test(rt, node_round_trip);
+    tcase_add_test(rt, node_boot_round_trips);
     tcase_add_test(rt, epoch_round_trip);
     tcase_add_test(rt, epoch_dup_is_deep_and_equal);
     tcase_add_test(rt, status_round_trip);

@@ -158,12 +158,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         c->nproc = (int)fuzz_u32(&f);
         c->elastic_timeout_ms = (int64_t)fuzz_u64(&f);
         c->replace_wait_ms = (int64_t)fuzz_u64(&f);
+        c->join_ready_timeout_ms = (int64_t)fuzz_u64(&f);
     } else {
         c->np_min = 1 + fuzz_u8(&f) % 8;
         c->np_max = c->np_min + fuzz_u8(&f) % 8;
         c->nproc = 1 + fuzz_u8(&f) % 4;
         c->elastic_timeout_ms = fuzz_u8(&f) % 4 * 500;
         c->replace_wait_ms = fuzz_u8(&f) % 3 * 500;
+        c->join_ready_timeout_ms = fuzz_u8(&f) % 3 * 1000;
     }
     bool malformed = false; /* duplicate ids: checked after the configuration */
     ec_plan_node_t nodes[MAXN], rev[MAXN];
@@ -178,6 +180,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         nodes[i].state = (ec_node_state_t)(s % 7); /* 0 and 6: not a known state */
         nodes[i].incarnation = fuzz_u8(&f) % 3;
         nodes[i].create_revision = (shape & 0x40) ? (int64_t)fuzz_u64(&f) : fuzz_u8(&f);
+        uint8_t bt = fuzz_u8(&f); /* booting: processes not ready, for some time */
+        nodes[i].booting = bt & 1;
+        nodes[i].booting_ms = (int64_t)(bt >> 1) * 50 - 100;
     }
     in.nodes = nodes;
     ec_plan_member_t mem[MAXN];
@@ -212,9 +217,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 c->np_max, c->nproc, (long long)c->elastic_timeout_ms,
                 (long long)c->replace_wait_ms);
         for (size_t i = 0; i < in.n_nodes; i++)
-            fprintf(stderr, "node %zu %s nproc=%u state=%d inc=%llu rev=%lld\n", i,
+            fprintf(stderr, "node %zu %s nproc=%u state=%d inc=%llu rev=%lld booting=%d/%lld\n", i,
                     nodes[i].node_id, nodes[i].nproc, nodes[i].state,
-                    (unsigned long long)nodes[i].incarnation, (long long)nodes[i].create_revision);
+                    (unsigned long long)nodes[i].incarnation, (long long)nodes[i].create_revision,
+                    nodes[i].booting, (long long)nodes[i].booting_ms);
         fprintf(stderr, "epoch %llu:", (unsigned long long)in.epoch.number);
         for (size_t m = 0; m < in.epoch.n_members; m++)
             fprintf(stderr, " %s/%llu", mem[m].node_id, (unsigned long long)mem[m].incarnation);

@@ -1,7 +1,7 @@
 /* linreg: a data-parallel trainer that survives membership changes in place.
  *
  *   linreg [--steps N] [--delay-ms MS] [--dim D] [--samples N] [--lr X]
- *          [--backend auto|gloo|nccl] [--verbose]
+ *          [--backend auto|gloo|nccl] [--timestamps] [--verbose]
  *
  * Run it under `ecoord launch --rebuild=inprocess`.  It fits a linear model
  * to a synthetic data set (sample i is a pure function of i, so every
@@ -19,7 +19,7 @@
  *
  * One line per step on stdout (tests parse them):
  *   linreg step=S epoch=E rank=R world=W sum=W' loss=L cs=HEX pid=P node=N lr=K
- * and events:
+ * (with --timestamps a last field t=<wall clock ms>, for benchmarks) and events:
  *   linreg event=epoch-changed op=OP blocked_ms=MS epoch=E pid=P
  *   linreg event=rebuilt epoch=E rank=R world=W step=S src=R' ms=MS pid=P
  *   linreg event=fenced op=OP code=ECW_EUNCONFIRMED pid=P: MESSAGE
@@ -42,8 +42,15 @@ typedef struct {
     int delay_ms, dim, samples;
     double lr;
     ecw_backend_t backend;
-    int verbose;
+    int verbose, timestamps;
 } cfg_t;
+
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static int64_t now_ms(void)
 {
@@ -98,7 +105,7 @@ static void on_log(ecw_log_level_t lvl, const char *msg, void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: linreg [--steps N] [--delay-ms MS] [--dim D] [--samples N] "
-                    "[--lr X] [--backend auto|gloo|nccl] [--verbose]\n");
+                    "[--lr X] [--backend auto|gloo|nccl] [--timestamps] [--verbose]\n");
 }
 
 static int parse(int argc, char **argv, cfg_t *c)
@@ -108,6 +115,7 @@ static int parse(int argc, char **argv, cfg_t *c)
         {"dim", required_argument, 0, 'D'},     {"samples", required_argument, 0, 'n'},
         {"lr", required_argument, 0, 'l'},      {"backend", required_argument, 0, 'b'},
         {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
+        {"timestamps", no_argument, 0, 't'},
         {0, 0, 0, 0},
     };
     *c = (cfg_t){.steps = 200, .delay_ms = 0, .dim = 16, .samples = 2048, .lr = 0.05,
@@ -121,6 +129,7 @@ static int parse(int argc, char **argv, cfg_t *c)
         case 'n': c->samples = atoi(optarg); break;
         case 'l': c->lr = atof(optarg); break;
         case 'v': c->verbose = 1; break;
+        case 't': c->timestamps = 1; break;
         case 'b':
             if (!strcmp(optarg, "auto"))
                 c->backend = ECW_BACKEND_AUTO;
@@ -307,9 +316,12 @@ int main(int argc, char **argv)
                    ", rank %d)\n", done, ecw_epoch(w), rank);
             return 3;
         }
+        char stamp[32] = "";
+        if (c.timestamps)
+            snprintf(stamp, sizeof(stamp), " t=%lld", wall_ms());
         printf("linreg step=%" PRId64 " epoch=%" PRIu64 " rank=%d world=%d sum=%d loss=%.17g "
-               "cs=%013" PRIx64 " pid=%d node=%s lr=%d\n", done, ecw_epoch(w), rank, world,
-               (int)buf[dim + 2], loss, cs, (int)getpid(), node, ecw_local_rank(w));
+               "cs=%013" PRIx64 " pid=%d node=%s lr=%d%s\n", done, ecw_epoch(w), rank, world,
+               (int)buf[dim + 2], loss, cs, (int)getpid(), node, ecw_local_rank(w), stamp);
         ecw_progress_step(); /* for the agent's hang and straggler detection */
         if (c.delay_ms > 0) {
             struct timespec ts = {c.delay_ms / 1000, (long)(c.delay_ms % 1000) * 1000000L};

@@ -3,7 +3,7 @@
 changes in place (ecoord.torch).
 
     torch_ddp.py [--steps N] [--delay-ms MS] [--hidden H] [--lr X]
-    (env: TORCH_DDP_STEPS, TORCH_DDP_DELAY_MS)
+    (env: TORCH_DDP_STEPS, TORCH_DDP_DELAY_MS, TORCH_DDP_BACKEND=gloo|nccl)
 
 Under `ecoord launch --rebuild=inprocess` a node that dies, leaves or joins
 never restarts the others: they rebuild torch's process group for the new
@@ -62,11 +62,20 @@ def main():
     a = ap.parse_args()
     pid = os.getpid()
     stamps = os.environ.get("TORCH_DDP_TIMESTAMPS") == "1"
-    ctx = et.init(backend="gloo", timeout=a.timeout)
+    # The boot: everything that needs no group comes before init(), which
+    # says this process is ready (a joiner's node is admitted only then, so
+    # the running members never wait for any of this).
+    backend = os.environ.get("TORCH_DDP_BACKEND", "gloo")
+    dev = torch.device("cpu")
+    if backend == "nccl":  # this process's GPU: local rank i uses the i-th visible one
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) %
+                           torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, a.hidden), torch.nn.Tanh(),
-                                torch.nn.Linear(a.hidden, 1))
+                                torch.nn.Linear(a.hidden, 1)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    ctx = et.init(backend=backend, timeout=a.timeout)
     # A process started into a running job (a joiner, a restarted rank)
     # holds no state: -1 makes it take the live one.
     fresh = int(os.environ.get("ECOORD_EPOCH", "1")) <= 1 and \
@@ -88,7 +97,7 @@ def main():
                     timing["wrap_ms"] = (time.monotonic() - t1) * 1000
             t = time.monotonic()
             with ctx.step():
-                x, y = batch(step, ctx.rank)
+                x, y = (t.to(dev) for t in batch(step, ctx.rank))
                 opt.zero_grad()
                 loss = torch.nn.functional.mse_loss(ddp(x), y)
                 loss.backward()
@@ -102,7 +111,7 @@ def main():
                 opt.step()
             step += 1
             cs = zlib.crc32(torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-                            .numpy().tobytes())
+                            .cpu().numpy().tobytes())
             print("torch_ddp step=%d epoch=%d rank=%d world=%d loss=%.6f pid=%d cs=%08x%s" %
                   (step, ctx.epoch, ctx.rank, ctx.world_size, lsum.item() / ctx.world_size, pid,
                    cs, " t=%d" % int(time.time() * 1000) if stamps else ""), flush=True)

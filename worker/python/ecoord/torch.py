@@ -33,7 +33,17 @@ A training loop::
 
 A process that starts with no state (a joiner, a restarted process) passes
 step=-1 (or anything lower than the others') to sync() and gets the live
-state.  Inside ``with ctx.step()`` and in sync()/wrap(), every collective
+state.
+
+Before init() is the boot: under ``ecoord launch --rebuild=inprocess`` the
+agent starts a joiner's processes (and the one that replaces a dead
+process) before their node is admitted, and admits the node only once every
+process is ready.  init() says "ready" (it also makes the CUDA context of
+this process's GPU first, with NCCL) and then waits to be admitted; the
+job's running members are never stopped for what comes before it.  So
+import, build the model and the optimizer, load data and warm up before
+init(): whatever comes after it and before the first sync() is time the
+others wait for the newcomer in sync().  Inside ``with ctx.step()`` and in sync()/wrap(), every collective
 that fails because the job re-formed (a peer died, left, joined, or this
 node's etcd lease cannot be confirmed) raises EpochChanged; other errors
 pass through unchanged.  dist.* keeps working as usual on the default group.
@@ -155,6 +165,17 @@ class _Gen:
         self.retired_at = None
 
 
+def _warm_up(backend):
+    """The boot's share that is torch's: this process's GPU and its CUDA
+    context (NCCL), before the process says it is ready."""
+    if backend != "nccl" or not torch.cuda.is_available():
+        return
+    n = torch.cuda.device_count()
+    if n:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % n)
+        torch.empty(1, device="cuda")  # makes the context now, not in the first sync()
+
+
 class Context:
     """A process's membership in an elastic job under `ecoord launch
     --rebuild=inprocess`.  Methods are for the training thread; pending()
@@ -164,6 +185,7 @@ class Context:
 
     def __init__(self, backend, timeout, rebuild_timeout, epoch_wait, log_level):
         self.backend = backend
+        _warm_up(backend)
         self.timeout = datetime.timedelta(seconds=_seconds(timeout, 300))
         self._rebuild_timeout = _seconds(rebuild_timeout, 120)
         self._epoch_wait_ms = int(_seconds(epoch_wait, 60) * 1000)
@@ -173,6 +195,9 @@ class Context:
         opts = {}
         if rebuild_timeout is not None:
             opts["rebuild_timeout_ms"] = int(self._rebuild_timeout * 1000)
+        # ecw_init: follows the job's epochs, says this process is ready,
+        # and waits (without the rebuild's deadline) until its node is
+        # admitted.
         self._w = _ecw.Worker(backend=_ecw.BACKEND_NONE,
                               log=lambda lvl, msg: lib_log.log(pylevels[min(lvl, 3)], "%s", msg),
                               log_level=levels.get(str(log_level).lower(), 2), **opts)
@@ -419,6 +444,9 @@ class Context:
                         self._wait_confirmed(deadline)
                         continue
                     raise
+                # The wait to be admitted (this node out of the job while one
+                # of its processes boots) is no part of the rebuild's time.
+                deadline = max(deadline, time.monotonic() + self._rebuild_timeout)
             first = False
             t_epoch = _now_ms()
             try:
@@ -693,6 +721,95 @@ def _unwrap(model):
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
+# State travels as tensors, not as a pickle: a small manifest (the state
+# dicts with every tensor replaced by its place in a byte buffer) and the
+# tensors' bytes in buffers of at most _BUCKET bytes, broadcast as they are on
+# the collective's device.  A sync costs about the state's size over the link's
+# bandwidth plus one copy on each side, where torch.save() of GPU tensors went
+# through host memory twice on the way.
+_BUCKET = 256 << 20
+_ALIGN = 16
+
+
+class _Slot:
+    """A tensor's place in the byte buffers (in the manifest)."""
+
+    def __init__(self, offset, nbytes, dtype, shape, cuda):
+        self.offset, self.nbytes, self.dtype, self.shape, self.cuda = \
+            offset, nbytes, dtype, shape, cuda
+
+
+def _flatten(obj, tensors):
+    """obj with every dense tensor replaced by a _Slot; tensors gets them."""
+    if isinstance(obj, torch.Tensor) and obj.layout == torch.strided:
+        t = obj.detach()
+        nbytes = t.numel() * t.element_size()
+        off = tensors[-1][1] + tensors[-1][0].numel() * tensors[-1][0].element_size() \
+            if tensors else 0
+        off = (off + _ALIGN - 1) // _ALIGN * _ALIGN
+        tensors.append((t, off))
+        return _Slot(off, nbytes, t.dtype, tuple(t.shape), t.is_cuda)
+    if isinstance(obj, dict):
+        return type(obj)((k, _flatten(v, tensors)) for k, v in obj.items()) \
+            if type(obj) is not dict else {k: _flatten(v, tensors) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        out = [_flatten(v, tensors) for v in obj]
+        return out if isinstance(obj, list) else type(obj)(out) if type(obj) is tuple else \
+            type(obj)(*out)
+    return obj
+
+
+def _restore(obj, buffers):
+    if isinstance(obj, _Slot):
+        t = _bytes(buffers, obj.offset, obj.nbytes).view(obj.dtype).reshape(obj.shape)
+        return t if obj.cuda else t.cpu()
+    if isinstance(obj, dict):
+        return {k: _restore(v, buffers) for k, v in obj.items()} if type(obj) is dict else \
+            type(obj)((k, _restore(v, buffers)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        out = [_restore(v, buffers) for v in obj]
+        return out if isinstance(obj, list) else type(obj)(out) if type(obj) is tuple else \
+            type(obj)(*out)
+    return obj
+
+
+def _buckets(total):
+    """[(start, end)] byte ranges of at most _BUCKET, cut at _ALIGN."""
+    out, start, size = [], 0, max(_ALIGN, _BUCKET // _ALIGN * _ALIGN)
+    while start < total:
+        end = min(total, start + size)
+        out.append((start, end))
+        start = end
+    return out
+
+
+def _bytes(buffers, offset, n):
+    """Bytes [offset, offset + n) of the received state: a view into one
+    buffer, or a copy when they straddle two."""
+    parts = []
+    for (start, end), b in buffers:
+        lo, hi = max(offset, start), min(offset + n, end)
+        if lo < hi:
+            parts.append(b[lo - start:hi - start])
+    if not parts:
+        dev = buffers[0][1].device if buffers else "cpu"
+        return torch.empty(0, dtype=torch.uint8, device=dev)
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _pack(tensors, start, end, dev):
+    """Bytes [start, end) of the state, one buffer on dev (the sender)."""
+    buf = torch.zeros(end - start, dtype=torch.uint8, device=dev)
+    for t, off in tensors:
+        n = t.numel() * t.element_size()
+        lo, hi = max(off, start), min(off + n, end)
+        if lo >= hi:
+            continue
+        src = t.contiguous().reshape(-1).view(torch.uint8)
+        buf[lo - start:hi - start].copy_(src[lo - off:hi - off])
+    return buf
+
+
 def _sync(model, optimizer, step, extra, ctx):
     t0 = _now_ms()
     model = _unwrap(model)
@@ -706,28 +823,44 @@ def _sync(model, optimizer, step, extra, ctx):
     best = max(steps)
     if best < 0 or min(steps) == best:
         ctx.last_sync_ms = _now_ms() - t0
+        ctx.last_sync_bytes = 0
         return best
     src = steps.index(best)
     if rank == src:
-        buf = io.BytesIO()
         state = {"model": model.state_dict(), "step": best}
         if optimizer is not None:
             state["optimizer"] = optimizer.state_dict()
         for k, o in (extra or {}).items():
             state["extra." + k] = o.state_dict()
-        torch.save(state, buf)
-        payload = torch.frombuffer(bytearray(buf.getbuffer()), dtype=torch.uint8).to(dev)
-        n = torch.tensor([payload.numel()], dtype=torch.int64, device=dev)
+        tensors = []
+        manifest = _flatten(state, tensors)
+        total = tensors[-1][1] + tensors[-1][0].numel() * tensors[-1][0].element_size() \
+            if tensors else 0
+        buf = io.BytesIO()
+        torch.save({"manifest": manifest, "total": total}, buf)
+        head = torch.frombuffer(bytearray(buf.getbuffer()), dtype=torch.uint8).to(dev)
+        n = torch.tensor([head.numel()], dtype=torch.int64, device=dev)
     else:
         n = torch.zeros(1, dtype=torch.int64, device=dev)
     dist.broadcast(n, src)
     if rank != src:
-        payload = torch.empty(int(n.item()), dtype=torch.uint8, device=dev)
-    dist.broadcast(payload, src)
-    # The whole transfer is here: only now is anything loaded (staged first,
-    # so an error while decoding leaves the live state as it was).
+        head = torch.empty(int(n.item()), dtype=torch.uint8, device=dev)
+    dist.broadcast(head, src)
+    if rank != src:
+        meta = torch.load(io.BytesIO(head.cpu().numpy().tobytes()), map_location="cpu")
+        manifest, total = meta["manifest"], meta["total"]
+    buffers = []
+    for start, end in _buckets(total):
+        if rank == src:
+            b = _pack(tensors, start, end, dev)
+        else:
+            b = torch.empty(end - start, dtype=torch.uint8, device=dev)  # staged
+        dist.broadcast(b, src)
+        buffers.append(((start, end), b if rank != src else None))
+    # The whole transfer is here: only now is anything loaded (an error while
+    # decoding leaves the live state as it was).
     if int(step) < best:
-        staged = torch.load(io.BytesIO(payload.cpu().numpy().tobytes()), map_location="cpu")
+        staged = _restore(manifest, buffers)
         model.load_state_dict(staged["model"])
         if optimizer is not None and "optimizer" in staged:
             optimizer.load_state_dict(staged["optimizer"])
@@ -735,6 +868,7 @@ def _sync(model, optimizer, step, extra, ctx):
             if "extra." + k in staged:
                 o.load_state_dict(staged["extra." + k])
     ctx.last_sync_ms = _now_ms() - t0
+    ctx.last_sync_bytes = total
     return best
 
 
