@@ -325,6 +325,18 @@ START_TEST(slow_joiner_never_stops_the_members)
     ck_assert_int_eq(r->boot.phase, EC_BOOT_BOOTING);
     ck_assert_str_eq(r->boot.why, "joining");
     ec_node_rec_free(r);
+    /* what a user sees: ecoord status names it booting, with its boot */
+    char out[16384], cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s status --elastic_server=%s --job_id=%s",
+             ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job);
+    char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    ck_assert_int_eq(ec_test_run(sh, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "booting") && strstr(out, "(joining), 0 of 1 ready"), "%s", out);
+    snprintf(cmd, sizeof(cmd), "%s status --elastic_server=%s --job_id=%s --json",
+             ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job);
+    ck_assert_int_eq(ec_test_run(sh, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "\"state\":\"booting\"") &&
+                  strstr(out, "\"boot\":{\"phase\":\"booting\""), "%s", out);
 
     /* Ready: admitted by an epoch decided after it. */
     ep = wait_epoch(root, e + 1, 3, 30000);

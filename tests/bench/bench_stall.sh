@@ -61,18 +61,21 @@ start_agent() {  # JOB NODE MODE PROG: prints the agent's pid
     else prog="$LINREG --steps 100000000 --delay-ms $DELAY_MS --timestamps"; fi
     [ "$BOOT_MS" -gt 0 ] && prog="/bin/sh -c 'sleep $(awk "BEGIN {print $BOOT_MS / 1000}"); exec $prog'"
     mkdir -p "$W/$1"
-    eval "\"$ECOORD\" launch --elastic_server=\"$EP\" --job_id=\"$1\" --np=2:$((K + 1)) \
+    # sh -c, not eval: dash's `eval ... &` keeps the command substitution's pipe open
+    sh -c "exec \"$ECOORD\" launch --elastic_server=\"$EP\" --job_id=\"$1\" --np=2:$((K + 1)) \
         --nproc_per_node=1 --node_id=\"$2\" --rebuild=inprocess --elastic_timeout=1 --lease_ttl=10 \
         --grace_period=2 --log_dir=\"$W/$1/$2\" $flags -- $prog" > "$W/$1.$2.console" 2>&1 &
     echo $!
 }
 status_json() { "$ECOORD" status --elastic_server="$EP" --job_id="$1" --json 2>/dev/null; }
 leader_of() { status_json "$1" | sed -n 's/.*"leader":"\([^"]*\)".*/\1/p'; }
-# Step lines of NODE after wall ms AFTER at world WORLD (0: any): "t" per line.
-steps_after() {  # JOB NODE AFTER WORLD
+# Step lines of NODE after wall ms AFTER at world WORLD (0: any), not of
+# process NOTPID (a killed one): "t" per line.
+steps_after() {  # JOB NODE AFTER WORLD [NOTPID]
     grep -h "step=.* t=" "$W/$1/$2/workerlog.0" 2>/dev/null |
-        awk -v a="$3" -v w="$4" '{ t = $NF; sub(/t=/, "", t); if (t + 0 <= a) next
-            if (w > 0 && index($0, " world=" w " ") == 0) next; print t }'
+        awk -v a="$3" -v w="$4" -v np="${5:-0}" '{ t = $NF; sub(/t=/, "", t); if (t + 0 <= a) next
+            if (w > 0 && index($0, " world=" w " ") == 0) next
+            if (np > 0 && index($0, " pid=" np " ") > 0) next; print t }'
 }
 first_step() { steps_after "$@" | head -n1; }
 # until every node of NODES stepped at world WORLD after AFTER; prints the latest first step
@@ -146,10 +149,14 @@ run_job() {  # PROG MODE REP
             record "$prog" "$mode" join newcomer $((tn - t0))
             nodes="$nodes $j"; others="$others $j" ;;
         workerkill)
-            kill -9 "$(pid_of "$job" "$victim")"
+            old=$(pid_of "$job" "$victim"); kill -9 "$old"
             rest=""; for n in $nodes; do [ "$n" != "$victim" ] && rest="$rest $n"; done
-            te=$(all_stepped "$job" "$world" "$t0" $nodes) || { echo "  $job: $victim never back" >&2; return 1; }
-            tn=$(first_step "$job" "$victim" "$t0" "$world")
+            dl=$(( $(now_ms) + 90000 ))
+            until tn=$(first_step "$job" "$victim" "$t0" "$world" "$old") && [ -n "$tn" ]; do
+                [ "$(now_ms)" -gt "$dl" ] && { echo "  $job: $victim never back" >&2; return 1; }
+                sleep 0.02
+            done
+            te=$(all_stepped "$job" "$world" "$tn" $rest) || { echo "  $job: no step after $victim's return" >&2; return 1; }
             record "$prog" "$mode" workerkill stall "$(stall "$job" "$t0" "$te" $rest)"
             record "$prog" "$mode" workerkill newcomer $((tn - t0)) ;;
         nodekill|leave)

@@ -61,9 +61,9 @@ it once the group timeout has passed since its retirement.
 """
 import contextlib
 import datetime
-import io
 import logging
 import os
+import pickle
 import socket
 import threading
 import time
@@ -722,46 +722,83 @@ def _unwrap(model):
 
 
 # State travels as tensors, not as a pickle: a small manifest (the state
-# dicts with every tensor replaced by its place in a byte buffer) and the
-# tensors' bytes in buffers of at most _BUCKET bytes, broadcast as they are on
-# the collective's device.  A sync costs about the state's size over the link's
-# bandwidth plus one copy on each side, where torch.save() of GPU tensors went
-# through host memory twice on the way.
-_BUCKET = 256 << 20
+# dicts with every tensor replaced by its place) and the tensors' bytes,
+# broadcast as they are on the collective's device: a tensor of _DIRECT bytes
+# or more on its own, straight from the sender's memory, smaller ones packed
+# into buffers of up to _BUCKET.  A sync costs about the state's size over the
+# link's bandwidth, where torch.save() of the whole state went through a
+# pickle (and, for GPU tensors, through host memory) on both sides.
+_DIRECT = 1 << 20
+_BUCKET = 4 << 20
 _ALIGN = 16
 
 
 class _Slot:
-    """A tensor's place in the byte buffers (in the manifest)."""
+    """A tensor's place in the manifest: its part, offset, size and kind."""
 
-    def __init__(self, offset, nbytes, dtype, shape, cuda):
-        self.offset, self.nbytes, self.dtype, self.shape, self.cuda = \
-            offset, nbytes, dtype, shape, cuda
+    def __init__(self, part, offset, nbytes, dtype, shape, cuda):
+        self.part, self.offset, self.nbytes, self.dtype, self.shape, self.cuda = \
+            part, offset, nbytes, dtype, shape, cuda
 
 
-def _flatten(obj, tensors):
-    """obj with every dense tensor replaced by a _Slot; tensors gets them."""
+class _Parts:
+    """The sender's side: the parts to broadcast, in order.  A part is
+    [tensor] (direct) or a list of (tensor, offset) packed into one buffer;
+    sizes[i] is part i's size in bytes."""
+
+    def __init__(self):
+        self.parts, self.sizes, self.open = [], [], None
+
+    def place(self, t):
+        n = t.numel() * t.element_size()
+        if n >= _DIRECT:
+            self.parts.append([t])
+            self.sizes.append(n)
+            return len(self.parts) - 1, 0
+        if self.open is None or self.sizes[self.open] + n > _BUCKET:
+            self.parts.append([])
+            self.sizes.append(0)
+            self.open = len(self.parts) - 1
+        off = (self.sizes[self.open] + _ALIGN - 1) // _ALIGN * _ALIGN
+        self.parts[self.open].append((t, off))
+        self.sizes[self.open] = off + n
+        return self.open, off
+
+    def buffer(self, i, dev):
+        """Part i as one uint8 tensor on dev (a direct part: the tensor's
+        own memory when it is contiguous and there already)."""
+        p = self.parts[i]
+        if len(p) == 1 and not isinstance(p[0], tuple):
+            return p[0].to(dev).contiguous().reshape(-1).view(torch.uint8)
+        buf = torch.empty(self.sizes[i], dtype=torch.uint8, device=dev)
+        for t, off in p:
+            n = t.numel() * t.element_size()
+            buf[off:off + n].copy_(t.contiguous().reshape(-1).view(torch.uint8))
+        return buf
+
+
+def _flatten(obj, parts):
+    """obj with every dense tensor replaced by a _Slot placed in parts."""
     if isinstance(obj, torch.Tensor) and obj.layout == torch.strided:
         t = obj.detach()
-        nbytes = t.numel() * t.element_size()
-        off = tensors[-1][1] + tensors[-1][0].numel() * tensors[-1][0].element_size() \
-            if tensors else 0
-        off = (off + _ALIGN - 1) // _ALIGN * _ALIGN
-        tensors.append((t, off))
-        return _Slot(off, nbytes, t.dtype, tuple(t.shape), t.is_cuda)
+        part, off = parts.place(t)
+        return _Slot(part, off, t.numel() * t.element_size(), t.dtype, tuple(t.shape), t.is_cuda)
     if isinstance(obj, dict):
-        return type(obj)((k, _flatten(v, tensors)) for k, v in obj.items()) \
-            if type(obj) is not dict else {k: _flatten(v, tensors) for k, v in obj.items()}
+        return type(obj)((k, _flatten(v, parts)) for k, v in obj.items()) \
+            if type(obj) is not dict else {k: _flatten(v, parts) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        out = [_flatten(v, tensors) for v in obj]
+        out = [_flatten(v, parts) for v in obj]
         return out if isinstance(obj, list) else type(obj)(out) if type(obj) is tuple else \
             type(obj)(*out)
     return obj
 
 
 def _restore(obj, buffers):
+    """obj with every _Slot replaced by its tensor: a view into the received
+    buffers (copied to the host when it came from there)."""
     if isinstance(obj, _Slot):
-        t = _bytes(buffers, obj.offset, obj.nbytes).view(obj.dtype).reshape(obj.shape)
+        t = buffers[obj.part][obj.offset:obj.offset + obj.nbytes].view(obj.dtype) \
+            .reshape(obj.shape)
         return t if obj.cuda else t.cpu()
     if isinstance(obj, dict):
         return {k: _restore(v, buffers) for k, v in obj.items()} if type(obj) is dict else \
@@ -771,43 +808,6 @@ def _restore(obj, buffers):
         return out if isinstance(obj, list) else type(obj)(out) if type(obj) is tuple else \
             type(obj)(*out)
     return obj
-
-
-def _buckets(total):
-    """[(start, end)] byte ranges of at most _BUCKET, cut at _ALIGN."""
-    out, start, size = [], 0, max(_ALIGN, _BUCKET // _ALIGN * _ALIGN)
-    while start < total:
-        end = min(total, start + size)
-        out.append((start, end))
-        start = end
-    return out
-
-
-def _bytes(buffers, offset, n):
-    """Bytes [offset, offset + n) of the received state: a view into one
-    buffer, or a copy when they straddle two."""
-    parts = []
-    for (start, end), b in buffers:
-        lo, hi = max(offset, start), min(offset + n, end)
-        if lo < hi:
-            parts.append(b[lo - start:hi - start])
-    if not parts:
-        dev = buffers[0][1].device if buffers else "cpu"
-        return torch.empty(0, dtype=torch.uint8, device=dev)
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
-def _pack(tensors, start, end, dev):
-    """Bytes [start, end) of the state, one buffer on dev (the sender)."""
-    buf = torch.zeros(end - start, dtype=torch.uint8, device=dev)
-    for t, off in tensors:
-        n = t.numel() * t.element_size()
-        lo, hi = max(off, start), min(off + n, end)
-        if lo >= hi:
-            continue
-        src = t.contiguous().reshape(-1).view(torch.uint8)
-        buf[lo - start:hi - start].copy_(src[lo - off:hi - off])
-    return buf
 
 
 def _sync(model, optimizer, step, extra, ctx):
@@ -832,13 +832,13 @@ def _sync(model, optimizer, step, extra, ctx):
             state["optimizer"] = optimizer.state_dict()
         for k, o in (extra or {}).items():
             state["extra." + k] = o.state_dict()
-        tensors = []
-        manifest = _flatten(state, tensors)
-        total = tensors[-1][1] + tensors[-1][0].numel() * tensors[-1][0].element_size() \
-            if tensors else 0
-        buf = io.BytesIO()
-        torch.save({"manifest": manifest, "total": total}, buf)
-        head = torch.frombuffer(bytearray(buf.getbuffer()), dtype=torch.uint8).to(dev)
+        parts = _Parts()
+        manifest = _flatten(state, parts)
+        sizes = parts.sizes
+        # the manifest holds no tensor: plain pickle (torch.load of newer
+        # torch takes only tensors by default)
+        head = torch.frombuffer(bytearray(pickle.dumps({"manifest": manifest, "sizes": sizes})),
+                                dtype=torch.uint8).to(dev)
         n = torch.tensor([head.numel()], dtype=torch.int64, device=dev)
     else:
         n = torch.zeros(1, dtype=torch.int64, device=dev)
@@ -847,16 +847,17 @@ def _sync(model, optimizer, step, extra, ctx):
         head = torch.empty(int(n.item()), dtype=torch.uint8, device=dev)
     dist.broadcast(head, src)
     if rank != src:
-        meta = torch.load(io.BytesIO(head.cpu().numpy().tobytes()), map_location="cpu")
-        manifest, total = meta["manifest"], meta["total"]
+        meta = pickle.loads(head.cpu().numpy().tobytes())
+        manifest, sizes = meta["manifest"], meta["sizes"]
     buffers = []
-    for start, end in _buckets(total):
+    for i, size in enumerate(sizes):
         if rank == src:
-            b = _pack(tensors, start, end, dev)
+            b = parts.buffer(i, dev)
         else:
-            b = torch.empty(end - start, dtype=torch.uint8, device=dev)  # staged
+            b = torch.empty(size, dtype=torch.uint8, device=dev)  # staged
         dist.broadcast(b, src)
-        buffers.append(((start, end), b if rank != src else None))
+        buffers.append(b if rank != src else None)
+    total = sum(sizes)
     # The whole transfer is here: only now is anything loaded (an error while
     # decoding leaves the live state as it was).
     if int(step) < best:
