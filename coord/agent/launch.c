@@ -480,8 +480,8 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
         a->m_id = -1;
         ec_error_t err = {0};
         ec_node_set_state(a->node, EC_NODE_JOINING, NULL, &err);
-        ec_log(EC_LOG_INFO, "this node is not in epoch %" PRIu64 ": its processes %s and wait "
-                            "to be admitted", ep->number,
+        ec_log(EC_LOG_INFO, "this node is a standby in epoch %" PRIu64 " (not a member): its "
+                            "processes %s and wait to be admitted", ep->number,
                a->booting ? "are booting" : "are ready");
         return -1;
     }
