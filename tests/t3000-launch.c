@@ -762,6 +762,50 @@ START_TEST(completed_job_id_runs_again)
 }
 END_TEST
 
+/* A run whose agents are all gone (stopped with SIGTERM here) is over:
+ * `ecoord status` says no agent of it is alive, and the next launch marks
+ * it interrupted and starts a new run, with another --np if it likes, in
+ * which no process ever starts in the old run's epoch. */
+START_TEST(interrupted_run_is_over_and_a_new_launch_starts_a_new_run)
+{
+    agent_t a = start_agent_env("", "jintr", "a", "1", "1", "", "0");
+    wait_dump("jintr", "a", 0, 1);
+    char first[64];
+    snprintf(first, sizeof(first), "%s", dump_get(dump_path("jintr", "a", 0, 1), "PID"));
+    kill(a.pid, SIGTERM);
+    ck_assert_int_eq(ec_test_reap(a.pid, 20000), 128 + SIGTERM);
+    ec_job_status_t *st = job_status("jintr");
+    ck_assert_int_eq(st->state, EC_JOB_RUNNING); /* nobody was left to say otherwise */
+    ec_job_status_free(st);
+    char cmd[1024], out[16384];
+    snprintf(cmd, sizeof(cmd), "%s status --elastic_server=%s --job_id=jintr", ecoord(),
+             ec_embed_endpoint(etcd));
+    char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    ck_assert_int_eq(ec_test_run(sh, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "no agent of run 1 is alive"), "%s", out);
+
+    /* Launched again with another --np: a new run, numbered on */
+    agent_t b = start_agent_env("", "jintr", "a", "2", "1", "", "0");
+    agent_t b2 = start_agent_env("", "jintr", "b", "2", "1", "", "0");
+    ec_epoch_t *ep = wait_epoch("/jintr/", 2, 2, 20000);
+    ck_assert_uint_eq(ep->run, 2);
+    uint64_t e = ep->number;
+    ec_epoch_free(ep);
+    st = job_status("jintr");
+    ck_assert_int_eq(st->state, EC_JOB_RUNNING);
+    ck_assert_uint_eq(st->run, 2);
+    ec_job_status_free(st);
+    wait_dump("jintr", "a", 0, e);
+    ck_assert_msg(!strcmp(dump_get(dump_path("jintr", "a", 0, 1), "PID"), first),
+                  "a process of the new run started in the old run's epoch 1");
+    ck_assert_msg(ec_test_file_contains(b.log, "+run-interrupted 1") ||
+                  ec_test_file_contains(b2.log, "+run-interrupted 1"),
+                  "nobody said run 1 was interrupted (%s, %s)", b.log, b2.log);
+    ck_assert(!ec_test_file_contains(b.log, "runs --np=1:1"));
+    ck_assert(!ec_test_file_contains(b2.log, "runs --np=1:1"));
+}
+END_TEST
+
 static void bad(const char *flags, const char *envs, const char *needle)
 {
     char cmd[2048], out[8192];
@@ -1176,6 +1220,7 @@ static Suite *suite(void)
     ec_tcase_add(t, agent_frozen_shorter_than_suspicion_window_not_evicted);
     ec_tcase_add(t, node_loss_makes_one_epoch_and_costs_no_restart);
     ec_tcase_add(t, inprocess_peer_loss_costs_no_restart);
+    ec_tcase_add(t, interrupted_run_is_over_and_a_new_launch_starts_a_new_run);
     ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
     ec_tcase_add(t, second_sigint_stops_processes_at_once);
     ec_tcase_add(t, console_says_what_the_job_waits_for);

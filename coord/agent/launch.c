@@ -1124,13 +1124,19 @@ static int run(agent_t *a)
         ec_job_state_t js = a->job_state;
         char *why = a->job_reason ? strdup(a->job_reason) : NULL;
         pthread_mutex_unlock(&a->lock);
-        if (js == EC_JOB_COMPLETED || js == EC_JOB_FAILED) {
+        if (ec_job_state_ended(js)) {
             ec_epoch_free(ep);
             ec_procs_stop_all(a->procs, cfg->grace_period_ms);
             double wall = (double)(ec_mono_ms() - a->start_ms) / 1000.0;
             if (js == EC_JOB_COMPLETED)
                 ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
                                     "this node, %.1f s", cfg->job_id, a->epochs_seen, a->restarts, wall);
+            else if (js == EC_JOB_INTERRUPTED)
+                /* A later launch found no agent of our run alive: this node
+                 * was cut from etcd past its lease meanwhile. */
+                ec_log(EC_LOG_ERROR, "job %s: this node's run was marked interrupted (%s); "
+                                     "the job goes on as a new run: start this node again to "
+                                     "join it", cfg->job_id, why ? why : "no reason given");
             else
                 ec_log(EC_LOG_ERROR, "job %s failed: %s", cfg->job_id, why ? why : "no reason given");
             free(why);

@@ -266,32 +266,149 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
+/* Whether an agent of run `run` is alive in the job: a node record of that
+ * run (or one that does not decode: not ours to judge) on a lease, or the
+ * leader key.  < 0: etcd could not be read. */
+static int run_alive(ec_node_t *n, uint64_t run, ec_error_t *err)
+{
+    char prefix[EC_KEY_MAX];
+    ec_key_nodes_prefix(&n->keys, prefix, sizeof(prefix));
+    ec_kv_list_t l = {0};
+    int rc = ec_etcd_get_prefix(n->c, prefix, 0, &l, err);
+    if (rc < 0)
+        return rc;
+    int alive = 0;
+    for (size_t i = 0; i < l.n && !alive; i++) {
+        ec_node_rec_t *r = NULL;
+        if (!l.kvs[i].lease)
+            continue; /* no agent writes a record without a lease */
+        alive = ec_node_rec_decode(l.kvs[i].value, l.kvs[i].value_len, NULL, &r, NULL) < 0 ||
+                r->run == run;
+        ec_node_rec_free(r);
+    }
+    ec_kv_list_free(&l);
+    if (!alive) {
+        ec_kv_t kv;
+        bool found = false;
+        if ((rc = ec_etcd_get(n->c, n->k_leader, &kv, &found, NULL, err)) < 0)
+            return rc;
+        alive = found;
+        if (found)
+            ec_kv_free(&kv);
+    }
+    return alive;
+}
+
+/* How long no agent of a running run must be seen before a new launch
+ * takes it for over: agents that lost their leases (etcd away past their
+ * TTL) register again within a second of reaching etcd. */
+#define EC_RUN_GONE_MS 2000
+
+/* A run that says running but has no agent left (every one stopped, killed
+ * or lost) is over: mark it interrupted, with when and why, in a
+ * transaction that holds only if nobody changed the status and nobody
+ * leads meanwhile.  1: marked (or someone else did: *st re-read by the
+ * caller), 0: an agent of it is alive (join it), < 0: etcd. */
+static int end_interrupted(ec_node_t *n, const ec_job_status_t *st, int64_t status_mod,
+                           ec_error_t *err)
+{
+    int64_t deadline = ec_mono_ms() + EC_RUN_GONE_MS;
+    for (;;) {
+        int alive = run_alive(n, st->run, err);
+        if (alive != 0)
+            return alive < 0 ? alive : 0;
+        if (ec_mono_ms() >= deadline)
+            break;
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL); /* a bounded wait for agents re-registering, not a sync */
+    }
+    char why[512];
+    snprintf(why, sizeof(why), "no agent of run %llu was left (no node record of it and no "
+             "leader for %d ms; last epoch %llu): its agents were stopped or lost; node %s found "
+             "it so when it was launched again", (unsigned long long)st->run, EC_RUN_GONE_MS,
+             (unsigned long long)st->epoch, n->node_id);
+    ec_job_status_t over = {.state = EC_JOB_INTERRUPTED, .reason = why, .epoch = st->epoch,
+                            .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
+                            .run = st->run};
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = ec_job_status_encode(&over, &buf, &len, err);
+    if (rc < 0)
+        return rc;
+    ec_cmp_t cm[2] = {{.key = n->k_status, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                       .number = status_mod},
+                      {.key = n->k_leader, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL}};
+    ec_op_t put = {.type = EC_OP_PUT, .key = n->k_status, .value = buf, .value_len = len};
+    ec_txn_result_t r;
+    rc = ec_etcd_txn(n->c, cm, 2, &put, 1, NULL, 0, &r, err);
+    free(buf);
+    if (rc < 0)
+        return rc;
+    if (r.succeeded)
+        ec__node_emit(n, "+run-interrupted %llu: %s", (unsigned long long)st->run, why);
+    ec_txn_result_free(&r);
+    return 1;
+}
+
 /* The run this node takes part in: the current one, or the next when the
- * job's status says the last run ended (a job id launched again). */
+ * job's status says the last run ended (a job id launched again), or when
+ * it says running but no agent of it is left (interrupted: every agent was
+ * stopped; the status would otherwise say running forever and pin the old
+ * run's --np and epoch). */
 static int find_run(ec_node_t *n, ec_error_t *err)
 {
-    ec_kv_t kv;
-    bool found = false;
     n->run = 1;
-    int rc = ec_etcd_get(n->c, n->k_status, &kv, &found, NULL, err);
-    if (rc < 0 || !found)
-        return rc;
-    ec_job_status_t *st = NULL;
-    ec_error_t derr = {0};
-    if (ec_job_status_decode(kv.value, kv.value_len, kv.key, &st, &derr) == 0) {
-        bool ended = st->state == EC_JOB_COMPLETED || st->state == EC_JOB_FAILED;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        ec_kv_t kv;
+        bool found = false;
+        int rc = ec_etcd_get(n->c, n->k_status, &kv, &found, NULL, err);
+        if (rc < 0 || !found)
+            return rc;
+        ec_job_status_t *st = NULL;
+        ec_error_t derr = {0};
+        if (ec_job_status_decode(kv.value, kv.value_len, kv.key, &st, &derr) < 0) {
+            ec_log(EC_LOG_ERROR, "ignoring the job status: %s", derr.msg);
+            ec_kv_free(&kv);
+            return 0;
+        }
+        int64_t mod = kv.mod_revision;
+        ec_kv_free(&kv);
+        if (st->state == EC_JOB_RUNNING) {
+            rc = end_interrupted(n, st, mod, err);
+            uint64_t run = st->run;
+            ec_job_status_free(st);
+            if (rc < 0)
+                return rc;
+            if (rc == 0) {
+                /* An agent is alive: join its run, unless the status moved
+                 * meanwhile (another launch found the run over first). */
+                int64_t now_mod = 0;
+                if ((rc = ec_etcd_get(n->c, n->k_status, &kv, &found, NULL, err)) < 0)
+                    return rc;
+                if (found) {
+                    now_mod = kv.mod_revision;
+                    ec_kv_free(&kv);
+                }
+                if (now_mod == mod) {
+                    n->run = run;
+                    return 0;
+                }
+            }
+            continue; /* read what it says now */
+        }
+        bool ended = ec_job_state_ended(st->state);
         n->run = ended ? st->run + 1 : st->run;
         if (ended)
             ec__node_emit(n, "+run %llu: job %s %s in run %llu; this launch starts a new run",
                           (unsigned long long)n->run, n->job_id,
-                          st->state == EC_JOB_COMPLETED ? "completed" : "failed",
+                          st->state == EC_JOB_COMPLETED ? "completed"
+                          : st->state == EC_JOB_FAILED ? "failed" : "was interrupted",
                           (unsigned long long)st->run);
-    } else {
-        ec_log(EC_LOG_ERROR, "ignoring the job status: %s", derr.msg);
+        ec_job_status_free(st);
+        return 0;
     }
-    ec_job_status_free(st);
-    ec_kv_free(&kv);
-    return 0;
+    return ec_errorf(err, EC_EUNAVAILABLE, "job %s's status kept changing while this node "
+                     "looked for its run; try again", n->job_id);
 }
 
 ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)

@@ -301,7 +301,7 @@ void ec__node_plan_and_act(ec_node_t *n)
      * its epoch's run is being launched again; its next epoch is the first
      * of run status_run + 1, formed only from agents of that run (agents of
      * the ended run are on their way out). */
-    bool final = n->status_state == EC_JOB_COMPLETED || n->status_state == EC_JOB_FAILED;
+    bool final = ec_job_state_ended(n->status_state);
     uint64_t epoch_run = n->epoch ? n->epoch->run : 0;
     bool new_run = final && n->status_run >= epoch_run;
     /* With neither an epoch nor a status (etcd lost its data), the run is

@@ -60,6 +60,11 @@ const char *ec_job_state_name(ec_job_state_t s)
     return "unknown";
 }
 
+bool ec_job_state_ended(ec_job_state_t s)
+{
+    return s == EC_JOB_COMPLETED || s == EC_JOB_FAILED || s == EC_JOB_INTERRUPTED;
+}
+
 const char *ec_failure_kind_name(ec_failure_kind_t k)
 {
     switch ((int)k) { EC_FAILURE_KIND_MAP(EC__NAME_CASE) }
@@ -1467,8 +1472,9 @@ static int status_validate(const ec_job_status_t *st, const vctx_t *v)
 {
     if (!job_state_known(st->state))
         return bad(v, "state %d is not a known job state", (int)st->state);
-    if (st->state == EC_JOB_FAILED && (!st->reason || !st->reason[0]))
-        return bad(v, "state is failed but no reason is given");
+    if ((st->state == EC_JOB_FAILED || st->state == EC_JOB_INTERRUPTED) &&
+        (!st->reason || !st->reason[0]))
+        return bad(v, "state is %s but no reason is given", ec_job_state_name(st->state));
     if (st->updated_by && st->updated_by[0] && !node_id_ok(st->updated_by))
         return bad(v, "updated_by '%.64s' is not a valid node id", st->updated_by);
     if (st->updated_at_ms < 0)

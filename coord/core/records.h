@@ -27,6 +27,7 @@
 #define EC_RECORDS_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,7 +76,8 @@ typedef enum {
     X(UNKNOWN, 0, "unknown")      \
     X(RUNNING, 1, "running")      \
     X(COMPLETED, 2, "completed")  \
-    X(FAILED, 3, "failed")
+    X(FAILED, 3, "failed")        \
+    X(INTERRUPTED, 4, "interrupted")
 typedef enum {
 #define EC__E(n, v, t) EC_JOB_##n = (v),
     EC_JOB_STATE_MAP(EC__E)
@@ -99,6 +101,9 @@ typedef enum {
 const char *ec_node_state_name(ec_node_state_t s);
 const char *ec_epoch_reason_name(ec_epoch_reason_t r);
 const char *ec_job_state_name(ec_job_state_t s);
+/* Whether a run in state s is over (completed, failed or interrupted): a
+ * launch of the job then starts the next run. */
+bool ec_job_state_ended(ec_job_state_t s);
 const char *ec_failure_kind_name(ec_failure_kind_t k);
 const char *ec_boot_phase_name(int phase); /* "booting", "ready"; "unknown" */
 
@@ -336,7 +341,7 @@ int ec_epoch_find_member(const ec_epoch_t *ep, const char *node_id);
 
 typedef struct ec_job_status {
     ec_job_state_t state;
-    char *reason;           /* required (non-empty) when state is failed */
+    char *reason;           /* required (non-empty) when state is failed or interrupted */
     uint64_t epoch;         /* epoch current when written; 0 before the first */
     int64_t updated_at_ms;
     char *updated_by;       /* writer's node id, or NULL */

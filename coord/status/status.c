@@ -27,9 +27,14 @@
  *   root            string: the job's key root, "<prefix>/<job_id>/"
  *   revision        number: the etcd revision the snapshot was read at
  *   now_ms          number: when it was rendered (this host's clock)
- *   state           "running" | "completed" | "failed" (from the status key),
+ *   state           "running" | "completed" | "failed" | "interrupted" (from
+ *                   the status key: interrupted when a later launch found no
+ *                   agent of the run alive),
  *                   "running" without a status key but with an epoch,
  *                   "forming" with neither, "unknown" if the status is corrupt
+ *   alive           bool: an agent of the run is alive (the leader key, or a
+ *                   node record of the run); running and not alive: the run
+ *                   is over, the next launch marks it interrupted
  *   status          null | {state, reason, epoch, run, updated_at_ms, updated_by}
  *   status_error    null | string: why the status record was not readable
  *   leader          null | string: the leader key's value (the leader's node id)
@@ -486,6 +491,19 @@ nomem:
 
 /* ---- derived values shared by both renderings ------------------------------ */
 
+/* Whether an agent of the status's run is alive: the leader key, or a
+ * node record of that run on a lease. */
+static bool snap_alive(const st_snap_t *s)
+{
+    if (s->leader)
+        return true;
+    for (size_t i = 0; i < s->nrows; i++)
+        if (s->rows[i].rec && !s->rows[i].foreign &&
+            (!s->status || s->rows[i].rec->run == s->status->run))
+            return true;
+    return false;
+}
+
 static const char *snap_state(const st_snap_t *s)
 {
     if (s->status)
@@ -703,6 +721,10 @@ static void print_header(FILE *f, const st_snap_t *s, const char *job_id, const 
     } else if (!s->epoch && !s->epoch_error) {
         fprintf(f, " (no epoch yet: waiting for enough nodes)");
     }
+    if (s->status && s->status->state == EC_JOB_RUNNING && !snap_alive(s))
+        fprintf(f, "\n          but no agent of run %llu is alive: it is over (stopped or lost); "
+                "the next launch of this job marks it interrupted and starts run %llu",
+                (unsigned long long)s->status->run, (unsigned long long)s->status->run + 1);
     fputc('\n', f);
 
     if (s->epoch) {
@@ -729,6 +751,10 @@ static void print_header(FILE *f, const st_snap_t *s, const char *job_id, const 
             fprintf(f, "  (epoch %" PRIu64 " was written by %s)", s->epoch->number,
                     s->epoch->leader_id);
         fputc('\n', f);
+    } else if (s->status && ec_job_state_ended(s->status->state)) {
+        fprintf(f, "leader    none (the run %s)\n",
+                s->status->state == EC_JOB_COMPLETED ? "completed"
+                : s->status->state == EC_JOB_FAILED  ? "failed" : "was interrupted");
     } else {
         fprintf(f, "leader    none (an election is under way, or no node is running)\n");
     }
@@ -1093,6 +1119,7 @@ static int render_json(FILE *f, const st_snap_t *s, const char *job_id, const ch
     json_kint(f, &first, "revision", s->revision);
     json_kint(f, &first, "now_ms", now);
     json_kstr(f, &first, "state", snap_state(s));
+    json_kbool(f, &first, "alive", snap_alive(s));
 
     json_key(f, &first, "status");
     if (s->status) {
@@ -1197,8 +1224,7 @@ static int show_once(st_ctx_t *x, bool separator, int64_t *rev, bool *finished, 
     if (rc < 0)
         return rc;
     *rev = s.revision;
-    *finished = s.status &&
-                (s.status->state == EC_JOB_COMPLETED || s.status->state == EC_JOB_FAILED);
+    *finished = s.status && ec_job_state_ended(s.status->state);
 
     /* Render into memory first: one write per snapshot, so a reader of a
      * --watch stream never sees half a block. */
