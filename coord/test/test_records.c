@@ -699,6 +699,11 @@ START_TEST(other_records_refuse_invalid)
     ec_job_status_t st = {EC_JOB_FAILED, (char *)"", 1, 1, NULL, 1};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "no reason"));
+    st.state = EC_JOB_INTERRUPTED; /* says why too */
+    ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "interrupted but no reason"));
+    ck_assert(ec_job_state_ended(EC_JOB_INTERRUPTED) && ec_job_state_ended(EC_JOB_FAILED) &&
+              ec_job_state_ended(EC_JOB_COMPLETED) && !ec_job_state_ended(EC_JOB_RUNNING));
     st.state = EC_JOB_UNKNOWN;
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
     st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, -1, NULL, 1};
@@ -874,13 +879,13 @@ START_TEST(other_decode_refuses_crafted)
     ec_error_t err = {0};
     {
         Ecoord__JobStatus m = ECOORD__JOB_STATUS__INIT;
-        m.state = (Ecoord__JobState)4;
+        m.state = (Ecoord__JobState)5; /* one past interrupted */
         b = wire_pack(&m.base, &len);
         ec_job_status_t *st = (ec_job_status_t *)0x1;
         ck_assert_int_eq(ec_job_status_decode(b, len, "/j/status", &st, &err), EC_ECORRUPT);
         ck_assert_ptr_null(st);
         ck_assert_ptr_nonnull(strstr(err.msg, "/j/status"));
-        ck_assert_ptr_nonnull(strstr(err.msg, "state 4"));
+        ck_assert_ptr_nonnull(strstr(err.msg, "state 5"));
         free(b);
         m.state = ECOORD__JOB_STATE__JOB_STATE_FAILED; /* without a reason */
         b = wire_pack(&m.base, &len);
