@@ -806,6 +806,80 @@ START_TEST(interrupted_run_is_over_and_a_new_launch_starts_a_new_run)
 }
 END_TEST
 
+/* How many lines of path contain needle. */
+static int count_in(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* What a user reads, on every node: one line of configuration (each knob
+ * and its source only at debug level), each epoch once with why, the
+ * failure that caused a re-form named in it, no WARN on an ordinary run, a
+ * program's output that does not end its line never glued to the agent's,
+ * and a closing block (outcome, root cause, exit code, logs); after the end
+ * `ecoord status` says the run completed. */
+START_TEST(console_tells_the_story)
+{
+    char mark[400], cmd[3072], prog_s[1200];
+    snprintf(mark, sizeof(mark), "%s/story.failed", tmp);
+    /* b's first run prints without a newline and fails; every later run,
+     * and a's, ends well */
+    snprintf(prog_s, sizeof(prog_s),
+             "if [ \"\\$ECOORD_NODE_ID\" = b ] && [ ! -e %s ]; then touch %s; "
+             "printf 'checkpoint done'; exit 3; fi; sleep 2", mark, mark);
+    agent_t ag[2];
+    const char *ids[2] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(ag[i].id, sizeof(ag[i].id), "%s", ids[i]);
+        snprintf(ag[i].log, sizeof(ag[i].log), "%s/jstory-%s.console", tmp, ids[i]);
+        snprintf(cmd, sizeof(cmd),
+                 "exec %s launch --elastic_server=%s --job_id=jstory --np=2 --nproc_per_node=1 "
+                 "--node_id=%s --log_dir=%s/jstory-%s --max_restart=1 -- /bin/sh -c \"%s\"",
+                 ecoord(), ec_embed_endpoint(etcd), ids[i], tmp, ids[i], prog_s);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        ag[i].pid = ec_test_spawn(argv, ag[i].log);
+        pids[npids++] = ag[i].pid;
+    }
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(ec_test_reap(ag[i].pid, ec_test_ms(30000)) == 0, "%s did not end well "
+                      "(see %s)", ids[i], ag[i].log);
+    for (int i = 0; i < 2; i++) {
+        const char *log = ag[i].log;
+        ck_assert_msg(ec_test_file_contains(log, "configuration: "), "%s", log);
+        ck_assert_msg(!ec_test_file_contains(log, "(source:"), "the knob dump at info (%s)", log);
+        ck_assert_msg(!ec_test_file_contains(log, " WARN "), "a WARN on an ordinary run (%s)", log);
+        ck_assert_msg(count_in(log, "+epoch 1 world=2") == 1, "epoch 1 said %d times (%s)",
+                      count_in(log, "+epoch 1 world=2"), log);
+        ck_assert_msg(ec_test_file_contains(log, "+epoch 2 world=2 reason=restart: b restarted; "
+                                            "cause: node b local rank 0 (rank 1) exited with "
+                                            "code 3"), "the restart does not say why (%s)", log);
+        char want[200];
+        snprintf(want, sizeof(want), "======== ecoord: node %s, job jstory, run 1 ========", ids[i]);
+        ck_assert_msg(ec_test_file_contains(log, want), "no closing block (%s)", log);
+        ck_assert_msg(ec_test_file_contains(log, "outcome:    the job completed"), "%s", log);
+        ck_assert_msg(ec_test_file_contains(log, "exit code:  0 (success)"), "%s", log);
+    }
+    ck_assert_msg(count_in(ag[1].log, "checkpoint done") >= 1 &&
+                  !ec_test_file_contains(ag[1].log, "checkpoint doneLAUNCH"),
+                  "the program's unfinished line glued to the agent's (%s)", ag[1].log);
+    char out[16384];
+    snprintf(cmd, sizeof(cmd), "%s status --elastic_server=%s --job_id=jstory", ecoord(),
+             ec_embed_endpoint(etcd));
+    char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    ck_assert_int_eq(ec_test_run(sh, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "state     completed") &&
+                  strstr(out, "leader    none (the run completed)"), "%s", out);
+}
+END_TEST
+
 static void bad(const char *flags, const char *envs, const char *needle)
 {
     char cmd[2048], out[8192];
@@ -1221,6 +1295,7 @@ static Suite *suite(void)
     ec_tcase_add(t, node_loss_makes_one_epoch_and_costs_no_restart);
     ec_tcase_add(t, inprocess_peer_loss_costs_no_restart);
     ec_tcase_add(t, interrupted_run_is_over_and_a_new_launch_starts_a_new_run);
+    ec_tcase_add(t, console_tells_the_story);
     ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
     ec_tcase_add(t, second_sigint_stops_processes_at_once);
     ec_tcase_add(t, console_says_what_the_job_waits_for);

@@ -49,6 +49,7 @@
 #include "epoch_fetch.h"
 #include "errorfile.h"
 #include "gpus.h"
+#include "keys.h"
 #include "log.h"
 #include "metrics.h"
 #include "progress.h"
@@ -112,7 +113,7 @@ static void console(ec_log_level_t lvl, const char *msg, void *arg)
         line[n - 1] = '\n';
     }
     if (console_q) {
-        ec_outq_write(console_q, line, (size_t)n);
+        ec_outq_write_line(console_q, line, (size_t)n);
     } else {
         fputs(line, stdout);
         fflush(stdout);
@@ -177,7 +178,19 @@ typedef struct agent {
     int64_t *rank_started_ms;
     uint64_t not_ready_killed;
     bool admitted_once;     /* the console says +admitted once per boot */
+    /* How this agent ends, for the closing block (set where it decides to
+     * exit; "" until then). */
+    char outcome[600];
 } agent_t;
+
+static void set_outcome(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_outcome(agent_t *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->outcome, sizeof(a->outcome), fmt, ap);
+    va_end(ap);
+}
 
 /* The fence margin and threshold, in ms. */
 static int64_t lease_margin_ms(const ec_config_t *cfg)
@@ -460,6 +473,7 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
         ec_error_t err = {0};
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
+        set_outcome(a, "this node left the job: it runs --np=%s, the job --np=%s", mine, job);
         return 1;
     }
     if (m < 0 && ep->nproc != a->nproc) {
@@ -472,6 +486,8 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
         ec_error_t err = {0};
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
+        set_outcome(a, "this node left the job: it runs --nproc_per_node=%d, the job %d",
+                    a->nproc, ep->nproc);
         return 1;
     }
     if (m < 0 && a->gated && ec_procs_running(a->procs)) {
@@ -805,6 +821,8 @@ static int take_restart(agent_t *a)
         ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
+        set_outcome(a, "this node gave up: its processes failed more than --max_restart=%d "
+                    "times", a->cfg->max_restart);
         return fixed ? a->cfg->fixed_failure_exit : a->cfg->node_failure_exit;
     }
     ec_log(EC_LOG_INFO, "restarting this node's processes (%d of --max_restart=%d)", a->restarts,
@@ -953,8 +971,12 @@ static int64_t progress_tick(agent_t *a, int *exit_rc)
         if (ec_node_set_progress(a->node, &cur, &err) < 0)
             ec_log(EC_LOG_WARN, "cannot write this node's progress: %s (retrying)", err.msg);
         cur.seq = a->pub.seq + 1;
-        if (!a->pub.seq || (a->pub.silent_ms > 0) != (cur.silent_ms > 0) ||
-            a->pub.stopped != cur.stopped || a->pub.paused != cur.paused)
+        /* Said only where hangs are watched (--hang_timeout on, or auto and
+         * the program reports steps): elsewhere a silence means nothing. */
+        bool watched = a->cfg->hang_timeout_ms > 0 ||
+                       (a->cfg->hang_timeout_ms < 0 && cur.reporting);
+        if (watched && (!a->pub.seq || (a->pub.silent_ms > 0) != (cur.silent_ms > 0) ||
+                        a->pub.stopped != cur.stopped || a->pub.paused != cur.paused))
             ec_log(EC_LOG_INFO, "+progress %s: step %llu%s%s%s%s", a->cfg->node_id,
                    (unsigned long long)cur.step, cur.silent_ms > 0 ? ", silent" : "",
                    cur.silent_ms > 0 && cur.waiting ? " inside a collective" : "",
@@ -1080,9 +1102,12 @@ static int run(agent_t *a)
                                     "expires)",
                        cfg->node_id, strsignal(sig_last));
                 ec_procs_kill_all(a->procs);
+                set_outcome(a, "stopped by a second %s: processes killed, the lease left to "
+                            "expire", strsignal(s));
                 return 128 + s;
             }
             ec_node_leave(a->node, &err);
+            set_outcome(a, "stopped by %s: this node left the job gracefully", strsignal(s));
             return 128 + s;
         }
         /* --join_timeout: the job never formed (no epoch at all) */
@@ -1097,6 +1122,7 @@ static int run(agent_t *a)
                    cfg->node_id, cfg->job_id, t, cfg->np.min, cfg->job_id);
             ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
             ec_node_leave(a->node, &err);
+            set_outcome(a, "the job did not form within --join_timeout=%ss", t);
             return 1;
         }
         /* The fence before the reap: an agent thawed after a freeze fences
@@ -1139,6 +1165,14 @@ static int run(agent_t *a)
                                      "join it", cfg->job_id, why ? why : "no reason given");
             else
                 ec_log(EC_LOG_ERROR, "job %s failed: %s", cfg->job_id, why ? why : "no reason given");
+            if (js == EC_JOB_COMPLETED)
+                set_outcome(a, "the job completed: every process of every member exited 0 "
+                            "(%.1f s, %" PRIu64 " epochs, %d restarts on this node)", wall,
+                            a->epochs_seen, a->restarts);
+            else if (js == EC_JOB_INTERRUPTED)
+                set_outcome(a, "this node's run was marked interrupted: %s", why ? why : "?");
+            else
+                set_outcome(a, "the job failed: %s", why ? why : "no reason given");
             free(why);
             ec_node_leave(a->node, &err);
             return js == EC_JOB_COMPLETED ? 0 : 1;
@@ -1172,6 +1206,76 @@ static int run(agent_t *a)
     }
 }
 
+/* The run's root cause as one line ("rank 3 (node b, local rank 1) exited
+ * with code 3 at 12:01:07: ValueError: loss is nan"): its earliest failure
+ * record (one read of failures/).  false: none, or etcd unreadable. */
+static bool root_cause(agent_t *a, uint64_t run, char *buf, size_t len)
+{
+    ec_keys_t k;
+    char prefix[EC_KEY_MAX];
+    ec_kv_list_t l = {0};
+    if (!a->c || ec_keys_init(&k, a->cfg->etcd_prefix, a->cfg->job_id, NULL) < 0 ||
+        ec_key_failures_prefix(&k, prefix, sizeof(prefix)) < 0 ||
+        ec_etcd_get_prefix(a->c, prefix, 0, &l, NULL) < 0)
+        return false;
+    ec_failure_t *best = NULL;
+    for (size_t i = 0; i < l.n; i++) {
+        ec_failure_t *f = NULL;
+        if (ec_failure_decode(l.kvs[i].value, l.kvs[i].value_len, l.kvs[i].key, &f, NULL) < 0)
+            continue;
+        if ((f->run == run || f->run == 0) && (!best || f->time_ms < best->time_ms)) {
+            ec_failure_free(best);
+            best = f;
+        } else {
+            ec_failure_free(f);
+        }
+    }
+    ec_kv_list_free(&l);
+    if (!best)
+        return false;
+    char what[128], when[32] = "?";
+    ec_failure_what(best, what, sizeof(what));
+    time_t t = (time_t)(best->time_ms / 1000);
+    struct tm tm;
+    if (localtime_r(&t, &tm))
+        strftime(when, sizeof(when), "%H:%M:%S", &tm);
+    if (best->kind == EC_FAILURE_NODE_LOST)
+        snprintf(buf, len, "node %s was lost at %s", best->node_id, when);
+    else
+        snprintf(buf, len, "rank %d (node %s, local rank %d) %s at %s%s%.300s", best->global_rank,
+                 best->node_id, best->local_rank, what, when,
+                 best->message && *best->message ? ": " : "",
+                 best->message ? best->message : "");
+    ec_failure_free(best);
+    return true;
+}
+
+/* The closing block every agent prints: how it ended, the run's root cause
+ * when something failed, the exit code and what it means, where the logs
+ * are (torchrun's root-cause summary, Paddle's exit line). */
+static void closing_block(agent_t *a, int rc, uint64_t run)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_log_level_t lvl = rc == 0 ? EC_LOG_INFO : EC_LOG_ERROR;
+    ec_log(lvl, "======== ecoord: node %s, job %s, run %llu ========", cfg->node_id, cfg->job_id,
+           (unsigned long long)run);
+    ec_log(lvl, "  outcome:    %s", a->outcome[0] ? a->outcome
+                                 : rc == 0 ? "done"
+                                 : "this node could not take part (see the error above)");
+    char cause[800];
+    if (rc != 0 && root_cause(a, run, cause, sizeof(cause)))
+        ec_log(lvl, "  root cause: %s (the run's first failure; `ecoord status` shows them all)",
+               cause);
+    const char *means = rc == 0 ? "success"
+                        : rc >= 128 ? "stopped by a signal"
+                        : rc == cfg->fixed_failure_exit && cfg->np.min == cfg->np.max
+                            ? "this node gave up in a fixed-size job: let the scheduler replace it"
+                        : "this node failed or left the job";
+    ec_log(lvl, "  exit code:  %d (%s)", rc, means);
+    if (a->log_dir[0])
+        ec_log(lvl, "  logs:       %s (workerlog.<local rank>, error.<local rank>.json)", a->log_dir);
+}
+
 int ec_cmd_launch(const ec_config_t *cfg)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1193,12 +1297,18 @@ int ec_cmd_launch(const ec_config_t *cfg)
 
     for (int i = 0; i < cfg->nwarnings; i++)
         ec_log(EC_LOG_WARN, "%s", cfg->warnings[i]);
-    char *dump = ec_config_dump(cfg);
+    /* One line; every knob and its source at debug level (Paddle's block
+     * of 44 lines came before any error). */
+    char *one = ec_config_summary(cfg);
+    if (one)
+        ec_log(EC_LOG_INFO, "%s", one);
+    free(one);
+    char *dump = ec_log_enabled(EC_LOG_DEBUG) ? ec_config_dump(cfg) : NULL;
     if (dump) {
-        ec_log(EC_LOG_INFO, "-----------  Configuration  ----------------------");
+        ec_log(EC_LOG_DEBUG, "-----------  Configuration  ----------------------");
         for (char *save = NULL, *l = strtok_r(dump, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-            ec_log(EC_LOG_INFO, "%s", l);
-        ec_log(EC_LOG_INFO, "--------------------------------------------------");
+            ec_log(EC_LOG_DEBUG, "%s", l);
+        ec_log(EC_LOG_DEBUG, "--------------------------------------------------");
         free(dump);
     }
     ec_log(EC_LOG_INFO, "Job: %s, mode collective, replicas %d[%d:%d], elastic %s", cfg->job_id,
@@ -1408,7 +1518,10 @@ int ec_cmd_launch(const ec_config_t *cfg)
 out:
     if (a.procs)
         ec_procs_kill_all(a.procs);
+    uint64_t run = a.node ? ec_node_run(a.node) : 0;
     ec_node_stop(a.node);
+    if (run)
+        closing_block(&a, rc, run);
     ec_procs_destroy(a.procs);
     ec_progress_destroy(a.progress);
     ec_metrics_destroy(a.metrics); /* before the etcd client its prober uses */

@@ -777,6 +777,9 @@ void ec_node_stop(ec_node_t *n)
     free(n->agent_version);
     free(n->reason);
     free(n->last_wait);
+    free(n->cause_key);
+    free(n->cause_text);
+    free(n->cause_told);
     free(n->gone_leader);
     pthread_mutex_destroy(&n->lock);
     pthread_mutex_destroy(&n->qlock);

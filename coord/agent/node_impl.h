@@ -240,6 +240,11 @@ struct ec_node {
     int64_t fp_since, missing_since, wake_at;
     char *last_wait;
     bool wrote_final;
+    /* (leader, coordinator thread) the newest failure record, read once,
+     * as a line ("node b local rank 1 (rank 3) exited with code 3: ..."),
+     * and the key of the one an epoch's reason last named: an epoch that
+     * re-forms the job after a failure says which (node_publish.c) */
+    char *cause_key, *cause_text, *cause_told;
     /* the run of the job this node takes part in (set before registering) */
     uint64_t run;
     /* our record must be written again (a put failed: retried by the loop) */

@@ -200,7 +200,9 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
             if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &old, NULL) == 0)
                 num = old->number;
             ec_epoch_free(old);
-            ec_log(EC_LOG_WARN, "ignoring epoch %" PRIu64 ": overwritten at revision %" PRId64
+            /* ordinary: an epoch of the listing the leader's next write
+             * replaced (a run launched again, say) */
+            ec_log(EC_LOG_DEBUG, "ignoring epoch %" PRIu64 ": overwritten at revision %" PRId64
                    " before the leadership it was written under (revision %" PRId64 ") could "
                    "be checked; the newer value is judged instead", num, kv->mod_revision,
                    n->verify_rev);

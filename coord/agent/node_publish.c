@@ -13,6 +13,7 @@
 #include "log.h"
 #include "node_impl.h"
 #include "epoch_delta.h"
+#include "strbuf.h"
 #include "planner.h"
 
 typedef struct pub {
@@ -132,7 +133,16 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     ep->np_min = n->o.np_min;
     ep->np_max = n->o.np_max;
     ep->reason = (ec_epoch_reason_t)d->reason;
-    ep->reason_detail = d->why ? strdup(d->why) : NULL;
+    /* An epoch that re-forms the job after a process failed says which
+     * (every node logs the reason): the newest failure record, once. */
+    bool cause = n->cause_text && d->reason != EC_REASON_START && d->reason != EC_REASON_JOIN &&
+                 (!n->cause_told || strcmp(n->cause_told, n->cause_key));
+    ep->reason_detail = cause ? ec_asprintf("%s; cause: %s", d->why ? d->why : "", n->cause_text)
+                              : d->why ? strdup(d->why) : NULL;
+    if (cause) {
+        free(n->cause_told);
+        n->cause_told = strdup(n->cause_key);
+    }
     ep->leader_id = strdup(n->node_id);
     ep->leader_rev = n->my_leader_rev;
     ep->observed_at_ms = n->changed_at_ms;
@@ -257,6 +267,43 @@ static char *wait_key(const char *why)
     return k;
 }
 
+/* Keep n->cause_text the newest failure record's line: read when a newer
+ * record appears (coordinator thread, no lock held). */
+static void refresh_cause(ec_node_t *n)
+{
+    char key[EC_KEY_MAX] = "";
+    pthread_mutex_lock(&n->lock);
+    if (n->nfails)
+        snprintf(key, sizeof(key), "%s", n->fails[n->nfails - 1]);
+    pthread_mutex_unlock(&n->lock);
+    if (!key[0] || (n->cause_key && !strcmp(n->cause_key, key)))
+        return;
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(n->c, key, &kv, &found, NULL, NULL) < 0)
+        return; /* tried again on the next plan */
+    char *text = NULL;
+    ec_failure_t *f = NULL;
+    if (found && ec_failure_decode(kv.value, kv.value_len, key, &f, NULL) == 0) {
+        char what[128];
+        ec_failure_what(f, what, sizeof(what));
+        if (f->kind == EC_FAILURE_NODE_LOST)
+            text = ec_asprintf("node %s lost", f->node_id);
+        else
+            text = ec_asprintf("node %s local rank %d (rank %d) %s%s%.200s", f->node_id,
+                               f->local_rank, f->global_rank, what,
+                               f->message && *f->message ? ": " : "",
+                               f->message ? f->message : "");
+    }
+    ec_failure_free(f);
+    if (found)
+        ec_kv_free(&kv);
+    free(n->cause_key);
+    free(n->cause_text);
+    n->cause_key = strdup(key);
+    n->cause_text = text;
+}
+
 ec_plan_node_t ec__node_plan_view(const char *id, const ec_node_rec_t *rec, int64_t create_rev)
 {
     return (ec_plan_node_t){.node_id = id,
@@ -286,6 +333,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     if (behind)
         return; /* the deletion's event wakes the loop */
     prune_failures(n);
+    refresh_cause(n);
     pub_t p = {0};
     ec_error_t err = {0};
     ec_plan_decision_t *d = NULL;
@@ -544,8 +592,10 @@ void ec__node_plan_and_act(ec_node_t *n)
             }
             if (r.succeeded) {
                 if (p.number > 0) {
-                    ec__node_emit(n, "%s (txn %lld ms)", p.log ? p.log : "+epoch",
-                         (long long)(ec_wall_ms() - t_send));
+                    /* the details come with the epoch itself, on every node */
+                    ec__node_emit(n, "+published epoch %" PRIu64 " (txn %lld ms)%s", p.number,
+                                  (long long)(ec_wall_ms() - t_send),
+                                  p.log && strstr(p.log, "(above epoch") ? " above every epoch seen" : "");
                     pthread_mutex_lock(&n->lock);
                     if (p.first)
                         n->wrote_final = false; /* a new run: its end is written again */
@@ -576,6 +626,16 @@ void ec__node_plan_and_act(ec_node_t *n)
          * last untimed wait ("waiting for 1 more node") stays the console's
          * last word until the epoch. */
         char *key = why ? wait_key(why) : NULL;
+        /* Nothing to tell: a plain steady state (right after every epoch),
+         * or anything once the run is over (its nodes leaving). */
+        bool quiet = (why && !strcmp(why, "steady")) ||
+                     (n->wrote_final && action != EC_PLAN_FAIL && !complete) ||
+                     (ec_job_state_ended(n->status_state) && n->status_run >= run);
+        if (key && quiet) {
+            free(n->last_wait);
+            n->last_wait = key;
+            key = NULL;
+        }
         if (key && (!n->last_wait || strcmp(n->last_wait, key))) {
             ec__node_emit(n, "%s %s",
                           action == EC_PLAN_FAIL ? "+fail:" : complete ? "+complete:" : "+wait:", why);

@@ -205,6 +205,21 @@ void ec_outq_write(ec_outq_t *q, const void *buf, size_t len)
     pthread_mutex_unlock(&q->lock);
 }
 
+void ec_outq_write_line(ec_outq_t *q, const void *buf, size_t len)
+{
+    if (!len)
+        return;
+    pthread_mutex_lock(&q->lock);
+    bool glue = !q->last_nl && !q->dropping && !q->broken && !q->stop;
+    if (glue && q->cap - q->len >= len + 1) {
+        /* a line of the host's after output that did not end its own
+         * ("checkpoint done" then "LAUNCH INFO ..."): on a line of its own */
+        ring_put(q, "\n", 1);
+    }
+    pthread_mutex_unlock(&q->lock);
+    ec_outq_write(q, buf, len);
+}
+
 bool ec_outq_flush(ec_outq_t *q, int64_t timeout_ms)
 {
     if (!q)

@@ -20,6 +20,10 @@ ec_outq_t *ec_outq_create(int fd, size_t capacity, const char *note);
 /* Queue len bytes, or drop them (counted) when the queue is full or was full
  * and has not drained since.  Never blocks on the reader; thread-safe. */
 void ec_outq_write(ec_outq_t *q, const void *buf, size_t len);
+/* ec_outq_write of a whole line of the host's own (a log line): started on
+ * a line of its own when what was queued before did not end one (a
+ * program's output without its newline). */
+void ec_outq_write_line(ec_outq_t *q, const void *buf, size_t len);
 /* Wait up to timeout_ms for everything queued to be written: true if it was. */
 bool ec_outq_flush(ec_outq_t *q, int64_t timeout_ms);
 /* Lines dropped so far. */

@@ -2026,6 +2026,43 @@ static void fmt_value(const ec_config_t *cfg, const ec_knob_t *k, char *buf, siz
     }
 }
 
+char *ec_config_summary(const ec_config_t *cfg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (!cfg || !cfg->cmd)
+        return NULL;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int given = 0, defaults = 0;
+    fputs("configuration:", f);
+    for (int i = 0; i < EC_K__COUNT; i++) {
+        const ec_knob_t *k = &knobs[i];
+        if (!(k->cmds & cfg->cmd))
+            continue;
+        const ec_source_t *src = &cfg->src[i];
+        if (src->kind != EC_SRC_FLAG && src->kind != EC_SRC_ENV && src->kind != EC_SRC_FILE) {
+            defaults++;
+            continue;
+        }
+        char v[1024];
+        fmt_value(cfg, k, v, sizeof(v));
+        fprintf(f, " %s=%s (%s%s)", k->name, v, src->kind == EC_SRC_FLAG ? "--" : "",
+                src->name ? src->name : "?");
+        given++;
+    }
+    if (!given)
+        fputs(" every knob at its default", f);
+    fprintf(f, "; %d at their defaults (--log_level=debug lists every knob and where it came "
+            "from)", defaults);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 char *ec_config_dump(const ec_config_t *cfg)
 {
     char *buf = NULL;

@@ -312,6 +312,10 @@ char *ec_config_help(const char *subcommand);
  * then "program: ..." for launch.  The password is never shown, only whether
  * it is set.  Returns a malloc'd string the caller frees, or NULL. */
 char *ec_config_dump(const ec_config_t *cfg);
+/* One line for the console: every knob given (flag, environment or file)
+ * with its value and source, the count of those at their default, and how
+ * to see them all (the dump, at debug level).  malloc'd; NULL on no memory. */
+char *ec_config_summary(const ec_config_t *cfg);
 
 /* Edit distance (optimal string alignment, case-insensitive) between two
  * short names, for "did you mean" messages; 99 when either is longer than

@@ -60,6 +60,26 @@ const char *ec_job_state_name(ec_job_state_t s)
     return "unknown";
 }
 
+void ec_failure_what(const ec_failure_t *f, char *buf, size_t len)
+{
+    switch (f->kind) {
+    case EC_FAILURE_EXITED:
+        snprintf(buf, len, "exited with code %d", f->exit_code);
+        break;
+    case EC_FAILURE_SIGNALED:
+        snprintf(buf, len, "killed by signal %d (%s)", f->signal, strsignal(f->signal));
+        break;
+    case EC_FAILURE_NODE_LOST:
+        snprintf(buf, len, "node lost");
+        break;
+    case EC_FAILURE_NOT_READY:
+        snprintf(buf, len, "not ready within --join_ready_timeout");
+        break;
+    default:
+        snprintf(buf, len, "%s", ec_failure_kind_name(f->kind));
+    }
+}
+
 bool ec_job_state_ended(ec_job_state_t s)
 {
     return s == EC_JOB_COMPLETED || s == EC_JOB_FAILED || s == EC_JOB_INTERRUPTED;

@@ -373,6 +373,8 @@ typedef struct ec_failure {
 } ec_failure_t;
 
 void ec_failure_free(ec_failure_t *f);
+/* "exited with code 3", "killed by signal 9 (Killed)", "node lost", ... */
+void ec_failure_what(const ec_failure_t *f, char *buf, size_t len);
 int ec_failure_encode(const ec_failure_t *f, void **buf, size_t *len, ec_error_t *err);
 int ec_failure_decode(const void *buf, size_t len, const char *key, ec_failure_t **out,
                       ec_error_t *err);

@@ -617,23 +617,6 @@ static char *endpoints_compact(const char *host, const uint16_t *ports, int n)
     return buf;
 }
 
-static void fmt_failure_what(const ec_failure_t *f, char *buf, size_t len)
-{
-    switch (f->kind) {
-    case EC_FAILURE_EXITED:
-        snprintf(buf, len, "exited with code %d", f->exit_code);
-        break;
-    case EC_FAILURE_SIGNALED:
-        snprintf(buf, len, "killed by signal %d (%s)", f->signal, strsignal(f->signal));
-        break;
-    case EC_FAILURE_NODE_LOST:
-        snprintf(buf, len, "node lost");
-        break;
-    default:
-        snprintf(buf, len, "%s", ec_failure_kind_name(f->kind));
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* text rendering                                                           */
 
@@ -841,7 +824,7 @@ static void print_failures(FILE *f, const st_snap_t *s, int64_t now)
         char t[64], ago[64], what[128], rank[64];
         fmt_time(fl->time_ms, t, sizeof(t));
         fmt_ago(fl->time_ms, now, ago, sizeof(ago));
-        fmt_failure_what(fl, what, sizeof(what));
+        ec_failure_what(fl, what, sizeof(what));
         if (fl->global_rank >= 0)
             snprintf(rank, sizeof(rank), "rank %d (local %d)", fl->global_rank, fl->local_rank);
         else

@@ -1146,6 +1146,19 @@ START_TEST(dump_hides_password_and_marks_sources)
     ck_assert_str_eq(dump_line("watch"), "");
     ck_assert_str_eq(dump_line("elastic_level"), "elastic_level: -1 (source: default)");
 
+    /* the one line the console prints (the dump is at debug level): what
+     * was set and where from, never the password, and how to see the rest */
+    char *one = ec_config_summary(&cfg);
+    ck_assert_ptr_nonnull(one);
+    ck_assert_ptr_null(strchr(one, '\n'));
+    HASNT(one, SECRET);
+    HAS(one, "np=2:4 (--nnodes)");
+    HAS(one, "elastic_server=e:2379 (PADDLE_ELASTIC_SERVER)");
+    HAS(one, "etcd_password=(set, hidden) (ECOORD_ETCD_PASSWORD)");
+    HAS(one, "--log_level=debug");
+    HASNT(one, "max_restart"); /* defaults are not listed */
+    free(one);
+
     char pwf[128];
     snprintf(pwf, sizeof(pwf), "--etcd_password_file=%s", pw_path);
     OK("status", NOENV, "--etcd_user=u", pwf);

@@ -30,6 +30,11 @@ void ec_log(ec_log_level_t level, const char *fmt, ...)
     errno = saved;
 }
 
+bool ec_log_enabled(ec_log_level_t level)
+{
+    return sink_cb && level >= sink_min;
+}
+
 const char *ec_log_level_name(ec_log_level_t level)
 {
     switch (level) {

@@ -3,6 +3,8 @@
 #ifndef EC_LOG_H
 #define EC_LOG_H
 
+#include <stdbool.h>
+
 typedef enum { EC_LOG_DEBUG = 0, EC_LOG_INFO, EC_LOG_WARN, EC_LOG_ERROR } ec_log_level_t;
 
 typedef void (*ec_log_cb)(ec_log_level_t level, const char *msg, void *arg);
@@ -12,5 +14,7 @@ typedef void (*ec_log_cb)(ec_log_level_t level, const char *msg, void *arg);
 void ec_log_set_sink(ec_log_cb cb, void *arg, ec_log_level_t min_level);
 void ec_log(ec_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *ec_log_level_name(ec_log_level_t level);
+/* Whether a message of this level reaches the sink (to skip building one). */
+bool ec_log_enabled(ec_log_level_t level);
 
 #endif
