@@ -395,6 +395,26 @@ START_TEST(a_declared_checkpoint_longer_than_the_timeout_is_no_hang)
 }
 END_TEST
 
+/* Every rank spends 5 s in a phase nobody declared (an evaluation) with
+ * --hang_timeout=2: each node is silent, none clearly longer than the
+ * others: nobody is blamed or restarted (the first to reach the timeout
+ * was, then the next, ...), the job says it stalled and goes on. */
+START_TEST(every_node_silent_together_is_no_hang)
+{
+    const char *envs = "EC_TEST_PROG_EVAL=10:5000";
+    agent_t a[2] = {start_agent("he", "a", "2", envs, "--hang_timeout=2", "0"),
+                    start_agent("he", "b", "2", envs, "--hang_timeout=2", "0")};
+    uint64_t e = wait_epoch_above("he", 0, 2, 15000);
+    wait_steps("a", e, 9, 10000);
+    wait_steps("a", e, 20, 30000); /* past the phase, in the same epoch */
+    wait_steps("b", e, 20, 30000);
+    ck_assert_msg(none_shows(a, 2, "+hang-suspect"), "a node was blamed for a phase every "
+                  "node ran");
+    ck_assert_int_eq(epoch_number("he"), e);
+    ck_assert_msg(!none_shows(a, 2, "+hang-stalled"), "the stall was not said");
+}
+END_TEST
+
 /* The first log line of node's local rank 0 containing every needle. */
 static bool log_line(const char *job, const char *node, const char *n1, const char *n2,
                      char *out, size_t len)
@@ -561,6 +581,7 @@ static Suite *suite(void)
     ec_tcase_add(t, a_python_program_reporting_through_ecoord_progress_is_watched);
     ec_tcase_add(t, a_collective_blocked_on_a_stopped_peer_is_released_in_place);
     ec_tcase_add(t, a_declared_checkpoint_longer_than_the_timeout_is_no_hang);
+    ec_tcase_add(t, every_node_silent_together_is_no_hang);
     ec_tcase_add(t, a_slow_node_is_named_in_status);
     ec_tcase_add(t, a_straggler_is_evicted_with_straggler_factor_and_rejoins);
     suite_add_tcase(s, t);

@@ -45,6 +45,10 @@ struct ec_hang_seen {
  * every member: milliseconds at 16,384), and it decides about silences of
  * seconds.  A run put off is made when the interval is over (hang_at). */
 #define EC_HANG_EVERY_MS 100
+/* After the job was stalled together, how long its nodes have to say they
+ * resumed before one still silent is blamed: an agent publishes a change of
+ * its summary at most once a second. */
+#define EC_HANG_SETTLE_MS 2500
 /* How long a hung suspect's agent has to react before it is evicted. */
 #define EC_HANG_REACT_MS 10000
 /* A straggler is evicted at most this often (it comes back as slow). */
@@ -59,6 +63,8 @@ void ec__node_hang_clear(ec_node_t *n)
     n->nhang_seen = n->nhang_sorted = n->hang_cap = 0;
     free(n->hang_last);
     n->hang_last = NULL;
+    free(n->hang_told_id);
+    n->hang_told_id = NULL;
 }
 
 /* The index of id's entry, added if new; -1 when out of memory.  An index,
@@ -287,6 +293,22 @@ void ec__node_check_hangs(ec_node_t *n)
             n->hang_at = at;
         pthread_mutex_unlock(&n->lock);
     }
+    bool after_stall = d->action == EC_HANG_SUSPECT && !d->straggler && n->hang_last;
+    if (!after_stall)
+        n->hang_settle_ms = 0;
+    else if (!n->hang_settle_ms)
+        n->hang_settle_ms = now;
+    if (after_stall && now - n->hang_settle_ms < EC_HANG_SETTLE_MS) {
+        /* the job resumes from a stall every node was in: the others'
+         * summaries saying so may be a second behind; look again then */
+        pthread_mutex_lock(&n->lock);
+        int64_t at = n->hang_settle_ms + EC_HANG_SETTLE_MS;
+        if (n->hang_at < 0 || at < n->hang_at)
+            n->hang_at = at;
+        pthread_mutex_unlock(&n->lock);
+        ec_hang_decision_free(d);
+        goto out;
+    }
     if (d->action == EC_HANG_STALLED) {
         if (!n->hang_last) {
             ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": %s", epoch, d->why);
@@ -316,7 +338,32 @@ void ec__node_check_hangs(ec_node_t *n)
                               rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
                 continue;
             }
+            int64_t to = ec_hang_timeout_for(&cfg, &x->p);
+            if (!d->straggler && n->hang_told_id && strcmp(n->hang_told_id, x->id) &&
+                now - n->hang_told_ms < 2 * to + EC_HANG_REACT_MS) {
+                /* The node restarted for a hang a moment ago went on, and
+                 * now another stops where it did: a phase every node runs
+                 * (an evaluation, a checkpoint not declared), not a hang of
+                 * either.  Said once; acted on no more until the job
+                 * progresses again. */
+                if (!n->hang_last || strcmp(n->hang_last, "moved")) {
+                    ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": the silence moved from %s "
+                                  "(its processes restarted %.1f s ago) to %s: not one node's "
+                                  "hang, nothing is restarted (declare such a phase with "
+                                  "ecw_progress_pause/resume or ecoord.progress.paused()): %s",
+                                  epoch, n->hang_told_id,
+                                  (double)(now - n->hang_told_ms) / 1000.0, x->id, d->why);
+                    free(n->hang_last);
+                    n->hang_last = strdup("moved");
+                }
+                continue;
+            }
             xs->acted_seq = xs->seq;
+            if (!d->straggler) {
+                free(n->hang_told_id);
+                n->hang_told_id = strdup(x->id);
+                n->hang_told_ms = now;
+            }
             record_hung(n, x, epoch, d->why, d->straggler); /* the evidence, then the event */
             ec__node_emit(n, "%s %s epoch %" PRIu64 ": %s", d->straggler ? "+straggler" :
                           "+hang-suspect", x->id, epoch, d->why);

@@ -261,6 +261,15 @@ struct ec_node {
     struct ec_hang_seen *hang_seen; /* the first nhang_sorted sorted by id */
     size_t nhang_seen, nhang_sorted, hang_cap;
     char *hang_last; /* the last stalled/suspect line logged */
+    /* the last node told its ranks hung, and when (monotonic ms): a hang
+     * that moves to another node right after is no node's own (node_hang.c) */
+    char *hang_told_id;
+    int64_t hang_told_ms;
+    /* monotonic ms a suspect first showed after the job was stalled
+     * together (0: none): as it resumes, nodes' summaries arrive up to a
+     * second apart (their publish rate), so the first to resume makes the
+     * others look hung for a moment */
+    int64_t hang_settle_ms;
     uint64_t hang_epoch; /* the epoch hang_epoch_ms is about */
     int64_t hang_ran_ms; /* monotonic: the policy's last run (0: none) */
     int64_t hang_at;     /* monotonic: when it is to run again; -1: on the next

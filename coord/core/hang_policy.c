@@ -180,12 +180,44 @@ int ec_hang_decide(const ec_hang_config_t *cfg, const ec_hang_member_t *m, size_
             goto done;
         }
         /* 4. who is to blame */
+        size_t nout = 0; /* members silent outside a collective, at their timeout or not */
+        for (size_t i = 0; i < n; i++)
+            nout += m[i].p.seq && m[i].p.silent_ms > 0 && !m[i].p.waiting;
         if (nstop) {
             size_t j = 0;
             for (size_t k = 0; k < nc; k++)
                 if (m[cand[k]].p.stopped)
                     cand[j++] = cand[k];
             nc = j;
+        } else if (nout > nc) {
+            /* Someone not at its timeout yet is silent outside a collective
+             * too (an evaluation pass every rank runs, say): the first to
+             * reach the timeout is no more to blame than it, unless it has
+             * been silent clearly longer than every other such member. */
+            size_t best = cand[0];
+            for (size_t k = 1; k < nc; k++)
+                if (m[cand[k]].p.silent_ms > m[best].p.silent_ms)
+                    best = cand[k];
+            int64_t second = -1;
+            for (size_t i = 0; i < n; i++)
+                if (i != best && m[i].p.seq && m[i].p.silent_ms > 0 && !m[i].p.waiting &&
+                    m[i].p.silent_ms > second)
+                    second = m[i].p.silent_ms;
+            if (m[best].p.silent_ms - second < EC_HANG_MARGIN_MS) {
+                d->action = EC_HANG_STALLED;
+                add(&b, "%zu of %zu nodes silent outside a collective together, none silent "
+                        "clearly longer than the others (a phase every rank runs: wrap it in a "
+                        "declared pause): ", nout, n);
+                size_t shown = 0;
+                for (size_t i = 0; i < n && shown < 8; i++)
+                    if (m[i].p.seq && m[i].p.silent_ms > 0 && !m[i].p.waiting) {
+                        add(&b, shown++ ? "; " : "");
+                        describe(&b, &m[i]);
+                    }
+                goto done;
+            }
+            cand[0] = best;
+            nc = 1;
         } else if (nc == n && n > 1) {
             size_t best = cand[0];
             int64_t second = -1;

@@ -17,11 +17,12 @@
  *      member silent outside a collective (or stopped) reaches its timeout
  *      if there is one (whom they wait for), else STALLED (each waits on a
  *      peer: a wedged collective, not one node to blame)
- *   4. stopped candidates are the suspects if there are any; else candidates
- *      that are fewer than all members are the suspects (the others progress
- *      or wait on them); else (every member silent outside a collective: no
- *      collective information) the one member silent longest by at least
- *      EC_HANG_MARGIN_MS more than every other; else STALLED
+ *   4. stopped candidates are the suspects if there are any; else, when
+ *      every other member progresses or waits inside a collective, the
+ *      candidates; else (others silent outside a collective too, at their
+ *      timeout or not yet: a phase every rank runs) the one member silent
+ *      longest by at least EC_HANG_MARGIN_MS more than every other; else
+ *      STALLED
  *   5. with straggler_factor > 0 and no hang: a member whose step time p50 is
  *      more than factor times the members' median (at least 3 members with a
  *      step time) is a suspect (straggler).

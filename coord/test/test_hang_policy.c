@@ -131,6 +131,38 @@ START_TEST(all_equally_silent_is_stalled_one_clearly_longer_is_the_suspect)
 }
 END_TEST
 
+/* Every rank in an evaluation pass nobody declared: the first node to
+ * reach the timeout is no more hung than the one 0.1 s behind it, silent
+ * outside a collective too: nobody is blamed (blaming it restarted a, then
+ * b, then a again).  One clearly longer silence is still named. */
+START_TEST(a_node_first_at_the_timeout_while_another_is_silent_too_is_no_suspect)
+{
+    ec_hang_member_t m[2] = {
+        {"a", silent(20, 5000, 0, 0)},
+        {"b", silent(20, 4900, 0, 0)}, /* not at the timeout yet, as silent */
+    };
+    ec_hang_decision_t *d = decide(5000, 0, m, 2);
+    ck_assert_msg(d->action == EC_HANG_STALLED, "%s: %s", ec_hang_action_name(d->action),
+                  d->why ? d->why : "");
+    ck_assert_ptr_nonnull(strstr(d->why, "b: local rank 0 silent 4.9 s"));
+    ec_hang_decision_free(d);
+    m[1].p = silent(20, 3500, 0, 0); /* 1.5 s less: a is clearly longer */
+    d = decide(5000, 0, m, 2);
+    ck_assert_int_eq(d->action, EC_HANG_SUSPECT);
+    ck_assert_uint_eq(d->suspects[0], 0);
+    ec_hang_decision_free(d);
+    m[1].p = silent(20, 4900, 1, 0); /* inside a collective: it waits on a */
+    d = decide(5000, 0, m, 2);
+    ck_assert_int_eq(d->action, EC_HANG_SUSPECT);
+    ck_assert_uint_eq(d->suspects[0], 0);
+    ec_hang_decision_free(d);
+    m[1].p = running(20); /* progressing */
+    d = decide(5000, 0, m, 2);
+    ck_assert_int_eq(d->action, EC_HANG_SUSPECT);
+    ec_hang_decision_free(d);
+}
+END_TEST
+
 START_TEST(a_declared_pause_is_no_hang)
 {
     /* rank 0's node checkpoints; the others wait in a barrier for long */
@@ -261,6 +293,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_silent_node_among_progressing_ones_is_the_suspect);
     tcase_add_test(tc, every_silent_node_inside_a_collective_is_stalled_without_a_suspect);
     tcase_add_test(tc, all_equally_silent_is_stalled_one_clearly_longer_is_the_suspect);
+    tcase_add_test(tc, a_node_first_at_the_timeout_while_another_is_silent_too_is_no_suspect);
     tcase_add_test(tc, a_declared_pause_is_no_hang);
     tcase_add_test(tc, before_the_timeout_the_leader_is_told_when_to_look_again);
     tcase_add_test(tc, auto_timeout_applies_only_to_nodes_that_report_progress);

@@ -22,6 +22,9 @@
  *   EC_TEST_PROG_CHECKPOINT=STEP:MS    every rank pauses (declared with
  *                                      ecw_progress_pause/resume) for MS ms
  *                                      at step STEP, as a checkpoint would;
+ *   EC_TEST_PROG_EVAL=STEP:MS          every rank spends MS ms at step STEP
+ *                                      without declaring it (an evaluation
+ *                                      pass outside the training step);
  *   EC_TEST_PROG_STEPS_TO=DIR          writes its step count to
  *                                      DIR/step.NODE.LR.EPOCH every step. */
 #include <signal.h>
@@ -60,7 +63,7 @@ static void steps(long step_ms, long run)
 {
     const char *node = env("ECOORD_NODE_ID");
     int lr = atoi(env("LOCAL_RANK"));
-    long extra = 0, hang_step = -1, ck_step = -1, ck_ms = 0;
+    long extra = 0, hang_step = -1, ck_step = -1, ck_ms = 0, ev_step = -1, ev_ms = 0;
     char hnode[256] = "", hfile[1024] = "", snode[256] = "";
     int hlr = -1;
     if (*env("EC_TEST_PROG_SLOW") && sscanf(env("EC_TEST_PROG_SLOW"), "%255[^:]:%ld", snode,
@@ -70,6 +73,8 @@ static void steps(long step_ms, long run)
         sscanf(env("EC_TEST_PROG_HANG"), "%255[^:]:%d:%ld:%1023s", hnode, &hlr, &hang_step, hfile);
     if (*env("EC_TEST_PROG_CHECKPOINT"))
         sscanf(env("EC_TEST_PROG_CHECKPOINT"), "%ld:%ld", &ck_step, &ck_ms);
+    if (*env("EC_TEST_PROG_EVAL"))
+        sscanf(env("EC_TEST_PROG_EVAL"), "%ld:%ld", &ev_step, &ev_ms);
     bool report = strcmp(env("EC_TEST_PROG_REPORT"), "0") != 0;
     const char *to = env("EC_TEST_PROG_STEPS_TO");
     struct timespec start, now;
@@ -91,6 +96,11 @@ static void steps(long step_ms, long run)
             ecw_progress_pause();
             sleep_ms(ck_ms);
             ecw_progress_resume();
+        }
+        if (step == ev_step) {
+            printf("test-prog rank=%s: evaluating for %ld ms\n", env("RANK"), ev_ms);
+            fflush(stdout);
+            sleep_ms(ev_ms); /* no pause declared */
         }
         sleep_ms(step_ms + extra);
         if (report) {

@@ -141,6 +141,11 @@ def init(backend=None, timeout=300, rebuild_timeout=None, epoch_wait=60, log_lev
       raises ecoord.Error (ECW_ETIMEDOUT).
     log_level: least severe libecworker message passed to the "ecoord"
       logger ("debug", "info", "warn", "error").
+    Hang detection: each `with ctx.step()` that completes is progress;
+    time between them is silence, so wrap an evaluation pass, a checkpoint
+    or anything long outside the steps in `ecoord.progress.paused()` (a
+    silence every node shares is never blamed on one of them, but it is
+    reported as a stall).
     Returns a Context.  Raises ecoord.Error when the worker library cannot
     join (etcd unreachable, no membership within rebuild_timeout)."""
     backend = backend or _default_backend()
