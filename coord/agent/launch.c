@@ -181,6 +181,11 @@ typedef struct agent {
     /* How this agent ends, for the closing block (set where it decides to
      * exit; "" until then). */
     char outcome[600];
+    /* The janitor's watchdog deadline last armed (monotonic ms; 0: none):
+     * a rank SIGKILLed at or after it was killed by the janitor because this
+     * agent was stuck (in an etcd call past its fence deadline, frozen),
+     * not by a fault of its own. */
+    int64_t watchdog_at;
 } agent_t;
 
 static void set_outcome(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -666,6 +671,23 @@ static int on_child_exit(agent_t *a, int r, int status)
         a->not_ready_killed &= ~(1ULL << (r % 64));
         return after_failure(a, r, true, "was not ready in time");
     }
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && a->watchdog_at &&
+        ec_mono_ms() >= a->watchdog_at) {
+        /* The janitor's watchdog: this agent was stuck past its fence
+         * deadline (an etcd call through a raft election, a cut), so its
+         * ranks were stopped before the lease could expire.  Not a fault
+         * of the program: nothing recorded or counted; the fence (next
+         * pass) or a re-form starts them again. */
+        ec_log(EC_LOG_WARN, "-fenced: local rank %d was stopped by the janitor's watchdog (this "
+                            "agent was held up past its fence deadline): not a failure of the "
+                            "program, not counted against --max_restart=%d", r,
+               a->cfg->max_restart);
+        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        ec_error_t err = {0};
+        if (a->epoch && a->m_id >= 0 && ec_node_bump_incarnation(a->node, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot ask for a re-form: %s (retrying)", err.msg);
+        return -1;
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         a->done[r] = true;
         int ndone = 0;
@@ -876,6 +898,7 @@ static int64_t check_fence(agent_t *a)
             if (cfg->grace_period_ms < grace)
                 grace = cfg->grace_period_ms;
             ec_procs_deadline(a->procs, 0); /* alive: the janitor's watchdog stands down */
+            a->watchdog_at = 0;
             ec_procs_stop_all(a->procs, grace);
         } else {
             ec_log(EC_LOG_WARN, "-fenced: %s; the processes' worker library refuses "
@@ -902,8 +925,10 @@ static int64_t check_fence(agent_t *a)
      * frozen and cannot fence: it SIGKILLs the ranks at our own SIGKILL
      * time, T + half the margin, still before etcd can expire the lease,
      * unless we renew the deadline (each confirmation) or fence first. */
-    if (cfg->rebuild == EC_REBUILD_RESTART)
-        ec_procs_deadline(a->procs, confirmed + after + lease_margin_ms(cfg) / 2);
+    if (cfg->rebuild == EC_REBUILD_RESTART) {
+        a->watchdog_at = confirmed + after + lease_margin_ms(cfg) / 2;
+        ec_procs_deadline(a->procs, a->watchdog_at);
+    }
     int64_t left = confirmed + after - now;
     return left < 200 ? (left > 1 ? left : 1) : 200;
 }
