@@ -5,9 +5,13 @@
 # stretches every test deadline on slow machines.
 set -eu
 cd "$(dirname "$0")/.."
+. tests/lib/configured.sh
 sh tests/install-deps.sh
 [ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi
-[ -f Makefile ] || ./configure ${CONFIGURE_FLAGS:-}
+# Configured before a dependency was installed or changed (the demo
+# configures without the test packages): configure again, or the tests run
+# without what configure did not find (deps_stale, config.deps).
+if [ -f Makefile ]; then configure_again_if_stale; else ./configure ${CONFIGURE_FLAGS:-}; fi
 make -j"$(nproc)"
 status=0
 # Tests run one at a time: the integration tests start etcd, agents and
@@ -16,13 +20,10 @@ status=0
 export EC_TEST_TIMEOUT_MULTIPLIER="${EC_TEST_TIMEOUT_MULTIPLIER:-2}"
 make -j"$(nproc)" check TESTS= >/dev/null   # build the test programs in parallel
 make -j1 check || status=$?
-# One closing line for any reader: "N passed, N failed, N skipped".
+# One closing line for any reader: "N passed, N failed, N skipped (N results
+# of N test programs)", and what configure compiled out (tests_summary).
 if [ -f test-suite.log ]; then
-    pass=$(sed -n 's/^# PASS: *//p' test-suite.log | head -n1)
-    fail=$(sed -n 's/^# FAIL: *//p' test-suite.log | head -n1)
-    err=$(sed -n 's/^# ERROR: *//p' test-suite.log | head -n1)
-    skip=$(sed -n 's/^# SKIP: *//p' test-suite.log | head -n1)
-    [ "$status" = 0 ] || cat test-suite.log | grep -E '^(FAIL|ERROR|not ok)' | head -n 40 || true
-    echo "${pass:-0} passed, $(( ${fail:-0} + ${err:-0} )) failed, ${skip:-0} skipped"
+    [ "$status" = 0 ] || grep -E '^(FAIL|ERROR|not ok)' test-suite.log | head -n 40 || true
+    tests_summary "$status" test-suite.log config.deps "$(make -s list-tests | wc -l)" || status=$?
 fi
 exit "$status"

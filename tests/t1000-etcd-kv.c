@@ -1,8 +1,15 @@
 /* The etcd client's KV and Txn calls against a real etcd: values round-trip,
  * prefixes come back whole across pages, transactions take the right branch,
- * and failures (dead endpoint, bad lease, oversize) fail fast and clearly. */
+ * and failures (dead endpoint, bad lease, oversize) fail fast and clearly.
+ * Proxies: the proxy variables of the environment (https_proxy, as many
+ * clusters set) never divert etcd's traffic, loopback included; a proxy
+ * given on purpose (ec_etcd_opts_t.http_proxy, --etcd_proxy) is used, and
+ * named when etcd cannot be reached through it. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +187,180 @@ START_TEST(unreachable_fails_within_deadline)
 }
 END_TEST
 
+/* A port that refuses connections for as long as the test holds *fd: bound,
+ * never listening, so nothing else can take it meanwhile. */
+static int closed_port(int *fd)
+{
+    *fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ck_assert_int_eq(bind(*fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    getsockname(*fd, (struct sockaddr *)&a, &l);
+    return ntohs(a.sin_port);
+}
+
+static const char *const proxy_vars[] = {"https_proxy", "http_proxy", "HTTPS_PROXY",
+                                         "HTTP_PROXY", "grpc_proxy", "all_proxy", NULL};
+
+/* gRPC reads the proxy variables when a channel is made (and no_proxy,
+ * which must not be what saves us). */
+START_TEST(proxy_variables_do_not_divert_etcd_traffic)
+{
+    int hold;
+    char proxy[64];
+    snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", closed_port(&hold));
+    for (int i = 0; proxy_vars[i]; i++)
+        setenv(proxy_vars[i], proxy, 1);
+    unsetenv("no_proxy");
+    unsetenv("NO_PROXY");
+    unsetenv("no_grpc_proxy");
+    ec_etcd_opts_t o = EC_ETCD_OPTS_INIT;
+    o.endpoints = ec_embed_endpoint(etcd);
+    o.dial_timeout_ms = 3000;
+    ec_error_t err = {0};
+    ec_etcd_t *c2 = ec_etcd_create(&o, &err);
+    for (int i = 0; proxy_vars[i]; i++)
+        unsetenv(proxy_vars[i]);
+    close(hold);
+    ck_assert_msg(c2 != NULL, "with https_proxy=%s set: %s", proxy, err.msg);
+    ck_assert_int_eq(ec_etcd_put(c2, "/proxy/k", "v", 1, 0, NULL, &err), 0);
+    ec_etcd_destroy(c2);
+}
+END_TEST
+
+/* A minimal HTTP CONNECT proxy (what squid or a site proxy answers):
+ * "CONNECT host:port HTTP/1.1", then bytes both ways. */
+typedef struct {
+    int lfd, port;
+    atomic_int connects, stop;
+    char target[128];
+    pthread_t thr;
+} cproxy_t;
+
+static void splice_both(int a, int b, atomic_int *stop)
+{
+    char buf[16384];
+    while (!atomic_load(stop)) {
+        struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+        if (poll(p, 2, 100) <= 0)
+            continue;
+        for (int i = 0; i < 2; i++) {
+            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t r = read(p[i].fd, buf, sizeof(buf));
+            if (r <= 0 || write(i ? a : b, buf, (size_t)r) != r)
+                return;
+        }
+    }
+}
+
+static void *cproxy_loop(void *arg)
+{
+    cproxy_t *x = arg;
+    while (!atomic_load(&x->stop)) {
+        struct pollfd pl = {.fd = x->lfd, .events = POLLIN};
+        if (poll(&pl, 1, 100) <= 0)
+            continue;
+        int cfd = accept(x->lfd, NULL, NULL);
+        if (cfd < 0)
+            continue;
+        char req[2048];
+        size_t n = 0;
+        while (n + 1 < sizeof(req) && !strstr(req, "\r\n\r\n")) {
+            ssize_t r = read(cfd, req + n, sizeof(req) - n - 1);
+            if (r <= 0)
+                break;
+            n += (size_t)r;
+            req[n] = '\0';
+        }
+        req[n] = '\0';
+        char host[128];
+        int port = 0;
+        if (sscanf(req, "CONNECT %127[^:]:%d ", host, &port) == 2) {
+            atomic_fetch_add(&x->connects, 1);
+            snprintf(x->target, sizeof(x->target), "%s:%d", host, port);
+            int sfd = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+            inet_pton(AF_INET, host, &a.sin_addr);
+            const char *ok = "HTTP/1.1 200 Connection established\r\n\r\n";
+            if (connect(sfd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+                write(cfd, ok, strlen(ok)) == (ssize_t)strlen(ok))
+                splice_both(cfd, sfd, &x->stop);
+            close(sfd);
+        }
+        close(cfd);
+    }
+    return NULL;
+}
+
+static void cproxy_start(cproxy_t *x)
+{
+    memset(x, 0, sizeof(*x));
+    x->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    ck_assert_int_eq(bind(x->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(x->lfd, 8), 0);
+    getsockname(x->lfd, (struct sockaddr *)&a, &l);
+    x->port = ntohs(a.sin_port);
+    pthread_create(&x->thr, NULL, cproxy_loop, x);
+}
+
+static void cproxy_stop(cproxy_t *x)
+{
+    atomic_store(&x->stop, 1);
+    pthread_join(x->thr, NULL);
+    close(x->lfd);
+}
+
+START_TEST(proxy_given_on_purpose_is_used_and_named_when_it_fails)
+{
+    cproxy_t x;
+    cproxy_start(&x);
+    char proxy[64];
+    snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", x.port);
+    ec_etcd_opts_t o = EC_ETCD_OPTS_INIT;
+    o.endpoints = ec_embed_endpoint(etcd);
+    o.http_proxy = proxy;
+    o.dial_timeout_ms = 3000;
+    ec_error_t err = {0};
+    ec_etcd_t *c2 = ec_etcd_create(&o, &err);
+    ck_assert_msg(c2 != NULL, "through the proxy %s: %s", proxy, err.msg);
+    ck_assert_int_eq(ec_etcd_put(c2, "/proxy/k2", "v", 1, 0, NULL, &err), 0);
+    ec_etcd_destroy(c2);
+    cproxy_stop(&x);
+    int connects = atomic_load(&x.connects);
+    ck_assert_msg(connects >= 1, "the client never asked the proxy for a connection");
+    ck_assert_str_eq(x.target, ec_embed_endpoint(etcd));
+
+    /* A proxy that is not there: the message names it and the way out. */
+    int hold;
+    snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", closed_port(&hold));
+    o.http_proxy = proxy;
+    o.dial_timeout_ms = 1500;
+    c2 = ec_etcd_create(&o, &err);
+    close(hold);
+    ck_assert_ptr_null(c2);
+    ck_assert_int_eq(err.code, EC_EUNAVAILABLE);
+    ck_assert_msg(strstr(err.msg, proxy) && strstr(err.msg, "--etcd_proxy"),
+                  "the proxy is not named: %s", err.msg);
+
+    /* Without a proxy given, one set in the environment (the caller says
+     * which) is named when etcd is unavailable: it is not used. */
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", closed_port(&hold));
+    ec_etcd_opts_t d = EC_ETCD_OPTS_INIT;
+    d.endpoints = ep;
+    d.proxy_env = "https_proxy";
+    d.dial_timeout_ms = 1500;
+    c2 = ec_etcd_create(&d, &err);
+    close(hold);
+    ck_assert_ptr_null(c2);
+    ck_assert_msg(strstr(err.msg, "https_proxy is set") && strstr(err.msg, "--etcd_proxy="),
+                  "the environment's proxy is not named: %s", err.msg);
+}
+END_TEST
+
 START_TEST(second_endpoint_used)
 {
     char eps[128];
@@ -224,6 +405,8 @@ static Suite *suite(void)
     tcase_add_test(t, unreachable_fails_within_deadline);
     tcase_add_test(t, second_endpoint_used);
     tcase_add_test(t, compact_then_old_read);
+    tcase_add_test(t, proxy_variables_do_not_divert_etcd_traffic);
+    tcase_add_test(t, proxy_given_on_purpose_is_used_and_named_when_it_fails);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,7 +1,9 @@
 /* TLS and authentication against a real etcd: certificates made by openssl
  * at test time; a wrong CA fails with advice about certificates; user and
  * password work, a wrong password is refused clearly, and an expired token
- * is renewed without the caller noticing. */
+ * is renewed without the caller noticing.  The usual TLS mistakes made with
+ * `ecoord` itself (a plain HOST:PORT for a TLS etcd, no --etcd_cacert) get
+ * ecoord's advice whole, and none of gRPC's raw log lines. */
 #define _GNU_SOURCE
 #include <ftw.h>
 #include <stdio.h>
@@ -126,6 +128,87 @@ START_TEST(tls_with_client_certs)
 }
 END_TEST
 
+static const char *ecoord(void)
+{
+    const char *e = getenv("ECOORD");
+    return e && *e ? e : "./ecoord";
+}
+
+/* Run `ecoord ARGS` with stderr into out; its exit status. */
+static int run_ecoord(const char *args, char *out, size_t len)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "exec %s %s 2>&1", ecoord(), args);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return ec_test_run(argv, out, len);
+}
+
+/* No line of gRPC's own log (E1127 05:29:37.368853812 2025
+ * ssl_transport_security.cc:1501] ...): those go to ecoord's log at debug
+ * level, never raw on stderr. */
+static void no_raw_grpc_lines(const char *what, const char *out)
+{
+    ck_assert_msg(!strstr(out, "ssl_transport_security"), "%s: gRPC's raw log line: %s", what,
+                  out);
+    for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        ck_assert_msg(!(l[0] == 'E' && l[1] == '1'), "%s: gRPC's raw log line: %s", what, out);
+}
+
+START_TEST(tls_mistakes_get_the_whole_hint_and_no_grpc_lines)
+{
+    if (access("/usr/bin/openssl", X_OK) != 0 && !getenv("OPENSSL")) {
+        printf("# SKIP no openssl\n");
+        return;
+    }
+    make_certs(dir, "ecoord-test-ca");
+    char cert[300], key[300], ca[300];
+    snprintf(cert, sizeof(cert), "%s/server.pem", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+    eo.cert_file = cert; /* server TLS only: no client certificates asked */
+    eo.key_file = key;
+    ec_embed_t *e = ec_test_etcd_start(&eo);
+    const char *ep = ec_embed_endpoint(e);
+    ck_assert_ptr_nonnull(strstr(ep, "https://"));
+    const char *plain = ep + strlen("https://");
+    char args[1024], out[16384], want[512];
+
+    /* 1. A plain HOST:PORT: etcd closes the connection; say that TLS may
+     * be why and how to write it. */
+    snprintf(args, sizeof(args), "status --elastic_server=%s --job_id=x", plain);
+    ck_assert_int_eq(run_ecoord(args, out, sizeof(out)), 1);
+    snprintf(want, sizeof(want), "etcd at %s closed the connection", plain);
+    ck_assert_msg(strstr(out, want), "no '%s' in: %s", want, out);
+    snprintf(want, sizeof(want),
+             "if it serves TLS, write https://%s and give --etcd_cacert\n", plain);
+    ck_assert_msg(strstr(out, want), "no whole '%s' in: %s", want, out);
+    no_raw_grpc_lines("plain endpoint", out);
+
+    /* the same from `ecoord launch` (its log) */
+    snprintf(args, sizeof(args),
+             "launch --elastic_server=%s --job_id=x --log_dir=%s/log -- /bin/true", plain, dir);
+    ck_assert_int_eq(run_ecoord(args, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, want), "launch: no whole '%s' in: %s", want, out);
+    no_raw_grpc_lines("launch, plain endpoint", out);
+
+    /* 2. https:// without --etcd_cacert: the certificate is not trusted;
+     * the TLS hint reaches the user whole (it was cut at 357 bytes). */
+    snprintf(args, sizeof(args), "status --elastic_server=%s --job_id=x", ep);
+    ck_assert_int_eq(run_ecoord(args, out, sizeof(out)), 1);
+    const char *hint = "with TLS, a certificate that does not match the endpoint (SAN) or a "
+                       "wrong --etcd_cacert also shows up as this\n";
+    ck_assert_msg(strstr(out, hint), "TLS hint cut or missing: %s", out);
+    no_raw_grpc_lines("no CA", out);
+
+    /* 3. Given the CA, it works (the job does not exist: exit 1, said so). */
+    snprintf(args, sizeof(args), "status --elastic_server=%s --etcd_cacert=%s --job_id=x", ep, ca);
+    run_ecoord(args, out, sizeof(out));
+    ck_assert_msg(strstr(out, "no job 'x'"), "with the CA: %s", out);
+    ec_embed_stop(e);
+}
+END_TEST
+
 static void etcdctl(const char *ep, const char *args)
 {
     const char *ctl = getenv("ETCDCTL");
@@ -195,6 +278,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("tls");
     tcase_add_checked_fixture(t, tls_setup, tls_teardown);
     tcase_add_test(t, tls_with_client_certs);
+    tcase_add_test(t, tls_mistakes_get_the_whole_hint_and_no_grpc_lines);
     suite_add_tcase(s, t);
     TCase *a = tcase_create("auth");
     tcase_add_test(a, auth_user_password_and_token_renewal);

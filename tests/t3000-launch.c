@@ -5,17 +5,22 @@
  * leaves while the job goes on; a killed agent takes its processes with it
  * and the others re-form after its lease; a SIGTERMed agent leaves at once;
  * a fourth agent joins; the job completes with exit 0 everywhere; logs carry
- * epoch markers; bad input stops before anything starts. */
+ * epoch markers; bad input stops before anything starts.  Proxy variables
+ * set on the agent neither divert its etcd traffic nor reach its processes;
+ * a busy start port is moved with one line that says so. */
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ec_select.h"
 #include "harness.h"
+#include "knobs.h"
 #include "records.h"
 
 static ec_embed_t *etcd;
@@ -1271,6 +1276,94 @@ START_TEST(paddle_master_etcd_forms_a_two_node_job)
 }
 END_TEST
 
+/* Lines of path containing needle. */
+static int count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* Clusters often set http_proxy/https_proxy.  gRPC sent the agent's etcd
+ * traffic to the proxy, loopback included (exit 1, "etcd ... is
+ * unavailable", nothing about a proxy).  The agent connects to etcd
+ * directly unless --etcd_proxy says otherwise, its processes get none of
+ * the variables (one line says so), and when etcd is unreachable while one
+ * is set, the message names it and how to use a proxy for etcd. */
+START_TEST(proxy_variables_neither_divert_etcd_nor_reach_the_processes)
+{
+    const char *envs = "env https_proxy=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9 "
+                       "HTTPS_PROXY=http://127.0.0.1:9 grpc_proxy=http://127.0.0.1:9 "
+                       "all_proxy=http://127.0.0.1:9 no_proxy= NO_PROXY=";
+    agent_t a = start_agent_env(envs, "jproxy", "a", "1", "1", "", "1");
+    ck_assert_msg(ec_test_reap(a.pid, 20000) == 0, "the agent failed with proxies set: see %s",
+                  a.log);
+    const char *p = dump_path("jproxy", "a", 0, 1);
+    ck_assert_msg(access(p, F_OK) == 0, "the process never ran: see %s", a.log);
+    const char *gone[] = {"https_proxy=", "http_proxy=", "HTTPS_PROXY=", "grpc_proxy=",
+                          "all_proxy=", NULL};
+    for (int i = 0; gone[i]; i++)
+        ck_assert_msg(!ec_test_file_contains(p, gone[i]), "the process got %s", gone[i]);
+    ck_assert_int_eq(count_lines(a.log, "https_proxy"), 1); /* one line says so */
+
+    char cmd[2048], out[16384];
+    snprintf(cmd, sizeof(cmd),
+             "exec %s %s launch --elastic_server=127.0.0.1:1 --job_id=jproxy2 --log_dir=%s/p2 "
+             "-- %s %s 0", envs, ecoord(), tmp, prog(), tmp);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    ck_assert_int_eq(ec_test_run(argv, out, sizeof(out)), 1);
+    ck_assert_msg(strstr(out, "grpc_proxy is set, but etcd connections never use a proxy") &&
+                      strstr(out, "--etcd_proxy=http://HOST:PORT"),
+                  "an unreachable etcd with a proxy set does not name it: %s", out);
+}
+END_TEST
+
+/* The default ports lie below the kernel's ephemeral range (test_knobs).
+ * A start port that is busy is not moved silently: one line names it and
+ * the ports taken instead. */
+START_TEST(busy_start_port_is_moved_and_said)
+{
+    int port = atoi(ec_config_knob(EC_K_START_PORT)->def);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    /* if this fails, something else has the port: busy all the same */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+        listen(fd, 1);
+    agent_t a = start_agent_env("env -u ECOORD_START_PORT -u PADDLE_START_PORT", "jport", "a",
+                                "1", "1", "", "1");
+    int rc = ec_test_reap(a.pid, 20000);
+    close(fd);
+    ck_assert_msg(rc == 0, "the agent failed: see %s", a.log);
+    char busy[64];
+    snprintf(busy, sizeof(busy), "%d", port);
+    FILE *f = fopen(a.log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096], said[4096] = "";
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "instead"))
+            snprintf(said, sizeof(said), "%s", line);
+    fclose(f);
+    /* "port 6070 is in use: this node uses ports 6071-6073 instead"; other
+     * ports may be busy too (TIME_WAIT of earlier tests), or held by another
+     * agent on this host */
+    char *uses = strstr(said, "this node uses");
+    if (uses)
+        *uses = '\0';
+    ck_assert_msg(uses && strstr(said, busy) && (strstr(said, "in use") || strstr(said, "held by")),
+                  "no line says port %s is busy and which ports were taken instead: see %s", busy,
+                  a.log);
+    ck_assert_int_eq(count_lines(a.log, "instead"), 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3000-launch");
@@ -1302,6 +1395,8 @@ static Suite *suite(void)
     ec_tcase_add(t, gpus_narrow_visible_devices_and_index_into_them);
     ec_tcase_add(t, gpus_shown_set_nproc_and_nccl);
     ec_tcase_add(t, paddle_master_etcd_forms_a_two_node_job);
+    ec_tcase_add(t, proxy_variables_neither_divert_etcd_nor_reach_the_processes);
+    ec_tcase_add(t, busy_start_port_is_moved_and_said);
     suite_add_tcase(s, t);
     return s;
 }

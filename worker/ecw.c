@@ -1169,6 +1169,7 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
     eo.cert_file = *w->o.etcd_cert ? w->o.etcd_cert : NULL;
     eo.key_file = *w->o.etcd_key ? w->o.etcd_key : NULL;
     eo.user = *w->o.etcd_user ? w->o.etcd_user : NULL;
+    eo.http_proxy = *w->o.etcd_proxy ? w->o.etcd_proxy : NULL;
     char *password = eo.user ? read_password(&w->o, &err) : NULL;
     if (eo.user && !password) {
         rc = err.code ? err.code : EC_EINVAL;

@@ -115,6 +115,7 @@ typedef struct ecw__opts {
     ecw_backend_t backend;
     char *etcd_endpoints, *etcd_prefix, *job_id, *node_id, *host;
     char *etcd_cacert, *etcd_cert, *etcd_key, *etcd_user, *etcd_password_file; /* "": none */
+    char *etcd_proxy;           /* "": straight to etcd (never the environment's proxies) */
     char *cuda_libdir;          /* "": the default search (cuda_dl.c) */
     int nccl_rebuild;           /* ecw__rebuild_mode_t (nccl_plan.h) */
     int nccl_roots, nccl_scalable_min;

@@ -89,6 +89,9 @@ static const knob_t knobs[] = {
     {"etcd_password_file", {EC_ENV_ETCD_PASSWORD_FILE}, K_STR, IN(etcd_password_file),
      OUT(etcd_password_file), 0, 0, 0, "",
      "file holding the etcd user's password (ecoord launch writes one, mode 0600)"},
+    {"etcd_proxy", {EC_ENV_ETCD_PROXY}, K_STR, NO_IN, OUT(etcd_proxy), 0, 0, 0, "",
+     "HTTP CONNECT proxy (http://HOST:PORT) etcd is reached through (set by ecoord launch from "
+     "--etcd_proxy); empty: straight to etcd, whatever http_proxy or https_proxy say"},
     {"suspect_after_ms", {"ECOORD_WORKER_SUSPECT_AFTER_MS"}, K_INT, IN(suspect_after_ms),
      OUT(suspect_after_ms), 0, 1, 86400000, "1000",
      "a build waiting this long for a peer reports the members whose agents do not answer"},
@@ -351,6 +354,7 @@ void ecw__opts_free(ecw__opts_t *o)
     free(o->etcd_key);
     free(o->etcd_user);
     free(o->etcd_password_file);
+    free(o->etcd_proxy);
     free(o->cuda_libdir);
     free(o->progress_file);
     memset(o, 0, sizeof(*o));

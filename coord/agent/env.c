@@ -27,14 +27,43 @@
 /* Never passed on to a training process. */
 static const char *const secret_vars[] = {EC_ENV_ETCD_PASSWORD, NULL};
 
-static bool is_secret(const char *kv)
+/* Nor these, as Paddle's launcher removes them (launch/main.py, fleet's
+ * launch_utils.py): many clusters set them, and a training process's
+ * collectives, torch's store and the worker library's etcd client would go
+ * through the site's proxy instead of straight to their peers (gRPC honours
+ * them, loopback included).  no_proxy and NO_PROXY stay: harmless alone. */
+static const char *const proxy_vars[] = {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                                         "all_proxy", "ALL_PROXY", "grpc_proxy", NULL};
+
+static bool is_named(const char *kv, const char *const *names)
 {
-    for (int i = 0; secret_vars[i]; i++) {
-        size_t nl = strlen(secret_vars[i]);
-        if (!strncmp(kv, secret_vars[i], nl) && kv[nl] == '=')
+    for (int i = 0; names[i]; i++) {
+        size_t nl = strlen(names[i]);
+        if (!strncmp(kv, names[i], nl) && kv[nl] == '=')
             return true;
     }
     return false;
+}
+
+static bool withheld(const char *kv)
+{
+    return is_named(kv, secret_vars) || is_named(kv, proxy_vars);
+}
+
+size_t ec_env_proxies(char *const *base, char *names, size_t len)
+{
+    size_t n = 0, used = 0;
+    if (len)
+        names[0] = '\0';
+    for (int i = 0; proxy_vars[i]; i++) {
+        if (!ec_env_get(base, proxy_vars[i]))
+            continue;
+        if (used < len)
+            used += (size_t)snprintf(names + used, len - used, "%s%s", n ? ", " : "",
+                                     proxy_vars[i]);
+        n++;
+    }
+    return n;
 }
 
 /* ---- the password file the agent writes for its workers --------------------------- */
@@ -264,7 +293,7 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
                          ctx->nproc);
     envb_t b = {0};
     for (size_t i = 0; base && base[i]; i++) {
-        if (is_secret(base[i]))
+        if (withheld(base[i]))
             continue;
         if (b.n + 2 > b.cap) {
             size_t nc = b.cap ? b.cap * 2 : 128;
@@ -377,6 +406,12 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
             }
         }
         add(&b, EC_ENV_ETCD_PASSWORD_FILE, "%s", pwf);
+        /* the proxy etcd is reached through, only when one is given: the
+         * processes have none of the environment's (proxy_vars) */
+        if (cfg->etcd_proxy && *cfg->etcd_proxy)
+            add(&b, EC_ENV_ETCD_PROXY, "%s", cfg->etcd_proxy);
+        else
+            drop(&b, EC_ENV_ETCD_PROXY);
     }
     if (b.oom)
         goto oom;

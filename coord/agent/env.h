@@ -5,6 +5,7 @@
 #define EC_ENV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -78,6 +79,11 @@ typedef struct ec_env_ctx {
 int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
                  char *const *base, char ***out, ec_error_t *err);
 void ec_env_free(char **env);
+/* The proxy variables ec_env_build leaves out that base sets (http_proxy,
+ * https_proxy, HTTP_PROXY, HTTPS_PROXY, all_proxy, ALL_PROXY, grpc_proxy):
+ * their count, and their names into names ("http_proxy, https_proxy"; ""
+ * for none), for the agent's one line that says so. */
+size_t ec_env_proxies(char *const *base, char *names, size_t len);
 /* Whether ec_env_build sets OMP_NUM_THREADS=1 for nproc processes per node
  * over base: the caller says so once, in its own words. */
 bool ec_env_omp_default(int nproc, char *const *base);

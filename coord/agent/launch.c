@@ -1412,10 +1412,16 @@ int ec_cmd_launch(const ec_config_t *cfg)
     a.rank_started_ms = calloc((size_t)a.nproc, sizeof(int64_t));
     if (!a.ports || !a.resv || !a.done || !a.rank_started_ms)
         goto out;
-    if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 2, a.ports, a.resv, &err) < 0) {
+    ec_ports_note_t pnote;
+    if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 2, a.ports, a.resv, &pnote,
+                         &err) < 0) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
+    if (pnote.moved[0])
+        ec_log(EC_LOG_INFO, "%s", pnote.moved);
+    if (pnote.ephemeral[0])
+        ec_log(EC_LOG_WARN, "%s", pnote.ephemeral);
     a.reserved = true;
     if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, a.prog.argv, console_q, &err))) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
@@ -1461,6 +1467,12 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_log(EC_LOG_INFO, "OMP_NUM_THREADS is not set and this node runs %d processes: each "
                             "gets OMP_NUM_THREADS=1 (torchrun's default), so they do not all start "
                             "a thread per core; set OMP_NUM_THREADS to choose", a.nproc);
+    char proxies[160];
+    if (ec_env_proxies(environ, proxies, sizeof(proxies)))
+        ec_log(EC_LOG_INFO, "the training processes get no %s (removed from their environment, "
+                            "as Paddle's launcher does: their collectives and etcd connections "
+                            "go straight to their peers; a program that needs a proxy sets it "
+                            "itself)", proxies);
 
     if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
         goto out;

@@ -901,7 +901,7 @@ static int reserve_ports(ck_t *x)
         return -1;
     }
     ec_error_t err = {0};
-    if (ec_ports_reserve(f->host, x->cfg->port_lo, x->cfg->port_hi, n, x->ports, x->locks,
+    if (ec_ports_reserve(f->host, x->cfg->port_lo, x->cfg->port_hi, n, x->ports, x->locks, NULL,
                          &err) < 0) {
         snprintf(f->ports_err, sizeof(f->ports_err), "%s", err.msg);
         return -1;

@@ -25,6 +25,22 @@ char *ec_connect_endpoints(const ec_config_t *cfg)
     return eps;
 }
 
+/* The proxy variables gRPC would read (and curl and Python's urllib), in the
+ * order gRPC reads them: the client never uses them (etcd.h), and an etcd
+ * that cannot be reached while one is set is said to be reached directly. */
+static const char *const proxy_env[] = {"grpc_proxy", "https_proxy", "http_proxy", "HTTPS_PROXY",
+                                        "HTTP_PROXY", "all_proxy", "ALL_PROXY", NULL};
+
+const char *ec_connect_proxy_env(void)
+{
+    for (int i = 0; proxy_env[i]; i++) {
+        const char *v = ec_config_environ(proxy_env[i], NULL);
+        if (v && *v)
+            return proxy_env[i];
+    }
+    return NULL;
+}
+
 ec_etcd_t *ec_connect(const ec_config_t *cfg, const char *endpoints, int timeout_ms,
                       ec_error_t *err)
 {
@@ -41,6 +57,8 @@ ec_etcd_t *ec_connect(const ec_config_t *cfg, const char *endpoints, int timeout
     o.user = *cfg->etcd_user ? cfg->etcd_user : NULL;
     o.password = cfg->etcd_password;
     o.dial_timeout_ms = timeout_ms;
+    o.http_proxy = *cfg->etcd_proxy ? cfg->etcd_proxy : NULL;
+    o.proxy_env = ec_connect_proxy_env();
     o.call_timeout_ms = timeout_ms;
     ec_etcd_t *c = ec_etcd_create(&o, err);
     if (!c && !endpoints)

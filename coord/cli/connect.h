@@ -14,6 +14,10 @@ ec_etcd_t *ec_connect(const ec_config_t *cfg, const char *endpoints, int timeout
  * agent's own connection), or NULL.  ec_env_build hands its TLS files and
  * user to the training processes when its caller names no configuration. */
 const ec_config_t *ec_connect_config(void);
+/* The name of the first proxy variable set in this process's environment
+ * (grpc_proxy, https_proxy, http_proxy, ...), or NULL.  Etcd connections
+ * never use them (etcd.h); messages say so. */
+const char *ec_connect_proxy_env(void);
 /* cfg's endpoints joined with commas (malloc'd), for messages and children. */
 char *ec_connect_endpoints(const ec_config_t *cfg);
 

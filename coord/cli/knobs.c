@@ -41,6 +41,7 @@ static int check_prefix(const char *v, const char *where, const char *fix, ec_er
 static int check_job_id(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_node_id(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_host(const char *v, const char *where, const char *fix, ec_error_t *err);
+static int check_proxy(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_run_mode(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_role(const char *v, const char *where, const char *fix, ec_error_t *err);
 static int check_hang_timeout(const char *v, const char *where, const char *fix, ec_error_t *err);
@@ -139,6 +140,17 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .help = "file holding the password of --etcd_user (a trailing newline is "
                 "ignored); make it readable by you only (chmod 600).",
         .offset = OFF(etcd_password_file)},
+    [EC_K_ETCD_PROXY] = {
+        .id = EC_K_ETCD_PROXY, .name = "etcd_proxy",
+        .spellings = {"etcd_proxy"}, .env = {EC_ENV_ETCD_PROXY},
+        .type = EC_KT_STRING, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
+        .max = 1024, .def = "", .def_help = "none",
+        .metavar = "http://HOST:PORT", .example = "http://proxy.example:3128", .group = "etcd",
+        .help = "reach etcd through this HTTP CONNECT proxy. By default etcd connections "
+                "go straight to etcd: the proxy variables of the environment (http_proxy, "
+                "https_proxy, grpc_proxy, ...), which many clusters set, are never used for "
+                "them, and the training processes do not get those variables.",
+        .offset = OFF(etcd_proxy), .check = check_proxy},
 
     /* ---- job ----------------------------------------------------------- */
     [EC_K_JOB_ID] = {
@@ -326,9 +338,13 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .id = EC_K_START_PORT, .name = "start_port",
         .spellings = {"start_port"}, .env = {"ECOORD_START_PORT", "PADDLE_START_PORT"},
         .type = EC_KT_INT, .cmds = L | C, .min = 1, .max = 65535,
-        .def = "36000", .metavar = "PORT", .example = "36000", .group = "this node",
-        .help = "first port this node's processes listen on, counting up. Where only "
-                "some ports are open, use --port_range instead.",
+        .def = "6070", .def_help = "6070, as Paddle's launcher",
+        .metavar = "PORT", .example = "6070", .group = "this node",
+        .help = "first port this node's processes listen on, counting up past ports in use "
+                "(a line names them). Keep it below the kernel's ephemeral range "
+                "(/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default), where an "
+                "outgoing connection can take a port first: a warning names ports taken "
+                "there. Where only some ports are open, use --port_range instead.",
         .offset = OFF(start_port)},
     [EC_K_PORT_RANGE] = {
         .id = EC_K_PORT_RANGE, .name = "port_range",
@@ -540,6 +556,16 @@ static const struct {
     {"ECOORD_DEV_DIR", "where /dev/nvidiaN are counted (default /dev; for tests)"},
     {"NCCL_HOSTID", "`ecoord check`: NCCL's identity of this machine"},
     {"ECOORD_CHECK_ALLREDUCE", "`ecoord check`: the collective program to run"},
+    /* never used for etcd (gRPC would: coord/etcd/etcd.h), nor passed to the
+     * training processes (coord/agent/env.c); named when etcd is unavailable */
+    {"grpc_proxy", "never used (nor the ones below): named when etcd is unavailable; "
+                   "--etcd_proxy chooses a proxy for etcd"},
+    {"https_proxy", "see grpc_proxy"},
+    {"http_proxy", "see grpc_proxy"},
+    {"HTTPS_PROXY", "see grpc_proxy"},
+    {"HTTP_PROXY", "see grpc_proxy"},
+    {"all_proxy", "see grpc_proxy"},
+    {"ALL_PROXY", "see grpc_proxy"},
 };
 
 static int env_listed(const char *name)
@@ -839,6 +865,28 @@ static int check_host(const char *v, const char *where, const char *fix, ec_erro
         return ec_errorf(err, EC_EINVAL,
                          "%s: give one address or host name, without ',' or '/', e.g. "
                          "%s10.0.0.7",
+                         where, fix);
+    return 0;
+}
+
+/* What gRPC takes as a channel's proxy: http://HOST:PORT (it speaks plain
+ * HTTP CONNECT to the proxy; another scheme is ignored with a log line). */
+static int check_proxy(const char *v, const char *where, const char *fix, ec_error_t *err)
+{
+    if (!*v)
+        return 0;
+    if (no_space(v, where, "the proxy", err))
+        return err ? err->code : EC_EINVAL;
+    const char *hp = !strncmp(v, "http://", 7) ? v + 7 : NULL;
+    const char *colon = hp ? strrchr(hp, ':') : NULL;
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!hp || !colon || colon == hp || strpbrk(hp, "/@") || !end || *end || port < 1 ||
+        port > 65535)
+        return ec_errorf(err, EC_EINVAL,
+                         "%s: write the proxy as http://HOST:PORT (gRPC reaches etcd through "
+                         "an HTTP CONNECT proxy, and only one named so), e.g. "
+                         "%shttp://proxy.example:3128",
                          where, fix);
     return 0;
 }

@@ -31,6 +31,7 @@
 #define EC_ENV_ETCD_KEY "ECOORD_ETCD_KEY"
 #define EC_ENV_ETCD_USER "ECOORD_ETCD_USER"
 #define EC_ENV_ETCD_PASSWORD_FILE "ECOORD_ETCD_PASSWORD_FILE"
+#define EC_ENV_ETCD_PROXY "ECOORD_ETCD_PROXY"               /* "" or http://HOST:PORT */
 /* never set in a training process (the agent's own input): removed */
 #define EC_ENV_ETCD_PASSWORD "ECOORD_ETCD_PASSWORD"
 

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <grpc/support/log.h>
+
 #include "endpoints.h"
 #include "clock.h"
 #include "etcd_impl.h"
@@ -15,22 +17,97 @@ static bool has(const char *s, const char *needle)
     return s && strstr(s, needle);
 }
 
-int ec__grpc_error(const char *endpoints, bool tls, const char *method, int status,
-                   const char *details, ec_error_t *err)
+ec__conn_desc_t ec__conn_desc(const ec_etcd_t *c)
+{
+    ec__conn_desc_t w = {c->endpoints, c->tls, c->http_proxy, c->proxy_env};
+    return w;
+}
+
+/* err = head " (" what ": " details ")" advice, gRPC's details cut (and
+ * marked "...") so that the advice, which says what to do, always fits:
+ * the whole message used to be cut at the end, advice first. */
+static int advise(ec_error_t *err, int code, const char *head, const char *what,
+                  const char *details, const char *advice)
+{
+    size_t fixed = strlen(head) + strlen(what) + strlen(advice) + sizeof(" (: )");
+    size_t room = fixed < EC_ERRMSG_MAX ? EC_ERRMSG_MAX - fixed : 0;
+    size_t dl = strlen(details);
+    const char *dots = "";
+    if (dl > room) {
+        dl = room > 3 ? room - 3 : 0;
+        dots = "...";
+    }
+    return ec_errorf(err, code, "%s (%s: %.*s%s)%s", head, what, (int)dl, details, dots, advice);
+}
+
+/* The endpoints as https:// URLs ("a:1,http://b:2" -> "https://a:1,https://b:2"). */
+static void https_form(const char *endpoints, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *p = endpoints; *p && used + 1 < len;) {
+        size_t n = strcspn(p, ",");
+        const char *scheme = strstr(p, "://");
+        const char *host = scheme && scheme < p + n ? scheme + 3 : p;
+        used += (size_t)snprintf(out + used, len - used, "%shttps://%.*s", used ? "," : "",
+                                 (int)(p + n - host), host);
+        if (used >= len)
+            break; /* cut */
+        p += n + (p[n] == ',');
+    }
+}
+
+/* What to do about an etcd that cannot be reached (UNAVAILABLE). */
+static int unavailable(const ec__conn_desc_t *w, const char *m, const char *d, ec_error_t *err)
+{
+    char head[256], advice[EC_ERRMSG_MAX], proxy[300] = "";
+    /* What a proxy has to do with it: the one given is used, the
+     * environment's never is. */
+    if (w->http_proxy)
+        snprintf(proxy, sizeof(proxy),
+                 "; etcd is reached through the proxy %.100s (--etcd_proxy): the proxy may be "
+                 "why: check that it is up and lets CONNECT through to etcd, or drop "
+                 "--etcd_proxy to connect directly",
+                 w->http_proxy);
+    else if (w->proxy_env)
+        snprintf(proxy, sizeof(proxy),
+                 "; %.32s is set, but etcd connections never use a proxy: if etcd is reachable "
+                 "only through it, pass --etcd_proxy=http://HOST:PORT",
+                 w->proxy_env);
+    if (!w->tls && !w->http_proxy && has(d, "failed to connect to all addresses") &&
+        has(d, "Socket closed")) {
+        /* A plain connection to a TLS etcd: it hangs up on gRPC's HTTP/2
+         * preface, and no connection is ever made ("failed to connect to all
+         * addresses; ... Socket closed").  A connection that closes in the
+         * middle of a call says "Socket closed" alone: not this. */
+        char https[160];
+        https_form(w->endpoints, https, sizeof(https));
+        snprintf(head, sizeof(head), "etcd at %.120s closed the connection", w->endpoints);
+        snprintf(advice, sizeof(advice),
+                 ": if it serves TLS, write %s and give --etcd_cacert%s", https, proxy);
+    } else {
+        snprintf(head, sizeof(head), "etcd at %.120s is unavailable", w->endpoints);
+        snprintf(advice, sizeof(advice),
+                 ": is etcd running and reachable from here? check --elastic_server%s%s",
+                 w->tls ? "; with TLS, a certificate that does not match the endpoint (SAN) or "
+                          "a wrong --etcd_cacert also shows up as this"
+                        : "",
+                 proxy);
+    }
+    return advise(err, EC_EUNAVAILABLE, head, m, d, advice);
+}
+
+int ec__grpc_error(const ec__conn_desc_t *w, const char *method, int status, const char *details,
+                   ec_error_t *err)
 {
     const char *d = details && *details ? details : "no details";
     const char *m = method ? method : "call";
+    const char *endpoints = w->endpoints;
     switch (status) {
     case GRPC_STATUS_OK:
         return 0;
     case GRPC_STATUS_UNAVAILABLE:
-        return ec_errorf(err, EC_EUNAVAILABLE,
-                         "etcd at %s is unavailable (%s: %s): is etcd running and reachable from "
-                         "here? check --elastic_server%s",
-                         endpoints, m, d,
-                         tls ? "; with TLS, a certificate that does not match the endpoint (SAN) or "
-                               "a wrong --etcd_cacert also shows up as this"
-                             : "");
+        return unavailable(w, m, d, err);
     case GRPC_STATUS_DEADLINE_EXCEEDED:
         return ec_errorf(err, EC_ETIMEDOUT,
                          "etcd at %s did not answer %s before its deadline (%s): etcd may be "
@@ -226,7 +303,8 @@ static int authenticate(ec_etcd_t *c, ec_error_t *err)
     grpc_byte_buffer_destroy(send);
     int rc = 0;
     if (st != GRPC_STATUS_OK) {
-        rc = ec__grpc_error(c->endpoints, c->tls, "Authenticate", st, det, err);
+        ec__conn_desc_t w = ec__conn_desc(c);
+        rc = ec__grpc_error(&w, "Authenticate", st, det, err);
         if (rc == EC_EINVAL || rc == EC_EUNAUTH)
             rc = ec_errorf(err, EC_EUNAUTH,
                            "etcd at %s refused user '%s': %s: check --etcd_user and the password "
@@ -292,7 +370,8 @@ int ec__unary(ec_etcd_t *c, const char *method, const ProtobufCMessage *req,
                        : ec_errorf(err, EC_EPROTO, "etcd at %s: %s answer did not decode",
                                    c->endpoints, shortm);
         } else {
-            rc = ec__grpc_error(c->endpoints, c->tls, shortm, st, det, err);
+            ec__conn_desc_t w = ec__conn_desc(c);
+            rc = ec__grpc_error(&w, shortm, st, det, err);
         }
         free(det);
         if (recv)
@@ -342,6 +421,20 @@ static char *read_file(const char *path, ec_error_t *err, const char *what)
 static int grpc_refs;
 static pthread_mutex_t grpc_refs_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* gRPC core's own log lines went raw to stderr, in gRPC's format, beside
+ * our message that says the same with what to do:
+ *   E1127 05:29:37.368853812 2025 ssl_transport_security.cc:1501] Handshake
+ *   failed with fatal error SSL_ERROR_SSL: ... certificate verify failed.
+ * They go to the process's log sink instead, at debug level (gRPC's own
+ * GRPC_VERBOSITY still decides which it writes: errors by default).  This
+ * client is what calls grpc_init in the process, so it owns this setting. */
+static void grpc_log_to_sink(gpr_log_func_args *a)
+{
+    const char *f = a->file ? strrchr(a->file, '/') : NULL;
+    ec_log(EC_LOG_DEBUG, "grpc %s: %s:%d: %s", gpr_log_severity_string(a->severity),
+           f ? f + 1 : a->file ? a->file : "?", a->line, a->message ? a->message : "");
+}
+
 ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
 {
     ec__endpoints_t eps;
@@ -374,8 +467,16 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
         c->user = strdup(o->user);
         c->password = strdup(o->password ? o->password : "");
     }
+    if (o->size >= offsetof(ec_etcd_opts_t, proxy_env) + sizeof(o->proxy_env)) {
+        if (o->http_proxy && *o->http_proxy)
+            c->http_proxy = strdup(o->http_proxy);
+        if (o->proxy_env && *o->proxy_env)
+            c->proxy_env = strdup(o->proxy_env);
+    }
 
     pthread_mutex_lock(&grpc_refs_lock);
+    if (grpc_refs == 0)
+        gpr_set_log_function(grpc_log_to_sink);
     /* Reconnecting after a long outage needs gRPC's backup poller every
      * 200 ms (EC_ETCD_POLL_ENV in etcd.h says why).  gRPC reads it from the
      * environment in the first grpc_init(); the program sets it in main(),
@@ -385,7 +486,7 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
     grpc_refs++;
     pthread_mutex_unlock(&grpc_refs_lock);
 
-    grpc_arg args[9];
+    grpc_arg args[12];
     int na = 0;
 #define INTARG(k, v) args[na].type = GRPC_ARG_INTEGER, args[na].key = (char *)(k), args[na++].value.integer = (v)
     INTARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 * 1024 * 1024);
@@ -398,6 +499,15 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
     INTARG(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
     INTARG(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     INTARG(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    /* Proxies (etcd.h): the one given, or none, whatever the environment
+     * says. */
+    if (c->http_proxy) {
+        args[na].type = GRPC_ARG_STRING;
+        args[na].key = (char *)GRPC_ARG_HTTP_PROXY;
+        args[na++].value.string = c->http_proxy;
+    } else {
+        INTARG(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
+    }
 #undef INTARG
     if (c->tls && eps.n > 1) {
         args[na].type = GRPC_ARG_STRING;
@@ -482,6 +592,8 @@ void ec_etcd_destroy(ec_etcd_t *c)
     free(c->user);
     free(c->token);
     free(c->endpoints);
+    free(c->http_proxy);
+    free(c->proxy_env);
     pthread_mutex_destroy(&c->lock);
     free(c);
     pthread_mutex_lock(&grpc_refs_lock);

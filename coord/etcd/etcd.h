@@ -32,6 +32,17 @@ typedef struct ec_etcd_opts {
     const char *password;     /* never logged; copied and wiped on destroy */
     int call_timeout_ms;      /* deadline of each unary call (default 5000) */
     int dial_timeout_ms;      /* deadline of ec_etcd_create's first contact (default 5000) */
+    /* Proxies.  gRPC sends a channel's traffic through the proxy the
+     * environment names (grpc_proxy, https_proxy, http_proxy), loopback
+     * included, and many clusters set one: an agent with
+     * https_proxy=http://proxy:3128 could not reach the etcd beside it.  This
+     * client never uses those variables.  http_proxy: an HTTP CONNECT proxy
+     * ("http://HOST:PORT") to reach etcd through, on purpose (--etcd_proxy);
+     * NULL or "": connect directly.  proxy_env: for messages only, the name
+     * of a proxy variable the caller saw set ("https_proxy"), or NULL: an
+     * unavailable etcd's message says it is not used and how to use one. */
+    const char *http_proxy;
+    const char *proxy_env;
 } ec_etcd_opts_t;
 
 #define EC_ETCD_OPTS_INIT {.size = sizeof(ec_etcd_opts_t)}

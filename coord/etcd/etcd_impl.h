@@ -21,6 +21,8 @@ struct ec_etcd {
     char *endpoints;       /* as given, for messages */
     char target[1024];
     bool tls;
+    char *http_proxy;      /* NULL: direct (ec_etcd_opts_t.http_proxy) */
+    char *proxy_env;       /* NULL or a proxy variable seen set, for messages */
     int call_timeout_ms;
     char *user;
     char *password;
@@ -29,9 +31,21 @@ struct ec_etcd {
     uint64_t token_gen;    /* bumped at each re-authentication */
 };
 
-/* gRPC status → EC code with a message naming the endpoints; pure. */
-int ec__grpc_error(const char *endpoints, bool tls, const char *method, int status,
-                   const char *details, ec_error_t *err);
+/* What an error message says of a connection. */
+typedef struct ec__conn_desc {
+    const char *endpoints;  /* as given */
+    bool tls;
+    const char *http_proxy; /* the proxy etcd is reached through, or NULL */
+    const char *proxy_env;  /* a proxy variable set in the environment (unused), or NULL */
+} ec__conn_desc_t;
+
+ec__conn_desc_t ec__conn_desc(const ec_etcd_t *c);
+
+/* gRPC status → EC code with a message naming the endpoints and what to do;
+ * pure.  The advice always reaches the caller whole: gRPC's details are cut
+ * to make room for it within EC_ERRMSG_MAX. */
+int ec__grpc_error(const ec__conn_desc_t *w, const char *method, int status, const char *details,
+                   ec_error_t *err);
 
 /* Unary call: pack req, call method with the client deadline, unpack into
  * *resp (free with protobuf_c_message_free_unpacked).  Re-authenticates once

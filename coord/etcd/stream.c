@@ -148,7 +148,8 @@ ec__ev_t ec__stream_next(ec__stream_t *s, int64_t deadline_ms)
 void ec__stream_status(ec__stream_t *s, ec_error_t *err)
 {
     char *d = grpc_slice_to_c_string(s->details);
-    ec__grpc_error(s->c->endpoints, s->c->tls, "stream", s->status, d, err);
+    ec__conn_desc_t w = ec__conn_desc(s->c);
+    ec__grpc_error(&w, "stream", s->status, d, err);
     free(d);
 }
 

@@ -4,9 +4,13 @@
  * (execve's MAX_ARG_STRLEN, 128 KiB: E2BIG) is left out instead of making
  * every process fail to start.  A process started before its node is
  * admitted (no epoch) gets its node's variables and ecoord's, and none of
- * an epoch's.
+ * an epoch's.  The proxy variables many clusters set (http_proxy,
+ * https_proxy, ...) are removed, as Paddle's launcher does: the processes'
+ * collectives, torch's store and the worker library's etcd connection go
+ * straight to their peers, never through a site proxy.
  */
 #include "env.h"
+#include "knobs.h"
 #include "records.h"
 
 #include <ec_check.h>
@@ -137,6 +141,56 @@ START_TEST(a_process_started_before_admission_gets_no_epochs_variables)
 }
 END_TEST
 
+START_TEST(proxy_variables_are_removed_and_named)
+{
+    char *base[] = {"http_proxy=http://p:3128", "https_proxy=http://p:3128",
+                    "HTTP_PROXY=http://p:3128", "HTTPS_PROXY=http://p:3128",
+                    "all_proxy=socks5://p:1080", "ALL_PROXY=socks5://p:1080",
+                    "grpc_proxy=http://p:3128", "no_proxy=localhost", "PATH=/bin",
+                    "my_https_proxy_note=kept", NULL};
+    const char *gone[] = {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy",
+                          "ALL_PROXY", "grpc_proxy", NULL};
+    ec_epoch_t *ep = epoch(2, 2);
+    ec_env_ctx_t ctx = {.job_id = "j", .node_id = ep->members[1].node_id, .log_dir = "/tmp"};
+    char **env = NULL;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_env_build(ep, 1, 0, &ctx, base, &env, &err) == 0, "%s", err.msg);
+    for (int i = 0; gone[i]; i++)
+        ck_assert_msg(!ec_env_get(env, gone[i]), "%s reached the process", gone[i]);
+    ck_assert_str_eq(ec_env_get(env, "no_proxy"), "localhost");
+    ck_assert_str_eq(ec_env_get(env, "PATH"), "/bin");
+    ck_assert_str_eq(ec_env_get(env, "my_https_proxy_note"), "kept");
+    ec_env_free(env);
+    /* a process started before admission too */
+    ctx.nproc = 2;
+    ck_assert_int_eq(ec_env_build(NULL, -1, 1, &ctx, base, &env, &err), 0);
+    for (int i = 0; gone[i]; i++)
+        ck_assert_msg(!ec_env_get(env, gone[i]), "%s reached the process", gone[i]);
+    ec_env_free(env);
+    /* what the agent's one line names */
+    char names[256];
+    ck_assert_int_eq(ec_env_proxies(base, names, sizeof(names)), 7);
+    ck_assert_str_eq(names, "http_proxy, https_proxy, HTTP_PROXY, HTTPS_PROXY, all_proxy, "
+                            "ALL_PROXY, grpc_proxy");
+    char *none[] = {"PATH=/bin", NULL};
+    ck_assert_int_eq(ec_env_proxies(none, names, sizeof(names)), 0);
+    ck_assert_str_eq(names, "");
+
+    /* a proxy given for etcd (--etcd_proxy) goes to the worker library */
+    ec_config_t cfg = EC_CONFIG_INITIALIZER;
+    cfg.hostname = "h";
+    char *argv[] = {"--etcd_proxy=http://p:3128", "--job_id=j", "prog", NULL};
+    ck_assert_msg(ec_config_parse(&cfg, "launch", 3, argv, NULL, NULL, &err) == 0, "%s", err.msg);
+    ctx.etcd = &cfg;
+    ck_assert_int_eq(ec_env_build(ep, 1, 0, &ctx, base, &env, &err), 0);
+    ck_assert_str_eq(ec_env_get(env, "ECOORD_ETCD_PROXY"), "http://p:3128");
+    ck_assert_ptr_null(ec_env_get(env, "https_proxy"));
+    ec_env_free(env);
+    ec_config_release(&cfg);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("env");
@@ -145,6 +199,7 @@ static Suite *suite(void)
     tcase_add_test(t, lists_too_long_for_execve_are_left_out);
     tcase_add_test(t, a_view_of_a_split_epoch_gives_every_computable_variable);
     tcase_add_test(t, a_process_started_before_admission_gets_no_epochs_variables);
+    tcase_add_test(t, proxy_variables_are_removed_and_named);
     suite_add_tcase(s, t);
     return s;
 }

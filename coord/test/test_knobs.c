@@ -7,6 +7,7 @@
  * never appears on a command line or in the dump.
  */
 #include "knobs.h"
+#include "netaddr.h"
 
 #include <ctype.h>
 #include <ec_check.h>
@@ -201,6 +202,7 @@ static const struct {
     {EC_K_ETCD_USER, "trainer", "trainer", NULL, "ECOORD_ETCD_PASSWORD=pw"},
     {EC_K_ETCD_PASSWORD, "pw", "(set, hidden)", "--etcd_user=trainer", NULL},
     {EC_K_ETCD_PASSWORD_FILE, "#", "#", "--etcd_user=trainer", NULL},
+    {EC_K_ETCD_PROXY, "http://10.0.0.9:3128", "http://10.0.0.9:3128", NULL, NULL},
     {EC_K_JOB_ID, "job1", "job1", NULL, NULL},
     {EC_K_RUN_MODE, "collective", "collective", NULL, NULL},
     {EC_K_ROLE, "trainer", "trainer", NULL, NULL},
@@ -365,8 +367,8 @@ START_TEST(defaults_for_launch)
     ck_assert_str_eq(cfg.host, "");
     ck_assert_int_eq(cfg.gpus.n, 0);
     ck_assert_int_eq(cfg.nproc_per_node, 1);
-    ck_assert_int_eq(cfg.start_port, 36000);
-    ck_assert_int_eq(cfg.port_lo, 36000);
+    ck_assert_int_eq(cfg.start_port, 6070); /* Paddle's; below the ephemeral range */
+    ck_assert_int_eq(cfg.port_lo, 6070);
     ck_assert_int_eq(cfg.port_hi, 65535);
     ck_assert_int_eq(cfg.lease_ttl_ms, 10000);
     ck_assert_int_eq(cfg.grace_period_ms, 5000);
@@ -1079,7 +1081,7 @@ START_TEST(help_mentions_every_knob_of_its_subcommand)
         free(h);
     }
     char *h = ec_config_help("launch");
-    HAS(h, "default: 36000");
+    HAS(h, "default: 6070");
     HAS(h, "default: -1");
     HAS(h, "PROGRAM");
     HAS(h, "env ECOORD_ETCD_PASSWORD");
@@ -1306,6 +1308,64 @@ START_TEST(environment_read_only_through_the_table)
 }
 END_TEST
 
+/* The ports a node opens by default lie below the kernel's ephemeral range
+ * (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 unless changed),
+ * where an outgoing connection can hold one before a process binds it (one
+ * run lost an agent that way with the old default, 36000); ports that do
+ * lie there are named with the fix, unless the kernel keeps them out of it
+ * (ip_local_reserved_ports). */
+START_TEST(default_ports_lie_below_the_ephemeral_range)
+{
+    OK("launch", NOENV, "prog");
+    int lo = 32768, hi = 60999; /* Linux's default */
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        ck_assert_int_eq(fscanf(f, "%d %d", &lo, &hi), 2);
+        fclose(f);
+    }
+    /* room below it for a few agents of 8 processes on one host */
+    ck_assert_msg(cfg.start_port + 4 * 10 <= lo, "default --start_port=%d, ephemeral range %d-%d",
+                  cfg.start_port, lo, hi);
+    HAS(ec_config_knob(EC_K_START_PORT)->help, "ephemeral");
+
+    char note[512];
+    uint16_t p[4] = {36000, 36001, 36002, 36003};
+    ec_ports_ephemeral_note(p, 4, 32768, 60999, "", note, sizeof(note));
+    HAS(note, "36000-36003");
+    HAS(note, "32768-60999");
+    HAS(note, "--start_port");
+    HAS(note, "ip_local_reserved_ports");
+    ec_ports_ephemeral_note(p, 4, 32768, 60999, "36000-36010,40000", note, sizeof(note));
+    ck_assert_str_eq(note, "");            /* the kernel keeps them out of its range */
+    ec_ports_ephemeral_note(p, 4, 32768, 60999, "36001", note, sizeof(note));
+    HAS(note, "36000");                     /* only one of them reserved */
+    uint16_t q[3] = {6070, 6071, 6072};
+    ec_ports_ephemeral_note(q, 3, 32768, 60999, "", note, sizeof(note));
+    ck_assert_str_eq(note, "");
+    ec_ports_ephemeral_note(q, 3, 1024, 65000, "", note, sizeof(note)); /* a widened range */
+    HAS(note, "6070-6072");
+}
+END_TEST
+
+/* --etcd_proxy: an HTTP CONNECT proxy for etcd only when asked; what gRPC
+ * cannot use is refused with the form it needs. */
+START_TEST(etcd_proxy_takes_an_http_url)
+{
+    OK("launch", NOENV, "prog");
+    ck_assert_str_eq(cfg.etcd_proxy, "");
+    OK("status", ENV("ECOORD_ETCD_PROXY=http://proxy.example:3128"));
+    ck_assert_str_eq(cfg.etcd_proxy, "http://proxy.example:3128");
+    const char *bad[] = {"https://proxy:3128", "proxy:3128", "socks5://p:1080", "http://",
+                         "http://proxy", "http://proxy:0", "http://proxy:99999", NULL};
+    for (int i = 0; bad[i]; i++) {
+        char flag[128];
+        snprintf(flag, sizeof(flag), "--etcd_proxy=%s", bad[i]);
+        FAILS(EC_EINVAL, "launch", NOENV, flag, "prog");
+        HAS(err.msg, "http://HOST:PORT");
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("config");
@@ -1349,6 +1409,8 @@ static Suite *suite(void)
     tcase_add_test(tc, lifecycle);
     tcase_add_test(tc, hang_knobs_resolve_and_refuse_nonsense);
     tcase_add_test(tc, environment_read_only_through_the_table);
+    tcase_add_test(tc, default_ports_lie_below_the_ephemeral_range);
+    tcase_add_test(tc, etcd_proxy_takes_an_http_url);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -64,7 +64,12 @@ int ec_error_prefix(ec_error_t *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(pre, sizeof(pre), fmt, ap);
     va_end(ap);
-    snprintf(err->msg, sizeof(err->msg), "%.200s: %.300s", pre, old);
+    /* The old message whole (its end says what to do; cutting it there hid
+     * the advice), the context cut to what room is left, or dropped. */
+    size_t ol = strlen(old);
+    if (ol + sizeof(": ") < sizeof(err->msg))
+        snprintf(err->msg, sizeof(err->msg), "%.*s: %s", (int)(sizeof(err->msg) - ol - sizeof(": ")),
+                 pre, old);
     errno = saved;
     return err->code;
 }

@@ -60,7 +60,8 @@ const char *ec_err_name(int code);
 int ec_errorf(ec_error_t *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int ec_verrorf(ec_error_t *err, int code, const char *fmt, va_list ap);
-/* Prepend context to an error already filled: "while X: <old message>". */
+/* Prepend context to an error already filled: "while X: <old message>".
+ * The old message stays whole; the context is cut to the room left. */
 int ec_error_prefix(ec_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void ec_error_clear(ec_error_t *err);

@@ -9,7 +9,9 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -92,8 +94,93 @@ static int lock_port(const char *addr, int port)
     return fd;
 }
 
+/* "a-b" or "a" appended to buf, from used on; returns the new used. */
+static size_t put_span(char *buf, size_t len, size_t used, const char *sep, int a, int b)
+{
+    if (used >= len)
+        return used;
+    int w = a == b ? snprintf(buf + used, len - used, "%s%d", sep, a)
+                   : snprintf(buf + used, len - used, "%s%d-%d", sep, a, b);
+    return used + (w > 0 ? (size_t)w : 0);
+}
+
+/* ports (n, ascending) as spans: "36000-36003", "6070,6072-6073". */
+static void put_ports(char *buf, size_t len, const uint16_t *ports, int n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && ports[j + 1] == ports[j] + 1)
+            j++;
+        used = put_span(buf, len, used, i ? "," : "", ports[i], ports[j]);
+        i = j + 1;
+    }
+}
+
+/* Whether port is in the kernel's ip_local_reserved_ports list ("a-b,c"). */
+static bool in_list(const char *list, int port)
+{
+    for (const char *p = list; p && *p;) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p)
+            break;
+        if (*end == '-')
+            b = strtol(end + 1, &end, 10);
+        if (port >= a && port <= b)
+            return true;
+        p = strchr(end, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return false;
+}
+
+void ec_ports_ephemeral_note(const uint16_t *ports, int n, int eph_lo, int eph_hi,
+                             const char *reserved, char *note, size_t len)
+{
+    uint16_t in[64];
+    int k = 0;
+    for (int i = 0; i < n && k < 64; i++)
+        if (ports[i] >= eph_lo && ports[i] <= eph_hi && !in_list(reserved, ports[i]))
+            in[k++] = ports[i];
+    if (len)
+        note[0] = '\0';
+    if (!k || !len)
+        return;
+    char list[256];
+    put_ports(list, sizeof(list), in, k);
+    snprintf(note, len,
+             "port%s %s of this node lie%s in the kernel's ephemeral range %d-%d "
+             "(/proc/sys/net/ipv4/ip_local_port_range), where any outgoing connection may take "
+             "one before a training process binds it; choose --start_port below %d or a "
+             "--port_range outside it, or keep them out of that range with sysctl "
+             "net.ipv4.ip_local_reserved_ports=%s",
+             k > 1 ? "s" : "", list, k > 1 ? "" : "s", eph_lo, eph_hi, eph_lo, list);
+}
+
+int ec_ports_ephemeral_range(int *lo, int *hi, char *reserved, size_t rlen)
+{
+    if (rlen)
+        reserved[0] = '\0';
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (!f)
+        return -1;
+    int ok = fscanf(f, "%d %d", lo, hi) == 2;
+    fclose(f);
+    if (!ok)
+        return -1;
+    if ((f = fopen("/proc/sys/net/ipv4/ip_local_reserved_ports", "r"))) {
+        if (rlen && !fgets(reserved, (int)rlen, f))
+            reserved[0] = '\0';
+        reserved[strcspn(reserved, "\n")] = '\0';
+        fclose(f);
+    }
+    return 0;
+}
+
 int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, int *fds,
-                     ec_error_t *err)
+                     ec_ports_note_t *note, ec_error_t *err)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
@@ -111,11 +198,18 @@ int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, i
         s4->sin_addr.s_addr = htonl(INADDR_ANY);
         sl = sizeof(*s4);
     }
+    /* The ports skipped on the way, for the note: a busy start port used to
+     * be moved silently. */
+    uint16_t busy[64], held[64];
+    int nbusy = 0, nheld = 0;
     int got = 0;
     for (int port = lo; port <= hi && got < n; port++) {
         int lfd = lock_port(addr, port);
-        if (lfd < 0)
-            continue; /* another agent on this host has it */
+        if (lfd < 0) {
+            if (nheld < 64)
+                held[nheld++] = (uint16_t)port; /* another agent on this host has it */
+            continue;
+        }
         int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             close(lfd);
@@ -132,6 +226,8 @@ int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, i
             fds[got++] = lfd;
         } else {
             close(lfd);
+            if (nbusy < 64)
+                busy[nbusy++] = (uint16_t)port;
         }
     }
     if (got < n) {
@@ -141,6 +237,31 @@ int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, i
                          "widen --port_range or choose another --start_port",
                          got, n, addr, lo, hi);
     }
+    if (!note)
+        return 0;
+    memset(note, 0, sizeof(*note));
+    if (nbusy || nheld) {
+        char b[128], h[128], taken[128];
+        put_ports(b, sizeof(b), busy, nbusy);
+        put_ports(h, sizeof(h), held, nheld);
+        put_ports(taken, sizeof(taken), ports, n);
+        snprintf(note->moved, sizeof(note->moved),
+                 "%s%s%s%s%s%s%s: this node uses port%s %s instead (--start_port or --port_range "
+                 "choose others)",
+                 nbusy ? (nbusy > 1 ? "ports " : "port ") : "", nbusy ? b : "",
+                 nbusy ? (nbusy > 1 ? " are in use" : " is in use") : "",
+                 nbusy && nheld ? "; " : "",
+                 nheld ? (nheld > 1 ? "ports " : "port ") : "", nheld ? h : "",
+                 nheld ? (nheld > 1 ? " are held by other ecoord agents on this host"
+                                    : " is held by another ecoord agent on this host")
+                       : "",
+                 n > 1 ? "s" : "", taken);
+    }
+    int elo, ehi;
+    char reserved[512];
+    if (ec_ports_ephemeral_range(&elo, &ehi, reserved, sizeof(reserved)) == 0)
+        ec_ports_ephemeral_note(ports, n, elo, ehi, reserved, note->ephemeral,
+                                sizeof(note->ephemeral));
     return 0;
 }
 
@@ -152,3 +273,4 @@ void ec_ports_release(int *fds, int n)
             fds[i] = -1;
         }
 }
+

@@ -1,5 +1,7 @@
 /* The etcd client's pure parts: endpoint lists become the right gRPC target,
- * gRPC statuses map to our codes with advice, backoff grows and is bounded. */
+ * gRPC statuses map to our codes with advice that always reaches the caller
+ * whole (however long gRPC's details, whatever context is added), backoff
+ * grows and is bounded. */
 #include <grpc/status.h>
 #include <string.h>
 
@@ -8,8 +10,14 @@
 #include "endpoints.h"
 #include "error.h"
 
-int ec__grpc_error(const char *endpoints, bool tls, const char *method, int status,
-                   const char *details, ec_error_t *err);
+#include "etcd_impl.h"
+
+static int map(const char *endpoints, bool tls, const char *method, int status,
+               const char *details, ec_error_t *err)
+{
+    ec__conn_desc_t w = {endpoints, tls, NULL, NULL};
+    return ec__grpc_error(&w, method, status, details, err);
+}
 
 static void target_of(const char *spec, char *t, size_t tl)
 {
@@ -73,30 +81,30 @@ END_TEST
 START_TEST(error_mapping)
 {
     ec_error_t err = {0};
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Put", GRPC_STATUS_NOT_FOUND,
+    ck_assert_int_eq(map("e:1", false, "Put", GRPC_STATUS_NOT_FOUND,
                                     "etcdserver: requested lease not found", &err), EC_ENOTFOUND);
     ck_assert_ptr_nonnull(strstr(err.msg, "requested lease not found"));
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Range", GRPC_STATUS_OUT_OF_RANGE,
+    ck_assert_int_eq(map("e:1", false, "Range", GRPC_STATUS_OUT_OF_RANGE,
                                     "etcdserver: mvcc: required revision has been compacted", &err),
                      EC_ECOMPACTED);
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Put", GRPC_STATUS_INVALID_ARGUMENT,
+    ck_assert_int_eq(map("e:1", false, "Put", GRPC_STATUS_INVALID_ARGUMENT,
                                     "etcdserver: request is too large", &err), EC_ETOOLARGE);
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Put", GRPC_STATUS_INVALID_ARGUMENT,
+    ck_assert_int_eq(map("e:1", false, "Put", GRPC_STATUS_INVALID_ARGUMENT,
                                     "etcdserver: key is not provided", &err), EC_EINVAL);
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Put", GRPC_STATUS_INVALID_ARGUMENT,
+    ck_assert_int_eq(map("e:1", false, "Put", GRPC_STATUS_INVALID_ARGUMENT,
                                     "etcdserver: user name is empty", &err), EC_EUNAUTH);
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Put", GRPC_STATUS_UNAUTHENTICATED,
+    ck_assert_int_eq(map("e:1", false, "Put", GRPC_STATUS_UNAUTHENTICATED,
                                     "etcdserver: invalid auth token", &err), EC_EUNAUTH);
-    ck_assert_int_eq(ec__grpc_error("127.0.0.1:9", false, "Status", GRPC_STATUS_UNAVAILABLE,
+    ck_assert_int_eq(map("127.0.0.1:9", false, "Status", GRPC_STATUS_UNAVAILABLE,
                                     "failed to connect", &err), EC_EUNAVAILABLE);
     ck_assert_ptr_nonnull(strstr(err.msg, "127.0.0.1:9"));
     ck_assert_ptr_nonnull(strstr(err.msg, "is etcd running"));
     ck_assert_ptr_null(strstr(err.msg, "certificate"));
-    ec__grpc_error("h:1", true, "Status", GRPC_STATUS_UNAVAILABLE, "x", &err);
+    map("h:1", true, "Status", GRPC_STATUS_UNAVAILABLE, "x", &err);
     ck_assert_ptr_nonnull(strstr(err.msg, "certificate"));
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Put", GRPC_STATUS_DEADLINE_EXCEEDED, "", &err),
+    ck_assert_int_eq(map("e:1", false, "Put", GRPC_STATUS_DEADLINE_EXCEEDED, "", &err),
                      EC_ETIMEDOUT);
-    ck_assert_int_eq(ec__grpc_error("e:1", false, "Put", GRPC_STATUS_OK, "", &err), 0);
+    ck_assert_int_eq(map("e:1", false, "Put", GRPC_STATUS_OK, "", &err), 0);
 }
 END_TEST
 
@@ -109,6 +117,56 @@ START_TEST(error_names)
     ck_assert_int_eq(ec_errorf(&err, EC_EINVAL, "bad %d", 7), EC_EINVAL);
     ec_error_prefix(&err, "while %s", "x");
     ck_assert_str_eq(err.msg, "while x: bad 7");
+}
+END_TEST
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+START_TEST(unavailable_advice_is_whole_and_names_tls_and_proxies)
+{
+    ec_error_t err = {0};
+    char details[700];
+    memset(details, 'x', sizeof(details) - 1);
+    details[sizeof(details) - 1] = '\0';
+    /* gRPC's details are cut, never the advice */
+    ck_assert_int_eq(map("https://10.0.0.1:2379", true, "Status", GRPC_STATUS_UNAVAILABLE,
+                         details, &err), EC_EUNAVAILABLE);
+    ck_assert_msg(ends_with(err.msg, "a wrong --etcd_cacert also shows up as this"), "%s", err.msg);
+    ck_assert_ptr_nonnull(strstr(err.msg, "xxx..."));
+    /* and no context added later cuts it either */
+    ec_error_prefix(&err, "--elastic_server=%s", "https://10.0.0.1:2379");
+    ck_assert_msg(ends_with(err.msg, "a wrong --etcd_cacert also shows up as this"), "%s", err.msg);
+
+    /* a plain endpoint that hangs up: TLS may be why, and how to say it */
+    const char *closed = "failed to connect to all addresses; last error: UNAVAILABLE: "
+                         "ipv4:10.0.0.1:2379: Socket closed";
+    map("10.0.0.1:2379", false, "Status", GRPC_STATUS_UNAVAILABLE, closed, &err);
+    ck_assert_ptr_nonnull(strstr(err.msg, "etcd at 10.0.0.1:2379 closed the connection"));
+    ck_assert_msg(ends_with(err.msg, ": if it serves TLS, write https://10.0.0.1:2379 and give "
+                                     "--etcd_cacert"), "%s", err.msg);
+    map("a:1,http://b:2", false, "Status", GRPC_STATUS_UNAVAILABLE, closed, &err);
+    ck_assert_msg(strstr(err.msg, "write https://a:1,https://b:2 and"), "%s", err.msg);
+    /* a connection lost in the middle of a call is no TLS matter */
+    map("10.0.0.1:2379", false, "Put", GRPC_STATUS_UNAVAILABLE, "Socket closed", &err);
+    ck_assert_msg(strstr(err.msg, "is unavailable") && !strstr(err.msg, "TLS"), "%s", err.msg);
+
+    /* proxies: the one given may be why; the environment's is not used */
+    ec__conn_desc_t w = {"10.0.0.1:2379", false, "http://proxy:3128", NULL};
+    ec__grpc_error(&w, "Status", GRPC_STATUS_UNAVAILABLE, details, &err);
+    ck_assert_msg(strstr(err.msg, "through the proxy http://proxy:3128 (--etcd_proxy)") &&
+                      ends_with(err.msg, "or drop --etcd_proxy to connect directly"),
+                  "%s", err.msg);
+    ec__conn_desc_t e = {"10.0.0.1:2379", false, NULL, "https_proxy"};
+    ec__grpc_error(&e, "Status", GRPC_STATUS_UNAVAILABLE, "Connection refused", &err);
+    ck_assert_msg(strstr(err.msg, "is etcd running") &&
+                      ends_with(err.msg, "https_proxy is set, but etcd connections never use a "
+                                         "proxy: if etcd is reachable only through it, pass "
+                                         "--etcd_proxy=http://HOST:PORT"),
+                  "%s", err.msg);
 }
 END_TEST
 
@@ -141,6 +199,7 @@ static Suite *suite(void)
     tcase_add_test(t, endpoint_errors);
     tcase_add_test(t, error_mapping);
     tcase_add_test(t, error_names);
+    tcase_add_test(t, unavailable_advice_is_whole_and_names_tls_and_proxies);
     tcase_add_test(t, backoff_bounds);
     suite_add_tcase(s, t);
     return s;
