@@ -491,7 +491,8 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
          * --master_port): ecoord's store is etcd, so that node serves an
          * etcd of its own there and every node, itself included, uses it
          * as --elastic_server. */
-        int given = ep || s.val[T_NODE_RANK] || s.val[T_MASTER_ADDR] || s.val[T_MASTER_PORT];
+        int given = ep || (is_static && (s.val[T_NODE_RANK] || s.val[T_MASTER_ADDR] ||
+                                         s.val[T_MASTER_PORT]));
         if (!given && maxn <= 1) {
             /* one node and no address: an etcd of this node's own on a
              * free loopback port (torchrun would take 127.0.0.1:29500,

@@ -280,6 +280,9 @@ START_TEST(c10d_rendezvous_the_endpoint_node_serves_the_etcd)
     ck_assert(warned("--node_rank=1 is ignored, as torchrun ignores it"));
     ck_assert(warned("--master_addr=x is ignored"));
     ck_assert_int_eq(cfg.torchrun.static_rdzv, 0);
+    OK(&host, "--rdzv_backend=c10d", "--node_rank=0", "t.py"); /* one node: its own etcd */
+    ck_assert_int_eq(cfg.elastic_server.n, 0);
+    ck_assert_int_eq(cfg.torchrun.serve, 0);
 }
 END_TEST
 
