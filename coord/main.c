@@ -50,7 +50,7 @@ static int cmd_torchrun(int argc, char **argv, const char *host)
     ec_torchrun_host_t facts = host_facts();
     ec_torchrun_t t;
     ec_error_t err = {0};
-    if (ec_torchrun_translate(argc, argv, &facts, &t, &err) < 0) {
+    if (ec_torchrun_translate(argc, argv, &facts, ec_config_environ, NULL, &t, &err) < 0) {
         fprintf(stderr, "ecoord torchrun: %s\n", err.msg);
         return 2;
     }

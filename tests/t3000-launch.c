@@ -168,8 +168,8 @@ static void wait_dump(const char *job, const char *node, int lr, unsigned long l
 START_TEST(environment_matches_epoch)
 {
     const char *ids[] = {"a", "b", "c"};
-    for (int i = 0; i < 3; i++)
-        start_agent("jenv", ids[i], "3", "", "0");
+    for (int i = 0; i < 3; i++) /* TORCHELASTIC_MAX_RESTARTS is --max_restart's */
+        start_agent("jenv", ids[i], "3", "--max_restart=3", "0");
     ec_epoch_t *ep = wait_epoch("/jenv/", 1, 6, 15000);
     char *eps = NULL;
     ck_assert_int_eq(ec_epoch_endpoints(ep, ",", &eps, NULL), 0);
@@ -234,6 +234,15 @@ START_TEST(environment_matches_epoch)
     wait_file(path, "test-prog rank=", 5000);
     ck_assert(ec_test_file_contains(path, "LAUNCH INFO"));
     ck_assert(ec_test_file_contains(path, "+epoch 1 world=6"));
+    /* only local rank 0's, as Paddle's launcher shows its first container's
+     * log; local rank 1's is in its workerlog */
+    char line0[64], line1[64], log1[400];
+    snprintf(line0, sizeof(line0), "test-prog rank=%s ", dump_get(dump_path("jenv", "a", 0, 1), "RANK"));
+    snprintf(line1, sizeof(line1), "test-prog rank=%s ", dump_get(dump_path("jenv", "a", 1, 1), "RANK"));
+    snprintf(log1, sizeof(log1), "%s/jenv-a/workerlog.1", tmp);
+    ck_assert_msg(ec_test_file_contains(path, line0), "local rank 0's '%s' not on the console", line0);
+    wait_file(log1, line1, 5000);
+    ck_assert_msg(!ec_test_file_contains(path, line1), "local rank 1's '%s' on the console", line1);
     free(eps);
     ec_epoch_free(ep);
 }
@@ -1077,6 +1086,39 @@ START_TEST(python_program_runs_with_interpreter)
 END_TEST
 
 
+/* Without fault tolerance asked for, a failure does what Paddle's launcher
+ * does (--elastic_level=-1, its default): the first failed process stops
+ * the job; its node's agent exits with that process's code, the other
+ * nodes exit 1; nothing is restarted.  Asked for (--max_restart), the old
+ * behaviour: restarts, then 101 "replace this node". */
+START_TEST(first_failure_stops_the_job_with_the_process_code)
+{
+    /* one node, zero setup but the etcd: both ranks exit 3 after 200 ms */
+    agent_t a = start_agent("jff1", "a", "1", "", "200 3");
+    ck_assert_int_eq(ec_test_reap(a.pid, 20000), 3);
+    ck_assert_msg(access(dump_path("jff1", "a", 0, 1), F_OK) == 0, "the program never ran");
+    ck_assert_msg(access(dump_path("jff1", "a", 0, 2), F_OK) != 0 &&
+                      access(dump_path("jff1", "a", 1, 2), F_OK) != 0,
+                  "the program ran again after its first failure");
+    ck_assert_msg(!ec_test_file_contains(a.log, "restarting this node's processes"), "%s", a.log);
+    ck_assert_msg(ec_test_file_contains(a.log, "fault tolerance is off"), "%s says nothing of "
+                  "why it stopped", a.log);
+    /* two nodes: b's processes fail, a's would run forever */
+    agent_t ag[2];
+    ag[0] = start_agent("jff2", "a", "2", "", "0");
+    ag[1] = start_agent("jff2", "b", "2", "", "500 7");
+    ck_assert_int_eq(ec_test_reap(ag[1].pid, 20000), 7);
+    ck_assert_int_eq(ec_test_reap(ag[0].pid, 15000), 1);
+    ck_assert_msg(ec_test_file_contains(ag[0].log, "without fault tolerance"),
+                  "%s does not say why the job failed", ag[0].log);
+    ck_assert_msg(access(dump_path("jff2", "b", 0, 2), F_OK) != 0, "b ran again");
+    /* fault tolerance asked for: restarted once, then "replace this node" */
+    agent_t r = start_agent("jff3", "a", "1", "--max_restart=1", "200 3");
+    ck_assert_int_eq(ec_test_reap(r.pid, 30000), 101);
+    ck_assert_msg(access(dump_path("jff3", "a", 0, 2), F_OK) == 0, "no restart epoch");
+}
+END_TEST
+
 /* torchrun gives every process NCCL_ASYNC_ERROR_HANDLING=1 (newer torch:
  * TORCH_NCCL_ASYNC_ERROR_HANDLING=1), so a NCCL error or timeout tears the
  * process down instead of hanging it; a user who set either keeps theirs. */
@@ -1392,6 +1434,7 @@ static Suite *suite(void)
     ec_tcase_add(t, inprocess_peer_loss_costs_no_restart);
     ec_tcase_add(t, interrupted_run_is_over_and_a_new_launch_starts_a_new_run);
     ec_tcase_add(t, console_tells_the_story);
+    ec_tcase_add(t, first_failure_stops_the_job_with_the_process_code);
     ec_tcase_add(t, nccl_async_error_handling_on_unless_user_set);
     ec_tcase_add(t, second_sigint_stops_processes_at_once);
     ec_tcase_add(t, console_says_what_the_job_waits_for);

@@ -6,7 +6,14 @@
 # which may not be the first python3 on PATH.  Then the same under
 # `ecoord torchrun` with torchrun's etcd rendezvous flags: --nnodes=1:2 on one
 # node gives world 1, a second node joining restarts both at world 2, and
-# both agents exit 0 when the program ends (tests 9-11).
+# both agents exit 0 when the program ends (tests 9-11).  `ecoord torchrun`
+# finds the interpreter torchrun would use, one that imports torch, past a
+# python3 without it first on PATH, and says which (tests 12-13).  Its
+# console and files are torchrun's: every rank's lines, --tee's prefix,
+# --log_dir's layout, nothing in the working directory (tests 14-15).
+# torchrun's rendezvous forms where one node hosts the store, static
+# (--node_rank, --master_addr/--master_port) and c10d (--rdzv_endpoint),
+# work between two agents on loopback (tests 16-17).
 set -u
 PY=/usr/bin/python3
 if ! $PY -c 'import torch.distributed' 2>/dev/null; then
@@ -26,7 +33,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-echo "1..11"
+echo "1..17"
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 peer=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$ETCD" --name t --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$port" \
@@ -198,4 +205,132 @@ if [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ]; then
 else
     echo "not ok 11 - the agents exited $rc_a and $rc_b"
     tail -n 10 "$T/ta.console" "$T/tb.console" | sed 's/^/# /'
+fi
+
+# The interpreter torchrun would use: torchrun runs the script with its own
+# interpreter, which imports torch.  With no ECOORD_PYTHON and a python3
+# without torch first on PATH (a virtualenv, pyenv), `ecoord torchrun` asks
+# each python3 on PATH in turn and runs the script with the first that
+# imports torch, saying which and why; with none, it exits 1 before
+# anything starts, naming those it tried and the fix.
+mkdir -p "$T/notorch" "$T/tr-path"
+cat > "$T/notorch/python3" <<'PY'
+#!/bin/sh
+echo "ModuleNotFoundError: No module named 'torch'" >&2
+exit 1
+PY
+chmod +x "$T/notorch/python3"
+(cd "$T" && OUT_DIR="$T/tr-path" STEPS=1 timeout $((120 * mult)) \
+    env -u ECOORD_PYTHON PATH="$T/notorch:$PATH" "$ECOORD" torchrun $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" \
+    > "$T/tr-path.console" 2>&1)
+rc=$?
+if [ "$rc" = 0 ] && [ "$(seen "$T/tr-path")" = "0 2 2;1 2 2;" ] &&
+   grep -q "LAUNCH INFO .* interpreter [^ ]*python3: the first python3 on PATH that imports torch" "$T/tr-path.console" &&
+   grep -q "skipped $T/notorch/python3 (ModuleNotFoundError: No module named 'torch')" "$T/tr-path.console"; then
+    echo "ok 12 - a python3 without torch first on PATH: ecoord torchrun runs the script with the next, which has torch, and says so"
+else
+    echo "not ok 12 - first python3 on PATH lacks torch: exit $rc, saw '$(seen "$T/tr-path")'"
+    grep -i "interpreter\|python" "$T/tr-path.console" | tail -n 5 | sed 's/^/# /'
+fi
+(cd "$T" && timeout $((60 * mult)) env -u ECOORD_PYTHON PATH="$T/notorch" "$ECOORD" torchrun \
+    $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tr-nopath.console" 2>&1)
+rc=$?
+if [ "$rc" = 1 ] && grep -q "imports torch" "$T/tr-nopath.console" &&
+   grep -q "$T/notorch/python3 (ModuleNotFoundError" "$T/tr-nopath.console" &&
+   grep -q -- "--python=" "$T/tr-nopath.console" && grep -q "ECOORD_PYTHON" "$T/tr-nopath.console" &&
+   ! grep -q "registered" "$T/tr-nopath.console"; then
+    echo "ok 13 - no python3 with torch on PATH: exit 1 before joining, naming the one tried and the fix"
+else
+    echo "not ok 13 - no python3 with torch: exit $rc"; tail -n 5 "$T/tr-nopath.console" | sed 's/^/# /'
+fi
+
+# torchrun's console: each worker writes to torchrun's own stdout and
+# stderr (no --redirects/--tee: workers inherit them, torchrun's
+# multiprocessing/api.py), so every rank's lines show, unprefixed; and
+# torchrun writes no file in the working directory.  Tests 6-7 ran both in
+# $T: the same lines, and no ./log.
+lines() { grep -a '^torch rank' "$1" | sort | tr '\n' ';'; }
+if [ "$(lines "$T/tr-torch.console")" = "torch rank 0/2 allreduce=2;torch rank 1/2 allreduce=2;" ] &&
+   [ "$(lines "$T/tr-ecoord.console")" = "$(lines "$T/tr-torch.console")" ] && [ ! -e "$T/log" ]; then
+    echo "ok 14 - every rank's output on the console as under torchrun, and no ./log"
+else
+    echo "not ok 14 - console: torchrun '$(lines "$T/tr-torch.console")', ecoord '$(lines "$T/tr-ecoord.console")'; ./log: $(ls -d "$T/log" 2>&1)"
+fi
+
+# --tee=3 --log_dir=D: each line of each rank on the console after
+# "[<role><local_rank>]:" (torchrun's tail_log.py), and both streams in
+# D/<run_id>_*/attempt_0/<local_rank>/{stdout,stderr}.log, the same files
+# torchrun makes.
+(cd "$T" && OUT_DIR="$T/tr-torch" STEPS=1 timeout $((120 * mult)) $TORCHRUN $ARGS --tee=3 \
+    --log_dir="$T/tl-torch" "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tee-torch.console" 2>&1)
+(cd "$T" && OUT_DIR="$T/tr-ecoord" STEPS=1 ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun \
+    $ARGS --tee=3 --log_dir="$T/tl-ecoord" "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tee-ecoord.console" 2>&1)
+tee_lines() { grep -a '^\[default[01]\]:torch rank' "$1" | sort | tr '\n' ';'; }
+layout() { (cd "$1" 2>/dev/null && find . -type f | sed 's|^\./[^/]*/|RUN/|' | sort | tr '\n' ' '); }
+want_tee="[default0]:torch rank 0/2 allreduce=2;[default1]:torch rank 1/2 allreduce=2;"
+if [ "$(tee_lines "$T/tee-torch.console")" = "$want_tee" ] && [ "$(tee_lines "$T/tee-ecoord.console")" = "$want_tee" ] &&
+   [ -n "$(layout "$T/tl-torch")" ] && [ "$(layout "$T/tl-ecoord")" = "$(layout "$T/tl-torch")" ] &&
+   grep -q "^torch rank 1/2 allreduce=2" "$T"/tl-ecoord/*/attempt_0/1/stdout.log; then
+    echo "ok 15 - --tee=3 --log_dir: torchrun's [default<N>]: prefix and its files ($(layout "$T/tl-ecoord"))"
+else
+    echo "not ok 15 - tee: torchrun '$(tee_lines "$T/tee-torch.console")' files '$(layout "$T/tl-torch")'; ecoord '$(tee_lines "$T/tee-ecoord.console")' files '$(layout "$T/tl-ecoord")'"
+    tail -n 5 "$T/tee-ecoord.console" | sed 's/^/# /'
+fi
+
+# torchrun's static rendezvous, as SLURM recipes write it: every node runs
+# --nnodes=2 --node_rank=K --master_addr=A --master_port=P.  Node 0 serves
+# the job's etcd at A:P; node 1, started first, waits for it; each node's
+# node_rank is its place (RANK = node_rank * nproc + local rank), whatever
+# order they registered in; both exit 0.
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+sport=$(free_port)
+mkdir -p "$T/st0" "$T/st1"
+static_node() { # NODE_RANK
+    (cd "$T" && OUT_DIR="$T/st$1" STEPS=1 ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun \
+        --nnodes=2 --node_rank="$1" --master_addr=127.0.0.1 --master_port="$sport" --nproc_per_node=1 \
+        --node_id="static$1" "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/static$1.console" 2>&1) &
+    epid=$!
+    pids="$pids $epid"
+}
+static_node 1
+pid_s1=$epid
+wait_for "$T/static1.console" 1 10
+static_node 0
+pid_s0=$epid
+wait "$pid_s0"; rc0=$?
+wait "$pid_s1"; rc1=$?
+if [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$(cat "$T"/st0/torch.* 2>/dev/null)" = "1 0 2 2" ] &&
+   [ "$(cat "$T"/st1/torch.* 2>/dev/null)" = "1 1 2 2" ] &&
+   grep -q "this node serves the job's etcd at 127.0.0.1:$sport" "$T/static0.console"; then
+    echo "ok 16 - static rendezvous (--node_rank, --master_addr/--master_port): node 0 serves the etcd, each node_rank is its place, both exit 0"
+else
+    echo "not ok 16 - static: exit $rc0 and $rc1, node 0 saw '$(cat "$T"/st0/torch.* 2>/dev/null)', node 1 '$(cat "$T"/st1/torch.* 2>/dev/null)'"
+    tail -n 8 "$T/static0.console" "$T/static1.console" | sed 's/^/# /'
+fi
+
+# torchrun's c10d rendezvous: --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT
+# on every node; the node that owns HOST serves the etcd there (on loopback
+# both do: the first to start serves it, the other uses it).
+cport=$(free_port)
+mkdir -p "$T/c10d"
+c10d_node() { # NODE_ID
+    (cd "$T" && OUT_DIR="$T/c10d" STEPS=1 ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun \
+        --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$cport" --rdzv_id=c10djob \
+        --nproc_per_node=1 --node_id="$1" "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/$1.console" 2>&1) &
+    epid=$!
+    pids="$pids $epid"
+}
+c10d_node c10da
+pid_a=$epid
+c10d_node c10db
+pid_b=$epid
+wait "$pid_a"; rc_a=$?
+wait "$pid_b"; rc_b=$?
+served=$(grep -l "this node serves the job's etcd at 127.0.0.1:$cport" "$T/c10da.console" "$T/c10db.console" 2>/dev/null | wc -l)
+if [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] && [ "$served" = 1 ] &&
+   [ "$(cat "$T"/c10d/torch.* 2>/dev/null | sort | tr '\n' ';')" = "1 0 2 2;1 1 2 2;" ]; then
+    echo "ok 17 - c10d rendezvous (--rdzv_endpoint=HOST:PORT): one node serves the etcd there, world 2, both exit 0"
+else
+    echo "not ok 17 - c10d: exit $rc_a and $rc_b, $served serving, saw '$(cat "$T"/c10d/torch.* 2>/dev/null | tr '\n' ';')'"
+    tail -n 8 "$T/c10da.console" "$T/c10db.console" | sed 's/^/# /'
 fi

@@ -716,6 +716,46 @@ START_TEST(full_console_pipe_does_not_block_coordination)
 }
 END_TEST
 
+/* Under ecoord torchrun every rank's stdout and stderr go to the agent's
+ * own stdout and stderr (torchrun's console): with both pipes full and
+ * nobody reading, the agent still runs its job to the end and exits, the
+ * ranks never blocked on a write (what the console cannot take is dropped,
+ * coord/agent/outq.h). */
+START_TEST(torchrun_console_of_every_rank_never_blocks_the_agent)
+{
+    char ep[160];
+    snprintf(ep, sizeof(ep), "--rdzv_endpoint=%s", ec_embed_endpoint(etcd));
+    const char *script = "seq 1 100000 | sed 's/^/out line /'; seq 1 100000 | sed 's/^/err line /' >&2";
+    char *argv[] = {(char *)ecoord(), "torchrun", "--rdzv_backend=etcd", ep, "--rdzv_id=jtpipe",
+                    "--nproc_per_node=2", "--node_id=a", "--no_python", "--", "/bin/sh", "-c",
+                    (char *)script, NULL};
+    int out[2], err[2];
+    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(err, O_CLOEXEC), 0);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    pids[npids++] = pid;
+    close(out[1]);
+    close(err[1]);
+    ck_assert_msg(ec_test_wait(pipe_full, &out[0], 15000), "the agent's stdout never filled");
+    ck_assert_msg(ec_test_wait(pipe_full, &err[0], 15000), "the agent's stderr never filled");
+    /* 400000 lines, nobody reading: the job still completes */
+    ck_assert_int_eq(ec_test_reap(pid, 30000), 0);
+    close(out[0]);
+    close(err[0]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t3200-process-tree");
@@ -730,6 +770,7 @@ static Suite *suite(void)
     tcase_add_test(t, exec_failure_logged_by_agent);
     tcase_add_test(t, rank_starts_with_default_signals);
     tcase_add_test(t, full_console_pipe_does_not_block_coordination);
+    tcase_add_test(t, torchrun_console_of_every_rank_never_blocks_the_agent);
     suite_add_tcase(s, t);
     return s;
 }

@@ -4,7 +4,9 @@
  * alive (SIGSTOP of its process; an endless sleep in the program, with and
  * without progress reports, from C and from Python) is named by the leader
  * once --hang_timeout passed, never before, with the evidence in a failure
- * record, and the job goes on (a restart epoch, the rank stepping again);
+ * record, and the job goes on (a restart epoch, the rank stepping again:
+ * the agents run with fault tolerance, --max_restart=3, as a job that
+ * should survive a hang does);
  * in place, a peer blocked in a Gloo allreduce on a stopped rank is released
  * and trains on in the same process, never blamed itself; a whole job pausing
  * in a declared checkpoint longer than the timeout is no hang; a node
@@ -87,7 +89,7 @@ static agent_t start_agent(const char *job, const char *id, const char *np, cons
     snprintf(cmd, sizeof(cmd),
              "exec env EC_TEST_PROG_STEP_MS=50 EC_TEST_PROG_STEPS_TO=%s %s %s %s launch "
              "--elastic_server=%s --job_id=%s --np=%s --nproc_per_node=1 --node_id=%s "
-             "--log_dir=%s/%s-%s --grace_period=1 %s -- %s %s %s",
+             "--log_dir=%s/%s-%s --grace_period=1 --max_restart=3 %s -- %s %s %s",
              steps, py, envs, ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job,
              np, id, tmp, job, id, flags,
              python_prog ? python_prog : ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"),
@@ -467,7 +469,8 @@ START_TEST(a_collective_blocked_on_a_stopped_peer_is_released_in_place)
         snprintf(cmd, sizeof(cmd),
                  "exec %s launch --elastic_server=%s --job_id=hw --np=2 --nproc_per_node=1 "
                  "--node_id=%s --log_dir=%s/hw-%s --grace_period=1 --elastic_timeout=1 "
-                 "--rebuild=inprocess --hang_timeout=3 -- %s --steps=100000 --delay-ms=20",
+                 "--rebuild=inprocess --hang_timeout=3 --max_restart=3 -- %s --steps=100000 "
+                 "--delay-ms=20",
                  ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), ids[i], tmp, ids[i],
                  ec_test_bin("ECW_LINREG", "worker/examples/linreg"));
         char *argv[] = {"/bin/sh", "-c", cmd, NULL};

@@ -58,6 +58,7 @@
 #include "planner.h"
 #include "procs.h"
 #include "program.h"
+#include "serve_etcd.h"
 
 #define EC_VERSION "0.1.0"
 
@@ -186,6 +187,10 @@ typedef struct agent {
      * agent was stuck (in an etcd call past its fence deadline, frozen),
      * not by a fault of its own. */
     int64_t watchdog_at;
+    /* Fault tolerance off (cfg->fail_fast): the exit code of the last
+     * failed process (128+signal when killed; 127: it could not start),
+     * which the agent exits with (fail_job). */
+    int fail_code;
 } agent_t;
 
 static void set_outcome(agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -249,6 +254,8 @@ static const char *rebuild_name(const ec_config_t *cfg)
 
 static void write_endpoints_log(agent_t *a, const ec_epoch_t *ep)
 {
+    if (a->cfg->torchrun.on)
+        return; /* Paddle's file: torchrun writes none */
     char *eps = NULL;
     if (ec_epoch_endpoints(ep, "\n", &eps, NULL) < 0)
         return;
@@ -300,6 +307,7 @@ static void record_failure(agent_t *a, ec_failure_t *f)
 static void record_start_failure(agent_t *a, int r, const char *why)
 {
     int64_t rank = failure_rank(a, r);
+    a->fail_code = 127;
     char *lines[] = {(char *)why};
     ec_failure_t f = {
         .node_id = (char *)a->cfg->node_id,
@@ -316,10 +324,12 @@ static void record_start_failure(agent_t *a, int r, const char *why)
     record_failure(a, &f);
 }
 
-/* Local rank r's TORCHELASTIC_ERROR_FILE, beside its workerlog. */
+/* Local rank r's TORCHELASTIC_ERROR_FILE (coord/agent/procs.h): beside its
+ * workerlog, or where torchrun puts it. */
 static void error_file(const agent_t *a, int r, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/error.%d.json", a->log_dir, r);
+    if (ec_procs_error_file(a->procs, r, a->restarts, buf, len) < 0)
+        ec_log(EC_LOG_WARN, "cannot make the directory of %s: %s", buf, strerror(errno));
 }
 
 /* Start local rank r in the current epoch (a->epoch, a->m_id), or, ahead
@@ -359,7 +369,7 @@ static int start_rank_as(agent_t *a, int r, bool ahead)
     char **env = NULL;
     ec_error_t err = {0};
     if (a->progress) {
-        if (ec_progress_reset(a->progress, r, ec_procs_log_path(a->procs, r), &err) == 0)
+        if (ec_progress_reset(a->progress, r, ec_procs_log_file(a->procs, r), &err) == 0)
             ctx.progress_file = ec_progress_path(a->progress, r);
         else
             ec_log(EC_LOG_WARN, "%s", err.msg);
@@ -383,7 +393,7 @@ static int start_rank_as(agent_t *a, int r, bool ahead)
                  a->epoch->number, (long long)rank, a->epoch->world_size, r, a->cfg->node_id,
                  ec_epoch_reason_name(a->epoch->reason), a->restarts);
     }
-    int rc = ec_procs_start(a->procs, r, env, marker, &err);
+    int rc = ec_procs_start(a->procs, r, a->restarts, env, marker, &err);
     ec_env_free(env);
     if (rc < 0) {
         ec_log(EC_LOG_ERROR, "cannot start local rank %d: %s", r, err.msg);
@@ -706,6 +716,9 @@ static int on_child_exit(agent_t *a, int r, int status)
         return -1;
     }
     report_failure(a, r, status);
+    a->fail_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                   : WIFEXITED(status) ? WEXITSTATUS(status)
+                                       : 1;
     char what[64];
     if (WIFSIGNALED(status))
         snprintf(what, sizeof(what), "was killed by signal %d", WTERMSIG(status));
@@ -722,6 +735,7 @@ static int on_child_exit(agent_t *a, int r, int status)
 
 static int count_restart(agent_t *a, int r);
 static int take_restart(agent_t *a);
+static int fail_job(agent_t *a);
 
 /* After local rank r failed (reported; what: "exited with code 3"):
  * restart within --max_restart, or leave the job.  start_failed: r could
@@ -832,6 +846,8 @@ static int take_restart(agent_t *a)
 {
     ec_error_t err = {0};
     a->restarts++;
+    if (a->restarts > a->cfg->max_restart && a->cfg->fail_fast)
+        return fail_job(a);
     if (a->restarts > a->cfg->max_restart) {
         bool fixed = a->cfg->np.min == a->cfg->np.max;
         ec_log(EC_LOG_ERROR, "-node %s: --max_restart=%d exhausted; leaving the job%s",
@@ -851,6 +867,55 @@ static int take_restart(agent_t *a)
            a->cfg->max_restart);
     ec_metrics_restart(a->metrics);
     return -1;
+}
+
+/* How long a failed node, fault tolerance off, waits for the leader to fail
+ * the job (its record must be read before its lease goes). */
+#define FAIL_JOB_WAIT_MS 5000
+
+/* Fault tolerance off (--elastic_level=-1, Paddle's default): the first
+ * failure ends the job, as Paddle's launcher stops at it.  This node's
+ * processes stop, its record says failed, so the leader (this node or
+ * another; planner rule 2b) fails the job and every node stops; once the job
+ * says failed (or FAIL_JOB_WAIT_MS passed) the node leaves, and the agent
+ * exits with the failed process's code. */
+static int fail_job(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_log(EC_LOG_ERROR, "-node %s: a training process failed and fault tolerance is off "
+                         "(--elastic_level=-1, Paddle's default): stopping the job, exit %d (the "
+                         "process's); to restart failed processes instead pass --max_restart=N "
+                         "or --elastic_level=1",
+           cfg->node_id, a->fail_code);
+    ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
+    ec_procs_stop_all(a->procs, cfg->grace_period_ms);
+    char why[160];
+    snprintf(why, sizeof(why), "a training process failed (exit %d) and fault tolerance is off",
+             a->fail_code);
+    ec_error_t err = {0};
+    if (ec_node_set_state(a->node, EC_NODE_FAILED, why, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot mark this node failed: %s", err.msg);
+    int64_t deadline = ec_mono_ms() + FAIL_JOB_WAIT_MS;
+    for (;;) {
+        pthread_mutex_lock(&a->lock);
+        ec_job_state_t js = a->job_state;
+        pthread_mutex_unlock(&a->lock);
+        if (js == EC_JOB_FAILED || js == EC_JOB_COMPLETED || sig_term)
+            break;
+        if (ec_mono_ms() >= deadline) {
+            ec_log(EC_LOG_WARN, "the job was not marked failed within %d ms; leaving anyway",
+                   FAIL_JOB_WAIT_MS);
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    set_outcome(a, "the job stopped at this node's failure: a training process exited %d and "
+                "fault tolerance is off (--elastic_level=-1; --max_restart=N restarts instead)",
+                a->fail_code);
+    err = (ec_error_t){0};
+    ec_node_leave(a->node, &err);
+    return a->fail_code;
 }
 
 static int count_restart(agent_t *a, int r)
@@ -984,8 +1049,10 @@ static int64_t progress_tick(agent_t *a, int *exit_rc)
     if (!a->progress)
         return 200;
     pid_t pid[EC_NPROC_MAX];
-    for (int r = 0; r < a->nproc; r++)
+    for (int r = 0; r < a->nproc; r++) {
         pid[r] = a->m_id >= 0 && !a->done[r] && !a->fenced ? ec_procs_pid(a->procs, r) : 0;
+        ec_progress_output(a->progress, r, ec_procs_output_bytes(a->procs, r));
+    }
     int64_t now = ec_mono_ms();
     ec_progress_sample(a->progress, pid, now);
     ec_node_progress_t cur;
@@ -1306,14 +1373,18 @@ int ec_cmd_launch(const ec_config_t *cfg)
     setvbuf(stdout, NULL, _IOLBF, 0);
     fflush(stdout); /* from here on, stdout is the queue's alone */
     char note[700];
-    snprintf(note, sizeof(note), "local rank 0's output is complete in %s/workerlog.0",
-             cfg->log_dir);
+    if (cfg->torchrun.on)
+        snprintf(note, sizeof(note), "torchrun's --redirects and --tee keep a rank's output in a "
+                                     "file");
+    else
+        snprintf(note, sizeof(note), "local rank 0's output is complete in %s/workerlog.0",
+                 cfg->log_dir);
     console_q = ec_outq_create(STDOUT_FILENO, CONSOLE_QUEUE_BYTES, note);
     ec_log_set_sink(console, NULL, cfg->log_level);
     if (!console_q)
         ec_log(EC_LOG_WARN, "cannot start the console writer (%s): a stalled stdout will stall "
                             "this agent", strerror(errno));
-    agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}};
+    agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}, .fail_code = 1};
     a.start_ms = ec_mono_ms();
     a.nproc = cfg->nproc_per_node;
     pthread_mutex_init(&a.lock, NULL);
@@ -1341,25 +1412,35 @@ int ec_cmd_launch(const ec_config_t *cfg)
 
     /* The program first: one that cannot run here is this node's
      * configuration error (exit 1), found before it joins anything. */
-    if (ec_program_resolve(cfg, ec_config_environ, NULL, &a.prog, &err) < 0) {
+    if (ec_program_resolve(cfg, ec_config_environ, NULL, ec_program_probe, NULL, &a.prog,
+                           &err) < 0) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
+    if (a.prog.note[0])
+        ec_log(EC_LOG_WARN, "%s", a.prog.note);
     if (a.prog.python) {
         char *cmd = command_line(&a.prog, 400);
-        ec_log(EC_LOG_INFO, "running %s with %s (%s -u%s, as Paddle's launcher and torchrun do; "
-                            "--no_python runs the program as given): %s",
-               cfg->prog_argv[0], a.prog.resolved, cfg->python, cfg->module ? " -m" : "",
-               cmd ? cmd : "");
+        ec_log(EC_LOG_INFO, "%s; runs %s as %s (--no_python runs it as given)", a.prog.why,
+               cfg->prog_argv[0], cmd ? cmd : "");
         free(cmd);
     }
 
-    /* etcd: given, or our own on loopback */
-    if (cfg->elastic_server.n == 0) {
-        ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
-        eo.etcd_path = ec_config_environ("ETCD", NULL);
-        eo.search_path = ec_config_environ("PATH", NULL);
-        eo.tmpdir = ec_config_environ("TMPDIR", NULL);
+    /* etcd: given, or our own on loopback, or (torchrun's static and c10d
+     * rendezvous) the one this node or another serves for the job */
+    ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+    eo.etcd_path = ec_config_environ("ETCD", NULL);
+    eo.search_path = ec_config_environ("PATH", NULL);
+    eo.tmpdir = ec_config_environ("TMPDIR", NULL);
+    if (cfg->torchrun.serve) {
+        char why[600];
+        if (ec_serve_etcd_start(cfg, &eo, &a.embed, why, sizeof(why), &err) < 0) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
+        ec_log(EC_LOG_INFO, "%s", why);
+        a.endpoints = a.embed ? strdup(ec_embed_endpoint(a.embed)) : ec_connect_endpoints(cfg);
+    } else if (cfg->elastic_server.n == 0) {
         if (!(a.embed = ec_embed_start(&eo, &err))) {
             ec_log(EC_LOG_ERROR, "cannot start the embedded etcd: %s", err.msg);
             goto out;
@@ -1370,7 +1451,17 @@ int ec_cmd_launch(const ec_config_t *cfg)
     } else {
         a.endpoints = ec_connect_endpoints(cfg);
     }
-    if (!(a.c = ec_connect(cfg, a.embed ? a.endpoints : NULL, 5000, &err))) {
+    if (!a.embed && cfg->torchrun.serve_port) {
+        /* the node that serves the job's etcd may start after this one */
+        ec_log(EC_LOG_INFO, "connecting to the job's etcd at %s, which %s serves (waiting for it "
+                            "up to --join_timeout)", a.endpoints,
+               cfg->torchrun.static_rdzv ? "node_rank 0" : "the --rdzv_endpoint node");
+        a.c = ec_serve_connect(cfg, cfg->join_timeout_ms ? a.start_ms + cfg->join_timeout_ms : 0,
+                               NULL, &err);
+    } else {
+        a.c = ec_connect(cfg, a.embed ? a.endpoints : NULL, 5000, &err);
+    }
+    if (!a.c) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
@@ -1395,7 +1486,14 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_addr_ifname(a.host, a.ifname, sizeof(a.ifname));
     } else {
         ec__endpoints_t eps;
-        if (ec__endpoints_parse(a.endpoints, &eps, &err) < 0 ||
+        /* the address peers reach: the one that routes to the etcd, or for
+         * the node serving it to the others, its serving address */
+        char served[300];
+        snprintf(served, sizeof(served), "%s%s%s:%d", strchr(cfg->torchrun.serve_host, ':') ? "[" : "",
+                 cfg->torchrun.serve_host, strchr(cfg->torchrun.serve_host, ':') ? "]" : "",
+                 cfg->torchrun.serve_port);
+        if (ec__endpoints_parse(a.embed && cfg->torchrun.serve ? served : a.endpoints, &eps,
+                                &err) < 0 ||
             ec_route_addr(eps.ep[0].host, eps.ep[0].port, a.host, sizeof(a.host), a.ifname,
                           sizeof(a.ifname), &err) < 0) {
             ec_log(EC_LOG_ERROR, "%s", err.msg);
@@ -1404,6 +1502,10 @@ int ec_cmd_launch(const ec_config_t *cfg)
     }
     ec_log(EC_LOG_INFO, "this node publishes host %s (interface %s)", a.host,
            a.ifname[0] ? a.ifname : "unknown");
+    if (!*cfg->host && cfg->np.max > 1 && (!strncmp(a.host, "127.", 4) || !strcmp(a.host, "::1")))
+        ec_log(EC_LOG_WARN, "this node's address %s is loopback: nodes on other machines cannot "
+                            "reach its processes; pass --host=ADDR (torchrun's --local_addr) "
+                            "unless every node runs on this machine", a.host);
     /* N ports for the ranks, one for a torch-style master store, one where
      * the agent answers liveness probes. */
     a.ports = calloc((size_t)a.nproc + 2, sizeof(uint16_t));
@@ -1423,14 +1525,27 @@ int ec_cmd_launch(const ec_config_t *cfg)
     if (pnote.ephemeral[0])
         ec_log(EC_LOG_WARN, "%s", pnote.ephemeral);
     a.reserved = true;
-    if (!(a.procs = ec_procs_new(a.nproc, cfg->log_dir, a.prog.argv, console_q, &err))) {
-        ec_log(EC_LOG_ERROR, "%s", err.msg);
-        goto out;
+    {
+        /* where the ranks' output goes: Paddle's or torchrun's (procs.h) */
+        ec_procs_opts_t po = EC_PROCS_OPTS_INIT;
+        po.nproc = a.nproc;
+        po.argv = a.prog.argv;
+        po.console = console_q;
+        po.style = cfg->torchrun.on ? EC_PROCS_TORCHRUN : EC_PROCS_PADDLE;
+        po.log_dir = cfg->log_dir;
+        po.run_id = cfg->torchrun.run_id;
+        po.role = cfg->role;
+        po.redirects = cfg->torchrun.redirects;
+        po.tee = cfg->torchrun.tee;
+        po.ranks_filter = cfg->torchrun.ranks_filter;
+        po.tmpdir = ec_config_environ("TMPDIR", NULL);
+        if (!(a.procs = ec_procs_create(&po, &err))) {
+            ec_log(EC_LOG_ERROR, "%s", err.msg);
+            goto out;
+        }
     }
     ec_procs_set_abort(a.procs, &sig_kill_now);
-    char absdir[PATH_MAX];
-    snprintf(a.log_dir, sizeof(a.log_dir), "%s",
-             realpath(cfg->log_dir, absdir) ? absdir : cfg->log_dir);
+    snprintf(a.log_dir, sizeof(a.log_dir), "%s", ec_procs_state_dir(a.procs));
     /* A rank counts as silent after half the hang timeout (so the leader
      * knows in time), 10 s when the timeout is off or automatic. */
     a.silence_ms = 10000;
@@ -1525,6 +1640,8 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.boot_gated = a.gated;
     no.boot_why = "joining";
     no.join_ready_timeout_ms = cfg->join_ready_timeout_ms;
+    no.fail_fast = cfg->fail_fast;
+    no.place = cfg->torchrun.static_rdzv ? (uint32_t)cfg->torchrun.node_rank + 1 : 0;
     no.on_progress = on_progress;
     no.on_epoch = on_epoch;
     no.on_job = on_job;
@@ -1564,6 +1681,13 @@ out:
     ec_metrics_destroy(a.metrics); /* before the etcd client its prober uses */
     if (a.reserved)
         ec_ports_release(a.resv, a.nproc + 2);
+    if (a.embed && cfg->torchrun.serve) {
+        /* the others read the job's end through our etcd: not before they did */
+        int left = ec_serve_linger(a.c, cfg, cfg->lease_ttl_ms + 1000);
+        if (left)
+            ec_log(EC_LOG_WARN, "stopping the job's etcd while %d other node%s still registered",
+                   left, left == 1 ? " is" : "s are");
+    }
     ec_etcd_destroy(a.c);
     ec_embed_stop(a.embed);
     wake_fd = -1;

@@ -88,6 +88,12 @@ typedef struct ec_node_opts {
     bool boot_gated;
     const char *boot_why;
     int64_t join_ready_timeout_ms;
+    /* Fault tolerance off (--elastic_level=-1; only the leader's is used):
+     * a member whose record says failed fails the job (planner rule 2b). */
+    bool fail_fast;
+    /* torchrun's static rendezvous: --node_rank + 1, this node's M_id + 1 in
+     * the first epoch (planner.h, ec_plan_node_t.place); 0: none. */
+    uint32_t place;
 } ec_node_opts_t;
 
 #define EC_NODE_OPTS_INIT {.size = sizeof(ec_node_opts_t)}

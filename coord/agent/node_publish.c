@@ -311,7 +311,8 @@ ec_plan_node_t ec__node_plan_view(const char *id, const ec_node_rec_t *rec, int6
                             .incarnation = rec->incarnation,
                             .create_revision = create_rev,
                             .state = (ec_node_state_t)rec->state,
-                            .booting = rec->boot.phase == EC_BOOT_BOOTING};
+                            .booting = rec->boot.phase == EC_BOOT_BOOTING,
+                            .place = rec->place};
 }
 
 void ec__node_plan_and_act(ec_node_t *n)
@@ -391,6 +392,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.config.elastic_timeout_ms = n->o.elastic_timeout_ms;
     in.config.replace_wait_ms = n->o.replace_wait_ms;
     in.config.join_ready_timeout_ms = n->o.join_ready_timeout_ms;
+    in.config.fail_fast = n->o.fail_fast;
     in.nodes = nodes;
     in.n_nodes = nn;
     if (n->epoch) {

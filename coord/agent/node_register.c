@@ -24,6 +24,7 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
         r->ports[i] = n->ports[i];
     r->master_port = n->o.master_port;
     r->probe_port = n->o.probe_port;
+    r->place = n->o.place;
     for (int i = 0; i < n->o.ndevices; i++)
         r->device_ids[i] = strdup(n->devices[i]);
     pthread_mutex_lock(&n->lock);

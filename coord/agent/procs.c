@@ -4,15 +4,19 @@
 #include "clock.h"
 #include "child.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -23,9 +27,43 @@
 #include "janitor.h"
 #include "log.h"
 
+/* What the agent keeps of each rank's output when no file holds it all:
+ * enough for a failure report's last lines. */
+#define RING_BYTES 16384
+/* The stderr console queue's size (stdout's is the agent's, launch.c). */
+#define ERR_QUEUE_BYTES (1u << 20)
+
+/* A line a rank has begun on the console waits this long for its end
+ * before it is shown as it is (a progress bar redrawn with \r). */
+#define PARTIAL_LINE_MS 100
+#define LINE_MAX_BYTES 4096
+
+/* One output pipe of a rank and where what comes out of it goes.  The
+ * console gets whole lines, so that the ranks' lines do not cut into each
+ * other (python -u writes a print's pieces one by one). */
+typedef struct stream {
+    int fd;        /* read end, non-blocking; -1: none */
+    int file;      /* its file; -1: none */
+    ec_con_t con;
+    ec_outq_t *q;  /* the console it goes to */
+    bool bol;      /* the console is at the start of one of its lines */
+    char pend[LINE_MAX_BYTES]; /* the line begun, not yet shown */
+    size_t npend;
+    int64_t pend_since;
+} stream_t;
+
 typedef struct rank {
     pid_t pid;
-    char log[600];
+    char log[600];     /* for messages: its file, or where its output went */
+    char file[600];    /* the file holding all its output (Paddle); "" none */
+    char dir[PATH_MAX]; /* torchrun with --log_dir: its attempt directory */
+    int dir_attempt;   /* the attempt dir is for; -1 none yet */
+    ec_rank_plan_t plan;
+    stream_t s[2];     /* stdout (both when merged), stderr */
+    char ring[RING_BYTES]; /* the last bytes of its output, circular */
+    size_t ring_head, ring_len;
+    uint64_t bytes;
+    char prefix[160];  /* "[default0]:" */
 } rank_t;
 
 /* A child of ours as /proc shows it: pid and start time (in clock ticks
@@ -40,8 +78,13 @@ struct ec_procs {
     int nproc;
     char *const *argv;
     ec_outq_t *console;
-    int out_fd;  /* read end of rank 0's pipe */
-    int log0_fd; /* rank 0's log, for the pump */
+    ec_outq_t *err_q;  /* the agent's stderr (torchrun style; ours) */
+    ec_procs_style_t style;
+    int ep;            /* epoll set of every stream's fd */
+    char state_dir[PATH_MAX];
+    bool private_dir;  /* state_dir is ours to remove */
+    char run_dir[PATH_MAX]; /* torchrun with --log_dir: <log_dir>/<run_id>_XXXXXX; "" none */
+    char base_dir[PATH_MAX]; /* torchrun's torchelastic_XXXXXX when files but no --log_dir */
     rank_t *r;
     kid_t *others; /* children we had before any rank: not ours to stop */
     int nothers;
@@ -215,10 +258,115 @@ static void tell_orphans(ec_procs_t *p)
     free(k);
 }
 
-ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_outq_t *console,
-                         ec_error_t *err)
+/* torchrun's Std: "0".."3" for every rank, or "LR:V,..." (others 0).
+ * Returns the value for rank r, or -1 when malformed. */
+static int std_of(const char *v, int r)
 {
-    if (mkdir(log_dir, 0755) < 0 && errno != EEXIST) {
+    if (!v || !*v)
+        return 0;
+    if (strlen(v) == 1)
+        return *v >= '0' && *v <= '3' ? *v - '0' : -1;
+    int val = 0;
+    for (const char *p = v; *p;) {
+        char *end;
+        errno = 0;
+        long lr = strtol(p, &end, 10);
+        if (errno || end == p || !isdigit((unsigned char)*p) || *end != ':' || end[1] < '0' ||
+            end[1] > '3' || (end[2] != ',' && end[2] != '\0') || (end[2] == ',' && !end[3]))
+            return -1;
+        if (lr == r)
+            val = end[1] - '0';
+        p = end[2] == ',' ? end + 3 : end + 2;
+    }
+    return val;
+}
+
+static bool in_filter(const char *filter, int r)
+{
+    if (!filter || !*filter)
+        return true;
+    for (const char *p = filter; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        if (x == r)
+            return true;
+        p = end;
+    }
+    return false;
+}
+
+int ec_procs_plan(ec_procs_style_t style, const char *redirects, const char *tee,
+                  const char *ranks_filter, int r, ec_rank_plan_t *out, ec_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (style == EC_PROCS_PADDLE) {
+        out->merged = 1;
+        out->out.file = 1;
+        out->out.con = r == 0 ? EC_CON_PLAIN : EC_CON_NONE;
+        return 0;
+    }
+    int rd = std_of(redirects, r), tv = std_of(tee, r);
+    if (rd < 0 || tv < 0)
+        return ec_errorf(err, EC_EINVAL, "%s=%s: write 0 (none), 1 (stdout), 2 (stderr), 3 (both), "
+                                         "or LOCAL_RANK:N pairs such as 0:1,1:2",
+                         rd < 0 ? "--redirects" : "--tee", rd < 0 ? redirects : tee);
+    bool shown = in_filter(ranks_filter, r);
+    ec_stream_plan_t *sp[2] = {&out->out, &out->err};
+    for (int i = 0; i < 2; i++) {
+        int bit = 1 << i; /* Std.OUT = 1, Std.ERR = 2 */
+        /* a tee is a redirect and a tail of the file (torchrun) */
+        sp[i]->file = ((rd | tv) & bit) != 0;
+        sp[i]->con = !sp[i]->file ? EC_CON_PLAIN : (tv & bit) ? EC_CON_PREFIXED : EC_CON_NONE;
+        if (!shown)
+            sp[i]->con = EC_CON_NONE;
+    }
+    return 0;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* mkdir -p; 0 or -1 with errno. */
+static int make_dirs(const char *path)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *q = buf + 1; *q; q++) {
+        if (*q != '/')
+            continue;
+        *q = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *q = '/';
+    }
+    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
+{
+    ec_procs_opts_t opt = EC_PROCS_OPTS_INIT;
+    memcpy(&opt, o, o->size < sizeof(opt) ? o->size : sizeof(opt));
+    int nproc = opt.nproc;
+    const char *log_dir = opt.log_dir ? opt.log_dir : "";
+    bool torch = opt.style == EC_PROCS_TORCHRUN;
+    if (!torch && mkdir(log_dir, 0755) < 0 && errno != EEXIST) {
+        ec_errorf(err, EC_EIO, "cannot create --log_dir '%s': %s", log_dir, strerror(errno));
+        return NULL;
+    }
+    if (torch && *log_dir && make_dirs(log_dir) < 0) {
         ec_errorf(err, EC_EIO, "cannot create --log_dir '%s': %s", log_dir, strerror(errno));
         return NULL;
     }
@@ -229,12 +377,76 @@ ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_o
         return NULL;
     }
     p->nproc = nproc;
-    p->argv = argv;
-    p->console = console;
-    p->out_fd = -1;
-    p->log0_fd = -1;
-    for (int i = 0; i < nproc; i++)
-        snprintf(p->r[i].log, sizeof(p->r[i].log), "%s/workerlog.%d", log_dir, i);
+    p->argv = opt.argv;
+    p->console = opt.console;
+    p->style = opt.style;
+    p->ep = epoll_create1(EPOLL_CLOEXEC);
+    for (int i = 0; i < nproc; i++) {
+        rank_t *k = &p->r[i];
+        k->s[0].fd = k->s[1].fd = k->s[0].file = k->s[1].file = -1;
+        k->dir_attempt = -1;
+        if (ec_procs_plan(opt.style, opt.redirects, opt.tee, opt.ranks_filter, i, &k->plan, err) < 0)
+            goto fail;
+        snprintf(k->prefix, sizeof(k->prefix), "[%.120s%d]:", opt.role && *opt.role ? opt.role
+                                                                                  : "default", i);
+    }
+    /* the directory of the agent's own per-rank files: log_dir (Paddle),
+     * else one of its own, private, removed at the end */
+    if (!torch) {
+        if (!realpath(log_dir, p->state_dir))
+            snprintf(p->state_dir, sizeof(p->state_dir), "%s", log_dir);
+        for (int i = 0; i < nproc; i++) {
+            snprintf(p->r[i].file, sizeof(p->r[i].file), "%s/workerlog.%d", log_dir, i);
+            snprintf(p->r[i].log, sizeof(p->r[i].log), "%s", p->r[i].file);
+        }
+    } else {
+        const char *tmp = opt.tmpdir && *opt.tmpdir ? opt.tmpdir : "/tmp";
+        snprintf(p->state_dir, sizeof(p->state_dir), "%s/ecoord-torchrun-XXXXXX", tmp);
+        if (!mkdtemp(p->state_dir)) {
+            ec_errorf(err, EC_EIO, "cannot create a private directory in %s: %s (set TMPDIR)", tmp,
+                      strerror(errno));
+            goto fail;
+        }
+        p->private_dir = true;
+        /* a stream kept in a file without --log_dir: torchrun makes a
+         * directory of its own for it (tempfile.mkdtemp("torchelastic_")),
+         * and leaves it */
+        bool files = false;
+        for (int i = 0; i < nproc; i++)
+            files |= p->r[i].plan.out.file || p->r[i].plan.err.file;
+        if (!*log_dir && files) {
+            snprintf(p->base_dir, sizeof(p->base_dir), "%s/torchelastic_XXXXXX", tmp);
+            if (!mkdtemp(p->base_dir)) {
+                ec_errorf(err, EC_EIO, "cannot create a log directory in %s: %s (pass --log_dir)",
+                          tmp, strerror(errno));
+                goto fail;
+            }
+            chmod(p->base_dir, 0755);
+            log_dir = p->base_dir;
+            ec_log(EC_LOG_INFO, "no --log_dir: the files --redirects and --tee ask for go under "
+                                "%s, as torchrun's would", p->base_dir);
+        }
+        if (*log_dir) {
+            /* torchrun: <log_dir>/<run_id>_XXXXXX, one per agent run */
+            snprintf(p->run_dir, sizeof(p->run_dir), "%s/%.150s_XXXXXX", log_dir,
+                     opt.run_id && *opt.run_id ? opt.run_id : "none");
+            if (!mkdtemp(p->run_dir)) {
+                ec_errorf(err, EC_EIO, "cannot create a directory in --log_dir '%s': %s", log_dir,
+                          strerror(errno));
+                goto fail;
+            }
+            chmod(p->run_dir, 0755);
+        }
+        for (int i = 0; i < nproc; i++)
+            snprintf(p->r[i].log, sizeof(p->r[i].log),
+                     "the console only (torchrun keeps a file with --log_dir and --redirects or "
+                     "--tee)");
+    }
+    if (torch && !(p->err_q = ec_outq_create(STDERR_FILENO, ERR_QUEUE_BYTES,
+                                               "torchrun's --redirects and --tee keep a rank's "
+                                               "output in a file")))
+        ec_log(EC_LOG_WARN, "cannot start the stderr writer (%s): the ranks' stderr goes to "
+                            "stdout", strerror(errno));
     /* Orphaned descendants of the ranks (a daemon, a setsid() helper, what
      * a dead rank leaves behind) become our children, to be stopped with
      * the ranks and reaped, instead of running on under init. */
@@ -249,10 +461,60 @@ ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_o
                             "agent if it is killed", jerr.msg);
     p->nothers = list_kids(&p->others);
     return p;
+fail:
+    if (p->ep >= 0)
+        close(p->ep);
+    if (p->private_dir)
+        nftw(p->state_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(p->r);
+    free(p);
+    return NULL;
 }
 
-/* The child, between fork and exec: only async-signal-safe calls. */
-static void child(ec_procs_t *p, pid_t parent, int out, int errw, char *const *envp)
+ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_outq_t *console,
+                         ec_error_t *err)
+{
+    ec_procs_opts_t o = EC_PROCS_OPTS_INIT;
+    o.nproc = nproc;
+    o.log_dir = log_dir;
+    o.argv = argv;
+    o.console = console;
+    return ec_procs_create(&o, err);
+}
+
+const char *ec_procs_state_dir(const ec_procs_t *p)
+{
+    return p->state_dir;
+}
+
+/* torchrun with --log_dir: rank r's directory in attempt, made. */
+static int attempt_dir(ec_procs_t *p, int r, int attempt)
+{
+    rank_t *k = &p->r[r];
+    if (k->dir_attempt == attempt)
+        return 0;
+    snprintf(k->dir, sizeof(k->dir), "%s/attempt_%d/%d", p->run_dir, attempt, r);
+    if (make_dirs(k->dir) < 0)
+        return -1;
+    k->dir_attempt = attempt;
+    return 0;
+}
+
+int ec_procs_error_file(ec_procs_t *p, int r, int attempt, char *buf, size_t len)
+{
+    if (p->style == EC_PROCS_TORCHRUN && p->run_dir[0]) {
+        if (attempt_dir(p, r, attempt) < 0)
+            return -1;
+        snprintf(buf, len, "%s/error.json", p->r[r].dir);
+        return 0;
+    }
+    snprintf(buf, len, "%s/error.%d.json", p->state_dir, r);
+    return 0;
+}
+
+/* The child, between fork and exec: only async-signal-safe calls.  out,
+ * err: its stdout and stderr. */
+static void child(ec_procs_t *p, pid_t parent, int out, int err_fd, int errw, char *const *envp)
 {
     /* The agent's handlers mean nothing here; a signal that arrives before
      * exec must act as it will on the program.  Its own process group; no
@@ -262,8 +524,9 @@ static void child(ec_procs_t *p, pid_t parent, int out, int errw, char *const *e
     if (ec_child_reset(SIGKILL, parent) < 0) {
         e = ESRCH;
     } else {
+        /* (the pipes are above 2: the agent's 0, 1 and 2 are open) */
         dup2(out, 1);
-        dup2(out, 2);
+        dup2(err_fd, 2);
         int nul = open("/dev/null", O_RDONLY);
         if (nul >= 0)
             dup2(nul, 0);
@@ -291,42 +554,241 @@ static bool reap_within(pid_t pid, int *status, long ms)
     }
 }
 
-int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, ec_error_t *err)
+/* What the ring keeps of rank r's output: its last RING_BYTES. */
+static void ring_put(rank_t *k, const char *buf, size_t n)
 {
-    int fd = open(p->r[r].log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ec_errorf(err, EC_EIO, "cannot open %s: %s", p->r[r].log, strerror(errno));
-    if (marker) {
-        ssize_t w = write(fd, marker, strlen(marker));
+    if (n >= RING_BYTES) {
+        buf += n - RING_BYTES;
+        n = RING_BYTES;
+        k->ring_head = k->ring_len = 0;
+    }
+    size_t tail = (k->ring_head + k->ring_len) % RING_BYTES;
+    size_t first = n < RING_BYTES - tail ? n : RING_BYTES - tail;
+    memcpy(k->ring + tail, buf, first);
+    memcpy(k->ring, buf + first, n - first);
+    k->ring_len += n;
+    if (k->ring_len > RING_BYTES) { /* the oldest bytes were written over */
+        k->ring_head = (k->ring_head + k->ring_len - RING_BYTES) % RING_BYTES;
+        k->ring_len = RING_BYTES;
+    }
+}
+
+/* Close stream s of rank r (its pipe and file). */
+static void stream_close(ec_procs_t *p, stream_t *st)
+{
+    if (st->fd >= 0) {
+        if (p->ep >= 0)
+            epoll_ctl(p->ep, EPOLL_CTL_DEL, st->fd, NULL);
+        close(st->fd);
+        st->fd = -1;
+    }
+    if (st->file >= 0) {
+        close(st->file);
+        st->file = -1;
+    }
+}
+
+/* Console output being gathered, written to the queue in one piece: the
+ * queue's writer then writes large pieces, as the ranks' output came. */
+typedef struct {
+    char buf[16384];
+    size_t len;
+} conbuf_t;
+
+static void con_flush(conbuf_t *c, ec_outq_t *q)
+{
+    if (c->len && q)
+        ec_outq_write(q, c->buf, c->len);
+    c->len = 0;
+}
+
+static void con_put(conbuf_t *c, ec_outq_t *q, const char *b, size_t n)
+{
+    if (c->len + n > sizeof(c->buf))
+        con_flush(c, q);
+    if (n > sizeof(c->buf)) {
+        if (q)
+            ec_outq_write(q, b, n);
+        return;
+    }
+    memcpy(c->buf + c->len, b, n);
+    c->len += n;
+}
+
+/* Move the pending part of stream st's line into c: whole (it ended) or as
+ * far as it got (partial: full, waited long enough, EOF). */
+static void take_pending(const rank_t *k, stream_t *st, conbuf_t *c)
+{
+    if (!st->npend)
+        return;
+    if (st->bol && st->con == EC_CON_PREFIXED)
+        con_put(c, st->q, k->prefix, strlen(k->prefix));
+    con_put(c, st->q, st->pend, st->npend);
+    st->bol = st->pend[st->npend - 1] == '\n';
+    st->npend = 0;
+}
+
+static void show_pending(const rank_t *k, stream_t *st)
+{
+    conbuf_t c;
+    c.len = 0;
+    take_pending(k, st, &c);
+    con_flush(&c, st->q);
+}
+
+/* Copy n bytes that came out of stream si of rank r where they go. */
+static void deliver(ec_procs_t *p, int r, int si, const char *buf, size_t n)
+{
+    rank_t *k = &p->r[r];
+    stream_t *st = &k->s[si];
+    if (st->file >= 0) {
+        ssize_t w = write(st->file, buf, n); /* the file gets everything */
         (void)w;
     }
-    int pipefd[2] = {-1, -1}, errp[2] = {-1, -1};
-    if ((r == 0 && p->console && pipe2(pipefd, O_CLOEXEC) < 0) || pipe2(errp, O_CLOEXEC) < 0) {
-        int e = errno;
-        close(fd);
-        if (pipefd[0] >= 0) {
-            close(pipefd[0]);
-            close(pipefd[1]);
-        }
-        return ec_errorf(err, EC_ESYS, "pipe: %s", strerror(e));
+    ring_put(k, buf, n);
+    k->bytes += n;
+    if (st->con == EC_CON_NONE)
+        return;
+    /* the console what it can take, whole lines (torchrun's tee puts
+     * "[role N]:" before each), a line begun kept until it ends */
+    static conbuf_t c;
+    c.len = 0;
+    for (size_t i = 0; i < n;) {
+        const char *nl = memchr(buf + i, '\n', n - i);
+        size_t seg = nl ? (size_t)(nl - (buf + i)) + 1 : n - i;
+        size_t take = seg < sizeof(st->pend) - st->npend ? seg : sizeof(st->pend) - st->npend;
+        if (!st->npend)
+            st->pend_since = ec_mono_ms();
+        memcpy(st->pend + st->npend, buf + i, take);
+        st->npend += take;
+        i += take;
+        if (st->pend[st->npend - 1] == '\n' || st->npend == sizeof(st->pend))
+            take_pending(k, st, &c);
     }
+    con_flush(&c, st->q);
+}
+
+/* Read what stream si of rank r has now (at most budget bytes); on EOF
+ * close it.  Returns the bytes read. */
+static size_t drain(ec_procs_t *p, int r, int si, size_t budget)
+{
+    stream_t *st = &p->r[r].s[si];
+    char buf[8192];
+    size_t total = 0;
+    while (st->fd >= 0 && total < budget) {
+        ssize_t n = read(st->fd, buf, sizeof(buf));
+        if (n > 0) {
+            deliver(p, r, si, buf, (size_t)n);
+            total += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0) { /* writers gone: the rank and what it started exited */
+            show_pending(&p->r[r], st);
+            if (st->con != EC_CON_NONE && !st->bol && st->q)
+                ec_outq_write(st->q, "\n", 1); /* its last line had no end */
+            st->bol = true;
+            stream_close(p, st);
+        }
+        break;
+    }
+    return total;
+}
+
+/* Open rank r's file for stream si in attempt (torchrun) or its workerlog
+ * (Paddle); -1 with errno. */
+static int open_file(ec_procs_t *p, int r, int si, int attempt)
+{
+    rank_t *k = &p->r[r];
+    if (p->style == EC_PROCS_PADDLE)
+        return open(k->file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (attempt_dir(p, r, attempt) < 0)
+        return -1;
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/%s.log", k->dir, si ? "stderr" : "stdout");
+    /* a start of the same attempt rewrites them, as torchrun its directory */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0 && (si == 1 || !k->plan.err.file))
+        snprintf(k->log, sizeof(k->log), "%s", path); /* stderr's first: the traceback */
+    return fd;
+}
+
+int ec_procs_start(ec_procs_t *p, int r, int attempt, char *const *envp, const char *marker,
+                   ec_error_t *err)
+{
+    rank_t *k = &p->r[r];
+    bool torch = p->style == EC_PROCS_TORCHRUN;
+    /* what an earlier run of this rank left: its pipes go with it (a
+     * descendant still writing to them gets EPIPE) */
+    for (int si = 0; si < 2; si++) {
+        drain(p, r, si, 1u << 20);
+        stream_close(p, &k->s[si]);
+    }
+    int nstreams = k->plan.merged ? 1 : 2;
+    int pipes[2][2] = {{-1, -1}, {-1, -1}}, direct = -1, errp[2] = {-1, -1};
+    ec_stream_plan_t *sp[2] = {&k->plan.out, &k->plan.err};
+    int e = 0, rc = 0;
+    /* Paddle's ranks but 0: straight into the file, nothing through us */
+    bool piped = torch || sp[0]->con != EC_CON_NONE;
+    for (int si = 0; si < nstreams && !e; si++) {
+        if (sp[si]->file && (k->s[si].file = open_file(p, r, si, attempt)) < 0) {
+            e = errno;
+            rc = ec_errorf(err, EC_EIO, "cannot open the log of local rank %d: %s", r,
+                           strerror(e));
+            break;
+        }
+        if (piped && pipe2(pipes[si], O_CLOEXEC) < 0) {
+            e = errno;
+            rc = ec_errorf(err, EC_ESYS, "pipe: %s", strerror(e));
+        }
+    }
+    if (!e && !piped)
+        direct = k->s[0].file;
+    if (!e && marker) {
+        if (torch)
+            ring_put(k, marker, strlen(marker)); /* torchrun's files hold the program's output */
+        else if (k->s[0].file >= 0) {
+            ssize_t w = write(k->s[0].file, marker, strlen(marker));
+            (void)w;
+        }
+    }
+    if (!e && pipe2(errp, O_CLOEXEC) < 0) {
+        e = errno;
+        rc = ec_errorf(err, EC_ESYS, "pipe: %s", strerror(e));
+    }
+    if (e) {
+        for (int si = 0; si < 2; si++) {
+            if (pipes[si][0] >= 0) {
+                close(pipes[si][0]);
+                close(pipes[si][1]);
+            }
+            stream_close(p, &k->s[si]);
+        }
+        return rc;
+    }
+    int child_out = direct >= 0 ? direct : pipes[0][1];
+    int child_err = nstreams == 2 ? pipes[1][1] : child_out;
     /* No signal handler of ours may run in the child before it resets them. */
     sigset_t saved;
     ec_child_fork_begin(&saved);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child(p, parent, pipefd[1] >= 0 ? pipefd[1] : fd, errp[1], envp);
+        child(p, parent, child_out, child_err, errp[1], envp);
     int fork_errno = errno;
     ec_child_fork_end(&saved);
     close(errp[1]);
-    if (pipefd[1] >= 0)
-        close(pipefd[1]);
+    for (int si = 0; si < 2; si++)
+        if (pipes[si][1] >= 0)
+            close(pipes[si][1]);
     if (pid < 0) {
-        close(fd);
         close(errp[0]);
-        if (pipefd[0] >= 0)
-            close(pipefd[0]);
+        for (int si = 0; si < 2; si++) {
+            if (pipes[si][0] >= 0)
+                close(pipes[si][0]);
+            stream_close(p, &k->s[si]);
+        }
         return ec_errorf(err, EC_ESYS, "fork: %s", strerror(fork_errno));
     }
     setpgid(pid, pid);
@@ -359,64 +821,86 @@ int ec_procs_start(ec_procs_t *p, int r, char *const *envp, const char *marker, 
             kill(pid, SIGKILL); /* left to ec_procs_reap as an orphan */
         else
             group_reaped(p, pid);
-        close(fd);
-        if (pipefd[0] >= 0)
-            close(pipefd[0]);
+        for (int si = 0; si < 2; si++) {
+            if (pipes[si][0] >= 0)
+                close(pipes[si][0]);
+            stream_close(p, &k->s[si]);
+        }
         return ec_errorf(err, EC_ESYS,
                          "cannot run '%s': %s (check the program after '--': that it exists on "
                          "this node, is in PATH or given with its path, and is executable)",
                          p->argv[0], strerror(child_errno));
     }
-    p->r[r].pid = pid;
-    if (pipefd[0] >= 0) {
-        if (p->out_fd >= 0)
-            close(p->out_fd);
-        if (p->log0_fd >= 0)
-            close(p->log0_fd);
-        p->out_fd = pipefd[0];
-        fcntl(p->out_fd, F_SETFL, O_NONBLOCK);
-        p->log0_fd = fd;
-    } else {
-        close(fd);
+    k->pid = pid;
+    for (int si = 0; si < 2; si++) {
+        stream_t *st = &k->s[si];
+        st->con = si < nstreams ? sp[si]->con : EC_CON_NONE;
+        st->q = torch && si == 1 && p->err_q ? p->err_q : p->console;
+        st->bol = true;
+        if (pipes[si][0] < 0)
+            continue;
+        st->fd = pipes[si][0];
+        fcntl(st->fd, F_SETFL, O_NONBLOCK);
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)(r * 2 + si)};
+        if (p->ep >= 0 && epoll_ctl(p->ep, EPOLL_CTL_ADD, st->fd, &ev) < 0)
+            ec_log(EC_LOG_WARN, "cannot watch local rank %d's output (%s): it is read only when "
+                                "the rank exits", r, strerror(errno));
+    }
+    if (!piped) {
+        close(k->s[0].file); /* the child has it */
+        k->s[0].file = -1;
     }
     return 0;
 }
 
+/* Lines begun long enough ago are shown as far as they got. */
+static void show_stale(ec_procs_t *p)
+{
+    int64_t now = ec_mono_ms();
+    for (int r = 0; r < p->nproc; r++)
+        for (int si = 0; si < 2; si++) {
+            stream_t *st = &p->r[r].s[si];
+            if (st->npend && now - st->pend_since >= PARTIAL_LINE_MS)
+                show_pending(&p->r[r], st);
+        }
+}
+
 void ec_procs_pump(ec_procs_t *p)
 {
-    if (p->out_fd < 0 || !p->console)
+    show_stale(p);
+    if (p->ep < 0) {
+        for (int r = 0; r < p->nproc; r++)
+            for (int si = 0; si < 2; si++)
+                drain(p, r, si, 1u << 16);
         return;
-    char buf[8192];
-    /* at most 1 MiB a call: a chatty rank must not hold the main loop */
-    for (size_t total = 0; total < (1u << 20);) {
-        ssize_t n = read(p->out_fd, buf, sizeof(buf));
-        if (n > 0) {
-            ssize_t w = write(p->log0_fd, buf, (size_t)n); /* the log gets everything */
-            (void)w;
-            ec_outq_write(p->console, buf, (size_t)n); /* the console what it can take */
-            total += (size_t)n;
-            continue;
+    }
+    /* at most 1 MiB a call: chatty ranks must not hold the main loop */
+    struct epoll_event ev[64];
+    size_t total = 0;
+    for (int round = 0; round < 16 && total < (1u << 20); round++) {
+        int n = epoll_wait(p->ep, ev, 64, 0);
+        if (n <= 0)
+            return;
+        for (int i = 0; i < n; i++) {
+            int r = (int)(ev[i].data.u32 / 2), si = (int)(ev[i].data.u32 % 2);
+            if (r < p->nproc)
+                total += drain(p, r, si, 1u << 16);
         }
-        if (n == 0) { /* writer gone: rank 0 and what it started exited */
-            close(p->out_fd);
-            close(p->log0_fd);
-            p->out_fd = p->log0_fd = -1;
-        }
-        return;
     }
 }
 
 int ec_procs_out_fd(const ec_procs_t *p)
 {
-    return p->out_fd;
+    return p->ep;
 }
 
 static void rank_reaped(ec_procs_t *p, int i)
 {
     group_reaped(p, p->r[i].pid);
     p->r[i].pid = 0;
-    if (i == 0)
-        ec_procs_pump(p);
+    /* its last words, before anyone reads its tail */
+    for (int si = 0; si < 2; si++)
+        drain(p, i, si, 1u << 20);
 }
 
 int ec_procs_reap(ec_procs_t *p, int *r, int *status)
@@ -621,10 +1105,19 @@ void ec_procs_destroy(ec_procs_t *p)
         return;
     ec_procs_kill_all(p);
     ec_janitor_stop(p->jan); /* everything is stopped: it exits without killing */
-    if (p->out_fd >= 0)
-        close(p->out_fd);
-    if (p->log0_fd >= 0)
-        close(p->log0_fd);
+    for (int r = 0; r < p->nproc; r++)
+        for (int si = 0; si < 2; si++) {
+            drain(p, r, si, 1u << 20);
+            stream_close(p, &p->r[r].s[si]);
+        }
+    if (p->ep >= 0)
+        close(p->ep);
+    if (p->err_q) {
+        ec_outq_flush(p->err_q, 2000);
+        ec_outq_destroy(p->err_q);
+    }
+    if (p->private_dir)
+        nftw(p->state_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     free(p->others);
     free(p->r);
     free(p);
@@ -635,24 +1128,63 @@ const char *ec_procs_log_path(const ec_procs_t *p, int r)
     return p->r[r].log;
 }
 
+const char *ec_procs_log_file(const ec_procs_t *p, int r)
+{
+    return p->r[r].file[0] ? p->r[r].file : NULL;
+}
+
+uint64_t ec_procs_output_bytes(const ec_procs_t *p, int r)
+{
+    return r >= 0 && r < p->nproc ? p->r[r].bytes : 0;
+}
+
+/* Keep line in lines[0..n), the last n of them. */
+static int keep_line(char **lines, int n, int count, const char *line, size_t len)
+{
+    if (count == n) {
+        free(lines[0]);
+        memmove(lines, lines + 1, (size_t)(n - 1) * sizeof(char *));
+        count--;
+    }
+    lines[count] = strndup(line, len);
+    return lines[count] ? count + 1 : count;
+}
+
 int ec_procs_tail(const ec_procs_t *p, int r, int n, char ***lines)
 {
     *lines = calloc((size_t)n + 1, sizeof(char *));
     if (!*lines)
         return EC_ENOMEM;
-    FILE *f = fopen(p->r[r].log, "r");
+    const rank_t *k = &p->r[r];
+    int count = 0;
+    if (!k->file[0]) {
+        /* the kept lines: the ring, oldest first, less a first line cut */
+        char *buf = malloc(RING_BYTES + 1);
+        if (!buf)
+            return 0;
+        for (size_t i = 0; i < k->ring_len; i++)
+            buf[i] = k->ring[(k->ring_head + i) % RING_BYTES];
+        size_t len = k->ring_len, at = 0;
+        if (len == RING_BYTES) {
+            char *nl = memchr(buf, '\n', len);
+            at = nl ? (size_t)(nl - buf) + 1 : 0;
+        }
+        while (at < len) {
+            char *nl = memchr(buf + at, '\n', len - at);
+            size_t l = nl ? (size_t)(nl - (buf + at)) : len - at;
+            count = keep_line(*lines, n, count, buf + at, l > 1023 ? 1023 : l);
+            at += l + 1;
+        }
+        free(buf);
+        return count;
+    }
+    FILE *f = fopen(k->file, "r");
     if (!f)
         return 0;
     char buf[1024];
-    int count = 0;
     while (fgets(buf, sizeof(buf), f)) {
         buf[strcspn(buf, "\n")] = '\0';
-        if (count == n) {
-            free((*lines)[0]);
-            memmove(*lines, *lines + 1, (size_t)(n - 1) * sizeof(char *));
-            count--;
-        }
-        (*lines)[count++] = strdup(buf);
+        count = keep_line(*lines, n, count, buf, strlen(buf));
     }
     fclose(f);
     return count;

@@ -18,6 +18,7 @@
 typedef struct rank {
     char path[4200];
     char *log_path;
+    uint64_t out_bytes; /* its output through the agent (no log_path) */
     off_t log_size;
     int64_t start_ms, last_ms; /* monotonic: started, last progress seen */
     bool running, reporting, paused, in_coll, stopped;
@@ -73,6 +74,12 @@ static off_t size_of(const char *path)
     return path && stat(path, &st) == 0 ? st.st_size : -1;
 }
 
+void ec_progress_output(ec_progress_t *p, int r, uint64_t bytes)
+{
+    if (p && r >= 0 && r < p->nproc)
+        p->r[r].out_bytes = bytes;
+}
+
 int ec_progress_reset(ec_progress_t *p, int r, const char *log_path, ec_error_t *err)
 {
     if (!p || r < 0 || r >= p->nproc)
@@ -80,7 +87,7 @@ int ec_progress_reset(ec_progress_t *p, int r, const char *log_path, ec_error_t 
     rank_t *k = &p->r[r];
     free(k->log_path);
     k->log_path = log_path ? strdup(log_path) : NULL;
-    k->log_size = size_of(log_path);
+    k->log_size = log_path ? size_of(log_path) : (off_t)k->out_bytes;
     k->start_ms = k->last_ms = ec_mono_ms();
     k->running = k->reporting = k->paused = k->in_coll = k->stopped = false;
     k->step = 0;
@@ -156,8 +163,9 @@ static void sample_one(ec_progress_t *p, rank_t *k, pid_t pid, int64_t now)
             k->nwin++;
         }
     } else {
-        /* a program that reports nothing: its log growing is its progress */
-        off_t sz = size_of(k->log_path);
+        /* a program that reports nothing: its log (or output) growing is
+         * its progress */
+        off_t sz = k->log_path ? size_of(k->log_path) : (off_t)k->out_bytes;
         if (sz != k->log_size) {
             k->log_size = sz;
             k->last_ms = now;

@@ -46,6 +46,12 @@ const char *ec_progress_path(const ec_progress_t *p, int r);
  * written (the rank then runs without progress reports). */
 int ec_progress_reset(ec_progress_t *p, int r, const char *log_path, ec_error_t *err);
 
+/* How much output local rank r has written so far (the agent counts what
+ * it copies: coord/agent/procs.h): for a rank with no log file (log_path
+ * NULL), its output growing is its progress, as a log growing is.
+ * Accepts NULL. */
+void ec_progress_output(ec_progress_t *p, int r, uint64_t bytes);
+
 /* Sample every rank; pid[r] is its process (0: not running, not counted).
  * now_ms is CLOCK_MONOTONIC. */
 void ec_progress_sample(ec_progress_t *p, const pid_t *pid, int64_t now_ms);

@@ -191,29 +191,36 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
                 "train on any count in between. Not --nproc_per_node, which counts "
                 "processes on one node.",
         .offset = OFF(np), .sep = ':', .part = {"MIN", "MAX"}},
+    /* Paddle's: -1 (its default) stops at the first failure; ecoord's
+     * restart-and-replace machinery is its fault tolerance, on when the
+     * user asks for it (resolve_failure_policy()). */
     [EC_K_ELASTIC_LEVEL] = {
         .id = EC_K_ELASTIC_LEVEL, .name = "elastic_level",
         .spellings = {"elastic_level"},
         .env = {"ECOORD_ELASTIC_LEVEL", "PADDLE_ELASTIC_LEVEL"},
         .type = EC_KT_INT, .cmds = L, .min = -1, .max = 1,
-        .def = "-1", .def_help = "-1, as in Paddle",
+        .def = "-1", .def_help = "-1, as in Paddle, unless --max_restart, --np=MIN:MAX "
+                                 "(MIN < MAX), --fixed_failure_exit or --node_failure_exit "
+                                 "is given, which mean 1",
         .metavar = "-1|0|1", .example = "1", .group = "job",
-        /* Accepted so that Paddle command lines keep working, but ecoord has
-         * one failure behaviour, not three: saying otherwise in --help would
-         * promise what the planner does not do (issue #11). */
-        .help = "accepted for compatibility with Paddle's launcher and ignored (a "
-                "warning says so): ecoord always handles a failure the same way. A lost "
-                "node is replaced by a waiting one or dropped, within --nnodes=MIN:MAX "
-                "(MIN = MAX: the job waits for a replacement); a failed process is "
-                "restarted in a new epoch, up to --max_restart times, then its node "
-                "leaves.",
+        .help = "what a failed training process does, as Paddle's launcher: -1 fault "
+                "tolerance off: the first failure stops this node's processes, fails the "
+                "job (every node stops) and the agent exits with the process's exit code "
+                "(128+signal if it was killed); 0: the failed node leaves at once (exit "
+                "--fixed_failure_exit, --node_failure_exit in an elastic job) and the others "
+                "wait for a replacement or go on within --nnodes=MIN:MAX; 1: its processes "
+                "are restarted in a new epoch, up to --max_restart times, then as 0.",
         .offset = OFF(elastic_level)},
     [EC_K_MAX_RESTART] = {
         .id = EC_K_MAX_RESTART, .name = "max_restart",
         .spellings = {"max_restart"}, .env = {"ECOORD_MAX_RESTART", "PADDLE_MAX_RESTART"},
         .type = EC_KT_INT, .cmds = L, .min = 0, .max = 100000,
-        .def = "3", .metavar = "N", .example = "3", .group = "job",
-        .help = "restarts after failures before the job is declared failed.",
+        .def = "3", .def_help = "3 with fault tolerance (--elastic_level=1), 0 without (-1, "
+                                "Paddle's default) and with --elastic_level=0; 0 under "
+                                "ecoord torchrun, as torchrun's --max_restarts",
+        .metavar = "N", .example = "3", .group = "job",
+        .help = "restarts of this node's processes after failures before the node gives up "
+                "and leaves the job. Giving it turns fault tolerance on (--elastic_level=1).",
         .offset = OFF(max_restart)},
     [EC_K_FIXED_FAILURE_EXIT] = {
         .id = EC_K_FIXED_FAILURE_EXIT, .name = "fixed_failure_exit",
@@ -221,19 +228,21 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .type = EC_KT_INT, .cmds = L, .min = 1, .max = 255,
         .def = "101", .def_help = "101, Paddle's (1 under ecoord torchrun, torchrun's)",
         .metavar = "CODE", .example = "1", .group = "job",
-        .help = "exit code of a node that leaves a fixed-size job (MIN = MAX) after "
-                "--max_restart: 101 tells a scheduler to restart the pod; an elastic job's "
-                "node exits --node_failure_exit.",
+        .help = "with fault tolerance on: exit code of a node that leaves a fixed-size job "
+                "(MIN = MAX) after --max_restart: 101 tells a scheduler to restart the pod; "
+                "an elastic job's node exits --node_failure_exit. Giving it turns fault "
+                "tolerance on.",
         .offset = OFF(fixed_failure_exit)},
     [EC_K_NODE_FAILURE_EXIT] = {
         .id = EC_K_NODE_FAILURE_EXIT, .name = "node_failure_exit",
         .spellings = {"node_failure_exit"}, .env = {"ECOORD_NODE_FAILURE_EXIT"},
         .type = EC_KT_INT, .cmds = L, .min = 1, .max = 255,
         .def = "1", .metavar = "CODE", .example = "101", .group = "job",
-        .help = "exit code of a node that leaves an elastic job after --max_restart while the "
-                "job goes on without it: 1 (Paddle's) reads as a failure; under a scheduler "
-                "that fails the whole job on 1 (a Kubernetes Job's podFailurePolicy), 101 "
-                "asks for a new pod instead.",
+        .help = "with fault tolerance on: exit code of a node that leaves an elastic job "
+                "after --max_restart while the job goes on without it: 1 (Paddle's) reads as "
+                "a failure; under a scheduler that fails the whole job on 1 (a Kubernetes "
+                "Job's podFailurePolicy), 101 asks for a new pod instead. Giving it turns "
+                "fault tolerance on.",
         .offset = OFF(node_failure_exit)},
     [EC_K_ELASTIC_TIMEOUT] = {
         .id = EC_K_ELASTIC_TIMEOUT, .name = "elastic_timeout",
@@ -431,17 +440,22 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
 
     /* ---- program ------------------------------------------------------- */
     /* Paddle's launcher and torchrun run the script with their own
-     * interpreter (sys.executable -u); ecoord is not Python, so it takes the
-     * interpreter by name: the python3 first on PATH, unless told. */
+     * interpreter (sys.executable -u), which imports paddle or torch; ecoord
+     * is not Python, so it looks for one (coord/agent/program.h): the first
+     * python3 on PATH that imports what the program needs, unless told. */
     [EC_K_PYTHON] = {
         .id = EC_K_PYTHON, .name = "python",
         .spellings = {"python"}, .env = {"ECOORD_PYTHON"},
         .type = EC_KT_STRING, .cmds = L, .max = PATH_MAX,
-        .def = "python3", .def_help = "python3, found in PATH",
+        .def = "python3",
+        .def_help = "the first python3 on PATH that imports torch (ecoord torchrun) or paddle "
+                    "(a PROGRAM that imports paddle); for any other PROGRAM the first python3 "
+                    "on PATH",
         .metavar = "PATH", .example = "/usr/bin/python3", .group = "program",
         .help = "the interpreter that runs a PROGRAM ending in .py (or a --module), as "
                 "INTERPRETER -u PROGRAM ARGS..., the way Paddle's launcher and torchrun run "
-                "it; a name is looked up in PATH.",
+                "it; a name is looked up in PATH. It must import what the program needs "
+                "(checked before the node joins: exit 1 if not).",
         .offset = OFF(python)},
     [EC_K_NO_PYTHON] = {
         .id = EC_K_NO_PYTHON, .name = "no_python",
@@ -466,7 +480,10 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .spellings = {"log_dir"}, .env = {"ECOORD_LOG_DIR", "PADDLE_LOG_DIR"},
         .type = EC_KT_STRING, .cmds = L | C, .max = PATH_MAX,
         .def = "log", .metavar = "DIR", .example = "log", .group = "output",
-        .help = "directory for workerlog.N (one per local process) and endpoints.log.",
+        .help = "directory for workerlog.N (one per local process: its stdout and stderr; "
+                "local rank 0's is also on the console, as Paddle's launcher shows it) and "
+                "endpoints.log. Under ecoord torchrun, torchrun's --log_dir (ecoord torchrun "
+                "--help).",
         .offset = OFF(log_dir)},
     [EC_K_LOG_LEVEL] = {
         .id = EC_K_LOG_LEVEL, .name = "log_level",
@@ -566,6 +583,30 @@ static const struct {
     {"HTTP_PROXY", "see grpc_proxy"},
     {"all_proxy", "see grpc_proxy"},
     {"ALL_PROXY", "see grpc_proxy"},
+    {"PET_*", "`ecoord torchrun`: PET_<FLAG> (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, "
+              "PET_RDZV_ENDPOINT, ...) for each torchrun flag not on its command line, as "
+              "torchrun reads them (Kubeflow's PyTorchJob sets them)"},
+};
+
+/* What `ecoord launch` exits with, for --help (coord/agent/launch.c decides). */
+static const struct {
+    const char *code, *why;
+} exit_codes[] = {
+    {"0", "the job completed: every process of every node exited 0."},
+    {"CODE", "fault tolerance off (--elastic_level=-1, the default without --max_restart or "
+             "an --np range): a training process failed and this is its exit code, or "
+             "128+N when signal N killed it; the job is failed and the other nodes exit 1."},
+    {"1", "this node cannot or must not go on: a configuration error found before the job "
+          "(no program, no etcd, a wrong interpreter), the job did not form within "
+          "--join_timeout, the job failed (another node's failure with fault tolerance off), "
+          "or an elastic job's node gave up after --max_restart (--node_failure_exit); under "
+          "ecoord torchrun every failure, as torchrun's."},
+    {"2", "usage: an unknown flag or a bad value; nothing was started."},
+    {"101", "fault tolerance on: this node's processes failed past --max_restart in a "
+            "fixed-size job and the node left it: replace this node (a new pod), the others "
+            "wait for it (--fixed_failure_exit)."},
+    {"128+N", "the agent was stopped by signal N: 143 (SIGTERM) and 130 (SIGINT) after a "
+              "graceful leave."},
 };
 
 static int env_listed(const char *name)
@@ -574,9 +615,12 @@ static int env_listed(const char *name)
         for (int a = 0; a < 3 && knobs[i].env[a]; a++)
             if (!strcmp(knobs[i].env[a], name))
                 return 1;
-    for (size_t i = 0; i < sizeof(env_other) / sizeof(env_other[0]); i++)
-        if (!strcmp(env_other[i].name, name))
+    for (size_t i = 0; i < sizeof(env_other) / sizeof(env_other[0]); i++) {
+        const char *o = env_other[i].name;
+        size_t n = strlen(o);
+        if (n && o[n - 1] == '*' ? !strncmp(o, name, n - 1) : !strcmp(o, name))
             return 1;
+    }
     return 0;
 }
 
@@ -1620,6 +1664,49 @@ static int resolve_master(ec_config_t *cfg, ec_error_t *err)
     return 0;
 }
 
+/* What a failed process does (--elastic_level), as the launcher the user
+ * came from: Paddle's default (-1) stops at the first failure and exits with
+ * the process's code; fault tolerance (restarts, then the node leaves and
+ * exits --fixed_failure_exit or --node_failure_exit) is on when asked for:
+ * --elastic_level=0|1, or a knob that only means something with it
+ * (--max_restart, --np=MIN:MAX with MIN < MAX, either failure exit code).
+ * `ecoord torchrun` sets torchrun's policy afterwards (ec_torchrun_apply). */
+static void resolve_failure_policy(ec_config_t *cfg)
+{
+    const ec_source_t *lv = &cfg->src[EC_K_ELASTIC_LEVEL];
+    const char *asked = NULL;
+    if (cfg->src[EC_K_MAX_RESTART].kind != EC_SRC_DEFAULT)
+        asked = "--max_restart";
+    else if (cfg->np.min < cfg->np.max)
+        asked = "--np=MIN:MAX";
+    else if (cfg->src[EC_K_FIXED_FAILURE_EXIT].kind != EC_SRC_DEFAULT)
+        asked = "--fixed_failure_exit";
+    else if (cfg->src[EC_K_NODE_FAILURE_EXIT].kind != EC_SRC_DEFAULT)
+        asked = "--node_failure_exit";
+    if (lv->kind == EC_SRC_DEFAULT) {
+        cfg->fail_fast = asked == NULL;
+        if (asked) {
+            cfg->elastic_level = 1;
+            cfg->src[EC_K_ELASTIC_LEVEL].name = asked[2] == 'n' && asked[3] == 'p'
+                                                    ? "fault tolerance: --np=MIN:MAX"
+                                                    : "fault tolerance asked for";
+        }
+    } else {
+        cfg->fail_fast = cfg->elastic_level < 0;
+        if (cfg->fail_fast && asked && cfg->src[EC_K_MAX_RESTART].kind != EC_SRC_DEFAULT)
+            warnf(cfg, "--max_restart=%d has no effect with %s%s=-1: the first failure stops "
+                       "the job; pass --elastic_level=1 to restart",
+                  cfg->max_restart, lv->kind == EC_SRC_FLAG ? "--" : "",
+                  lv->name ? lv->name : "elastic_level");
+    }
+    if (cfg->src[EC_K_MAX_RESTART].kind == EC_SRC_DEFAULT && cfg->elastic_level <= 0) {
+        cfg->max_restart = 0;
+        cfg->src[EC_K_MAX_RESTART].name = cfg->elastic_level < 0
+                                              ? "--elastic_level=-1: stop at the first failure"
+                                              : "--elastic_level=0: a failed node leaves";
+    }
+}
+
 /* Defaults that depend on other knobs or on the machine, and warnings. */
 static int resolve(ec_config_t *cfg, ec_getenv_fn env, void *env_arg, ec_error_t *err)
 {
@@ -1677,16 +1764,8 @@ static int resolve(ec_config_t *cfg, ec_getenv_fn env, void *env_arg, ec_error_t
         cfg->node_id = s;
         cfg->src[EC_K_NODE_ID].name = "host name";
     }
-    if ((cfg->cmd & knobs[EC_K_ELASTIC_LEVEL].cmds) &&
-        cfg->src[EC_K_ELASTIC_LEVEL].kind != EC_SRC_DEFAULT)
-        warnf(cfg, "%s%s=%d has no effect in ecoord (accepted for Paddle compatibility): a "
-                   "lost node is always replaced or dropped within --nnodes=MIN:MAX (MIN = "
-                   "MAX waits for a replacement) and a failed process restarted up to "
-                   "--max_restart times",
-              cfg->src[EC_K_ELASTIC_LEVEL].kind == EC_SRC_FLAG ? "--" : "",
-              cfg->src[EC_K_ELASTIC_LEVEL].name ? cfg->src[EC_K_ELASTIC_LEVEL].name
-                                                : "elastic_level",
-              cfg->elastic_level);
+    if (cfg->cmd & knobs[EC_K_ELASTIC_LEVEL].cmds)
+        resolve_failure_policy(cfg);
     if (cfg->src[EC_K_JOB_ID].kind == EC_SRC_DEFAULT)
         warnf(cfg, "no --job_id: using '%s'; two jobs on one etcd with the same id join each "
                    "other; pass --job_id=NAME",
@@ -2004,6 +2083,13 @@ char *ec_config_help(const char *subcommand)
             }
         }
         fprintf(f, "\n  -h, --help\n      this text.\n");
+        if (cmd == EC_CMD_LAUNCH) {
+            fprintf(f, "\nexit codes:\n");
+            for (size_t i = 0; i < sizeof(exit_codes) / sizeof(exit_codes[0]); i++) {
+                fprintf(f, "  %s\n", exit_codes[i].code);
+                wrap(f, exit_codes[i].why, 6, 79);
+            }
+        }
         fprintf(f, "\nenvironment read besides the aliases above:\n");
         for (size_t i = 0; i < sizeof(env_other) / sizeof(env_other[0]); i++) {
             fprintf(f, "  %s\n", env_other[i].name);

@@ -197,8 +197,13 @@ typedef struct ec_config {
     char *run_mode;              /* "collective" (Paddle's flag; nothing else is accepted) */
     char *role;                  /* torchrun's ROLE_NAME */
     ec_range_t np;               /* nodes: min..max; min == max: fixed size */
-    int elastic_level;           /* Paddle's -1|0|1: accepted, ignored (warning) */
-    int max_restart;
+    int elastic_level;           /* Paddle's -1|0|1; resolved: 1 when fault tolerance was
+                                  * asked for by another knob (--max_restart, an --np
+                                  * range, a failure exit code) */
+    int max_restart;             /* resolved: 0 when elastic_level <= 0 unless given */
+    int fail_fast;               /* resolved: elastic_level -1: the first failure stops
+                                  * the node, fails the job, and the agent exits with
+                                  * the failed process's code */
     int fixed_failure_exit;      /* exit code of a node leaving a fixed-size job failed */
     int node_failure_exit;       /* exit code of a node leaving an elastic job failed */
     int epoch_chunk_members;     /* an epoch of more members is split (the leader's) */
@@ -256,6 +261,30 @@ typedef struct ec_config {
      * PROGRAM runs under the interpreter whatever its name unless
      * --no_python, as torchrun runs it.  0 after a parse. */
     int prog_always_python;
+    /* Not knobs either: set by `ecoord torchrun` (ec_torchrun_apply) where
+     * torchrun behaves otherwise than Paddle's launcher.  All 0 after a
+     * parse. */
+    struct {
+        int on;              /* torchrun's interpreter (one that imports torch),
+                              * console and files (coord/agent/procs.h) */
+        char redirects[128]; /* -r/--redirects as given: "0".."3" or "LR:V,..." */
+        char tee[128];       /* -t/--tee, the same form */
+        char ranks_filter[128]; /* --local_ranks_filter: "0,1"; "": every rank */
+        char run_id[130];    /* --rdzv_id: its --log_dir subdirectory's prefix */
+        /* The etcd this node serves to the job's other nodes (torchrun's
+         * static and c10d rendezvous, where one node hosts the store):
+         * 0 none; 1 this node serves it (static, node_rank 0); 2 it does
+         * if serve_host names this machine and serve_port is free, else it
+         * is a client of the node that does (c10d).  The others reach it
+         * as elastic_server serve_host:serve_port. */
+        int serve;
+        char serve_host[256];
+        int serve_port;
+        int static_rdzv;     /* torchrun's static rendezvous (--node_rank, fixed
+                              * --nnodes): node_rank is this node's M_id in
+                              * the first epoch */
+        int node_rank;
+    } torchrun;
 
     /* Things worth telling the user that are not errors (the default job id
      * may collide, an environment alias was overridden...).  The library

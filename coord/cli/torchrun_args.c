@@ -13,7 +13,8 @@
 typedef enum {
     T_NNODES, T_NPROC, T_BACKEND, T_ENDPOINT, T_ID, T_CONF, T_STANDALONE, T_MAX_RESTARTS,
     T_MONITOR, T_START_METHOD, T_ROLE, T_MODULE, T_NO_PYTHON, T_RUN_PATH, T_LOG_DIR,
-    T_REDIRECTS, T_TEE, T_LOCAL_ADDR, T_NODE_RANK, T_MASTER_ADDR, T_MASTER_PORT, T__COUNT
+    T_REDIRECTS, T_TEE, T_LOCAL_ADDR, T_NODE_RANK, T_MASTER_ADDR, T_MASTER_PORT,
+    T_LOCAL_RANKS_FILTER, T__COUNT
 } tflag_t;
 
 static const struct {
@@ -44,10 +45,14 @@ static const struct {
     {T_NODE_RANK, "node_rank", 0, 0, "this node's rank"},
     {T_MASTER_ADDR, "master_addr", 0, 0, "static rendezvous address"},
     {T_MASTER_PORT, "master_port", 0, 0, "static rendezvous port"},
+    {T_LOCAL_RANKS_FILTER, "local_ranks_filter", 0, 0, "the local ranks the console shows"},
 };
 #define NTFLAGS (sizeof(tflags) / sizeof(tflags[0]))
 
 #define ETCD_DEFAULT_PORT "2379" /* torch's etcd rendezvous assumes it too */
+#define C10D_DEFAULT_PORT 29400  /* torch's c10d rendezvous endpoint without a port */
+#define MASTER_ADDR_DEFAULT "127.0.0.1" /* torchrun's --master_addr default */
+#define MASTER_PORT_DEFAULT 29500       /* and --master_port's */
 
 typedef struct {
     char **v;
@@ -160,11 +165,12 @@ static int std_streams_ok(const char *v)
 typedef struct {
     const char *val[T__COUNT]; /* the last value given; booleans "1" */
     const char *as[T__COUNT];  /* how it was typed, for messages */
+    char env_as[T__COUNT][96]; /* "PET_NNODES=2": a value from the environment */
 } seen_t;
 
 /* --rdzv_conf=k=v,k=v: the keys ecoord has a knob for, into b. */
-static int rdzv_conf(const char *conf, vec_t *b, const char **protocol, ec_torchrun_t *t,
-                     ec_error_t *err)
+static int rdzv_conf(const char *conf, vec_t *b, const char **protocol, int *is_host,
+                     ec_torchrun_t *t, ec_error_t *err)
 {
     char item[512];
     for (const char *p = conf; p && *p;) {
@@ -199,6 +205,14 @@ static int rdzv_conf(const char *conf, vec_t *b, const char **protocol, ec_torch
             push(b, "--etcd_cert=%s", v);
         } else if (!strcmp(k, "key")) {
             push(b, "--etcd_key=%s", v);
+        } else if (!strcmp(k, "is_host")) {
+            /* c10d: whether this node hosts the store (here: the etcd) */
+            if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"))
+                *is_host = 1;
+            else if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no"))
+                *is_host = 0;
+            else
+                return ec_errorf(err, EC_EINVAL, "--rdzv_conf is_host=%s: write true or false", v);
         } else if (!strcmp(k, "protocol")) {
             if (strcasecmp(v, "http") && strcasecmp(v, "https"))
                 return ec_errorf(err, EC_EINVAL,
@@ -238,8 +252,87 @@ static long nnodes_max(const char *v)
     return positive_int(c ? c + 1 : v, &x) == 0 ? x : 0;
 }
 
+/* The MIN of "MIN:MAX": -1 when not a count. */
+static int positive_int_prefix(const char *v, long *out)
+{
+    char buf[32];
+    const char *c = strchr(v, ':');
+    size_t n = c ? (size_t)(c - v) : strlen(v);
+    if (n == 0 || n >= sizeof(buf))
+        return -1;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return positive_int(buf, out);
+}
+
+/* HOST[:PORT] as torch parses a rendezvous endpoint ([v6]:port too, the
+ * last ':' separating the port); port def_port when left out, -1 when not
+ * a port number.  host into buf. */
+static int split_endpoint(const char *ep, int def_port, char *buf, size_t len)
+{
+    const char *colon = NULL;
+    if (ep[0] == '[') {
+        const char *close = strchr(ep, ']');
+        if (close && close[1] == ':')
+            colon = close + 1;
+    } else {
+        colon = strrchr(ep, ':');
+    }
+    size_t hl = colon ? (size_t)(colon - ep) : strlen(ep);
+    if (hl >= 2 && ep[0] == '[' && ep[hl - 1] == ']') { /* [::1] -> ::1 */
+        snprintf(buf, len, "%.*s", (int)(hl - 2), ep + 1);
+    } else {
+        snprintf(buf, len, "%.*s", (int)hl, ep);
+    }
+    if (!colon)
+        return def_port;
+    long port;
+    if (positive_int(colon + 1, &port) < 0 || port > 65535)
+        return -1;
+    return (int)port;
+}
+
+/* torchrun reads PET_<FLAG> for each flag not on its command line (torch's
+ * argparse_util: env and check_env): the same here, the flag winning.  An
+ * empty variable counts as unset, as everywhere in ecoord; a boolean is an
+ * integer, non-zero for true, as torchrun's int() reads it. */
+static int apply_pet(seen_t *s, ec_getenv_fn env, void *env_arg, ec_error_t *err)
+{
+    if (!env)
+        return 0;
+    for (size_t i = 0; i < NTFLAGS; i++) {
+        tflag_t id = tflags[i].id;
+        if (s->val[id])
+            continue;
+        char name[64];
+        size_t n = (size_t)snprintf(name, sizeof(name), "PET_%s", tflags[i].name);
+        for (size_t j = 4; j < n && j < sizeof(name); j++)
+            name[j] = (char)toupper((unsigned char)name[j]);
+        const char *v = env(name, env_arg);
+        if (!v || !*v)
+            continue;
+        snprintf(s->env_as[id], sizeof(s->env_as[id]), "%s=%.60s", name, v);
+        s->as[id] = s->env_as[id];
+        if (tflags[i].boolean) {
+            long x;
+            char *end;
+            errno = 0;
+            x = strtol(v, &end, 10);
+            if (errno || end == v || *end)
+                return ec_errorf(err, EC_EINVAL, "%s: torchrun reads %s as an integer (0: off, "
+                                                 "anything else: on); write %s=1 or unset it",
+                                 s->as[id], name, name);
+            if (x)
+                s->val[id] = "1";
+            continue;
+        }
+        s->val[id] = v;
+    }
+    return 0;
+}
+
 static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host,
-                     ec_torchrun_t *t, vec_t *b, ec_error_t *err)
+                     ec_getenv_fn env, void *env_arg, ec_torchrun_t *t, vec_t *b, ec_error_t *err)
 {
     seen_t s = {0};
     vec_t own = {0}; /* ecoord's own flags, passed through as typed */
@@ -324,25 +417,8 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
         goto out;
     }
 
-    /* refused, with why */
-    if (s.val[T_NODE_RANK]) {
-        rc = ec_errorf(err, EC_EINVAL,
-                       "--node_rank=%s is not accepted: the leader assigns node ranks (GROUP_RANK) "
-                       "in the order nodes join and renumbers them when nodes come and go; drop "
-                       "--node_rank and start every node with the same command",
-                       s.val[T_NODE_RANK]);
+    if ((rc = apply_pet(&s, env, env_arg, err)))
         goto out;
-    }
-    if (s.val[T_MASTER_ADDR] || s.val[T_MASTER_PORT]) {
-        rc = ec_errorf(err, EC_EINVAL,
-                       "%s is not accepted: it belongs to torchrun's static rendezvous, where one "
-                       "node hosts a store; ecoord coordinates through etcd (and gives rank 0's "
-                       "store address to the processes as MASTER_ADDR/MASTER_PORT itself): pass "
-                       "--rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on every node, or "
-                       "--standalone for one node",
-                       s.as[s.val[T_MASTER_ADDR] ? T_MASTER_ADDR : T_MASTER_PORT]);
-        goto out;
-    }
     if (s.val[T_RUN_PATH] && s.val[T_NO_PYTHON]) {
         rc = ec_errorf(err, EC_EINVAL, "--run_path and --no_python contradict each other (torchrun "
                                        "refuses them together too): drop one");
@@ -354,25 +430,44 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
     const char *ep = s.val[T_ENDPOINT];
     long maxn = s.val[T_NNODES] ? nnodes_max(s.val[T_NNODES]) : 1;
     const char *protocol = NULL;
+    int is_host = -1;
     vec_t conf = {0};
-    if (s.val[T_CONF] && (rc = rdzv_conf(s.val[T_CONF], &conf, &protocol, t, err)))
+    if (s.val[T_CONF] && (rc = rdzv_conf(s.val[T_CONF], &conf, &protocol, &is_host, t, err)))
         goto conf_out;
     int etcd = !strcmp(backend, "etcd") || !strcmp(backend, "etcd-v2") ||
                !strcmp(backend, "etcd_v2") || !strcmp(backend, "etcd-v3");
-    if (!etcd && strcmp(backend, "c10d") && strcmp(backend, "static")) {
+    int c10d = !strcmp(backend, "c10d");
+    int is_static = !strcmp(backend, "static");
+    if (!etcd && !c10d && !is_static) {
         rc = ec_errorf(err, EC_EINVAL,
                        "--rdzv_backend=%s: ecoord coordinates through etcd; write "
-                       "--rdzv_backend=etcd (etcd-v2, etcd-v3 and c10d are accepted too)",
+                       "--rdzv_backend=etcd (etcd-v2, etcd-v3, c10d and static are accepted too)",
                        backend);
         goto conf_out;
+    }
+    /* torchrun uses --node_rank and --master_addr/--master_port only for
+     * its static rendezvous without an endpoint (run.py) */
+    if (!is_static || s.val[T_STANDALONE]) {
+        for (int k = T_NODE_RANK; k <= T_MASTER_PORT; k++)
+            if (s.val[k])
+                warn(t, "%s is ignored, as torchrun ignores it: it belongs to the static "
+                        "rendezvous (--rdzv_backend=static, torchrun's default); with %s the "
+                        "leader assigns node ranks in the order nodes join",
+                     s.as[k], s.val[T_STANDALONE] ? "--standalone" : "this backend");
+    } else if (ep) {
+        for (int k = T_MASTER_ADDR; k <= T_MASTER_PORT; k++)
+            if (s.val[k])
+                warn(t, "%s is ignored, as torchrun ignores it: --rdzv_endpoint=%s names the "
+                        "static rendezvous's store", s.as[k], ep);
     }
     if (s.val[T_STANDALONE]) {
         if (maxn > 1) {
             rc = ec_errorf(err, EC_EINVAL,
                            "--standalone runs a single-node job (ecoord starts an etcd of its "
                            "own on loopback) but --nnodes=%s asks for more; drop --standalone "
-                           "and pass --rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on every "
-                           "node",
+                           "and pass --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT (HOST one of "
+                           "the nodes) or --rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on "
+                           "every node",
                            s.val[T_NNODES]);
             goto conf_out;
         }
@@ -390,24 +485,127 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
             goto conf_out;
         }
         push_endpoint(b, ep, protocol);
-    } else if (ep) {
-        rc = ec_errorf(err, EC_EINVAL,
-                       "--rdzv_endpoint=%s with --rdzv_backend=%s is a store one node hosts; "
-                       "ecoord coordinates through etcd instead: start etcd (deploy/local/etcd.sh) "
-                       "and pass --rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on every "
-                       "node, or --standalone for a single node",
-                       ep, backend);
-        goto conf_out;
-    } else if (maxn > 1) {
-        rc = ec_errorf(err, EC_EINVAL,
-                       "--nnodes=%s: nodes meet in an etcd every node names; pass "
-                       "--rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 (start one with "
-                       "deploy/local/etcd.sh), or --standalone for a single node",
-                       s.val[T_NNODES]);
-        goto conf_out;
+    } else if (c10d || is_static) {
+        /* One node hosts the store the others meet at (c10d: the one the
+         * endpoint names; static: node_rank 0, at --master_addr:
+         * --master_port): ecoord's store is etcd, so that node serves an
+         * etcd of its own there and every node, itself included, uses it
+         * as --elastic_server. */
+        int given = ep || (is_static && (s.val[T_NODE_RANK] || s.val[T_MASTER_ADDR] ||
+                                         s.val[T_MASTER_PORT]));
+        if (!given && maxn <= 1) {
+            /* one node and no address: an etcd of this node's own on a
+             * free loopback port (torchrun would take 127.0.0.1:29500,
+             * where two such jobs on one machine collide) */
+            if (s.val[T_ID])
+                push(b, "--job_id=%s", s.val[T_ID]);
+            else
+                push(b, "--job_id=standalone");
+            goto rdzv_done;
+        }
+        if (c10d && !ep) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--nnodes=%s with --rdzv_backend=c10d: the nodes meet at the node "
+                           "--rdzv_endpoint names; pass --rdzv_endpoint=HOST:PORT (HOST one of "
+                           "the nodes, the same on every node), or --standalone for one node",
+                           s.val[T_NNODES]);
+            goto conf_out;
+        }
+        char ep_host[256], where[300];
+        int port;
+        if (ep) {
+            port = split_endpoint(ep, c10d ? C10D_DEFAULT_PORT : -2, ep_host, sizeof(ep_host));
+            snprintf(where, sizeof(where), "%s", s.as[T_ENDPOINT]);
+            if (port == -2) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "%s: the static rendezvous needs a port; write "
+                               "--rdzv_endpoint=HOST:PORT, as torchrun does",
+                               where);
+                goto conf_out;
+            }
+        } else {
+            snprintf(ep_host, sizeof(ep_host), "%s",
+                     s.val[T_MASTER_ADDR] ? s.val[T_MASTER_ADDR] : MASTER_ADDR_DEFAULT);
+            if (ep_host[0] == '[' && ep_host[strlen(ep_host) - 1] == ']') { /* [::1] */
+                memmove(ep_host, ep_host + 1, strlen(ep_host));
+                ep_host[strlen(ep_host) - 1] = '\0';
+            }
+            long p = MASTER_PORT_DEFAULT;
+            if (s.val[T_MASTER_PORT] && (positive_int(s.val[T_MASTER_PORT], &p) < 0 || p > 65535))
+                p = -1;
+            port = (int)p;
+            snprintf(where, sizeof(where), "%s", s.val[T_MASTER_PORT] ? s.as[T_MASTER_PORT]
+                                                                        : "--master_port");
+        }
+        if (port < 0 || !ep_host[0]) {
+            rc = ec_errorf(err, EC_EINVAL, "%s: write HOST:PORT, a port from 1 to 65535", where);
+            goto conf_out;
+        }
+        if (port == 0) {
+            if (maxn > 1) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "%s: port 0 (a free port) works for one node only; give the "
+                               "port the other nodes reach, e.g. HOST:29400",
+                               where);
+                goto conf_out;
+            }
+            push(b, "--job_id=%s", s.val[T_ID] ? s.val[T_ID] : "none");
+            goto rdzv_done;
+        }
+        if (is_static) {
+            /* a fixed set of nodes, each told its place */
+            const char *nn = s.val[T_NNODES] ? s.val[T_NNODES] : "1";
+            long nmin = 0;
+            if (strchr(nn, ':') &&
+                (positive_int_prefix(nn, &nmin) < 0 || nmin != maxn)) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "--nnodes=%s with the static rendezvous (--node_rank, "
+                               "--master_addr): its size is fixed; write --nnodes=N, or for an "
+                               "elastic job --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
+                               nn, ep_host, port);
+                goto conf_out;
+            }
+            if (maxn > 1 && !s.val[T_NODE_RANK]) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "--nnodes=%ld with the static rendezvous (torchrun's default "
+                               "backend): each node needs its --node_rank, 0 to %ld, node 0 on "
+                               "the machine --master_addr names (%s:%d); or let the nodes meet "
+                               "in any order with --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
+                               maxn, maxn - 1, ep_host, port, ep_host, port);
+                goto conf_out;
+            }
+            long rank = 0;
+            if (s.val[T_NODE_RANK] && positive_int(s.val[T_NODE_RANK], &rank) < 0) {
+                rc = ec_errorf(err, EC_EINVAL, "%s: write a node rank from 0 to --nnodes - 1",
+                               s.as[T_NODE_RANK]);
+                goto conf_out;
+            }
+            if (rank >= maxn) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "%s but --nnodes=%ld: node ranks go from 0 to %ld; number the "
+                               "nodes 0 to N-1, node_rank 0 on the node --master_addr names",
+                               s.as[T_NODE_RANK], maxn, maxn - 1);
+                goto conf_out;
+            }
+            t->static_rdzv = 1;
+            t->node_rank = (int)rank;
+            t->serve = rank == 0 ? 1 : 0;
+        } else {
+            t->serve = is_host < 0 ? 2 : is_host;
+        }
+        snprintf(t->serve_host, sizeof(t->serve_host), "%s", ep_host);
+        t->serve_port = port;
+        /* the node that serves it reaches it on loopback; the others here */
+        if (t->serve != 1)
+            push(b, "--elastic_server=%s%s%s:%d", strchr(ep_host, ':') ? "[" : "", ep_host,
+                 strchr(ep_host, ':') ? "]" : "", port);
+        /* the etcd is the job's own: torchrun's default run id is safe */
+        push(b, "--job_id=%s", s.val[T_ID] ? s.val[T_ID] : "none");
+        goto rdzv_done;
     }
     if (s.val[T_ID] && !s.val[T_STANDALONE])
         push(b, "--job_id=%s", s.val[T_ID]);
+rdzv_done:
     for (int i = 0; i < conf.n; i++)
         push(b, "%s", conf.v[i]);
 
@@ -477,20 +675,31 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
                 "(fork and exec)",
              m);
     }
+    /* which streams of which local ranks go to files and the console, as
+     * torchrun's -r/-t say (coord/agent/procs.h does it) */
     for (int k = T_REDIRECTS; k <= T_TEE; k++)
         if (s.val[k]) {
-            if (!std_streams_ok(s.val[k])) {
+            if (!std_streams_ok(s.val[k]) || strlen(s.val[k]) >= sizeof(t->tee)) {
                 rc = ec_errorf(err, EC_EINVAL,
                                "%s: write 0 (none), 1 (stdout), 2 (stderr), 3 (both), or "
                                "LOCAL_RANK:N pairs such as 0:1,1:2",
                                s.as[k]);
                 goto conf_out;
             }
-            if (strcmp(s.val[k], "0") != 0) /* 0, torchrun's default, is what ecoord does */
-                warn(t, "--%s=%s is ignored: ecoord always writes each process's stdout and "
-                        "stderr to log_dir/workerlog.N and copies local rank 0's to the console",
-                     tflags[k].name, s.val[k]);
+            snprintf(k == T_TEE ? t->tee : t->redirects, sizeof(t->tee), "%s", s.val[k]);
         }
+    if (s.val[T_LOCAL_RANKS_FILTER]) {
+        const char *v = s.val[T_LOCAL_RANKS_FILTER];
+        if (strspn(v, "0123456789,") != strlen(v) || !strpbrk(v, "0123456789") ||
+            strlen(v) >= sizeof(t->ranks_filter)) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "%s: write the local ranks the console shows, comma separated, e.g. "
+                           "--local_ranks_filter=0,1",
+                           s.as[T_LOCAL_RANKS_FILTER]);
+            goto conf_out;
+        }
+        snprintf(t->ranks_filter, sizeof(t->ranks_filter), "%s", v);
+    }
     if (s.val[T_RUN_PATH] && !s.val[T_MODULE])
         warn(t, "--run_path: the script runs under the interpreter as with torchrun's default "
                 "(python3 -u SCRIPT), not through runpy");
@@ -515,12 +724,12 @@ out:
 }
 
 int ec_torchrun_translate(int argc, char *const *argv, const ec_torchrun_host_t *host,
-                          ec_torchrun_t *out, ec_error_t *err)
+                          ec_getenv_fn env, void *env_arg, ec_torchrun_t *out, ec_error_t *err)
 {
     memset(out, 0, sizeof(*out));
     vec_t b = {0};
     ec_torchrun_host_t none = {0, 0};
-    int rc = translate(argc, argv, host ? host : &none, out, &b, err);
+    int rc = translate(argc, argv, host ? host : &none, env, env_arg, out, &b, err);
     if (rc) {
         for (int i = 0; i < b.n; i++)
             free(b.v[i]);
@@ -540,7 +749,11 @@ int ec_torchrun_translate(int argc, char *const *argv, const ec_torchrun_host_t 
 int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                       ec_error_t *err)
 {
-    /* torchrun restarts nothing unless told; ecoord's launch default is 3 */
+    /* torchrun's failure policy, not Paddle's: a failed process group is
+     * restarted --max_restarts times (0 unless told), then this node's agent
+     * exits 1 and the others go on or wait, as each torchrun agent decides
+     * for itself; the job is not failed by the first failure. */
+    cfg->fail_fast = 0;
     if (!t->max_restarts_set && cfg->src[EC_K_MAX_RESTART].kind == EC_SRC_DEFAULT) {
         cfg->max_restart = 0;
         cfg->src[EC_K_MAX_RESTART].name = "torchrun's --max_restarts";
@@ -550,8 +763,32 @@ int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env
         cfg->join_timeout_ms = 600000;
         cfg->src[EC_K_JOIN_TIMEOUT].name = "torchrun's join_timeout";
     }
-    /* torchrun puts the interpreter before any script unless --no_python */
+    /* torchrun puts the interpreter before any script unless --no_python,
+     * its own, which imports torch (coord/agent/program.h) */
     cfg->prog_always_python = 1;
+    cfg->torchrun.on = 1;
+    snprintf(cfg->torchrun.redirects, sizeof(cfg->torchrun.redirects), "%s", t->redirects);
+    snprintf(cfg->torchrun.tee, sizeof(cfg->torchrun.tee), "%s", t->tee);
+    snprintf(cfg->torchrun.ranks_filter, sizeof(cfg->torchrun.ranks_filter), "%s",
+             t->ranks_filter);
+    /* torchrun's run id is --rdzv_id (a uuid with --standalone): the job id */
+    snprintf(cfg->torchrun.run_id, sizeof(cfg->torchrun.run_id), "%s", cfg->job_id);
+    cfg->torchrun.serve = t->serve;
+    snprintf(cfg->torchrun.serve_host, sizeof(cfg->torchrun.serve_host), "%s", t->serve_host);
+    cfg->torchrun.serve_port = t->serve_port;
+    cfg->torchrun.static_rdzv = t->static_rdzv;
+    cfg->torchrun.node_rank = t->node_rank;
+    /* torchrun writes no files unless --log_dir names where (then under
+     * <log_dir>/<rdzv_id>_XXXXXXXX/attempt_<n>/<local_rank>/), nothing in
+     * the working directory: no Paddle-style ./log */
+    if (cfg->src[EC_K_LOG_DIR].kind == EC_SRC_DEFAULT) {
+        char *none_dir = strdup("");
+        if (!none_dir)
+            return ec_errorf(err, EC_ENOMEM, "out of memory");
+        free(cfg->log_dir);
+        cfg->log_dir = none_dir;
+        cfg->src[EC_K_LOG_DIR].name = "torchrun's: none";
+    }
     /* a failed torchrun exits 1, whatever the job's size */
     if (cfg->src[EC_K_FIXED_FAILURE_EXIT].kind == EC_SRC_DEFAULT) {
         cfg->fixed_failure_exit = 1;
@@ -586,35 +823,50 @@ char *ec_torchrun_help(void)
         "\n"
         "Run a torchrun command line with ecoord as the agent: change `torchrun` (or\n"
         "`python -m torch.distributed.run`) to `ecoord torchrun`. Flags are spelled in\n"
-        "full (never abbreviated); dashes and underscores are the same. SCRIPT runs as\n"
-        "python3 -u SCRIPT, as torchrun runs it (ECOORD_PYTHON or --python picks the\n"
-        "interpreter); --no_python runs it as given.\n"
+        "full (never abbreviated); dashes and underscores are the same; each flag not\n"
+        "given is read from PET_<FLAG> (PET_NNODES, PET_NODE_RANK, ...), as torchrun\n"
+        "reads them. SCRIPT runs as PYTHON -u SCRIPT, as torchrun runs it with its own\n"
+        "interpreter: PYTHON is --python (ECOORD_PYTHON) when given, else the first\n"
+        "python3 on PATH that imports torch; --no_python runs it as given.\n"
         "\n"
         "torchrun flag                    ecoord\n"
         "  --nnodes=N|MIN:MAX               --np\n"
         "  --nproc_per_node=N|gpu|cpu|auto  --nproc_per_node (gpu: GPUs shown, cpu: CPUs)\n"
-        "  --rdzv_backend=etcd|etcd-v2|etcd-v3|c10d|static\n"
-        "                                   etcd coordination; c10d and static only\n"
-        "                                   without an endpoint (one node)\n"
+        "  --rdzv_backend=etcd|etcd-v2|etcd-v3\n"
         "  --rdzv_endpoint=HOST[:PORT]      --elastic_server (an etcd; port 2379 if left out)\n"
+        "  --rdzv_backend=c10d --rdzv_endpoint=HOST[:PORT]\n"
+        "                                   the node that owns HOST serves an etcd at\n"
+        "                                   HOST:PORT (29400 if left out) and every node\n"
+        "                                   uses it (rdzv_conf is_host=1|0 decides too)\n"
+        "  --node_rank=K --master_addr=A --master_port=P (static, torchrun's default)\n"
+        "                                   node_rank 0 serves an etcd at A:P (defaults\n"
+        "                                   127.0.0.1:29500), every node uses it; K is\n"
+        "                                   the node's place (GROUP_RANK) in the first\n"
+        "                                   epoch; --nnodes fixed\n"
         "  --rdzv_id=ID                     --job_id\n"
         "  --rdzv_conf=K=V,...              last_call_timeout: --elastic_timeout;\n"
         "                                   join_timeout, timeout: --join_timeout\n"
         "                                   (600 s when not given, as torchrun's);\n"
         "                                   cacert, cert, key, protocol: etcd TLS;\n"
-        "                                   other keys ignored with a warning\n"
+        "                                   is_host: c10d; other keys ignored with a warning\n"
         "  --standalone                     an etcd of this node's own (one node)\n"
-        "  --max_restarts=N                 --max_restart (default 0, as torchrun's)\n"
-        "  --role=NAME                      --role (ROLE_NAME)\n"
-        "  --log_dir=DIR                    --log_dir (workerlog.N, error.N.json)\n"
+        "  --max_restarts=N                 --max_restart (default 0, as torchrun's: a\n"
+        "                                   failure ends this node's run, exit 1)\n"
+        "  --role=NAME                      --role (ROLE_NAME, the prefix of --tee's lines)\n"
+        "  --log_dir=DIR                    DIR/RUN_ID_XXXXXX/attempt_N/LOCAL_RANK/\n"
+        "                                   {stdout,stderr}.log, error.json, as torchrun's;\n"
+        "                                   none without it (nothing in the working dir)\n"
+        "  -r, --redirects=0|1|2|3|LR:N,... streams into those files instead of the console\n"
+        "  -t, --tee=0|1|2|3|LR:N,...       into the files and the console, each line after\n"
+        "                                   [ROLE<LOCAL_RANK>]:; without either, every rank\n"
+        "                                   writes to the console as is (stderr to stderr)\n"
+        "  --local_ranks_filter=0,1         only these local ranks on the console\n"
         "  --local_addr=ADDR                --host\n"
         "  -m, --module                     --module\n"
         "  --no_python                      --no_python\n"
         "  --run_path                       accepted (the script runs under python3)\n"
-        "  --monitor_interval, --start_method, -r/--redirects, -t/--tee\n"
+        "  --monitor_interval, --start_method\n"
         "                                   accepted, no effect (a warning says why)\n"
-        "  --node_rank                      refused: the leader assigns node ranks\n"
-        "  --master_addr, --master_port     refused: static rendezvous; use etcd\n"
         "\n"
         "Any other flag is ecoord's own (ecoord launch --help).\n",
         f);

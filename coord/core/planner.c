@@ -80,6 +80,7 @@ bool ec_plan_node_equiv(const ec_plan_node_t *a, const ec_plan_node_t *b)
         return false;
     return a->nproc == b->nproc && a->incarnation == b->incarnation &&
            a->create_revision == b->create_revision && a->booting == b->booting &&
+           a->place == b->place &&
            state_class(a->state) == state_class(b->state);
 }
 
@@ -191,11 +192,14 @@ static size_t idtab_get(const idtab_t *t, const char *id, uint64_t h)
 
 typedef enum { MEM_ALIVE, MEM_RESTARTED, MEM_DEPARTED } mem_status_t;
 
-/* Registration order: create revision, then id for equal revisions. */
+/* Registration order: a node's place first (nodes with one before those
+ * without, by place), then create revision, then id for equal revisions. */
 static int regorder_cmp(const void *a, const void *b, void *arg)
 {
     const ec_plan_node_t *nodes = arg;
     const ec_plan_node_t *x = &nodes[*(const size_t *)a], *y = &nodes[*(const size_t *)b];
+    if (x->place != y->place)
+        return !y->place || (x->place && x->place < y->place) ? -1 : 1;
     if (x->create_revision != y->create_revision)
         return x->create_revision < y->create_revision ? -1 : 1;
     return strcmp(x->node_id, y->node_id);
@@ -816,6 +820,21 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         ec_strbuf_printf(&why, "every member of epoch %" PRIu64 " failed: ", in->epoch.number);
         sb_members_with(&why, &p, MEM_DEPARTED, 0);
         ec_strbuf_printf(&why, "; see their logs and failure records");
+        set_wait(d, EC_PLAN_FAIL, 0);
+    } else if (p.cfg->fail_fast && p.n_failed > 0) {
+        /* 2b. fault tolerance off: one member's failure ends the job */
+        size_t shown = 0;
+        for (size_t m = 0; m < p.n_mem; m++) {
+            size_t i = p.mem_node[m];
+            if (i == SIZE_MAX || in->nodes[i].state != EC_NODE_FAILED || shown >= NAMES_MAX)
+                continue;
+            ec_strbuf_printf(&why, "%s%s", shown++ ? ", " : "", member_name(&p, m));
+        }
+        ec_strbuf_printf(&why, " of epoch %" PRIu64 " failed and the job runs without fault "
+                               "tolerance (--elastic_level=-1): every node stops; see the "
+                               "failure records, or restart failed processes with "
+                               "--max_restart or --elastic_level=1",
+                         in->epoch.number);
         set_wait(d, EC_PLAN_FAIL, 0);
     } else if (p.n_mem > (size_t)p.cfg->np_max) {
         /* 3. another agent wrote this epoch with a larger --np */

@@ -12,10 +12,11 @@
  * The rules, in the order they are applied (ec_plan() below has the details):
  *   1. invalid configuration                       -> FAIL
  *   2. every member of the current epoch failed     -> FAIL
+ *   2b. fault tolerance off (config.fail_fast) and a member failed -> FAIL
  *   3. the current epoch has more than np_max members -> FAIL (agents disagree
  *      on --np)
  *   4. no epoch yet: start with the first np_max eligible nodes in
- *      registration order at once; with np_min <= n < np_max once the
+ *      registration order (placed nodes first, by place) at once; with np_min <= n < np_max once the
  *      eligible set has been stable for elastic_timeout_ms; below np_min wait
  *   5. every member's record says done                -> COMPLETE; a
  *      member that is done while others still run stays a member
@@ -85,6 +86,9 @@ typedef struct ec_plan_config {
      * long; after that they go on without it.  <= 0: no limit (the node's
      * own agent gives up on its boot: --join_ready_timeout). */
     int64_t join_ready_timeout_ms;
+    /* Fault tolerance off (--elastic_level=-1): a member whose record says
+     * failed fails the job at once (rule 2b) instead of being replaced. */
+    bool fail_fast;
 } ec_plan_config_t;
 
 /* One registered node (nodes/<node_id>).  Borrowed by the planner. */
@@ -104,6 +108,10 @@ typedef struct ec_plan_node {
      * not part of the record, so never a reason to plan again: the
      * WAIT_UNTIL of a wait for it says when); < 0: counted as 0. */
     int64_t booting_ms;
+    /* torchrun's static rendezvous: the node's --node_rank + 1 (0: none).
+     * Placed nodes come before the others, in place order, wherever
+     * registration order decides (the first epoch's M_ids, joiners). */
+    uint32_t place;
 } ec_plan_node_t;
 
 /* One member of the current epoch; its index in the array is its M_id. */

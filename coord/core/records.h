@@ -162,6 +162,8 @@ typedef struct ec_node_rec {
     uint64_t epoch_seen;    /* highest epoch number this agent has seen (0: none) */
     ec_node_progress_t progress; /* seq 0: none */
     ec_node_boot_t boot;    /* phase 0: none (not gated) */
+    uint32_t place;         /* static rendezvous: node_rank + 1 (its M_id in the first
+                             * epoch, planner.h); 0: none */
 } ec_node_rec_t;
 
 /* A zeroed record with room for nproc ports and ndevices device ids (NULL

@@ -358,7 +358,8 @@ START_TEST(defaults_for_launch)
     ck_assert_int_eq(cfg.np.min, 1);
     ck_assert_int_eq(cfg.np.max, 1);
     ck_assert_int_eq(cfg.elastic_level, -1);
-    ck_assert_int_eq(cfg.max_restart, 3);
+    ck_assert_int_eq(cfg.max_restart, 0); /* Paddle's: stop at the first failure */
+    ck_assert_int_eq(cfg.fail_fast, 1);
     ck_assert_int_eq(cfg.elastic_timeout_ms, 30000);
     ck_assert_int_eq(cfg.replace_wait_ms, 0);
     ck_assert_int_eq(cfg.rebuild, EC_REBUILD_RESTART);
@@ -1002,7 +1003,8 @@ START_TEST(paddle_launcher_env_aliases_apply)
     ck_assert_int_eq(cfg.nproc_per_node, 2);
     ck_assert_int_eq(cfg.start_port, 6070);
     ck_assert_int_eq(cfg.elastic_level, 1);
-    ck_assert(has_warning("PADDLE_ELASTIC_LEVEL=1 has no effect"));
+    ck_assert_int_eq(cfg.fail_fast, 0); /* fault tolerance, as that launcher's level 1 */
+    ck_assert_int_eq(cfg.max_restart, 3);
 }
 END_TEST
 
@@ -1016,33 +1018,79 @@ START_TEST(help_flag_stops_parsing)
 }
 END_TEST
 
-/* --elastic_level is Paddle's, kept so Paddle command lines work; ecoord
- * has one failure behaviour, so --help must not describe three, and setting
- * it says that it does nothing and what ecoord does instead. */
-START_TEST(elastic_level_is_accepted_but_says_it_has_no_effect)
+/* A failed process does what it does under the launcher the user came
+ * from: Paddle's default (--elastic_level=-1) stops at the first failure
+ * and exits with the process's code; fault tolerance (restarts, then the
+ * node leaves with 101 or --node_failure_exit) is on only when asked for,
+ * by --elastic_level 0|1 or by a knob that means nothing without it. */
+START_TEST(a_failure_stops_the_job_unless_fault_tolerance_is_asked_for)
 {
+    OK("launch", NOENV, "--nproc_per_node=2", "prog");
+    ck_assert_int_eq(cfg.fail_fast, 1);
+    ck_assert_int_eq(cfg.max_restart, 0);
+    ck_assert_int_eq(cfg.elastic_level, -1);
+    HAS(dump_line("max_restart"), "--elastic_level=-1");
+    ck_assert(!has_warning("elastic_level"));
+    /* each way of asking for fault tolerance */
+    static char asks[][2][32] = {{"--max_restart=2", "2"},          {"--elastic_level=1", "3"},
+                                 {"--np=1:3", "3"},                 {"--fixed_failure_exit=142", "3"},
+                                 {"--node_failure_exit=101", "3"}, {"--elastic_level=0", "0"}};
+    for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+        OK("launch", NOENV, asks[i][0], "prog");
+        ck_assert_msg(cfg.fail_fast == 0, "%s left fault tolerance off", asks[i][0]);
+        ck_assert_msg(cfg.max_restart == atoi(asks[i][1]), "%s: --max_restart=%d, want %s",
+                      asks[i][0], cfg.max_restart, asks[i][1]);
+        ck_assert_msg(cfg.elastic_level >= 0, "%s: elastic_level %d", asks[i][0],
+                      cfg.elastic_level);
+    }
+    /* the environment asks as the flags do */
+    OK("launch", ENV("PADDLE_MAX_RESTART=5"), "prog");
+    ck_assert_int_eq(cfg.fail_fast, 0);
+    ck_assert_int_eq(cfg.max_restart, 5);
+    OK("launch", ENV("ECOORD_ELASTIC_LEVEL=0"), "prog");
+    ck_assert_int_eq(cfg.fail_fast, 0);
+    ck_assert_int_eq(cfg.max_restart, 0);
+    /* an explicit -1 wins over the others, and says what it makes of them */
+    OK("launch", NOENV, "--elastic_level=-1", "--np=2:4", "prog");
+    ck_assert_int_eq(cfg.fail_fast, 1);
+    ck_assert_int_eq(cfg.max_restart, 0);
+    OK("launch", NOENV, "--elastic_level=-1", "--max_restart=3", "prog");
+    ck_assert_int_eq(cfg.fail_fast, 1);
+    ck_assert(has_warning("--max_restart=3 has no effect with --elastic_level=-1"));
+    /* --help says what each level does, and nothing about being ignored */
     char *h = ec_config_help("launch");
     char *at = strstr(h, "--elastic_level=");
     ck_assert_ptr_nonnull(at);
     char *next = strstr(at + 1, "\n  --");
     if (next)
         *next = '\0'; /* this knob's entry only */
-    HAS(at, "ignored");
-    HASNT(at, "fault tolerance off");
-    HASNT(at, "hold until it returns");
-    HASNT(at, "rebuild inside the job");
+    HASNT(at, "ignored");
+    HAS(at, "the first failure");
+    HAS(at, "process's exit code");
     free(h);
-    OK("launch", NOENV, "--elastic_level=1", "prog");
-    ck_assert_int_eq(cfg.elastic_level, 1);
-    ck_assert_msg(has_warning("--elastic_level=1 has no effect"), "no warning for "
-                  "--elastic_level=1 (%d warnings)", cfg.nwarnings);
-    ck_assert(has_warning("--nnodes=MIN:MAX"));
-    ck_assert(has_warning("--max_restart"));
-    OK("launch", ENV("ECOORD_ELASTIC_LEVEL=0"), "prog");
-    ck_assert(has_warning("ECOORD_ELASTIC_LEVEL=0 has no effect"));
-    OK("launch", NOENV, "prog");
-    ck_assert(!has_warning("elastic_level"));
     FAILS(EC_EINVAL, "launch", NOENV, "--elastic_level=2", "prog"); /* still Paddle's values */
+    /* status and check have no failure policy */
+    OK("status", NOENV);
+    ck_assert_int_eq(cfg.fail_fast, 0);
+}
+END_TEST
+
+/* Every code the agent exits with is in `ecoord launch --help`. */
+START_TEST(help_lists_every_exit_code)
+{
+    char *h = ec_config_help("launch");
+    char *at = strstr(h, "\nexit codes:\n");
+    ck_assert_msg(at, "no exit code section in ecoord launch --help");
+    const char *codes[] = {"\n  0\n", "\n  1\n", "\n  2\n", "\n  101\n", "\n  CODE\n",
+                           "\n  128+N\n"};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        ck_assert_msg(strstr(at, codes[i]), "exit code %s missing", codes[i] + 3);
+    HAS(at, "--elastic_level=-1");
+    HAS(at, "--fixed_failure_exit");
+    free(h);
+    h = ec_config_help("status");
+    HASNT(h, "exit codes:");
+    free(h);
 }
 END_TEST
 
@@ -1146,7 +1194,9 @@ START_TEST(dump_hides_password_and_marks_sources)
         HASNT(cfg.warnings[i], SECRET);
     /* only this subcommand's knobs */
     ck_assert_str_eq(dump_line("watch"), "");
-    ck_assert_str_eq(dump_line("elastic_level"), "elastic_level: -1 (source: default)");
+    /* --nnodes=2:4 is an elastic job: fault tolerance on */
+    ck_assert_str_eq(dump_line("elastic_level"),
+                     "elastic_level: 1 (source: default: fault tolerance: --np=MIN:MAX)");
 
     /* the one line the console prints (the dump is at debug level): what
      * was set and where from, never the password, and how to see the rest */
@@ -1401,7 +1451,8 @@ static Suite *suite(void)
     tcase_add_test(tc, paddle_launcher_env_aliases_apply);
     tcase_add_test(tc, help_flag_stops_parsing);
     tcase_add_test(tc, help_mentions_every_knob_of_its_subcommand);
-    tcase_add_test(tc, elastic_level_is_accepted_but_says_it_has_no_effect);
+    tcase_add_test(tc, a_failure_stops_the_job_unless_fault_tolerance_is_asked_for);
+    tcase_add_test(tc, help_lists_every_exit_code);
     tcase_add_test(tc, password_never_on_command_line);
     tcase_add_test(tc, dump_hides_password_and_marks_sources);
     tcase_add_test(tc, auth_and_tls_pairs);

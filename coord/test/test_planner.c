@@ -246,14 +246,14 @@ START_TEST(invalid_config_fails)
         ec_plan_config_t c;
         const char *needle;
     } cases[] = {
-        {{0, 4, 2, 0, 0, 0}, "np_min=0"},
-        {{-1, 4, 2, 0, 0, 0}, "np_min=-1"},
-        {{3, 2, 2, 0, 0, 0}, "np_min=3 > np_max=2"},
-        {{1, 2, 0, 0, 0, 0}, "nproc=0"},
-        {{1, 2, -3, 0, 0, 0}, "nproc=-3"},
-        {{1, 2, 2, -1, 0, 0}, "elastic_timeout_ms=-1"},
-        {{1, 2, 2, 0, -1, 0}, "replace_wait_ms=-1"},
-        {{1, 70000, 70000, 0, 0, 0}, "ranks"},
+        {{0, 4, 2, 0, 0, 0, false}, "np_min=0"},
+        {{-1, 4, 2, 0, 0, 0, false}, "np_min=-1"},
+        {{3, 2, 2, 0, 0, 0, false}, "np_min=3 > np_max=2"},
+        {{1, 2, 0, 0, 0, 0, false}, "nproc=0"},
+        {{1, 2, -3, 0, 0, 0, false}, "nproc=-3"},
+        {{1, 2, 2, -1, 0, 0, false}, "elastic_timeout_ms=-1"},
+        {{1, 2, 2, 0, -1, 0, false}, "replace_wait_ms=-1"},
+        {{1, 70000, 70000, 0, 0, 0, false}, "ranks"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         F.in.config = cases[i].c;
@@ -287,6 +287,33 @@ START_TEST(all_members_failed_fails)
                      "failure records");
     /* Even with a standby (n4) available: the job's processes all failed. */
     ck_assert_uint_eq(F.d->n_departed, 3);
+}
+END_TEST
+
+/* Fault tolerance off (--elastic_level=-1): one member's failure fails the
+ * job at once, whatever standbys or survivors there are; a member that only
+ * vanished or left is still replaced as usual. */
+START_TEST(one_failed_member_fails_the_job_without_fault_tolerance)
+{
+    fx_cfg(2, 2, 2, 0, 0);
+    F.in.config.fail_fast = true;
+    fx_adds("n1", "n2", "n3", NULL);
+    fx_epoch(2, "n1", "n2", NULL);
+    fx_find("n2")->state = EC_NODE_FAILED;
+    fx_plan();
+    expect_fail("n2 of epoch 2 failed and the job runs without fault tolerance");
+    ck_assert_has(F.d->why, "--max_restart");
+    /* a lost member is no failure: the standby takes its place */
+    fx_find("n2")->state = EC_NODE_READY;
+    fx_drop("n2");
+    fx_plan();
+    ck_assert_int_eq(F.d->action, EC_PLAN_PUBLISH);
+    /* with fault tolerance on, the same failure is replaced */
+    fx_adds("n2", NULL);
+    fx_find("n2")->state = EC_NODE_FAILED;
+    F.in.config.fail_fast = false;
+    fx_plan();
+    ck_assert_int_eq(F.d->action, EC_PLAN_PUBLISH);
 }
 END_TEST
 
@@ -430,6 +457,32 @@ START_TEST(start_at_max_publishes_at_once_in_registration_order)
     ck_assert_int_eq(F.d->world_size, 12);
     ck_assert_str_eq(F.d->why, "3 nodes: a, b, c");
     ck_assert_str_eq(F.d->log, "+epoch 1 world=12 nodes=3 reason=start: 3 nodes: a, b, c");
+}
+END_TEST
+
+/* torchrun's static rendezvous: each node says its place (--node_rank + 1)
+ * and the first epoch's M_ids follow it, whatever order the nodes
+ * registered in; nodes without a place come after, in registration order. */
+START_TEST(placed_nodes_take_their_node_rank_in_the_first_epoch)
+{
+    fx_cfg(3, 3, 2, 30000, 0);
+    fx_adds("c", "a", "b", NULL); /* registered c, a, b */
+    fx_find("c")->place = 3;
+    fx_find("a")->place = 2;
+    fx_find("b")->place = 1;
+    fx_plan();
+    expect_publish(EC_REASON_START, "b,a,c");
+    /* a node without a place after the placed ones */
+    fx_setup();
+    fx_cfg(3, 3, 2, 30000, 0);
+    fx_adds("x", "y", "z", NULL);
+    fx_find("z")->place = 1;
+    fx_plan();
+    expect_publish(EC_REASON_START, "z,x,y");
+    /* a place is part of what the planner reads: a changed one is no equivalent record */
+    ec_plan_node_t p1 = *fx_find("z"), p2 = p1;
+    p2.place = 2;
+    ck_assert(!ec_plan_node_equiv(&p1, &p2));
 }
 END_TEST
 
@@ -1566,7 +1619,7 @@ START_TEST(simulated_caller_converges)
         int min = 1 + (int)rndn(&r, 4);
         rc.in.config = (ec_plan_config_t){min, min + (int)rndn(&r, 5), 1 + (int)rndn(&r, 4),
                                           (int64_t)rndn(&r, 3) * 500, (int64_t)rndn(&r, 3) * 500,
-                                          (int64_t)rndn(&r, 3) * 300};
+                                          (int64_t)rndn(&r, 3) * 300, false};
         rc.in.epoch.members = rc.mem;
         int64_t now = 0, t_change = 0, t_missing = -1, rev = 0;
         uint64_t fp = ec_plan_fingerprint(&rc.in.config, rc.nodes, 0);
@@ -1578,7 +1631,7 @@ START_TEST(simulated_caller_converges)
                 boot_since[rc.in.n_nodes] = now;
                 rc.nodes[rc.in.n_nodes++] = (ec_plan_node_t){
                     ids[next_id++], (uint32_t)rc.in.config.nproc, 1, ++rev, EC_NODE_JOINING,
-                    rndn(&r, 3) == 0, 0};
+                    rndn(&r, 3) == 0, 0, 0};
             } else if (op == 3 && rc.in.n_nodes) {
                 size_t i = rndn(&r, rc.in.n_nodes);
                 if (rndn(&r, 2) && rc.in.n_left < R_MAX)
@@ -1852,12 +1905,12 @@ START_TEST(large_cluster_promotes_in_place)
     static char ids[4096][16];
     for (size_t i = 0; i < 4096; i++) {
         snprintf(ids[i], sizeof(ids[i]), "host-%04zu", 4095 - i);
-        nodes[i] = (ec_plan_node_t){ids[i], 8, 1, (int64_t)i + 1, EC_NODE_READY, false, 0};
+        nodes[i] = (ec_plan_node_t){ids[i], 8, 1, (int64_t)i + 1, EC_NODE_READY, false, 0, 0};
     }
     for (size_t m = 0; m < 4000; m++)
         mem[m] = (ec_plan_member_t){ids[m], 1};
     ec_plan_input_t in = EC_PLAN_INPUT_INIT;
-    in.config = (ec_plan_config_t){1000, 4000, 8, 30000, 30000, 0};
+    in.config = (ec_plan_config_t){1000, 4000, 8, 30000, 30000, 0, false};
     in.nodes = nodes;
     in.n_nodes = 4096;
     in.epoch = (ec_plan_epoch_t){12, mem, 4000};
@@ -1883,6 +1936,7 @@ static Suite *suite(void)
     tcase_add_test(tc, names_of_reasons_and_actions);
     tcase_add_test(tc, invalid_config_fails);
     tcase_add_test(tc, all_members_failed_fails);
+    tcase_add_test(tc, one_failed_member_fails_the_job_without_fault_tolerance);
     tcase_add_test(tc, failed_plus_vanished_is_not_all_failed);
     tcase_add_test(tc, epoch_larger_than_np_max_fails);
     tcase_add_test(tc, malformed_input_is_einval);
@@ -1890,6 +1944,7 @@ static Suite *suite(void)
     tcase_add_test(tc, empty_cluster_waits);
     tcase_add_test(tc, start_below_min_waits_indefinitely);
     tcase_add_test(tc, start_at_max_publishes_at_once_in_registration_order);
+    tcase_add_test(tc, placed_nodes_take_their_node_rank_in_the_first_epoch);
     tcase_add_test(tc, start_beyond_max_keeps_standbys);
     tcase_add_test(tc, start_between_min_and_max_waits_elastic_timeout);
     tcase_add_test(tc, start_with_zero_elastic_timeout_is_immediate);

@@ -66,7 +66,7 @@ static void build(int s, size_t n, char (*ids)[64], ec_plan_node_t *nodes,
                                     .replace_wait_ms = 0};
     for (size_t i = 0; i < n; i++) {
         snprintf(ids[i], 64, "trainer-%05zu.rack%02zu.example.internal", i, i % 64);
-        nodes[i] = (ec_plan_node_t){ids[i], NPROC, 1, (int64_t)(1000 + i), EC_NODE_READY, false, 0};
+        nodes[i] = (ec_plan_node_t){ids[i], NPROC, 1, (int64_t)(1000 + i), EC_NODE_READY, false, 0, 0};
     }
     size_t n_mem = 0;
     switch (s) {

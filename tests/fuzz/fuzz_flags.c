@@ -83,7 +83,7 @@ static void torchrun(int argc, char **argv, env_t *env)
     static const ec_torchrun_host_t host = {.ngpus = 2, .ncpus = 4};
     ec_torchrun_t t;
     ec_error_t err = {0};
-    int rc = ec_torchrun_translate(argc, argv, &host, &t, &err);
+    int rc = ec_torchrun_translate(argc, argv, &host, fuzz_env, env, &t, &err);
     if (rc < 0) {
         FUZZ_CHECK((rc == EC_EINVAL || rc == EC_ENOMEM) && err.code == rc && err.msg[0],
                    "translate returned %d with message '%s'", rc, err.msg);
