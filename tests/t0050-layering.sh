@@ -1,5 +1,5 @@
 #!/bin/sh
-# Rule checked: the layers of the house (README, "Layout") hold.
+# Rule checked: the layers of the house (docs/how-it-works.md, "Layout") hold.
 #   coord/util < coord/etcd < coord/core < coord/cli < coord/agent
 #     < coord/check, coord/status < coord/main.c
 # 1. Every `#include "x.h"` in coord/ and worker/ names a header of the

@@ -1922,7 +1922,7 @@ static void rebuild_to(gpu_member_t *m, uint64_t epoch)
  * epoch; the same members again are a full init; each says so in the log
  * and in the epoch's timing record.  Runs the NCCL backend against
  * tests/stub/cuda_stub.c, a fake CUDA and NCCL: the library's flow, not
- * NCCL's behaviour (README, "Rebuild cost at scale": what a GPU run must
+ * NCCL's behaviour (docs/worker-api.md, "Rebuild cost at scale": what a GPU run must
  * confirm).  One node, N = 4, 3, 2, 1, 1. */
 START_TEST(nccl_shrinks_an_epoch_that_only_removes_ranks)
 {

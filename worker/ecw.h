@@ -219,7 +219,7 @@ typedef struct ecw_options {
      * CUDA directory configure found.  A directory: only from there (an
      * already loaded NCCL still wins: two in one process would clash). */
     const char *cuda_libdir;    /* ECOORD_WORKER_CUDA_LIBDIR */
-    /* NCCL: how each epoch's communicator is built (README, "Rebuild cost").
+    /* NCCL: how each epoch's communicator is built (docs/worker-api.md, "Rebuild cost at scale").
      * "auto" (NULL): ncclCommShrink of the previous one when the epoch only
      * removes ranks and it is healthy, else a full init; "shrink": also
      * shrink one that failed (NCCL_SHRINK_ABORT); "init": always a full

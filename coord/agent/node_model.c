@@ -239,7 +239,7 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
          * agent's epoch transaction compares exactly that create revision,
          * so the leadership held the key when it was written; the read at
          * the epoch's revision would tell no more (a tool copying the
-         * current leadership passes both: README, "What is not done").
+         * current leadership passes both: docs/not-done.md).
          * Applied now instead of after the other stream's event (or, when
          * that event does not come, after EC_VERIFY_GRACE_MS and a read). */
         ec_leadership_t cur = {.create_rev = n->leader_create_rev, .id = n->leader_id};

@@ -3,7 +3,7 @@
  * (coord/agent/env.c) that the worker library (worker/options.c) and the
  * Python package (through it) read.  One name each, written here once;
  * both sides use these macros, never the string.  What each means is in
- * worker/options.c's table (the reader's side) and README, "Environment of
+ * worker/options.c's table (the reader's side) and docs/user-guide.md, "Environment of
  * each process".
  *
  * The variables Paddle and torch programs read (PADDLE_TRAINER_ID, RANK,

@@ -1,5 +1,5 @@
 /* What every process ecoord forks does first, and what its parent does
- * around the fork.  The rule (README, "Ground rules"): every fork resets
+ * around the fork.  The rule (docs/user-guide.md, "Process trees and the janitor"): every fork resets
  * signal dispositions before exec, because an ignored signal survives exec
  * and a handler of ours means nothing in the child.
  *

@@ -70,7 +70,7 @@
  *                 the leader planned meanwhile (ec_node_plans).
  *   progress wave every live simulated node writes its record again with a
  *                 new progress summary, as each agent's progress sampler
- *                 does on a change (README "Hangs and stragglers"): the
+ *                 does on a change (docs/user-guide.md, "Hangs and stragglers"): the
  *                 leader runs its hang policy (hang_timeout 300 s, as
  *                 --hang_timeout=auto for programs that report progress,
  *                 and an on_progress callback, as the agent's metrics) and

@@ -17,7 +17,7 @@
 # What it does: user root without a password (certificate login only) and
 # `auth enable`; role ecoord-job-JOB with readwrite on the key range
 # PREFIX/JOB/ (everything ecoord keeps for the job: `--etcd_prefix` and
-# `--job_id`, see README "How it works"); user ecoord-job-JOB with that role
+# `--job_id`, see docs/how-it-works.md); user ecoord-job-JOB with that role
 # and the password in PASSWORD_FILE (the job's pods read it from
 # ECOORD_ETCD_PASSWORD_FILE).  Nothing else is granted: a job cannot read or
 # write another job's keys, nor anything outside its range.
