@@ -1503,7 +1503,10 @@ int ec_cmd_launch(const ec_config_t *cfg)
     ec_log(EC_LOG_INFO, "this node publishes host %s (interface %s)", a.host,
            a.ifname[0] ? a.ifname : "unknown");
     if (!*cfg->host && cfg->np.max > 1 && (!strncmp(a.host, "127.", 4) || !strcmp(a.host, "::1")))
-        ec_log(EC_LOG_WARN, "this node's address %s is loopback: nodes on other machines cannot "
+        /* INFO, not WARN: every node on one host (a first try, a test) is
+         * an ordinary path; it is the one line to read when another machine's
+         * node cannot connect. */
+        ec_log(EC_LOG_INFO, "this node's address %s is loopback: nodes on other machines cannot "
                             "reach its processes; pass --host=ADDR (torchrun's --local_addr) "
                             "unless every node runs on this machine", a.host);
     /* N ports for the ranks, one for a torch-style master store, one where
