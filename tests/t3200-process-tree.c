@@ -610,11 +610,30 @@ static piped_t start_piped(const char *id, const char *script)
     return a;
 }
 
+/* A pipe nobody reads is full when its writer can put no more in it.  The
+ * bytes held then can be well below its capacity: the kernel gives each
+ * write's pages slots of their own and merges into a half-used page only a
+ * write whose remainder fits (58-62 KiB of 64 seen), so "full" here is more
+ * than half the capacity held and no byte added for a second. */
+typedef struct {
+    int fd;
+    int last;         /* bytes held at the last look, -1 before */
+    int64_t since_ms; /* since when it has held them */
+} fill_t;
+
 static bool pipe_full(void *arg)
 {
-    int fd = *(int *)arg, avail = 0;
-    int cap = fcntl(fd, F_GETPIPE_SZ);
-    return ioctl(fd, FIONREAD, &avail) == 0 && cap > 0 && avail >= cap - 4096;
+    fill_t *f = arg;
+    int avail = 0, cap = fcntl(f->fd, F_GETPIPE_SZ);
+    if (ioctl(f->fd, FIONREAD, &avail) != 0 || cap <= 0 || avail < cap / 2)
+        return false;
+    int64_t now = ec_test_now_ms();
+    if (avail != f->last) {
+        f->last = avail;
+        f->since_ms = now;
+        return false;
+    }
+    return now - f->since_ms >= 1000;
 }
 
 typedef struct {
@@ -683,7 +702,8 @@ START_TEST(full_console_pipe_does_not_block_coordination)
     ck_assert_str_eq(ep->leader_id, ag[lead].id);
     uint64_t first = ep->number;
     ec_epoch_free(ep);
-    ck_assert_msg(ec_test_wait(pipe_full, &ag[lead].rd, 15000), "the leader's stdout never filled");
+    fill_t lf = {ag[lead].rd, -1, 0};
+    ck_assert_msg(ec_test_wait(pipe_full, &lf, 15000), "the leader's stdout never filled");
     /* the other node dies whole: agent and processes */
     pid_t prog_pid = read_pid(dump_path(ag[other].id, 0, (int)first));
     int64_t t_kill = ec_test_now_ms();
@@ -747,8 +767,9 @@ START_TEST(torchrun_console_of_every_rank_never_blocks_the_agent)
     pids[npids++] = pid;
     close(out[1]);
     close(err[1]);
-    ck_assert_msg(ec_test_wait(pipe_full, &out[0], 15000), "the agent's stdout never filled");
-    ck_assert_msg(ec_test_wait(pipe_full, &err[0], 15000), "the agent's stderr never filled");
+    fill_t of = {out[0], -1, 0}, ef = {err[0], -1, 0};
+    ck_assert_msg(ec_test_wait(pipe_full, &of, 15000), "the agent's stdout never filled");
+    ck_assert_msg(ec_test_wait(pipe_full, &ef, 15000), "the agent's stderr never filled");
     /* 400000 lines, nobody reading: the job still completes */
     ck_assert_int_eq(ec_test_reap(pid, 30000), 0);
     close(out[0]);
