@@ -1760,6 +1760,75 @@ START_TEST(members_refuse_a_backend_other_than_rank_0s)
 }
 END_TEST
 
+/* A member waits for rank 0's first word of the build (the backend it runs)
+ * no longer than a connect (timeout_ms), not the whole rebuild: a rank 0
+ * that never comes (its node died as the epoch came out) is given up on and
+ * reported like a peer that never published its address, whatever rank the
+ * waiting process holds. */
+typedef struct {
+    gpu_member_t m;
+    int timeout_ms;
+} timed_member_t;
+
+static void *timed_init_thread(void *arg)
+{
+    timed_member_t *t = arg;
+    ecw_options_t o = gpu_opts(&t->m);
+    o.timeout_ms = t->timeout_ms;
+    o.suspect_after_ms = 120000; /* no early probe: the connect's bound alone */
+    o.rebuild_timeout_ms = 120000;
+    t->m.rc = ecw_init(&o, &t->m.w, &t->m.err);
+    return NULL;
+}
+
+static bool build_1_failed(void *arg)
+{
+    logbuf_t *b = arg;
+    pthread_mutex_lock(&b->mu);
+    bool yes = strstr(b->text, "building epoch 1 failed") != NULL;
+    pthread_mutex_unlock(&b->mu);
+    return yes;
+}
+
+START_TEST(a_member_waits_for_rank_0_no_longer_than_a_connect)
+{
+    publish_epoch("jr0gone", 1, 2, EC_REASON_START);
+    logbuf_t log = {PTHREAD_MUTEX_INITIALIZER, ""};
+    /* rank 1 alone: rank 0's process never starts */
+    int tmo = (int)ec_test_ms(2000);
+    timed_member_t r1 = {{.job = "jr0gone", .libdir = no_cuda_dir(), .lr = 1,
+                          .backend = ECW_BACKEND_GLOO, .log = &log},
+                         tmo};
+    int64_t t0 = ec_test_now_ms();
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, timed_init_thread, &r1), 0);
+    /* the rebuild's own bound is 120 s */
+    bool failed = ec_test_wait(build_1_failed, &log, 10000);
+    int64_t took = ec_test_now_ms() - t0;
+    if (!failed) {
+        publish_epoch("jr0gone", 2, 1, EC_REASON_RESTART); /* release it */
+        pthread_join(th, NULL);
+        ck_abort_msg("rank 1 still waited for rank 0 %" PRId64 " ms later (timeout_ms %d):\n%s",
+                     took, tmo, log.text);
+    }
+    printf("# rank 1 gave up on a rank 0 that never came after %" PRId64 " ms (timeout_ms %d)\n",
+           took, tmo);
+    ck_assert_msg(strstr(log.text, "rank 0 of epoch 1"), "%s", log.text);
+    /* the next epoch, with rank 0 there: both build it */
+    publish_epoch("jr0gone", 2, 2, EC_REASON_RESTART);
+    timed_member_t r0 = {{.job = "jr0gone", .libdir = no_cuda_dir(), .lr = 0,
+                          .backend = ECW_BACKEND_GLOO},
+                         tmo};
+    timed_init_thread(&r0);
+    pthread_join(th, NULL);
+    ck_assert_msg(r0.m.rc == 0 && r1.m.rc == 0, "rank 0: %s; rank 1: %s", r0.m.err.msg,
+                  r1.m.err.msg);
+    ck_assert_int_eq(ecw_epoch(r1.m.w), 2);
+    ecw_finalize(r0.m.w);
+    ecw_finalize(r1.m.w);
+}
+END_TEST
+
 /* ecw_iallreduce returns at once and ecw_wait keeps its deadline: with the
  * peer not there yet, a 50 ms wait returns ECW_WAIT_PENDING after 50 ms and
  * the request goes on; every other call on the handle is refused while it is
@@ -2345,6 +2414,7 @@ static Suite *suite(void)
     add_case(t, gloo_runs_where_cuda_libraries_cannot_be_loaded, false);
     add_case(t, auto_takes_the_nccl_already_loaded, false);
     add_case(t, members_refuse_a_backend_other_than_rank_0s, false);
+    add_case(t, a_member_waits_for_rank_0_no_longer_than_a_connect, false);
     add_case(t, iallreduce_waits_with_a_deadline_and_is_released_by_an_epoch, false);
     add_case(t, sync_state_interrupted_leaves_old_or_new_state_never_torn, false);
     add_case(t, none_backend_follows_epochs_and_claims_ranks, false);

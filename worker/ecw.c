@@ -315,6 +315,14 @@ static int agree_backend(ecw_t *w, const snap_t *s, int rank, int64_t deadline,
         return 0;
     }
     char got[16] = "";
+    /* Rank 0 says its backend first thing in its build: a rank 0 silent
+     * for a connect's bound (timeout_ms) is as gone as a peer that never
+     * publishes its address, and is given up on and reported the same way,
+     * not waited for to the end of the rebuild. */
+    int64_t connect_by = ec_mono_ms() + w->o.timeout_ms;
+    bool connect_bound = connect_by < deadline;
+    if (connect_bound)
+        deadline = connect_by;
     for (;;) {
         /* in slices, to give up as soon as the epoch is superseded */
         int64_t left = deadline - ec_mono_ms();
@@ -328,10 +336,15 @@ static int agree_backend(ecw_t *w, const snap_t *s, int rank, int64_t deadline,
             free(val);
             break;
         }
-        if (rc == EC_ETIMEDOUT && left <= 200)
+        if (rc == EC_ETIMEDOUT && left <= 200) {
+            if (connect_bound)
+                return ec_errorf(err, EC_ETIMEDOUT, "rank 0 of epoch %" PRIu64 " did not "
+                                 "publish its backend within %d ms (it has not started, or "
+                                 "died): wait for the next epoch", s->number, w->o.timeout_ms);
             return ec_errorf(err, EC_ETIMEDOUT, "rank 0 of epoch %" PRIu64 " did not publish "
                              "its backend by the rebuild deadline (it has not started, or died): "
                              "wait for the next epoch", s->number);
+        }
         if (rc != EC_ETIMEDOUT)
             return rc;
         if (atomic_load(&w->latest_num) > s->number || atomic_load(&w->finalizing))
