@@ -1683,7 +1683,7 @@ out:
     ec_progress_destroy(a.progress);
     ec_metrics_destroy(a.metrics); /* before the etcd client its prober uses */
     if (a.reserved)
-        ec_ports_release(a.resv, a.nproc + 2);
+        ec_ports_unlock(a.host, a.ports, a.resv, a.nproc + 2);
     if (a.embed && cfg->torchrun.serve) {
         /* the others read the job's end through our etcd: not before they did */
         int left = ec_serve_linger(a.c, cfg, cfg->lease_ttl_ms + 1000);

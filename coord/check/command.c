@@ -196,7 +196,7 @@ static void listener_stop(ck_t *x)
     x->listener = NULL;
     if (x->reserved) {
         ec_ports_release(x->fds, x->nfds);
-        ec_ports_release(x->locks, x->nfds);
+        ec_ports_unlock(x->self.host, x->ports, x->locks, x->nfds);
         x->reserved = false;
     }
 }

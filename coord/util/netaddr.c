@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <sys/file.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -76,22 +78,94 @@ int ec_route_addr(const char *host, int port, char *addr, size_t alen, char *ifn
 /* A port is ours while we hold an flock on <dir>/<addr>:<port>: agents on one
  * host skip each other's ports, the training processes can still bind them
  * (a bound socket would stop them), and the kernel drops the lock when the
- * agent dies.  The port must also be free to bind right now. */
+ * agent dies.  The port must also be free to bind right now.
+ *
+ * A lock file lives only while it is held: whoever unlinks one holds its
+ * lock (the agent releasing its port, or an agent reclaiming a file whose
+ * holder died), and whoever locks one checks afterwards that the path
+ * still names the file it locked (it may have locked a file just unlinked
+ * under it: then it tries again).  So two agents never both hold a port,
+ * and the directory holds only the live agents' ports. */
+static const char *ports_dir = "/tmp/ecoord-ports";
+
+void ec__ports_dir(const char *dir)
+{
+    ports_dir = dir ? dir : "/tmp/ecoord-ports";
+}
+
+static void lock_path(char *path, size_t len, const char *addr, int port)
+{
+    snprintf(path, len, "%s/%s:%d", ports_dir, addr, port);
+}
+
+/* Whether the locked fd is still the file at path. */
+static bool still_there(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 static int lock_port(const char *addr, int port)
 {
-    const char *dir = "/tmp/ecoord-ports";
-    if (mkdir(dir, 01777) == 0)
-        chmod(dir, 01777);
+    if (mkdir(ports_dir, 01777) == 0)
+        chmod(ports_dir, 01777);
     char path[512];
-    snprintf(path, sizeof(path), "%s/%s:%d", dir, addr, port);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return -1;
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        close(fd);
-        return -1;
+    lock_path(path, sizeof(path), addr, port);
+    for (int tries = 0; tries < 4; tries++) {
+        int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+        if (fd < 0)
+            return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            close(fd);
+            return -1;
+        }
+        if (still_there(fd, path))
+            return fd;
+        close(fd); /* unlinked by its releaser between our open and our lock */
     }
-    return fd;
+    return -1;
+}
+
+/* Remove our lock file of addr:port, then drop the lock. */
+static void unlock_port(const char *addr, int port, int fd)
+{
+    char path[512];
+    lock_path(path, sizeof(path), addr, port);
+    if (still_there(fd, path))
+        unlink(path);
+    close(fd);
+}
+
+/* Remove the lock files nobody holds (their agents died: the kernel dropped
+ * the locks, the files stayed).  Bounded: at most 65,536 entries and half a
+ * second per call; what is left waits for the next agent's start. */
+static void reclaim_stale(void)
+{
+    DIR *d = opendir(ports_dir);
+    if (!d)
+        return;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct dirent *e;
+    for (int k = 0; k < 65536 && (e = readdir(d)); k++) {
+        if (e->d_name[0] == '.' || !strchr(e->d_name, ':'))
+            continue;
+        if ((k & 255) == 255) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > 500)
+                break;
+        }
+        char path[768];
+        snprintf(path, sizeof(path), "%s/%s", ports_dir, e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && still_there(fd, path))
+            unlink(path);
+        close(fd);
+    }
+    closedir(d);
 }
 
 /* "a-b" or "a" appended to buf, from used on; returns the new used. */
@@ -203,6 +277,7 @@ int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, i
     uint16_t busy[64], held[64];
     int nbusy = 0, nheld = 0;
     int got = 0;
+    reclaim_stale();
     for (int port = lo; port <= hi && got < n; port++) {
         int lfd = lock_port(addr, port);
         if (lfd < 0) {
@@ -220,18 +295,30 @@ int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, i
         else
             s6->sin6_port = htons((uint16_t)port);
         int free_now = bind(fd, (struct sockaddr *)&ss, sl) == 0;
+        if (!free_now && errno == EADDRNOTAVAIL) {
+            /* every port would fail the same way: say why once */
+            close(fd);
+            unlock_port(addr, port, lfd);
+            ec_ports_unlock(addr, ports, fds, got);
+            return ec_errorf(err, EC_EINVAL,
+                             "--host %s is not an address of this machine (no interface has it); "
+                             "pass --host=ADDR of one of this machine's interfaces (ip -brief "
+                             "addr lists them), or leave --host out to use the one that routes "
+                             "to etcd",
+                             addr);
+        }
         close(fd);
         if (free_now) {
             ports[got] = (uint16_t)port;
             fds[got++] = lfd;
         } else {
-            close(lfd);
+            unlock_port(addr, port, lfd);
             if (nbusy < 64)
                 busy[nbusy++] = (uint16_t)port;
         }
     }
     if (got < n) {
-        ec_ports_release(fds, got);
+        ec_ports_unlock(addr, ports, fds, got);
         return ec_errorf(err, EC_EIO,
                          "only %d of the %d ports this node needs are free on %s in %d-%d; "
                          "widen --port_range or choose another --start_port",
@@ -274,3 +361,27 @@ void ec_ports_release(int *fds, int n)
         }
 }
 
+
+void ec_ports_unlock(const char *addr, const uint16_t *ports, int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) {
+            unlock_port(addr, ports[i], fds[i]);
+            fds[i] = -1;
+        }
+}
+
+int ec__test_bind(const char *addr, int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}

@@ -28,13 +28,23 @@ typedef struct ec_ports_note {
 
 /* Reserve n TCP ports on addr within [lo, hi] that are free now and not
  * reserved by another agent on this host (an flock on a file per port under
- * /tmp/ecoord-ports); fds[] hold the locks until ec_ports_release or exit.
+ * /tmp/ecoord-ports); fds[] hold the locks until ec_ports_unlock or exit.
+ * Lock files nobody holds (their agent died) are removed on the way.
  * Two agents on one host therefore never publish the same port, while the
  * training processes remain free to bind them.  note (may be NULL) gets what
  * to tell the user: ports skipped, ports in the ephemeral range. */
 int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, int *fds,
                      ec_ports_note_t *note, ec_error_t *err);
+/* Close fds[0..n) (any descriptors; set to -1). */
 void ec_ports_release(int *fds, int n);
+/* Give back ports ec_ports_reserve took on addr: their lock files are
+ * removed, then the locks dropped (fds[] set to -1). */
+void ec_ports_unlock(const char *addr, const uint16_t *ports, int *fds, int n);
+
+/* Tests: the directory of the lock files (NULL: the default,
+ * /tmp/ecoord-ports), and a listening TCP socket on addr:port (-1 if not). */
+void ec__ports_dir(const char *dir);
+int ec__test_bind(const char *addr, int port);
 
 /* The kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range:
  * an outgoing connection's local port comes from it) and its reserved list
