@@ -358,6 +358,40 @@ START_TEST(test_etcd_restarted_empty_reforms_the_job)
 }
 END_TEST
 
+/* An epoch numbered far above the one applied, even under the current
+ * leadership (a tool with write access copies it: only etcd's auth stops
+ * that), is refused when the job's history does not hold the numbers it
+ * skips: numbered UINT64_MAX it would stop the job from ever re-forming
+ * (no number above it).  The leader restores the last valid epoch and the
+ * job goes on re-forming above it. */
+START_TEST(test_epoch_that_skips_numbers_is_refused_unless_history_holds_them)
+{
+    char r[300];
+    root_of("jg", r, sizeof(r));
+    proc_t g1 = start_node("jg", "g1", 1, 2, 60000, 5);
+    proc_t g2 = start_node("jg", "g2", 1, 2, 60000, 5);
+    ec_epoch_t *ep = wait_epoch(r, 1, UINT64_MAX, 2, NULL, 10000);
+    uint64_t keep = ep->number;
+    int64_t lrev = 0;
+    char *leader = leader_of(r, &lrev);
+    ck_assert_str_eq(ep->leader_id, leader);
+    ck_assert_int_eq(ep->leader_rev, lrev);
+    ep->number = UINT64_MAX;
+    put_epoch(r, ep);
+    ec_epoch_free(ep);
+    assert_ignored(r, UINT64_MAX, keep, &g1, &g2);
+    ck_assert_msg(ec_test_file_contains(g1.log, "and the job's history holds neither it nor them") ||
+                      ec_test_file_contains(g2.log, "and the job's history holds neither it nor them"),
+                  "neither %s nor %s names the skipped numbers", g1.log, g2.log);
+    /* a member lost: the job re-forms above the restored epoch */
+    proc_t *other = strcmp(leader, "g1") ? &g1 : &g2;
+    const char *other_id = other == &g1 ? "g1" : "g2";
+    kill(other->pid, SIGKILL);
+    ec_epoch_free(wait_epoch(r, keep + 1, keep + 10, 1, other_id, 15000));
+    free(leader);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t2400-hostile-epochs");
@@ -367,6 +401,7 @@ static Suite *suite(void)
     ec_tcase_add(t, test_epoch_of_a_non_leader_is_ignored);
     ec_tcase_add(t, test_epoch_of_an_ended_leadership_is_checked_at_its_revision);
     ec_tcase_add(t, test_etcd_restarted_empty_reforms_the_job);
+    ec_tcase_add(t, test_epoch_that_skips_numbers_is_refused_unless_history_holds_them);
     suite_add_tcase(s, t);
     return s;
 }

@@ -110,6 +110,9 @@ struct ec_node {
     size_t verify_len;
     int64_t verify_rev;
     bool verify_pending;
+    /* the pending epoch skips numbers above this one, the model's own
+     * (0: it skips none): the loop reads the history before believing it */
+    uint64_t verify_gap;
     /* etcd's history going backwards (it lost its data): the highest
      * revision seen, and whether to compare it with etcd's now */
     int64_t max_rev;

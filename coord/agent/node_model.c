@@ -216,7 +216,10 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
         n->epoch_bad = true;
         return;
     }
-    note_seen(n, ep->number);
+    note_seen(n, ep->number); /* never reused, even refused (build_epoch) */
+    /* a number far above ours is believed only once the history shows
+     * the numbers it skips (ec__node_verify_epoch) */
+    uint64_t gap = n->epoch && ep->number > n->epoch->number + 1 ? n->epoch->number : 0;
     if (n->epoch && ep->number < n->epoch->number) {
         ec_log(EC_LOG_ERROR, "ignoring epoch %" PRIu64 " at %s: older than epoch %" PRIu64
                              " already seen (epoch numbers only increase; forged?)",
@@ -228,11 +231,11 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
     const ec_leadership_t *ls = NULL;
     int known = kv->mod_revision <= n->leader_through
                     ? ec_leader_log_at(&n->llog, kv->mod_revision, &ls) : -1;
-    if (known >= 0) {
+    if (known >= 0 && !gap) {
         judge_epoch(n, ep, kv, kv->mod_revision, ls);
         return;
     }
-    if (!n->model_wide && n->leader_create_rev > 0 && n->leader_id && ep->leader_id &&
+    if (!gap && !n->model_wide && n->leader_create_rev > 0 && n->leader_id && ep->leader_id &&
         ep->leader_rev == n->leader_create_rev && !strcmp(ep->leader_id, n->leader_id)) {
         /* A follower's epoch that came before the leader key's event of its
          * revision, written under the leadership this model holds now: an
@@ -261,6 +264,7 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
     n->verify_len = kv->value_len;
     n->verify_rev = kv->mod_revision;
     n->verify_pending = true;
+    n->verify_gap = gap;
     n->verify_since_ms = ec_mono_ms();
 }
 
@@ -268,8 +272,8 @@ static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
  * epoch waiting for it, if that covers its revision now (lock held). */
 static void resolve_pending(ec_node_t *n)
 {
-    if (!n->verify_pending || n->verify_rev > n->leader_through)
-        return;
+    if (!n->verify_pending || n->verify_gap || n->verify_rev > n->leader_through)
+        return; /* a gap needs the history: the loop reads it */
     const ec_leadership_t *ls = NULL;
     if (ec_leader_log_at(&n->llog, n->verify_rev, &ls) < 0)
         return; /* before the log: the loop reads it */
@@ -280,6 +284,59 @@ static void resolve_pending(ec_node_t *n)
     if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0)
         judge_epoch(n, ep, &kv, n->verify_rev, ls);
     n->dirty = true;
+}
+
+/* Whether the history key of epoch number exists (*in); false if it cannot
+ * be read. */
+static bool in_history(ec_node_t *n, uint64_t number, bool *in, ec_error_t *err)
+{
+    char key[EC_KEY_MAX];
+    ec_kv_t kv;
+    *in = false;
+    if (number == 0 || ec_key_epoch_history(&n->keys, number, key, sizeof(key)) < 0)
+        return true;
+    if (ec_etcd_get(n->c, key, &kv, in, NULL, err) < 0)
+        return false;
+    if (*in)
+        ec_kv_free(&kv);
+    return true;
+}
+
+/* The pending epoch (at rev) skips the numbers above last: refused, unless
+ * the history shows them (ec_epoch_gap_check); believed, it goes on to the
+ * leadership check.  false when the history cannot be read. */
+static bool verify_gap(ec_node_t *n, int64_t rev, uint64_t last, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    ec_epoch_t *ep = NULL;
+    bool ok = n->verify_pending && n->verify_rev == rev &&
+              ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0;
+    pthread_mutex_unlock(&n->lock);
+    if (!ok)
+        return true; /* superseded meanwhile */
+    bool self = false, prev = false, own = false;
+    if (!in_history(n, ep->number, &self, err) ||
+        (!self && !in_history(n, ep->number - 1, &prev, err)) ||
+        (!self && !prev && !in_history(n, last, &own, err))) {
+        ec_epoch_free(ep);
+        return false;
+    }
+    char why[768];
+    int rc = ec_epoch_gap_check(ep, last, self, prev, own, why, sizeof(why));
+    pthread_mutex_lock(&n->lock);
+    if (n->verify_pending && n->verify_rev == rev) {
+        if (rc < 0) {
+            ec_log(EC_LOG_ERROR, "%s", why);
+            n->verify_pending = false;
+            n->epoch_bad = true;
+            n->dirty = true;
+            pthread_cond_signal(&n->cond);
+        }
+        n->verify_gap = 0;
+    }
+    pthread_mutex_unlock(&n->lock);
+    ec_epoch_free(ep);
+    return true;
 }
 
 bool ec__node_verify_epoch(ec_node_t *n)
@@ -294,7 +351,7 @@ bool ec__node_verify_epoch(ec_node_t *n)
      * only an epoch nobody touched the leader key with (another tool's)
      * waits out the grace and costs a read. */
     int64_t left = n->verify_since_ms + EC_VERIFY_GRACE_MS - ec_mono_ms();
-    if (!n->model_wide && n->verify_rev > n->leader_through && left > 0) {
+    if (!n->model_wide && !n->verify_gap && n->verify_rev > n->leader_through && left > 0) {
         int64_t w = ec_mono_ms() + left;
         if (n->wake_at < 0 || n->wake_at > w)
             n->wake_at = w;
@@ -302,10 +359,16 @@ bool ec__node_verify_epoch(ec_node_t *n)
         return true;
     }
     int64_t rev = n->verify_rev;
+    uint64_t gap = n->verify_gap;
     pthread_mutex_unlock(&n->lock);
+    ec_error_t err = {0};
+    if (gap && !verify_gap(n, rev, gap, &err)) {
+        ec_log(EC_LOG_WARN, "cannot read the job's history to check an epoch that skips numbers: "
+                            "%s; will retry", err.msg);
+        return false;
+    }
     ec_kv_t lk;
     bool found = false;
-    ec_error_t err = {0};
     int rc = ec_etcd_get_at(n->c, n->k_leader, rev, &lk, &found, NULL, &err);
     if (rc < 0 && rc != EC_ECOMPACTED) {
         ec_log(EC_LOG_WARN, "cannot check the epoch written at revision %" PRId64

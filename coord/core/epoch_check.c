@@ -111,3 +111,14 @@ int ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
                      mod_rev, leader->id ? leader->id : "");
     return 0;
 }
+
+int ec_epoch_gap_check(const ec_epoch_t *ep, uint64_t last, bool self_in_history,
+                       bool prev_in_history, bool last_in_history, char *why, size_t why_len)
+{
+    if (ep->number <= last + 1 || self_in_history || prev_in_history || !last_in_history)
+        return 0;
+    return why_f(why, why_len, ep, "it skips epochs %" PRIu64 "..%" PRIu64 ", and the job's "
+                 "history holds neither it nor them (forged? a number that high leaves none for the next "
+                 "epoch); the leader will restore the last valid epoch",
+                 last + 1, ep->number - 1);
+}

@@ -56,4 +56,18 @@ int ec_leader_log_at(const ec_leader_log_t *l, int64_t rev, const ec_leadership_
 int ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
                    const ec_leadership_t *leader, char *why, size_t why_len);
 
+/* Whether a reader that applied epoch last may apply ep, numbered more than
+ * one above it (the reader missed epochs: a relisting; a leader numbering
+ * above an epoch it refused; or a forged number), given what the job's
+ * history (epochs/<n>) holds: ep's own copy (self_in_history: a leader
+ * writes it in the epoch's transaction), its predecessor's
+ * (prev_in_history), the reader's own last epoch's (last_in_history).  The
+ * skip is believed when the history shows ep or its predecessor, or when it
+ * no longer holds the reader's own epoch either (etcd lost its data, or
+ * pruned it: nothing to check against).  0 if so; -1 with why ("ignoring
+ * epoch N: ... which the job's history does not hold ...") if not.  Without
+ * it a number is unbounded: UINT64_MAX would leave none for the next epoch. */
+int ec_epoch_gap_check(const ec_epoch_t *ep, uint64_t last, bool self_in_history,
+                       bool prev_in_history, bool last_in_history, char *why, size_t why_len);
+
 #endif

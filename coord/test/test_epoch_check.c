@@ -82,12 +82,40 @@ START_TEST(leader_log_tells_the_leadership_at_a_revision)
 }
 END_TEST
 
+START_TEST(skipped_numbers_need_the_history_to_show_them)
+{
+    char why[512];
+    ec_epoch_t *ep = epoch(UINT64_MAX, "job", "n1", 5);
+    /* the history has the reader's epoch 7, neither this one nor the one
+     * before it: forged */
+    ck_assert_int_eq(ec_epoch_gap_check(ep, 7, false, false, true, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "ignoring epoch 18446744073709551615: written by 'n1' under leader "
+                              "revision 5, but it skips epochs 8..18446744073709551614, and the "
+                              "job's history holds neither it nor them"), "%s", why);
+    /* the history holds the epoch itself: a leader numbering above an
+     * epoch it refused writes its history copy in the same transaction */
+    ep->number = 12;
+    ck_assert_int_eq(ec_epoch_gap_check(ep, 7, true, false, true, why, sizeof(why)), 0);
+    /* the history shows the predecessor: the reader missed them (relisted) */
+    ck_assert_int_eq(ec_epoch_gap_check(ep, 7, false, true, true, why, sizeof(why)), 0);
+    /* nothing to check against: etcd lost or pruned the reader's own epoch */
+    ck_assert_int_eq(ec_epoch_gap_check(ep, 7, false, false, false, why, sizeof(why)), 0);
+    /* the next number, or an old one (judged elsewhere), skips nothing */
+    ep->number = 8;
+    ck_assert_int_eq(ec_epoch_gap_check(ep, 7, false, false, true, why, sizeof(why)), 0);
+    ep->number = 7;
+    ck_assert_int_eq(ec_epoch_gap_check(ep, 7, false, false, true, why, sizeof(why)), 0);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("epoch_check");
     TCase *tc = tcase_create("epoch_check");
     tcase_add_test(tc, epoch_must_name_the_job_and_its_leadership);
     tcase_add_test(tc, leader_log_tells_the_leadership_at_a_revision);
+    tcase_add_test(tc, skipped_numbers_need_the_history_to_show_them);
     suite_add_tcase(s, tc);
     return s;
 }
