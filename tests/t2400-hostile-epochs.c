@@ -392,6 +392,105 @@ START_TEST(test_epoch_that_skips_numbers_is_refused_unless_history_holds_them)
 }
 END_TEST
 
+static ec_job_status_t *status_of(const char *root, int64_t *mod_rev)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%sstatus", root);
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
+        return NULL;
+    ec_job_status_t *st = NULL;
+    ec_job_status_decode(kv.value, kv.value_len, key, &st, NULL);
+    if (mod_rev)
+        *mod_rev = kv.mod_revision;
+    ec_kv_free(&kv);
+    return st;
+}
+
+static void put_status(const char *root, const ec_job_status_t *st)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%sstatus", root);
+    void *buf = NULL;
+    size_t len = 0;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_job_status_encode(st, &buf, &len, &err) == 0, "encode: %s", err.msg);
+    ck_assert_msg(ec_etcd_put(c, key, buf, len, 0, NULL, &err) == 0, "put: %s", err.msg);
+    free(buf);
+}
+
+typedef struct {
+    const char *root;
+    int64_t after;
+} running_t;
+
+static bool running_again(void *arg)
+{
+    running_t *w = arg;
+    int64_t rev = 0;
+    ec_job_status_t *st = status_of(w->root, &rev);
+    bool ok = st && st->state == EC_JOB_RUNNING && rev > w->after;
+    ec_job_status_free(st);
+    return ok;
+}
+
+/* A status that ends the run (completed, failed) makes every agent exit:
+ * written by anyone but the leadership holding the leader key at the
+ * time, it is ignored by every agent and the leader puts the running
+ * status back; the job goes on. */
+START_TEST(test_status_not_written_by_the_leadership_is_ignored_and_repaired)
+{
+    char r[300];
+    root_of("js", r, sizeof(r));
+    proc_t s1 = start_node("js", "s1", 1, 2, 60000, 5);
+    proc_t s2 = start_node("js", "s2", 1, 2, 60000, 5);
+    ec_epoch_t *ep = wait_epoch(r, 1, UINT64_MAX, 2, NULL, 10000);
+    uint64_t keep = ep->number;
+    ec_epoch_free(ep);
+    int64_t lrev = 0;
+    char *leader = leader_of(r, &lrev);
+    ec_job_status_t *cur = status_of(r, NULL);
+    ck_assert_ptr_nonnull(cur);
+    uint64_t run = cur->run;
+    ec_job_status_free(cur);
+    /* by a tool: no leadership; then copying the leader's name under a
+     * revision that never held the key */
+    const char *by[2] = {"", leader};
+    int64_t lr[2] = {0, lrev + 1000};
+    ec_job_state_t states[2] = {EC_JOB_COMPLETED, EC_JOB_FAILED};
+    for (int i = 0; i < 2; i++) {
+        ec_job_status_t st = {.state = states[i], .reason = "forged", .epoch = keep,
+                              .updated_by = (char *)(i ? leader : "tool"), .run = run,
+                              .leader_id = (char *)by[i], .leader_rev = lr[i]};
+        put_status(r, &st);
+        int64_t forged_rev = 0;
+        ec_job_status_free(status_of(r, &forged_rev));
+        running_t w = {r, forged_rev};
+        ck_assert_msg(ec_test_wait(running_again, &w, 10000),
+                      "the leader did not put the running status back over a forged %s",
+                      ec_job_state_name(states[i]));
+        char ignoring[96];
+        snprintf(ignoring, sizeof(ignoring), "ignoring job status %s of run %llu",
+                 ec_job_state_name(states[i]), (unsigned long long)run);
+        ck_assert_msg(ec_test_wait_file(s1.log, ignoring, 5000), "%s does not say '%s'", s1.log,
+                      ignoring);
+        ck_assert_msg(ec_test_wait_file(s2.log, ignoring, 5000), "%s does not say '%s'", s2.log,
+                      ignoring);
+    }
+    ck_assert_msg(!ec_test_file_contains(s1.log, "JOB completed") &&
+                      !ec_test_file_contains(s1.log, "JOB failed") &&
+                      !ec_test_file_contains(s2.log, "JOB completed") &&
+                      !ec_test_file_contains(s2.log, "JOB failed"),
+                  "an agent acted on a forged status (%s, %s)", s1.log, s2.log);
+    /* the job goes on: a member's loss re-forms it */
+    proc_t *other = strcmp(leader, "s1") ? &s1 : &s2;
+    kill(other->pid, SIGKILL);
+    ec_epoch_free(wait_epoch(r, keep + 1, UINT64_MAX, 1, other == &s1 ? "s1" : "s2", 15000));
+    free(leader);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t2400-hostile-epochs");
@@ -402,6 +501,7 @@ static Suite *suite(void)
     ec_tcase_add(t, test_epoch_of_an_ended_leadership_is_checked_at_its_revision);
     ec_tcase_add(t, test_etcd_restarted_empty_reforms_the_job);
     ec_tcase_add(t, test_epoch_that_skips_numbers_is_refused_unless_history_holds_them);
+    ec_tcase_add(t, test_status_not_written_by_the_leadership_is_ignored_and_repaired);
     suite_add_tcase(s, t);
     return s;
 }

@@ -368,6 +368,62 @@ START_TEST(frozen_agent_ranks_killed_before_lease_expiry)
 }
 END_TEST
 
+static bool either_has(const char *a, const char *b, const char *needle)
+{
+    return ec_test_file_contains(a, needle) || ec_test_file_contains(b, needle);
+}
+
+START_TEST(a_watchdog_kill_is_not_a_failure_of_the_program)
+{
+    /* The janitor's watchdog kills the ranks of an agent held up past its
+     * fence deadline (here frozen; in life an etcd call through a raft
+     * election or a cut): not a failure of the program.  With
+     * --max_restart=0, one counted failure would end the job; the thawed
+     * agent must instead name the kill for what it is, keep its budget and
+     * have its rank rejoin.  (Thawed, the agent finds its fence deadline
+     * passed and fences before it reaps the rank, so this takes the fence's
+     * path; a rank reaped first is recognised by the watchdog's deadline,
+     * launch.c on_child_exit.) */
+    char es[128], ld[320], console[320], err[320], dump[320];
+    snprintf(es, sizeof(es), "--elastic_server=%s", ec_embed_endpoint(etcd));
+    snprintf(ld, sizeof(ld), "--log_dir=%s/logs", tmp);
+    snprintf(console, sizeof(console), "%s/console", tmp);
+    snprintf(err, sizeof(err), "%s/stderr", tmp);
+    snprintf(dump, sizeof(dump), "%s/dump", tmp);
+    mkdir(dump, 0755);
+    char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jwatchdog", "--np=1",
+                    "--nproc_per_node=1", "--node_id=a", ld, "--lease_ttl=6", "--lease_margin=50",
+                    "--grace_period=2", "--max_restart=0", "--", (char *)prog(), dump, "0", NULL};
+    int out = open_log(console);
+    pid_t agent = spawn_agent(argv, out, err);
+    close(out);
+    pid_t rank = read_pid(dump_path("a", 0, 1));
+    pid_t jan = janitor_of(agent);
+    ck_assert_int_eq(kill(agent, SIGSTOP), 0);
+    bool dead = ec_test_wait(pid_dead, &rank, 10000);
+    kill(agent, SIGCONT);
+    ck_assert_msg(dead, "the janitor did not kill the frozen agent's rank (pid %d)", (int)rank);
+    ck_assert_msg(ec_test_wait(later_epoch_dump, dump, 30000),
+                  "the thawed agent's rank did not rejoin (no env dump of a later epoch in %s; "
+                  "console %s, stderr %s)", dump, console, err);
+    ck_assert_msg(kill(agent, 0) == 0, "the agent exited after a watchdog kill (stderr %s)", err);
+    ck_assert_msg(!either_has(console, err, "restarting this node's processes") &&
+                      !either_has(console, err, "--max_restart=0 exhausted") &&
+                      !either_has(console, err, "exited with") &&
+                      !either_has(console, err, "was killed by signal"),
+                  "the watchdog kill was taken for a failure of the program (console %s, stderr "
+                  "%s)", console, err);
+    ck_assert_msg(either_has(console, err, "not a failure of the program") ||
+                      either_has(console, err, "-fenced:"),
+                  "the agent did not name the kill for what it was (console %s, stderr %s)",
+                  console, err);
+    for (int i = 0; i < nstrays; i++)
+        strays[i] = 0;
+    strays[0] = jan;
+    nstrays = 1;
+}
+END_TEST
+
 START_TEST(healthy_agent_janitor_does_not_fire)
 {
     /* With a short TTL, a healthy agent renews the janitor's deadline: the
@@ -786,6 +842,7 @@ static Suite *suite(void)
     tcase_add_test(t, group_stopped_when_agent_is_sigkilled);
     tcase_add_test(t, adopted_setsid_helper_stopped_when_agent_is_sigkilled);
     tcase_add_test(t, frozen_agent_ranks_killed_before_lease_expiry);
+    tcase_add_test(t, a_watchdog_kill_is_not_a_failure_of_the_program);
     tcase_add_test(t, healthy_agent_janitor_does_not_fire);
     tcase_add_test(t, long_command_line_failure_reported_and_restarted);
     tcase_add_test(t, exec_failure_logged_by_agent);

@@ -13,6 +13,7 @@
 #include "keys.h"
 #include "clock.h"
 #include "log.h"
+#include "epoch_check.h"
 #include "node_impl.h"
 #include "suspects.h"
 
@@ -31,6 +32,62 @@ void ec__node_emit(ec_node_t *n, const char *fmt, ...)
 
 /* ---- the loop ------------------------------------------------------------ */
 
+/* Whether st, the job's status at revision rev, may be acted on: a status
+ * that ends the run must have been written under the leadership holding the
+ * leader key then (ec_status_check): the model's current leadership, or the
+ * one a read of the leader key at rev finds.  A refused one is logged; the
+ * leader puts the run's running status back.  Coordinator thread, no lock
+ * held. */
+static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t rev)
+{
+    if (!ec_job_state_ended(st->state))
+        return true;
+    pthread_mutex_lock(&n->lock);
+    bool current = st->leader_rev && n->leader_create_rev == st->leader_rev && n->leader_id &&
+                   st->leader_id && !strcmp(n->leader_id, st->leader_id);
+    pthread_mutex_unlock(&n->lock);
+    if (current)
+        return true;
+    ec_kv_t lk;
+    bool found = false;
+    ec_error_t err = {0};
+    int rc = ec_etcd_get_at(n->c, n->k_leader, rev, &lk, &found, NULL, &err);
+    if (rc == EC_ECOMPACTED)
+        return true; /* nothing left to check it against (as for epochs) */
+    if (rc < 0) {
+        /* looked at again on the next pass */
+        ec_log(EC_LOG_WARN, "cannot check the job status written at revision %" PRId64
+                            " against the leader key then: %s; will retry", rev, err.msg);
+        pthread_mutex_lock(&n->lock);
+        if (n->delivered_status_rev == rev)
+            n->delivered_status_rev = 0;
+        int64_t at = ec_mono_ms() + 500;
+        if (n->wake_at < 0 || n->wake_at > at)
+            n->wake_at = at;
+        pthread_mutex_unlock(&n->lock);
+        return false;
+    }
+    char *id = found ? strndup((char *)lk.value, lk.value_len) : NULL;
+    ec_leadership_t l = {.create_rev = found ? lk.create_revision : 0, .id = id};
+    char why[768];
+    bool ok = ec_status_check(st, rev, found ? &l : NULL, why, sizeof(why)) == 0;
+    free(id);
+    if (found)
+        ec_kv_free(&lk);
+    if (ok)
+        return true;
+    ec_log(EC_LOG_ERROR, "%s", why);
+    pthread_mutex_lock(&n->lock);
+    bool lead = n->am_leader;
+    uint64_t epoch = n->epoch ? n->epoch->number : 0;
+    uint64_t run = n->run;
+    pthread_mutex_unlock(&n->lock);
+    if (lead && ec__node_write_status(n, EC_JOB_RUNNING, NULL, epoch, run, true) == 0)
+        ec__node_emit(n, "+status-restored run %" PRIu64 ": running (epoch %" PRIu64 ")", run,
+                      epoch);
+    return false;
+}
+
 static void deliver(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
@@ -45,12 +102,13 @@ static void deliver(ec_node_t *n)
             n->delivered_epoch = n->epoch->number;
         }
     }
+    int64_t srev = 0;
     if (n->status_raw && n->status_mod_rev != n->delivered_status_rev) {
         sraw = malloc(n->status_raw_len + 1);
         if (sraw) {
             memcpy(sraw, n->status_raw, n->status_raw_len);
             slen = n->status_raw_len;
-            n->delivered_status_rev = n->status_mod_rev;
+            n->delivered_status_rev = srev = n->status_mod_rev;
         }
     }
     pthread_mutex_unlock(&n->lock);
@@ -72,8 +130,9 @@ static void deliver(ec_node_t *n)
         ec_job_status_t *st = NULL;
         ec_error_t err = {0};
         if (ec_job_status_decode(sraw, slen, n->k_status, &st, &err) == 0) {
-            /* the end of an earlier run is not the end of ours */
-            if (n->o.on_job && st->run >= n->run)
+            /* the end of an earlier run is not the end of ours; one that
+             * does not come from the leadership of its time ends nothing */
+            if (n->o.on_job && st->run >= n->run && status_from_leader(n, st, srev))
                 n->o.on_job(st, n->o.arg);
         } else {
             ec_log(EC_LOG_ERROR, "ignoring job status: %s", err.msg);

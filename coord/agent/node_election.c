@@ -59,7 +59,8 @@ int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason
 {
     ec_job_status_t st = {.state = state, .reason = (char *)reason, .epoch = epoch,
                           .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
-                          .run = run};
+                          .run = run, .leader_id = fenced ? n->node_id : NULL,
+                          .leader_rev = fenced ? n->my_leader_rev : 0};
     void *buf;
     size_t len;
     ec_error_t err = {0};

@@ -570,7 +570,8 @@ void ec__node_plan_and_act(ec_node_t *n)
             if (p.first) {
                 ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p.number,
                                       .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
-                                      .run = p.run};
+                                      .run = p.run, .leader_id = n->node_id,
+                                      .leader_rev = n->my_leader_rev};
                 if (ec_job_status_encode(&st, &stbuf, &stlen, NULL) == 0)
                     ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_status, .value = stbuf,
                                             .value_len = stlen};

@@ -122,3 +122,29 @@ int ec_epoch_gap_check(const ec_epoch_t *ep, uint64_t last, bool self_in_history
                  "epoch); the leader will restore the last valid epoch",
                  last + 1, ep->number - 1);
 }
+
+int ec_status_check(const ec_job_status_t *st, int64_t mod_rev, const ec_leadership_t *leader,
+                    char *why, size_t why_len)
+{
+    if (!ec_job_state_ended(st->state))
+        return 0;
+    const char *problem = NULL;
+    if (st->leader_rev == 0 && st->state == EC_JOB_INTERRUPTED)
+        problem = leader ? "a leader key existed at its revision (a run is marked interrupted only "
+                           "when no agent of it is left)" : NULL;
+    else if (st->leader_rev == 0)
+        problem = "it names no leadership (only the leader ends a run)";
+    else if (!leader)
+        problem = "no leader key existed at its revision";
+    else if (leader->create_rev != st->leader_rev || !st->leader_id || !leader->id ||
+             strcmp(st->leader_id, leader->id) != 0)
+        problem = "the leader key at its revision was another leadership's";
+    if (!problem)
+        return 0;
+    if (why && why_len)
+        snprintf(why, why_len, "ignoring job status %s of run %" PRIu64 " (revision %" PRId64
+                 "): written by '%.128s' under leader revision %" PRId64 ", but %s; the leader "
+                 "will restore the job's status", ec_job_state_name(st->state), st->run, mod_rev,
+                 st->updated_by ? st->updated_by : "", st->leader_rev, problem);
+    return -1;
+}

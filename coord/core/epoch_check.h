@@ -70,4 +70,15 @@ int ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
 int ec_epoch_gap_check(const ec_epoch_t *ep, uint64_t last, bool self_in_history,
                        bool prev_in_history, bool last_in_history, char *why, size_t why_len);
 
+/* Whether a reader may act on a job status that ends a run (completed,
+ * failed, interrupted: every agent of the run exits on it), stored at
+ * mod_rev, when the leader key at mod_rev was leader (NULL: absent).  Only
+ * the leader ends a run, under its leadership (st->leader_id, leader_rev);
+ * a launcher marks a run interrupted only when no leader key exists
+ * (leader_rev 0).  A running status ends nothing: always 0.  0 if so; -1 if
+ * not, with why ("ignoring job status STATE of run R: written by X under
+ * leader revision V, but ..."). */
+int ec_status_check(const ec_job_status_t *st, int64_t mod_rev, const ec_leadership_t *leader,
+                    char *why, size_t why_len);
+
 #endif

@@ -1486,6 +1486,7 @@ void ec_job_status_free(ec_job_status_t *st)
     int saved = errno;
     free(st->reason);
     free(st->updated_by);
+    free(st->leader_id);
     free(st);
     errno = saved;
 }
@@ -1523,6 +1524,8 @@ int ec_job_status_encode(const ec_job_status_t *st, void **buf, size_t *len, ec_
     m.updated_at_ms = st->updated_at_ms;
     m.updated_by = pb_str(st->updated_by);
     m.run = st->run;
+    m.leader_id = pb_str(st->leader_id);
+    m.leader_rev = st->leader_rev;
     return pack(&m.base, &v, buf, len);
 }
 
@@ -1538,7 +1541,8 @@ int ec_job_status_decode(const void *buf, size_t len, const char *key, ec_job_st
     if (!m)
         return rc;
     ec_job_status_t *st = calloc(1, sizeof(*st));
-    if (!st || !(st->reason = dup_str(m->reason)) || !(st->updated_by = dup_str(m->updated_by))) {
+    if (!st || !(st->reason = dup_str(m->reason)) || !(st->updated_by = dup_str(m->updated_by)) ||
+        !(st->leader_id = dup_str(m->leader_id))) {
         rc = enomem(&v);
         goto error;
     }
@@ -1546,6 +1550,7 @@ int ec_job_status_decode(const void *buf, size_t len, const char *key, ec_job_st
     st->epoch = m->epoch;
     st->updated_at_ms = m->updated_at_ms;
     st->run = m->run ? m->run : 1;
+    st->leader_rev = m->leader_rev;
     if ((rc = status_validate(st, &v)) < 0)
         goto error;
     protobuf_c_message_free_unpacked(&m->base, NULL);

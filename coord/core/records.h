@@ -348,6 +348,8 @@ typedef struct ec_job_status {
     int64_t updated_at_ms;
     char *updated_by;       /* writer's node id, or NULL */
     uint64_t run;           /* the run it is about (>= 1 once decoded; 0 encodes as 1) */
+    char *leader_id;        /* the leadership it was written under (NULL/0: none held) */
+    int64_t leader_rev;
 } ec_job_status_t;
 
 void ec_job_status_free(ec_job_status_t *st);

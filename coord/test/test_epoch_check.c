@@ -109,6 +109,43 @@ START_TEST(skipped_numbers_need_the_history_to_show_them)
 }
 END_TEST
 
+START_TEST(only_the_leadership_of_the_time_ends_a_run)
+{
+    char why[512];
+    ec_leadership_t l = {.create_rev = 5, .id = "n1"};
+    ec_job_status_t st = {.state = EC_JOB_COMPLETED, .run = 2, .updated_by = "n1",
+                          .leader_id = "n1", .leader_rev = 5};
+    ck_assert_int_eq(ec_status_check(&st, 9, &l, why, sizeof(why)), 0);
+    /* another tool's: no leadership named */
+    st.leader_id = "";
+    st.leader_rev = 0;
+    st.updated_by = "tool";
+    ck_assert_int_eq(ec_status_check(&st, 9, &l, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "ignoring job status completed of run 2 (revision 9): written by "
+                              "'tool' under leader revision 0, but it names no leadership"), "%s",
+                  why);
+    /* a copied leadership that did not hold the key then */
+    st.state = EC_JOB_FAILED;
+    st.reason = "x";
+    st.leader_id = "n1";
+    st.leader_rev = 4;
+    ck_assert_int_eq(ec_status_check(&st, 9, &l, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "another leadership's"), "%s", why);
+    ck_assert_int_eq(ec_status_check(&st, 9, NULL, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "no leader key existed"), "%s", why);
+    /* interrupted: only when no leader key exists */
+    st.state = EC_JOB_INTERRUPTED;
+    st.leader_id = "";
+    st.leader_rev = 0;
+    ck_assert_int_eq(ec_status_check(&st, 9, NULL, why, sizeof(why)), 0);
+    ck_assert_int_eq(ec_status_check(&st, 9, &l, why, sizeof(why)), -1);
+    ck_assert_msg(strstr(why, "a leader key existed at its revision"), "%s", why);
+    /* running ends nothing: whoever wrote it */
+    st.state = EC_JOB_RUNNING;
+    ck_assert_int_eq(ec_status_check(&st, 9, &l, why, sizeof(why)), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("epoch_check");
@@ -116,6 +153,7 @@ static Suite *suite(void)
     tcase_add_test(tc, epoch_must_name_the_job_and_its_leadership);
     tcase_add_test(tc, leader_log_tells_the_leadership_at_a_revision);
     tcase_add_test(tc, skipped_numbers_need_the_history_to_show_them);
+    tcase_add_test(tc, only_the_leadership_of_the_time_ends_a_run);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -371,7 +371,7 @@ END_TEST
 START_TEST(status_round_trip)
 {
     ec_job_status_t st = {EC_JOB_FAILED, (char *)"rank 3 exited with 1", 9, 1700000000000LL,
-                          (char *)"n0", 1};
+                          (char *)"n0", 1, (char *)"n0", 42};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -383,14 +383,18 @@ START_TEST(status_round_trip)
     ck_assert_uint_eq(d->epoch, 9);
     ck_assert_int_eq(d->updated_at_ms, st.updated_at_ms);
     ck_assert_str_eq(d->updated_by, "n0");
+    ck_assert_str_eq(d->leader_id, "n0"); /* the leadership it was written under */
+    ck_assert_int_eq(d->leader_rev, 42);
     ec_job_status_free(d);
     free(buf);
 
-    ec_job_status_t run = {EC_JOB_RUNNING, NULL, 0, 0, NULL, 1};
+    ec_job_status_t run = {EC_JOB_RUNNING, NULL, 0, 0, NULL, 1, NULL, 0};
     ck_assert_int_eq(ec_job_status_encode(&run, &buf, &len, &err), 0);
     ck_assert_int_eq(ec_job_status_decode(buf, len, NULL, &d, &err), 0);
     ck_assert_int_eq(d->state, EC_JOB_RUNNING);
     ck_assert_str_eq(d->reason, "");
+    ck_assert_str_eq(d->leader_id, "");
+    ck_assert_int_eq(d->leader_rev, 0);
     ec_job_status_free(d);
     free(buf);
 }
@@ -696,7 +700,7 @@ START_TEST(other_records_refuse_invalid)
     void *buf;
     size_t len;
     ec_error_t err = {0};
-    ec_job_status_t st = {EC_JOB_FAILED, (char *)"", 1, 1, NULL, 1};
+    ec_job_status_t st = {EC_JOB_FAILED, (char *)"", 1, 1, NULL, 1, NULL, 0};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "no reason"));
     st.state = EC_JOB_INTERRUPTED; /* says why too */
@@ -706,9 +710,9 @@ START_TEST(other_records_refuse_invalid)
               ec_job_state_ended(EC_JOB_COMPLETED) && !ec_job_state_ended(EC_JOB_RUNNING));
     st.state = EC_JOB_UNKNOWN;
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
-    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, -1, NULL, 1};
+    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, -1, NULL, 1, NULL, 0};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
-    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, 1, (char *)"a b", 1};
+    st = (ec_job_status_t){EC_JOB_RUNNING, NULL, 1, 1, (char *)"a b", 1, NULL, 0};
     ck_assert_int_eq(ec_job_status_encode(&st, &buf, &len, &err), EC_EINVAL);
 
     ec_failure_t f = {(char *)"n1", EC_FAILURE_EXITED, 0, 0, 256, 0, 1, 1, NULL, 0, NULL, NULL, NULL, 0};
@@ -1145,7 +1149,7 @@ START_TEST(records_do_not_decode_as_each_other)
 {
     ec_epoch_t *ep = sample_epoch(3, 2, 0);
     ec_node_rec_t *nr = sample_node();
-    ec_job_status_t st = {EC_JOB_RUNNING, NULL, 3, 1700000000000LL, (char *)"n0", 1};
+    ec_job_status_t st = {EC_JOB_RUNNING, NULL, 3, 1700000000000LL, (char *)"n0", 1, NULL, 0};
     char *lines[] = {(char *)"boom"};
     ec_failure_t fl = {(char *)"n3", EC_FAILURE_EXITED, 1, 9, 1, 0, 4, 1700000000000LL,
                        (char *)"log/workerlog.1", 1, lines, NULL, NULL, 0};

@@ -73,6 +73,14 @@ static void on_event(const char *ev, void *arg)
     fflush(stdout);
 }
 
+/* the job's status, as an agent acts on it (an ended run: it exits) */
+static void on_job(const ec_job_status_t *st, void *arg)
+{
+    (void)arg;
+    printf("JOB %s run %llu\n", ec_job_state_name(st->state), (unsigned long long)st->run);
+    fflush(stdout);
+}
+
 /* (leader) a member's new progress summary, as the hang policy gets it */
 static void on_progress(const char *node_id, const ec_node_progress_t *p, void *arg)
 {
@@ -154,6 +162,7 @@ int main(int argc, char **argv)
     o.replace_wait_ms = argc > 9 ? atoll(argv[9]) : 0;
     o.on_epoch = on_epoch;
     o.on_event = on_event;
+    o.on_job = on_job;
     o.on_progress = on_progress;
     o.agent_version = "test";
     ec_node_t *n = ec_node_start(&o, &err);
