@@ -5,7 +5,8 @@
 # 1. Every `#include "x.h"` in coord/ and worker/ names a header of the
 #    includer's own layer or a lower one (check and status do not include
 #    each other); the worker library includes only coord/util, coord/etcd and
-#    coord/core, and of the core not the planner or the history checker.
+#    coord/core, and of the core not the planner, the history checker or the
+#    probe's proof (HMAC: the worker library links no crypto library).
 # 2. The worker library (libecworker.so) defines no symbol that the planner,
 #    the history checker, the cli, the agent, the check or the status
 #    command define: it does not link them.
@@ -31,7 +32,7 @@ layer_of() {
     coord/util/*) echo "0 util" ;;
     coord/etcd/*) echo "1 etcd" ;;
     proto/*) echo "1 proto" ;;
-    coord/core/planner.* | coord/core/history.*) echo "2 plan" ;;
+    coord/core/planner.* | coord/core/history.* | coord/core/probe_proof.*) echo "2 plan" ;;
     coord/core/*) echo "2 core" ;;
     coord/cli/*) echo "3 cli" ;;
     coord/agent/*) echo "4 agent" ;;
@@ -105,7 +106,8 @@ if [ ! -f "$so" ]; then
 else
     : >"$tmp/upper"
     for o in "$build"/coord/cli/.libs/*.o "$build"/coord/agent/.libs/*.o "$build"/coord/check/.libs/*.o \
-        "$build"/coord/status/.libs/*.o "$build"/coord/core/.libs/libecplan_la-*.o; do
+        "$build"/coord/status/.libs/*.o "$build"/coord/core/.libs/libecplan_la-*.o \
+        "$build"/coord/core/.libs/libecproof_la-*.o; do
         [ -f "$o" ] || continue
         nm --defined-only -g "$o" | awk '$2 ~ /^[TDBR]$/ {print $3}' >>"$tmp/upper"
     done

@@ -5,12 +5,18 @@
  * on; a leader frozen past its TTL cannot publish when it wakes and steps
  * down; a standby takes a lost member's M_id and nobody else moves; a
  * duplicate node id is refused; a restart re-forms the same members; a node
- * with the wrong N is refused with the reason in its record.  Every test ends
+ * with the wrong N is refused with the reason in its record; a process
+ * squatting on a dead agent's probe port fools neither its ring watchers nor
+ * its same-id restart (it cannot prove membership of the run).  Every test ends
  * with the epoch-history checker. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ec_select.h"
@@ -373,6 +379,71 @@ START_TEST(standby_promotion_keeps_ranks)
 }
 END_TEST
 
+/* The probe port in node id's record of job root ("/job/"), 0 if none. */
+static uint16_t probe_port_of(const char *root, const char *id)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%snodes/%s", root, id);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert_msg(found, "no record %s", key);
+    ec_node_rec_t *rec = NULL;
+    ck_assert_int_eq(ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL), 0);
+    uint16_t port = rec->probe_port;
+    ec_node_rec_free(rec);
+    ec_kv_free(&kv);
+    return port;
+}
+
+/* The attack the probe's proof stops: a process (not an agent of the job) listening on
+ * a dead node's probe port on 127.0.0.1 and answering every connection
+ * with what agents used to answer, "ecoord <id>\n", without reading
+ * anything.  A child process (killed by teardown); returns once it
+ * listens. */
+static pid_t start_impostor(uint16_t port, const char *id)
+{
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(ready[0]);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int rc = -1;
+        for (int i = 0; i < 500 && rc < 0; i++) { /* the killed agent's socket may linger */
+            rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+            if (rc < 0)
+                poll(NULL, 0, 10);
+        }
+        if (rc < 0 || listen(fd, 128) < 0)
+            _exit(1);
+        ssize_t w = write(ready[1], "x", 1);
+        (void)w;
+        char line[300];
+        snprintf(line, sizeof(line), "ecoord %s\n", id);
+        for (;;) {
+            int cfd = accept(fd, NULL, NULL);
+            if (cfd < 0)
+                continue;
+            w = send(cfd, line, strlen(line), MSG_NOSIGNAL);
+            close(cfd);
+        }
+    }
+    close(ready[1]);
+    pids[npids++] = pid;
+    struct pollfd pf = {ready[0], POLLIN, 0};
+    char b;
+    ck_assert_msg(poll(&pf, 1, (int)ec_test_ms(10000)) == 1 && read(ready[0], &b, 1) == 1,
+                  "the impostor could not listen on 127.0.0.1:%u", port);
+    close(ready[0]);
+    return pid;
+}
+
 START_TEST(duplicate_node_id_refused)
 {
     start_node("jdup", "same", 1, 2, 1, 600000, 2, 0);
@@ -414,6 +485,39 @@ START_TEST(restarted_node_id_takes_over_its_record)
     ck_assert(!wait_log(b.log, "registering again", 4500));
     ec_test_obs_check(o, 1, 2, 1);
     ec_test_obs_stop(o);
+}
+END_TEST
+
+/* The same restart with an impostor on the dead agent's probe port (issue
+ * 27): it answers the old fixed line but cannot prove membership of the
+ * run, so the restarted agent takes it for dead and takes its record over
+ * at once; it neither waits out the old 30 s lease nor refuses to start as
+ * a duplicate.  (The restarted agent answers on another port: the impostor
+ * holds the old one.) */
+START_TEST(restarted_node_id_not_fooled_by_an_impostor)
+{
+    const char *root = "/jimp/";
+    proc_t a = start_node("jimp", "imp-a", 1, 2, 1, 0, 30, 0);
+    ec_epoch_free(wait_epoch(root, 1, 1, NULL, 10000));
+    uint16_t port = probe_port_of(root, "imp-a");
+    ck_assert_uint_gt(port, 0);
+    kill(a.pid, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(a.pid, 5000), 128 + SIGKILL);
+    start_impostor(port, "imp-a");
+    char other[16];
+    snprintf(other, sizeof(other), "%u", (unsigned)(port - 1));
+    setenv("EC_TEST_PROBE_PORT", other, 1);
+    int64_t t0 = ec_test_now_ms();
+    proc_t b = start_node("jimp", "imp-a", 1, 2, 1, 0, 3, 0);
+    int64_t took = ec_test_now_ms() - t0;
+    unsetenv("EC_TEST_PROBE_PORT");
+    printf("# same-id restart with an impostor on the old probe port: registered in %lld ms "
+           "(old lease TTL 30 s)\n", (long long)took);
+    ck_assert_msg(wait_log(b.log, "STARTED", 1) && took < ec_test_ms(3000),
+                  "the restarted node did not register within 3 s with an impostor on its old "
+                  "probe port (old TTL 30 s); log %s", b.log);
+    ck_assert(!ec_test_file_contains(b.log, "ERROR"));
+    ck_assert(wait_log(b.log, "took over its record", 1000));
 }
 END_TEST
 
@@ -721,6 +825,44 @@ START_TEST(silent_member_evicted_before_its_ttl)
     kill(v->pid, SIGCONT);
     ep = wait_epoch(root, 3, 3, NULL, 15000);
     ck_assert_int_ge(ec_epoch_find_member(ep, victim), 0);
+    ec_epoch_free(ep);
+    free(l);
+    ec_test_obs_check(o, 1, 3, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+/* Issue 27's attack on the ring: a node's agent is killed with -9 and a
+ * process that is no agent of the job listens on its probe port, answering
+ * the old fixed line.  Its ring watchers must take the failed proof for
+ * silence and the job re-form without the node in about a second, not at
+ * its 10 s lease. */
+START_TEST(dead_node_behind_an_impostor_evicted_before_its_ttl)
+{
+    const char *root = "/jri/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    /* ids of their own: probe ports derive from ids, and other tests may run
+     * beside this one on the machine */
+    const char *ids[] = {"ri1", "ri2", "ri3"};
+    proc_t ps[3];
+    setenv("EC_TEST_WATCH_PEERS_MS", "100", 1);
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node("jri", ids[i], 1, 3, 1, 600000, 10, 0);
+    unsetenv("EC_TEST_WATCH_PEERS_MS");
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "ri3") ? "ri3" : "ri2";
+    uint16_t port = probe_port_of(root, victim);
+    ck_assert_uint_gt(port, 0);
+    proc_t *v = by_id(ps, ids, 3, victim);
+    kill(v->pid, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(v->pid, 5000), 128 + SIGKILL);
+    int64_t t0 = ec_test_now_ms();
+    start_impostor(port, victim);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 3000);
+    printf("# dead node with an impostor on its probe port: %lld ms to an epoch without it "
+           "(lease TTL 10 s)\n", (long long)(ec_test_now_ms() - t0));
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
     ec_epoch_free(ep);
     free(l);
     ec_test_obs_check(o, 1, 3, 1);
@@ -1185,6 +1327,7 @@ static Suite *suite(void)
     ec_tcase_add(t, standby_promotion_keeps_ranks);
     ec_tcase_add(t, duplicate_node_id_refused);
     ec_tcase_add(t, restarted_node_id_takes_over_its_record);
+    ec_tcase_add(t, restarted_node_id_not_fooled_by_an_impostor);
     ec_tcase_add(t, leader_key_naming_me_is_adopted);
     ec_tcase_add(t, ambiguous_campaign_is_adopted);
     ec_tcase_add(t, wedged_leader_loses_its_lease);
@@ -1194,6 +1337,7 @@ static Suite *suite(void)
     ec_tcase_add(t, restart_reforms_same_members);
     ec_tcase_add(t, mismatched_nproc_refused_with_reason);
     ec_tcase_add(t, silent_member_evicted_before_its_ttl);
+    ec_tcase_add(t, dead_node_behind_an_impostor_evicted_before_its_ttl);
     ec_tcase_add(t, junior_takes_vacant_leadership_after_the_seniors_head_start);
     ec_tcase_add(t, silent_leader_evicted_by_a_follower);
     ec_tcase_add(t, false_suspicion_costs_one_probe);

@@ -677,7 +677,9 @@ static void report_suspects(ecw_t *w, uint64_t cur)
         ec_etcd_get_prefix(w->etcd, prefix, 0, &l, NULL) < 0)
         goto out;
     port_ctx_t x = {&w->keys, &l};
-    nd = ec_probe_members(ep, w->o.node_id, member_port, &x, 200, &silent);
+    /* no verifier: the worker library links no crypto; an answer naming the
+     * member counts (the agents' own probes check the proof) */
+    nd = ec_probe_members(ep, w->o.node_id, member_port, &x, NULL, 200, &silent);
     if (nd > 0) {
         char val[4096] = "";
         size_t used = 0;

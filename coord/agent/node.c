@@ -533,14 +533,15 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     ec_key_epoch_delta(&n->keys, n->k_epochd, sizeof(n->k_epochd));
     ec_key_status(&n->keys, n->k_status, sizeof(n->k_status));
     ec_key_epochs_prefix(&n->keys, n->k_epochs, sizeof(n->k_epochs));
-    if (find_run(n, err) < 0)
+    if (find_run(n, err) < 0 || ec__node_fetch_secret(n, err) < 0)
         goto fail;
     if (ec__node_do_register(n, 0, err) < 0)
         goto fail;
     /* After registering: a duplicate node id is reported as such, not as a
      * busy probe port. */
     if (o->probe_port) {
-        if (!(n->probe = ec_probe_serve(n->host, o->probe_port, n->node_id, err)))
+        if (!(n->probe = ec_probe_serve(n->host, o->probe_port, n->node_id, n->probe_key.secret,
+                                        ec_node_lease(n), err)))
             goto fail;
     }
     if (ec__node_sync_model(n, false, err) < 0)
@@ -771,7 +772,7 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
         nd = ec_errorf(err, EC_ENOMEM, "out of memory");
     } else if (ep) {
         port_ctx_t x = {n, have_recs ? &recs : NULL};
-        nd = ec_probe_members(ep, n->node_id, member_port, &x, timeout_ms, dead);
+        nd = ec_probe_members(ep, n->node_id, member_port, &x, &n->probe_key.v, timeout_ms, dead);
         if (nd < 0)
             ec_errorf(err, nd, "out of memory probing the members' agents");
     }

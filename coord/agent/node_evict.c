@@ -231,7 +231,8 @@ static void probe_held(ec_node_t *n)
             ids[nt] = strdup(h->id);
             hosts[nt] = strdup(n->nodes[k].rec->host);
             t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
-                                        .expect_id = ids[nt]};
+                                        .expect_id = ids[nt], .verify = &n->probe_key.v,
+                                        .expect_lease = n->nodes[k].lease};
             nt++;
         }
         /* the loop sleeps until something changes: wake it to probe again */
@@ -452,8 +453,11 @@ void ec__node_handle_suspicions(ec_node_t *n)
             revs[nt] = newest_report_of(n, cur, id);
             confirm[nt] = !n->am_leader && !quorum;
             with_ours[nt] = quorum_with_ours;
+            /* only an agent of this run under the record's lease proves
+             * the node alive (a stranger on its port does not) */
             t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
-                                        .expect_id = ids[nt]};
+                                        .expect_id = ids[nt], .verify = &n->probe_key.v,
+                                        .expect_lease = leases[nt]};
             nt++;
         }
         free(list);

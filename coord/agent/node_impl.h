@@ -40,6 +40,7 @@
 #include "node_policy.h"
 #include "planner.h"
 #include "probe.h"
+#include "probe_proof.h"
 #include "probe_server.h"
 #include "records.h"
 
@@ -230,6 +231,10 @@ struct ec_node {
     } *held;
     size_t nheld;
     ec_probe_server_t *probe;
+    /* the run's probe secret (node_register.c; read once, before
+     * registering, then read-only): proves this agent's answers and checks
+     * its peers' (probe_proof.h) */
+    ec_probe_key_t probe_key;
     /* the thread watching peer agents (node_ring.c); woken by ring_cond */
     pthread_t ring_thread;
     bool ring_started;
@@ -325,6 +330,10 @@ bool ec__node_verify_epoch(ec_node_t *n);
 /* ec_probe_many from the coordinator's loop, handing epochs that come
  * meanwhile to on_epoch (node.c).  t[i].ok and rtt_us as ec_probe_many. */
 void ec__node_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int timeout_ms);
+/* Read the run's probe secret (runs/<run>/probe_secret), writing a fresh
+ * one when this is the run's first agent, into n->probe_key (node_register.c).
+ * 0 or an EC_* code. */
+int ec__node_fetch_secret(ec_node_t *n, ec_error_t *err);
 /* Compare etcd's revision now with the highest seen (coordinator thread, no
  * lock held); when it went backwards, drop the model's epoch and ask for a
  * fresh listing.  Returns whether it did. */

@@ -1,5 +1,6 @@
 /* Registration: this node's record at nodes/<node_id>, on its lease. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -156,6 +157,49 @@ fail:
     return rc;
 }
 
+int ec__node_fetch_secret(ec_node_t *n, ec_error_t *err)
+{
+    char key[EC_KEY_MAX], runs[EC_KEY_MAX], mine[EC_KEY_MAX];
+    if (ec_key_probe_secret(&n->keys, n->run, key, sizeof(key)) < 0 ||
+        ec_key_runs_prefix(&n->keys, runs, sizeof(runs)) < 0 ||
+        ec_key_run(&n->keys, n->run, mine, sizeof(mine)) < 0)
+        return ec_errorf(err, EC_EINVAL, "cannot build the key of run %llu's probe secret",
+                         (unsigned long long)n->run);
+    uint8_t fresh[EC_PROBE_SECRET_LEN];
+    if (ec_probe_random(fresh, sizeof(fresh)) < 0)
+        return ec_errorf(err, EC_ESYS, "cannot draw random bytes for the probe secret: %s",
+                         strerror(errno));
+    /* Whichever agent of the run comes first writes it (no lease: it lasts
+     * the run, through agent restarts), deleting the earlier runs' keys;
+     * the others read it, in the same transaction. */
+    ec_cmp_t absent = {.key = key, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL};
+    ec_op_t put[2] = {{.type = EC_OP_PUT, .key = key, .value = fresh, .value_len = sizeof(fresh)},
+                      {.type = EC_OP_DELETE, .key = runs, .range_end = mine}};
+    ec_op_t get = {.type = EC_OP_GET, .key = key};
+    ec_txn_result_t r;
+    int rc = ec_etcd_txn(n->c, &absent, 1, put, 2, &get, 1, &r, err);
+    if (rc < 0) {
+        explicit_bzero(fresh, sizeof(fresh));
+        return rc;
+    }
+    const uint8_t *secret = fresh;
+    if (!r.succeeded) {
+        const ec_kv_list_t *l = r.n == 1 ? &r.results[0].kvs : NULL;
+        if (!l || l->n != 1 || l->kvs[0].value_len != EC_PROBE_SECRET_LEN) {
+            ec_txn_result_free(&r);
+            explicit_bzero(fresh, sizeof(fresh));
+            return ec_errorf(err, EC_ECORRUPT, "%s does not hold a %d-byte probe secret (written "
+                             "by another tool?); delete it and start the job's agents again",
+                             key, EC_PROBE_SECRET_LEN);
+        }
+        secret = l->kvs[0].value;
+    }
+    ec_probe_key_init(&n->probe_key, secret);
+    explicit_bzero(fresh, sizeof(fresh));
+    ec_txn_result_free(&r);
+    return 0;
+}
+
 /* Register at nodes/<node_id>.  No lease of ours exists while we wait for an
  * old record to go (a lease granted first and not kept alive expired during
  * that wait: "requested lease not found" when a restarted agent's TTL was
@@ -194,7 +238,11 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
             v.junk_cleared = true;
             continue;
         case EC_REG_PROBE: {
-            ec_probe_target_t t = {.host = e.host, .port = e.probe_port, .expect_id = n->node_id};
+            /* an answer must prove membership of this run under the
+             * record's lease: a stranger on the old agent's port, or an
+             * agent of an earlier run, is no live duplicate */
+            ec_probe_target_t t = {.host = e.host, .port = e.probe_port, .expect_id = n->node_id,
+                                   .verify = &n->probe_key.v, .expect_lease = e.lease};
             int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
             ec_probe_many(&t, 1, to);
             v.probe = t.ok ? EC_REG_PROBE_ANSWERED : EC_REG_PROBE_SILENT;
@@ -240,6 +288,7 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
         }
     }
 registered:;
+    ec_probe_server_set_lease(n->probe, lease); /* answers name the new lease */
     ec_keepalive_t *ka = ec_keepalive_start(n->c, lease, n->o.lease_ttl_s, on_lease_lost, n, err);
     if (!ka) {
         ec_etcd_lease_revoke(n->c, lease, NULL);

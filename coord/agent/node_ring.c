@@ -30,7 +30,8 @@
 typedef struct watched {
     char *id, *host;
     uint16_t port;
-    int misses; /* consecutive probes unanswered */
+    int64_t lease; /* its record's: the lease its answers must name */
+    int misses;    /* consecutive probes unanswered */
 } watched_t;
 
 static void clear(watched_t *w, size_t *nw)
@@ -70,7 +71,8 @@ static bool read_peer(ec_node_t *n, const char *id, watched_t *v)
     bool ok = kv.lease && ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0 &&
               !strcmp(rec->node_id, id) && rec->probe_port;
     if (ok)
-        *v = (watched_t){.id = strdup(id), .host = strdup(rec->host), .port = rec->probe_port};
+        *v = (watched_t){.id = strdup(id), .host = strdup(rec->host), .port = rec->probe_port,
+                         .lease = kv.lease};
     ec_node_rec_free(rec);
     ec_kv_free(&kv);
     return ok;
@@ -156,8 +158,17 @@ static void *ring(void *arg)
         }
         ec_probe_target_t t[EC_RING_WATCHERS];
         for (size_t i = 0; i < nw; i++)
-            t[i] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port, .expect_id = w[i].id};
+            t[i] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port, .expect_id = w[i].id,
+                                       .verify = &n->probe_key.v, .expect_lease = w[i].lease};
         ec_probe_many(t, nw, to);
+        /* An answer that fails its proof (no agent of this run, or one
+         * under another lease than the record we read) counts as silence;
+         * the records are read again next round, so that a peer that
+         * registered again (a new lease, the same epoch) is not taken for
+         * silent on a stale lease. */
+        for (size_t i = 0; i < nw; i++)
+            if (!t[i].ok)
+                read_for = 0;
         const char *silent[EC_RING_WATCHERS];
         size_t ns = 0;
         char list[512] = "";

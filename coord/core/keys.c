@@ -171,6 +171,25 @@ int ec_key_epoch_history(const ec_keys_t *k, uint64_t n, char *buf, size_t len)
     return build(k, buf, len, "epochs/%020" PRIu64, n);
 }
 
+int ec_key_probe_secret(const ec_keys_t *k, uint64_t run, char *buf, size_t len)
+{
+    if (run == 0)
+        return EC_EINVAL;
+    return build(k, buf, len, "runs/%020" PRIu64 "/probe_secret", run);
+}
+
+int ec_key_run(const ec_keys_t *k, uint64_t run, char *buf, size_t len)
+{
+    if (run == 0)
+        return EC_EINVAL;
+    return build(k, buf, len, "runs/%020" PRIu64, run);
+}
+
+int ec_key_runs_prefix(const ec_keys_t *k, char *buf, size_t len)
+{
+    return build(k, buf, len, "runs/");
+}
+
 int ec_key_epoch_worker_prefix(const ec_keys_t *k, uint64_t n, char *buf, size_t len)
 {
     if (n == 0)

@@ -18,6 +18,9 @@
  *   failures/<seq>/<node_id>[/<local_rank>]  failure records
  *   check/nodes/<node_id>                 `ecoord check`: a node's facts, leased
  *   check/report                          `ecoord check`: the report, leased
+ *   runs/<run>/probe_secret               the run's secret that proves a probe's
+ *                                         answer (probe_proof.h); no lease: it
+ *                                         lasts the run
  *
  * <n> and <seq> are zero-padded to 20 digits (UINT64_MAX has 20), so a prefix
  * listing returns them in numeric order.  Because '/' sorts before every
@@ -121,6 +124,13 @@ int ec_key_failures_prefix(const ec_keys_t *k, char *buf, size_t len); /* failur
  * ms, say); the node id keeps two nodes failing in the same ms apart. */
 int ec_key_failure(const ec_keys_t *k, uint64_t seq, const char *node_id, int local_rank,
                    char *buf, size_t len);
+
+/* runs/<run>/probe_secret, run >= 1 (zero-padded like epochs), and runs/,
+ * the prefix of every run's keys: [runs/, runs/<run>) holds the earlier
+ * runs'. */
+int ec_key_probe_secret(const ec_keys_t *k, uint64_t run, char *buf, size_t len);
+int ec_key_run(const ec_keys_t *k, uint64_t run, char *buf, size_t len);
+int ec_key_runs_prefix(const ec_keys_t *k, char *buf, size_t len);
 
 /* `ecoord check`'s keys, apart from the training job's: node_id a valid id
  * gives check/nodes/<node_id> (that node's facts), NULL gives check/report,

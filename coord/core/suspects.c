@@ -41,7 +41,7 @@ void ec_ids_free(char **ids, int n)
 }
 
 int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_of, void *arg,
-                     int timeout_ms, char ***silent)
+                     const ec_probe_verifier_t *verify, int timeout_ms, char ***silent)
 {
     *silent = NULL;
     int nm = ep ? ep->nmembers : 0;
@@ -64,7 +64,7 @@ int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_
             free(t);
             return EC_ENOMEM;
         }
-        t[nt] = (ec_probe_target_t){.host = mb->host, .expect_id = ids[nt],
+        t[nt] = (ec_probe_target_t){.host = mb->host, .expect_id = ids[nt], .verify = verify,
                                     .port = port_of ? port_of(mb->node_id, arg) : 0};
         nt++;
     }

@@ -10,6 +10,7 @@
 
 #include "etcd.h"
 #include "keys.h"
+#include "probe.h"
 #include "records.h"
 
 /* The probe port of node id in a listing of nodes/ (sorted by key, as etcd
@@ -21,11 +22,12 @@ uint16_t ec_probe_port_in(const ec_keys_t *k, const ec_kv_list_t *nodes, const c
 typedef uint16_t (*ec_port_of_fn)(const char *node_id, void *arg);
 
 /* Probe the agent of every member of ep but self, at the member's host in ep
- * and the port port_of gives, all at once, for at most timeout_ms.  Returns
+ * and the port port_of gives, all at once, for at most timeout_ms; with
+ * verify (probe.h), an answer counts only if it passes it.  Returns
  * the number that did not answer, their ids in *silent (a malloc'd array of
  * malloc'd strings, NULL when none; free with ec_ids_free), or EC_ENOMEM. */
 int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_of, void *arg,
-                     int timeout_ms, char ***silent);
+                     const ec_probe_verifier_t *verify, int timeout_ms, char ***silent);
 void ec_ids_free(char **ids, int n);
 
 #endif

@@ -3,11 +3,13 @@
  * or starved past its deadline (a SIGSTOPped agent, an overloaded host) must
  * not declare a target silent whose answer has been waiting for it all
  * along; only a target with nothing to read, then, is silent.  And the
- * ordinary round trip: an agent's probe server answers with its node id, a
- * wrong id or a closed port does not count.
+ * ordinary round trip: an agent's probe server answers with its node id and
+ * a proof made with its run's secret; a wrong id, a closed port, or (for a
+ * prober with a verifier) another secret or lease does not count.
  */
 #include "probe.h"
 #include "clock.h"
+#include "probe_proof.h"
 #include "probe_server.h"
 #include "suspects.h"
 
@@ -101,15 +103,32 @@ START_TEST(probe_server_round_trip)
     int lfd = listen_any(&port);
     close(lfd); /* a free port for the server (loopback, this test only) */
     ec_error_t err = {0};
-    ec_probe_server_t *s = ec_probe_serve("127.0.0.1", port, "n1", &err);
+    uint8_t secret[EC_PROBE_SECRET_LEN], other[EC_PROBE_SECRET_LEN];
+    memset(secret, 7, sizeof(secret));
+    memset(other, 8, sizeof(other));
+    ec_probe_key_t key, wrong;
+    ec_probe_key_init(&key, secret);
+    ec_probe_key_init(&wrong, other);
+    ec_probe_server_t *s = ec_probe_serve("127.0.0.1", port, "n1", secret, 0x42, &err);
     ck_assert_msg(s != NULL, "%s", err.msg);
-    ec_probe_target_t t[3] = {{.host = "127.0.0.1", .port = port, .expect_id = "n1"},
-                              {.host = "127.0.0.1", .port = port, .expect_id = "n2"},
-                              {.host = "127.0.0.1", .port = port}};
-    ck_assert_int_eq(ec_probe_many(t, 3, (int)ec_test_ms(5000)), 2);
+    ec_probe_target_t t[7] = {
+        {.host = "127.0.0.1", .port = port, .expect_id = "n1"},
+        {.host = "127.0.0.1", .port = port, .expect_id = "n2"},
+        {.host = "127.0.0.1", .port = port},
+        {.host = "127.0.0.1", .port = port, .expect_id = "n1", .verify = &key.v, .expect_lease = 0x42},
+        {.host = "127.0.0.1", .port = port, .expect_id = "n1", .verify = &key.v},
+        {.host = "127.0.0.1", .port = port, .expect_id = "n1", .verify = &wrong.v},
+        {.host = "127.0.0.1", .port = port, .expect_id = "n1", .verify = &key.v, .expect_lease = 0x43}};
+    ck_assert_int_eq(ec_probe_many(t, 7, (int)ec_test_ms(5000)), 4);
     ck_assert_int_eq(t[0].ok, 1);
     ck_assert_int_eq(t[1].ok, 0); /* another node answered */
     ck_assert_int_eq(t[2].ok, 1); /* any node */
+    ck_assert_int_eq(t[3].ok, 1); /* proven, under its lease */
+    ck_assert_int_eq(t[4].ok, 1); /* proven, any lease */
+    ck_assert_int_eq(t[5].ok, 0); /* another run's secret */
+    ck_assert_int_eq(t[6].ok, 0); /* another lease (an older registration) */
+    ec_probe_server_set_lease(s, 0x43);
+    ck_assert_int_eq(ec_probe_many(&t[6], 1, (int)ec_test_ms(5000)), 1);
     ec_probe_server_stop(s);
     /* closed now: refused, not waited for */
     ec_probe_target_t gone = {.host = "127.0.0.1", .port = port, .expect_id = "n1"};
@@ -138,7 +157,9 @@ START_TEST(members_probed_and_silent_ones_named)
     for (int i = 0; i < 2; i++) {
         int lfd = listen_any(&ports_of[i]);
         close(lfd);
-        srv[i] = ec_probe_serve("127.0.0.1", ports_of[i], i == 0 ? ids[0] : "not-b", &err);
+        uint8_t secret[EC_PROBE_SECRET_LEN] = {1};
+        srv[i] = ec_probe_serve("127.0.0.1", ports_of[i], i == 0 ? ids[0] : "not-b", secret, 1,
+                                &err);
         ck_assert_msg(srv[i] != NULL, "%s", err.msg);
     }
     ec_epoch_t *ep = ec_epoch_new(4, 1);
@@ -150,7 +171,7 @@ START_TEST(members_probed_and_silent_ones_named)
     }
     char **silent = NULL;
     /* a answers; b's port answers as another node; c has no record */
-    int nd = ec_probe_members(ep, "me", port_of_test, NULL, (int)ec_test_ms(5000), &silent);
+    int nd = ec_probe_members(ep, "me", port_of_test, NULL, NULL, (int)ec_test_ms(5000), &silent);
     ck_assert_int_eq(nd, 2);
     ck_assert_str_eq(silent[0], "b");
     ck_assert_str_eq(silent[1], "c");

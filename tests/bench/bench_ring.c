@@ -4,8 +4,8 @@
  *   bench_ring [--nodes N] [--seconds S] [--interval_ms I] [--threads T] [--base_port P]
  *
  * N simulated nodes (default 1,024), each with the agent's real probe server
- * (coord/agent/probe_server.c: a thread answering "ecoord <id>\n" on its
- * own port) and the agent's real prober (coord/core/probe.c, ec_probe_many)
+ * (coord/agent/probe_server.c: a thread answering each request with
+ * "ecoord <id> <lease> <proof>\n" on its own port) and the agent's real prober (coord/core/probe.c, ec_probe_many)
  * probing its EC_RING_WATCHERS successors (ec_ring_watched, the same pure
  * choice the agent makes) every I ms (default 250, --peer_probe_interval's
  * default).  The probers of all nodes run on T threads (default 8): each
@@ -35,7 +35,12 @@
 #include "clock.h"
 #include "node_policy.h"
 #include "probe.h"
+#include "probe_proof.h"
 #include "probe_server.h"
+
+/* one run's secret, as every agent of a run holds it */
+static uint8_t secret[EC_PROBE_SECRET_LEN] = {42};
+static ec_probe_key_t key;
 
 typedef struct {
     char id[32];
@@ -65,7 +70,7 @@ static void *prober(void *arg)
             for (size_t j = 0; j < nodes[i].nsucc; j++) {
                 sim_node_t *s = &nodes[nodes[i].succ[j]];
                 t[j] = (ec_probe_target_t){.host = "127.0.0.1", .port = s->port,
-                                           .expect_id = s->id};
+                                           .expect_id = s->id, .verify = &key.v};
             }
             int ok = ec_probe_many(t, nodes[i].nsucc, 250);
             w->probes += nodes[i].nsucc;
@@ -152,6 +157,7 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    ec_probe_key_init(&key, secret);
     nodes = calloc(n_nodes, sizeof(*nodes));
     ec_probe_server_t **srv = calloc(n_nodes, sizeof(*srv));
     const char **ids = calloc(n_nodes, sizeof(char *));
@@ -163,7 +169,7 @@ int main(int argc, char **argv)
         ids[i] = nodes[i].id;
         ec_error_t err = {0};
         for (int tries = 0; !srv[i] && tries < 8 && port < 65535; tries++, port++)
-            srv[i] = ec_probe_serve("127.0.0.1", (uint16_t)port, nodes[i].id, &err);
+            srv[i] = ec_probe_serve("127.0.0.1", (uint16_t)port, nodes[i].id, secret, 1, &err);
         if (!srv[i]) {
             fprintf(stderr, "bench_ring: node %zu: %s\n", i, err.msg);
             return 1;
@@ -215,7 +221,7 @@ int main(int argc, char **argv)
     for (int rep = 0; bt && rep < 3; rep++) {
         for (size_t i = 0; i < nb; i++)
             bt[i] = (ec_probe_target_t){.host = "127.0.0.1", .port = nodes[0].port,
-                                        .expect_id = nodes[0].id};
+                                        .expect_id = nodes[0].id, .verify = &key.v};
         int64_t b_t0 = ec_mono_ms();
         burst_ok[rep] = ec_probe_many(bt, nb, 250);
         burst_ms[rep] = ec_mono_ms() - b_t0;

@@ -16,7 +16,12 @@
  * EC_TEST_WEDGE_FILE=PATH: while PATH exists, every epoch callback blocks
  * (polling the file, at most 120 s): the coordinator's loop is wedged while
  * its process and keepalive thread stay alive, for tests of what a wedged
- * leader must give up. */
+ * leader must give up.
+ *
+ * EC_TEST_WATCH_PEERS_MS=N: watch the ring successors every N ms (the
+ * agent's --peer_probe_interval; off by default here).
+ * EC_TEST_PROBE_PORT=P: answer probes on port P instead of the one derived
+ * from the node id (a restarted node whose old port someone else holds). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +160,10 @@ int main(int argc, char **argv)
     o.ports = ports;
     o.master_port = (uint16_t)(ports[0] + 31);
     o.probe_port = (uint16_t)(ports[0] + 30);
+    if (getenv("EC_TEST_PROBE_PORT"))
+        o.probe_port = (uint16_t)atoi(getenv("EC_TEST_PROBE_PORT"));
+    if (getenv("EC_TEST_WATCH_PEERS_MS"))
+        o.watch_peers_ms = atoi(getenv("EC_TEST_WATCH_PEERS_MS"));
     o.np_min = atoi(argv[4]);
     o.np_max = atoi(argv[5]);
     o.elastic_timeout_ms = atoll(argv[7]);
