@@ -356,12 +356,15 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
     if (ctx->error_file)
         add(&b, "TORCHELASTIC_ERROR_FILE", "%s", ctx->error_file);
     /* torchrun's: a NCCL error or timeout tears the process down instead of
-     * leaving it hung in a collective (torch < 2.2 reads the first name,
-     * later ones the second).  A user who set either keeps exactly theirs. */
+     * leaving it hung in a collective.  torch 2.2 and later read the second
+     * name and warn that the first is deprecated; older ones read only the
+     * first, which is set too when the program's torch is known to be one.
+     * A user who set either keeps exactly theirs. */
     if (!ec_env_get(base, "NCCL_ASYNC_ERROR_HANDLING") &&
         !ec_env_get(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
-        add(&b, "NCCL_ASYNC_ERROR_HANDLING", "1");
         add(&b, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+        if (ec_env_torch_before(ctx->torch_version, 2, 2))
+            add(&b, "NCCL_ASYNC_ERROR_HANDLING", "1");
     }
     /* torchrun's default against N processes each starting a thread per core */
     if (ec_env_omp_default(N, base))
@@ -443,4 +446,12 @@ const char *ec_env_get(char *const *env, const char *name)
         if (!strncmp(env[i], name, nl) && env[i][nl] == '=')
             return env[i] + nl + 1;
     return NULL;
+}
+
+bool ec_env_torch_before(const char *version, int major, int minor)
+{
+    int ma = 0, mi = 0;
+    if (!version || sscanf(version, "%d.%d", &ma, &mi) != 2)
+        return false; /* unknown: the current name only */
+    return ma < major || (ma == major && mi < minor);
 }

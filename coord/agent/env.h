@@ -60,6 +60,10 @@ typedef struct ec_env_ctx {
      * not set): it joins only an epoch that admitted that incarnation of
      * its node, never one planned before it was started. */
     uint64_t incarnation;
+    /* The program's torch version as its interpreter imports it ("2.11.0";
+     * NULL or "": unknown): which name of the async error handling variable
+     * it reads. */
+    const char *torch_version;
 } ec_env_ctx_t;
 
 /* Build the environment of local rank n_id on member m_id of ep: base
@@ -70,14 +74,20 @@ typedef struct ec_env_ctx {
  * PADDLE_TRAINER_ID, ...): the worker library tells it those.
  * OMP_NUM_THREADS=1 is added, as torchrun does, when the node runs more than
  * one process and base does not set it (see ec_env_omp_default);
- * NCCL_ASYNC_ERROR_HANDLING=1 and TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base
- * sets neither.
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 when base sets neither it nor
+ * NCCL_ASYNC_ERROR_HANDLING, and the old name too only for a torch known to
+ * be older than 2.2 (which reads only it; later ones warn that it is
+ * deprecated), as torchrun of each version does.
  * *out is a malloc'd NULL-terminated array of malloc'd "K=V" strings; free
  * it with ec_env_free.  Returns 0, EC_EINVAL (m_id/n_id out of range),
  * EC_ESYS (the password file could not be written) or EC_ENOMEM.
  * Pure but for that file: see ctx->etcd. */
 int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
                  char *const *base, char ***out, ec_error_t *err);
+
+/* Whether version ("1.13.1", "2.11.0+cu128") is known and older than
+ * major.minor. */
+bool ec_env_torch_before(const char *version, int major, int minor);
 void ec_env_free(char **env);
 /* The proxy variables ec_env_build leaves out that base sets (http_proxy,
  * https_proxy, HTTP_PROXY, HTTPS_PROXY, all_proxy, ALL_PROXY, grpc_proxy):

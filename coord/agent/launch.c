@@ -365,6 +365,7 @@ static int start_rank_as(agent_t *a, int r, bool ahead)
         .port = a->ports[r],
         .start_epoch = ahead ? ec_node_epoch_floor(a->node) : 0,
         .incarnation = a->gated ? ec_node_incarnation(a->node) : 0,
+        .torch_version = a->prog.needs && !strcmp(a->prog.needs, "torch") ? a->prog.version : NULL,
     };
     char **env = NULL;
     ec_error_t err = {0};

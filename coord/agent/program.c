@@ -153,8 +153,11 @@ const char *ec_program_needs(const ec_config_t *cfg)
 int ec_program_probe(const char *python, const char *module, char *why, size_t len, void *arg)
 {
     int timeout_ms = arg ? *(const int *)arg : EC_PROGRAM_PROBE_MS;
-    char code[128];
-    snprintf(code, sizeof(code), "import %s", module);
+    char code[256];
+    /* and its version, on stderr's last line once imported */
+    snprintf(code, sizeof(code),
+             "import %s, sys; sys.stderr.write('\\n' + str(getattr(%s, '__version__', '')))",
+             module, module);
     int errp[2];
     if (pipe2(errp, O_CLOEXEC) < 0) {
         snprintf(why, len, "cannot ask it: pipe: %s", strerror(errno));
@@ -245,14 +248,16 @@ int ec_program_probe(const char *python, const char *module, char *why, size_t l
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        return 1;
-    /* the last non-empty line of its stderr */
+    /* the last non-empty line of its stderr: the version, or why not */
     buf[used] = '\0';
     while (used > 0 && isspace((unsigned char)buf[used - 1]))
         buf[--used] = '\0';
     char *last = strrchr(buf, '\n');
     last = last ? last + 1 : buf;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        snprintf(why, len, "%.63s", last);
+        return 1;
+    }
     if (*last)
         snprintf(why, len, "%.300s", last);
     else if (WIFSIGNALED(st))
@@ -317,6 +322,8 @@ static int choose_python(const ec_config_t *cfg, const char *path, ec_program_pr
             return 0;
         }
         int r = needs ? probe(out->resolved, needs, why, sizeof(why), probe_arg) : 1;
+        if (r == 1 && needs)
+            snprintf(out->version, sizeof(out->version), "%s", why);
         if (r == 0)
             return ec_errorf(err, EC_EINVAL,
                              "the interpreter %s (%s) cannot import %s (%s), which %s needs %s; "
@@ -342,6 +349,7 @@ static int choose_python(const ec_config_t *cfg, const char *path, ec_program_pr
         char w[400] = "";
         int r = probe(cand[i], needs, w, sizeof(w), probe_arg);
         if (r == 1) {
+            snprintf(out->version, sizeof(out->version), "%s", w);
             chosen = i;
             break;
         }

@@ -41,12 +41,15 @@ typedef struct ec_program {
     char why[1024];   /* the interpreter and why it was chosen, one line, for the
                        * console; "" when the program runs as given */
     char note[512];   /* a warning to log (a probe that could not tell), or "" */
+    char version[64]; /* `needs`' __version__ as the chosen interpreter imports it
+                       * ("2.11.0+cu128"), or "" when not probed or unknown */
 } ec_program_t;
 
 /* Whether interpreter `python` (a path) imports `module`: 1 yes, 0 no,
  * -1 could not tell (it did not answer in time, or could not run).  why
  * gets a short reason for 0 and -1 ("ModuleNotFoundError: No module named
- * 'torch'", "no answer within 30 s"). */
+ * 'torch'", "no answer within 30 s"), and for 1 the module's __version__
+ * ("" when it has none). */
 typedef int (*ec_program_probe_fn)(const char *python, const char *module, char *why,
                                    size_t len, void *arg);
 

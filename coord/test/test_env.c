@@ -191,6 +191,39 @@ START_TEST(proxy_variables_are_removed_and_named)
 }
 END_TEST
 
+/* torch 2.2 and later read TORCH_NCCL_ASYNC_ERROR_HANDLING and warn that
+ * NCCL_ASYNC_ERROR_HANDLING is deprecated; older ones read only the latter:
+ * the current name always, the old one too for a torch known to be older,
+ * nothing over a user's own setting of either. */
+START_TEST(async_error_handling_uses_the_name_the_programs_torch_reads)
+{
+    char *base[] = {"PATH=/bin", NULL};
+    ec_epoch_t *ep = epoch(1, 1);
+    ec_env_ctx_t ctx = {.job_id = "j", .node_id = ep->members[0].node_id, .log_dir = "/tmp"};
+    const char *versions[] = {NULL, "", "2.11.0+cu128", "2.2.0", "1.13.1", "2.1.2+cu121"};
+    bool old_name[] = {false, false, false, false, true, true};
+    for (int i = 0; i < 6; i++) {
+        ctx.torch_version = versions[i];
+        char **env = NULL;
+        ec_error_t err = {0};
+        ck_assert_msg(ec_env_build(ep, 0, 0, &ctx, base, &env, &err) == 0, "%s", err.msg);
+        ck_assert_str_eq(ec_env_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+        ck_assert_msg((ec_env_get(env, "NCCL_ASYNC_ERROR_HANDLING") != NULL) == old_name[i],
+                      "torch %s: NCCL_ASYNC_ERROR_HANDLING %s", versions[i] ? versions[i] : "?",
+                      old_name[i] ? "missing" : "set (deprecated there)");
+        ec_env_free(env);
+    }
+    char *mine[] = {"PATH=/bin", "NCCL_ASYNC_ERROR_HANDLING=0", NULL};
+    char **env = NULL;
+    ctx.torch_version = "2.11.0";
+    ck_assert_int_eq(ec_env_build(ep, 0, 0, &ctx, mine, &env, NULL), 0);
+    ck_assert_str_eq(ec_env_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+    ck_assert_ptr_null(ec_env_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"));
+    ec_env_free(env);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("env");
@@ -200,6 +233,7 @@ static Suite *suite(void)
     tcase_add_test(t, a_view_of_a_split_epoch_gives_every_computable_variable);
     tcase_add_test(t, a_process_started_before_admission_gets_no_epochs_variables);
     tcase_add_test(t, proxy_variables_are_removed_and_named);
+    tcase_add_test(t, async_error_handling_uses_the_name_the_programs_torch_reads);
     suite_add_tcase(s, t);
     return s;
 }

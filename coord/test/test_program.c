@@ -269,16 +269,23 @@ START_TEST(a_paddle_program_needs_an_interpreter_with_paddle)
 }
 END_TEST
 
-/* The real probe: `INTERPRETER -c "import MODULE"`, its answer, why not, and
- * a deadline it never outlives. */
+/* The real probe: `INTERPRETER -c "import MODULE, sys; ..."`, its answer (and
+ * the module's version), why not, and a deadline it never outlives. */
 START_TEST(the_probe_asks_with_a_deadline)
 {
     char sh[200], why[400];
     snprintf(sh, sizeof(sh), "%s/fakepy", dir);
-    write_file(sh, "#!/bin/sh\n[ \"$2\" = 'import good' ] && exit 0\n"
+    write_file(sh, "#!/bin/sh\ncase \"$2\" in 'import good, sys;'*) printf '\\n2.11.0+cu128' >&2; "
+                   "exit 0;; esac\n"
                    "echo \"Traceback...\" >&2\necho \"ModuleNotFoundError: No module named "
                    "'bad'\" >&2\nexit 1\n", 0755);
     ck_assert_int_eq(ec_program_probe(sh, "good", why, sizeof(why), NULL), 1);
+    ck_assert_str_eq(why, "2.11.0+cu128"); /* the module's version, for the environment */
+    /* a real interpreter and module: its __version__ */
+    if (access("/usr/bin/python3", X_OK) == 0) {
+        ck_assert_int_eq(ec_program_probe("/usr/bin/python3", "json", why, sizeof(why), NULL), 1);
+        ck_assert_msg(why[0] >= '0' && why[0] <= '9', "json's version: '%s'", why);
+    }
     ck_assert_int_eq(ec_program_probe(sh, "bad", why, sizeof(why), NULL), 0);
     ck_assert_str_eq(why, "ModuleNotFoundError: No module named 'bad'");
     write_file(sh, "#!/bin/sh\nsleep 30 &\nexec sleep 30\n", 0755);

@@ -48,7 +48,8 @@ static void note(const char *fmt, ...)
 /* ---- CUDA runtime ---- */
 
 cudaError_t cudaGetDeviceCount(int *count) { *count = 8; return cudaSuccess; }
-cudaError_t cudaSetDevice(int device) { (void)device; return cudaSuccess; }
+static int cur_device;
+cudaError_t cudaSetDevice(int device) { cur_device = device; return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t error) { return error ? "stub error" : "no error"; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 
@@ -99,13 +100,50 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
 
+/* What cudaMalloc gave (and not freed): "device memory" to
+ * cudaPointerGetAttributes; anything else is host memory, as on a GPU, so a
+ * host buffer handed to NCCL is refused here too. */
+static pthread_mutex_t dev_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *dev_ptrs[1024];
+static int dev_of[1024];
+
+static int dev_find(const void *p)
+{
+    for (int i = 0; i < 1024; i++)
+        if (dev_ptrs[i] && dev_ptrs[i] == p)
+            return i;
+    return -1;
+}
+
 cudaError_t cudaMalloc(void **p, size_t size)
 {
     *p = malloc(size ? size : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*p)
+        return cudaErrorMemoryAllocation;
+    pthread_mutex_lock(&dev_mu);
+    int i;
+    for (i = 0; i < 1024 && dev_ptrs[i]; i++)
+        ;
+    if (i < 1024) {
+        dev_ptrs[i] = *p;
+        dev_of[i] = cur_device;
+    }
+    pthread_mutex_unlock(&dev_mu);
+    return cudaSuccess;
 }
 
-cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaFree(void *p)
+{
+    pthread_mutex_lock(&dev_mu);
+    int i = p ? dev_find(p) : -1;
+    if (i >= 0)
+        dev_ptrs[i] = NULL;
+    pthread_mutex_unlock(&dev_mu);
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t s)
@@ -117,9 +155,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
 {
-    (void)p;
     memset(a, 0, sizeof(*a));
-    a->type = cudaMemoryTypeManaged; /* usable from every device */
+    pthread_mutex_lock(&dev_mu);
+    int i = dev_find(p);
+    if (i >= 0) {
+        a->type = cudaMemoryTypeDevice;
+        a->device = dev_of[i];
+        a->devicePointer = (void *)p;
+    } else {
+        a->type = cudaMemoryTypeUnregistered; /* pageable host memory */
+    }
+    pthread_mutex_unlock(&dev_mu);
     return cudaSuccess;
 }
 
