@@ -6,7 +6,7 @@
 set -eu
 BUILD="build-essential autoconf automake libtool pkg-config libgrpc-dev libprotobuf-c-dev
 protobuf-c-compiler etcd-server etcd-client libgloo-dev libmicrohttpd-dev libssl-dev python3"
-TEST="check openssl iproute2 procps python3-torch help2man shellcheck clang libclang-rt-14-dev"
+TEST="check openssl iproute2 procps python3-torch help2man shellcheck clang libclang-rt-14-dev patchelf"
 PKGS=$BUILD
 [ "${1:-all}" = build ] || PKGS="$BUILD $TEST"
 missing=""

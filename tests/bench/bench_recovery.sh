@@ -5,6 +5,11 @@
 # and writes a JSON file.  Not a pass/fail test.
 #
 #   tests/bench/bench_recovery.sh [REPS=3] [K=3] [JSON=bench_recovery.json]
+#   env: MODES, SCENARIOS (subsets of the lists below), NPROC (processes per
+#   node, 2), LINREG_ARGS (e.g. "--backend nccl"), ONE_GPU=1 (every node's
+#   processes on the one GPU, each agent's NCCL seeing a host of its own:
+#   NCCL_HOSTID=<node> and NCCL's shared-memory and P2P paths off, see
+#   tests/gpu/README.md), and ECOORD, ECW_LINREG (the binaries).
 #
 # Scenarios (each on a fresh job; lease TTL 10 s, so a node loss that waited
 # for its lease would show as ~10 s; elastic_timeout 30 s, which none of the
@@ -37,10 +42,17 @@ cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/d
 trap cleanup EXIT INT TERM
 now_ms() { date +%s%3N; }   # wall clock ms: compared with the epoch record's times
 
+NPROC=${NPROC:-2}
+one_gpu_env() {  # NODE: what makes NCCL take this agent's processes for another host
+    [ "${ONE_GPU:-0}" = 1 ] || return 0
+    echo "NCCL_HOSTID=$1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_COLLNET_ENABLE=0"
+}
 start_agent() {  # JOB NODE NP MODE
-    "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="$3" --nproc_per_node=2 --node_id="$2" \
+    # shellcheck disable=SC2046,SC2086
+    env $(one_gpu_env "$2") "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="$3" \
+        --nproc_per_node="$NPROC" --node_id="$2" \
         --rebuild="$4" --elastic_timeout=30 --lease_ttl=10 --grace_period=2 --log_dir="$W/$1/$2" \
-        -- "$LINREG" --steps 100000 --delay-ms 10 > "$W/$1.$2.console" 2>&1 &
+        -- "$LINREG" --steps 100000 --delay-ms 10 ${LINREG_ARGS:-} > "$W/$1.$2.console" 2>&1 &
     echo $!
 }
 status_json() { "$ECOORD" status --elastic_server="$EP" --job_id="$1" --json 2>/dev/null; }
@@ -52,7 +64,8 @@ epoch_of() { status_json "$1" | sed -n 's/.*"epoch":{"number":\([0-9]*\).*/\1/p'
 leader_of() { status_json "$1" | sed -n 's/.*"leader":"\([^"]*\)".*/\1/p'; }
 wait_epoch() {  # JOB N: until epoch >= N; prints the time it was seen
     dl=$(( $(now_ms) + 30000 ))
-    while [ "$(epoch_of "$1" || echo 0)" -lt "$2" ] 2>/dev/null; do
+    # no epoch yet prints nothing: not a number to compare (it ended the wait)
+    until e=$(epoch_of "$1"); [ -n "$e" ] && [ "$e" -ge "$2" ]; do
         [ "$(now_ms)" -gt "$dl" ] && return 1
         sleep 0.005
     done
@@ -60,7 +73,7 @@ wait_epoch() {  # JOB N: until epoch >= N; prints the time it was seen
 }
 wait_steps() {  # JOB EPOCH NODES...: until every rank of NODES logged a step in EPOCH
     job=$1; e=$2; shift 2; dl=$(( $(now_ms) + 30000 ))
-    for wn in "$@"; do for wr in 0 1; do
+    for wn in "$@"; do for wr in $(seq 0 $((NPROC - 1))); do
         until grep -q "^linreg step=[0-9]* epoch=$e " "$W/$job/$wn/workerlog.$wr" 2>/dev/null; do
             [ "$(now_ms)" -gt "$dl" ] && return 1; sleep 0.005
         done
@@ -98,7 +111,7 @@ run_scenario() {
     if [ "$sc" = starting ]; then
         # a process of the leader's node crashes: every node (re)starts its
         # processes in the next epoch; the victim dies while they start
-        pid=$(grep -h "^linreg step=.* node=$leader " "$W/$job/$leader/workerlog.1" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p')
+        pid=$(grep -h "^linreg step=.* node=$leader " "$W/$job/$leader/workerlog.$((NPROC - 1))" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p')
         kill -9 "$pid"
         wait_epoch "$job" $((base + 1)) >/dev/null || { echo "  $job: no restart epoch" >&2; return 1; }
         base=$(epoch_of "$job")
@@ -106,7 +119,7 @@ run_scenario() {
     t0=$(now_ms)
     case $sc in
         leave)   eval "kill -TERM \$A_$victim" ;;
-        crash)   pid=$(grep -h "^linreg step=.* node=$victim " "$W/$job/$victim/workerlog.1" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p'); kill -9 "$pid" ;;
+        crash)   pid=$(grep -h "^linreg step=.* node=$victim " "$W/$job/$victim/workerlog.$((NPROC - 1))" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p'); kill -9 "$pid" ;;
         node)    eval "kill -9 \$A_$victim" ;;
         leader)  victim=$leader; eval "kill -9 \$A_$victim" ;;
         scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; victim="" ;;
@@ -125,7 +138,7 @@ run_scenario() {
     return 0
 }
 
-echo "recovery benchmark: $K nodes x 2 processes of linreg (Gloo, loopback), $REPS repetitions, etcd $EP"
+echo "recovery benchmark: $K nodes x $NPROC processes of linreg (${LINREG_ARGS:-Gloo}, loopback${ONE_GPU:+, one GPU}), $REPS repetitions, etcd $EP"
 for mode in ${MODES:-inprocess restart}; do
     for sc in ${SCENARIOS:-leave crash node leader scaleup standby starting}; do
         rep=0

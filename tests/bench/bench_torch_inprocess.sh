@@ -7,7 +7,10 @@
 # max (ms) per phase over every survivor rank.  Not a pass/fail test.
 #
 #   tests/bench/bench_torch_inprocess.sh [REPS=3] [K=3]
-#   env: TTL (lease TTL, s; default 10), MODES, SCENARIOS, DELAY_MS (step delay, 10)
+#   env: TTL (lease TTL, s; default 10), MODES, SCENARIOS, DELAY_MS (step delay, 10),
+#   NPROC (processes per node, 2), PY (the interpreter with torch, /usr/bin/python3),
+#   TORCH_DDP_BACKEND=nccl and ONE_GPU=1 (every node's processes on the one GPU,
+#   each agent's NCCL seeing a host of its own, as in bench_recovery.sh)
 #
 # Phases, from t0 (just before the signal), per survivor rank; in place they
 # come from the rank's own "torch_ddp rebuilt" line, in wall-clock ms:
@@ -24,7 +27,7 @@ set -u
 cd "$(dirname "$0")/../.."
 TOP=$(pwd)
 REPS=${1:-3}; K=${2:-3}; TTL=${TTL:-10}; DELAY_MS=${DELAY_MS:-10}
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}; NPROC=${NPROC:-2}
 ECOORD=${ECOORD:-$TOP/ecoord}; PROG=$TOP/worker/examples/torch_ddp.py
 [ -x "$ECOORD" ] || { echo "build first: make" >&2; exit 1; }
 $PY -c 'import torch.distributed' 2>/dev/null || { echo "no torch under $PY (apt-get install python3-torch)" >&2; exit 1; }
@@ -38,9 +41,15 @@ cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/d
 trap cleanup EXIT INT TERM
 now_ms() { date +%s%3N; }
 
+one_gpu_env() {  # NODE: what makes NCCL take this agent's processes for another host
+    [ "${ONE_GPU:-0}" = 1 ] || return 0
+    echo "NCCL_HOSTID=$1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_COLLNET_ENABLE=0"
+}
 start_agent() {  # JOB NODE MODE
     mkdir -p "$W/$1"
-    "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="1:$K" --nproc_per_node=2 --node_id="$2" \
+    # shellcheck disable=SC2046
+    env $(one_gpu_env "$2") "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="1:$K" \
+        --nproc_per_node="$NPROC" --node_id="$2" \
         --rebuild="$3" --elastic_timeout=30 --lease_ttl="$TTL" --grace_period=2 --log_dir="$W/$1/$2" \
         -- $PY "$PROG" --steps 1000000 --delay-ms "$DELAY_MS" > "$W/$1.$2.console" 2>&1 &
     echo $!
@@ -49,7 +58,7 @@ leader_of() { "$ECOORD" status --elastic_server="$EP" --job_id="$1" --json 2>/de
 # until every rank of NODES logged a step at world WORLD after wall ms AFTER
 all_stepped() {  # JOB WORLD AFTER NODES...
     job=$1; world=$2; after=$3; shift 3
-    for n in "$@"; do for r in 0 1; do
+    for n in "$@"; do for r in $(seq 0 $((NPROC - 1))); do
         grep "^torch_ddp step=.* world=$world " "$W/$job/$n/workerlog.$r" 2>/dev/null |
             awk -v a="$after" '{ sub(/.* t=/, ""); if ($1 + 0 > a) { f = 1; exit } } END { exit !f }' || return 1
     done; done
@@ -66,7 +75,7 @@ run_scenario() {  # MODE SCENARIO REP
         pid=$(start_agent "$job" "n$i" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
         eval "A_n$i=$pid"; nodes="$nodes n$i"; i=$((i + 1))
     done
-    wait_cond 90 all_stepped "$job" $((2 * K)) 0 $nodes || { echo "  $job: never trained at world $((2 * K))" >&2; return 1; }
+    wait_cond 90 all_stepped "$job" $((NPROC * K)) 0 $nodes || { echo "  $job: never trained at world $((NPROC * K))" >&2; return 1; }
     sleep 0.5   # steady state: not a synchronisation, every wait below polls
     leader=$(leader_of "$job"); victim=""
     for n in $nodes; do [ "$n" != "$leader" ] && victim=$n; done
@@ -76,15 +85,15 @@ run_scenario() {  # MODE SCENARIO REP
         leave) eval "kill -TERM \$A_$victim" ;;
         kill9) eval "kill -9 \$A_$victim" ;;
     esac
-    wait_cond $((TTL + 60)) all_stepped "$job" $((2 * K - 2)) "$t0" $survivors ||
-        { echo "  $job: survivors never stepped at world $((2 * K - 2))" >&2; return 1; }
-    for n in $survivors; do for r in 0 1; do
+    wait_cond $((TTL + 60)) all_stepped "$job" $((NPROC * (K - 1))) "$t0" $survivors ||
+        { echo "  $job: survivors never stepped at world $((NPROC * (K - 1)))" >&2; return 1; }
+    for n in $survivors; do for r in $(seq 0 $((NPROC - 1))); do
         f="$W/$job/$n/workerlog.$r"
-        t_step=$(grep "^torch_ddp step=.* world=$((2 * K - 2)) " "$f" |
+        t_step=$(grep "^torch_ddp step=.* world=$((NPROC * (K - 1))) " "$f" |
             awk -v a="$t0" '{ sub(/.* t=/, ""); if ($1 + 0 > a) { print $1; exit } }')
         record "$mode" "$sc" step $((t_step - t0))
         [ "$mode" = inprocess ] || continue
-        line=$(grep "^torch_ddp rebuilt .* world=$((2 * K - 2)) " "$f" | head -n 1)
+        line=$(grep "^torch_ddp rebuilt .* world=$((NPROC * (K - 1))) " "$f" | head -n 1)
         [ -n "$line" ] || continue
         get() { printf '%s\n' "$line" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
         det=$(( $(get detect_at) - t0 ))
@@ -99,7 +108,7 @@ run_scenario() {  # MODE SCENARIO REP
     return 0
 }
 
-echo "torch recovery benchmark: $K nodes x 2 processes of torch_ddp.py (DDP, Gloo, loopback), $REPS repetitions, lease TTL ${TTL} s, etcd $EP"
+echo "torch recovery benchmark: $K nodes x $NPROC processes of torch_ddp.py (DDP, ${TORCH_DDP_BACKEND:-gloo}, loopback${ONE_GPU:+, one GPU}), $REPS repetitions, lease TTL ${TTL} s, etcd $EP"
 for mode in ${MODES:-inprocess restart}; do
     for sc in ${SCENARIOS:-leave kill9}; do
         rep=0

@@ -26,7 +26,11 @@
  *   linreg done steps=S pid=P
  * Exit 0 after --steps steps; 1 on a library error; 3 if the ranks' parameters
  * ever differ.  Data-parallel on the CPU: host buffers, so the Gloo backend
- * (the default here); NCCL would need the parameters in device memory. */
+ * (the default here).  Under NCCL (--backend nccl, or auto on a GPU machine)
+ * each collective and the state sync go through a buffer in the GPU's
+ * memory, copied in and out with the CUDA runtime the library loaded
+ * (dlopen: linreg itself links no CUDA). */
+#include <dlfcn.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -167,6 +171,78 @@ static void fenced(const char *op, const ecw_error_t *err)
     nanosleep(&ts, NULL);
 }
 
+/* The GPU side under NCCL: one device buffer, copies on the legacy default
+ * stream (the library's stream here: ecw_set_stream's NULL) followed by a
+ * device synchronize.  off: host buffers (Gloo). */
+typedef struct {
+    int on;
+    void *d;
+    size_t cap;
+    int (*dmalloc)(void **, size_t);
+    int (*dcopy)(void *, const void *, size_t, int, void *);
+    int (*dsync)(void);
+} gpu_t;
+
+static gpu_t gpu;
+
+static int gpu_open(size_t cap)
+{
+    void *rt = NULL;
+    const char *names[] = {"libcudart.so.13", "libcudart.so.12", NULL};
+    for (int i = 0; names[i] && !rt; i++)
+        rt = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
+    if (!rt)
+        return -1;
+    gpu.dmalloc = (int (*)(void **, size_t))dlsym(rt, "cudaMalloc");
+    gpu.dcopy = (int (*)(void *, const void *, size_t, int, void *))dlsym(rt, "cudaMemcpyAsync");
+    gpu.dsync = (int (*)(void))dlsym(rt, "cudaDeviceSynchronize");
+    if (!gpu.dmalloc || !gpu.dcopy || !gpu.dsync || gpu.dmalloc(&gpu.d, cap) != 0)
+        return -1;
+    gpu.cap = cap;
+    gpu.on = 1;
+    return 0;
+}
+
+/* host -> device (to 1) or device -> host (to 0), then wait for it */
+static int gpu_copy(void *host, size_t n, int to)
+{
+    int rc = to ? gpu.dcopy(gpu.d, host, n, 1, NULL) : gpu.dcopy(host, gpu.d, n, 2, NULL);
+    return rc == 0 && gpu.dsync() == 0 ? 0 : -1;
+}
+
+static int reduce(ecw_t *w, double *v, size_t n, ecw_op_t op, ecw_error_t *err)
+{
+    if (!gpu.on)
+        return ecw_allreduce(w, v, n, ECW_F64, op, err);
+    if (gpu_copy(v, n * sizeof(double), 1) < 0) {
+        snprintf(err->msg, sizeof(err->msg), "copying to the GPU failed");
+        return err->code = ECW_EINVAL;
+    }
+    int rc = ecw_allreduce(w, gpu.d, n, ECW_F64, op, err);
+    if (rc == 0 && gpu_copy(v, n * sizeof(double), 0) < 0) {
+        snprintf(err->msg, sizeof(err->msg), "copying from the GPU failed");
+        return err->code = ECW_EINVAL;
+    }
+    return rc;
+}
+
+static int sync_state(ecw_t *w, double *params, size_t bytes, int64_t *step, int *src,
+                      ecw_error_t *err)
+{
+    if (!gpu.on)
+        return ecw_sync_state(w, params, bytes, step, src, err);
+    if (gpu_copy(params, bytes, 1) < 0) {
+        snprintf(err->msg, sizeof(err->msg), "copying to the GPU failed");
+        return err->code = ECW_EINVAL;
+    }
+    int rc = ecw_sync_state(w, gpu.d, bytes, step, src, err);
+    if (rc == 0 && gpu_copy(params, bytes, 0) < 0) {
+        snprintf(err->msg, sizeof(err->msg), "copying from the GPU failed");
+        return err->code = ECW_EINVAL;
+    }
+    return rc;
+}
+
 /* Rebuild for the newest epoch and take the most advanced state of the
  * members.  Returns 0 or exits. */
 static void recover(ecw_t *w, double *params, int dim, int64_t *step)
@@ -184,7 +260,7 @@ static void recover(ecw_t *w, double *params, int dim, int64_t *step)
             exit(1);
         }
         int src = -1;
-        rc = ecw_sync_state(w, params, sizeof(double) * (size_t)dim, step, &src, &err);
+        rc = sync_state(w, params, sizeof(double) * (size_t)dim, step, &src, &err);
         if (rc == ECW_EEPOCHCHANGED)
             continue; /* yet another epoch: again */
         if (rc == ECW_EUNCONFIRMED) {
@@ -231,11 +307,17 @@ int main(int argc, char **argv)
     double *buf = calloc((size_t)dim + 3, sizeof(double));
     if (!params || !buf)
         return 1;
+    if (ecw_backend(w) == ECW_BACKEND_NCCL &&
+        gpu_open(sizeof(double) * ((size_t)dim + 3)) < 0) {
+        fprintf(stderr, "linreg: backend nccl, but no buffer in the GPU's memory (no CUDA "
+                        "runtime loaded, or cudaMalloc failed)\n");
+        return 1;
+    }
     int64_t step = -1; /* no state: take it from the peers, if any hold one */
     {
         int src = -1;
         int64_t t0 = now_ms();
-        int rc = ecw_sync_state(w, params, sizeof(double) * (size_t)dim, &step, &src, &err);
+        int rc = sync_state(w, params, sizeof(double) * (size_t)dim, &step, &src, &err);
         if (rc == ECW_EEPOCHCHANGED || rc == ECW_EUNCONFIRMED) {
             recover(w, params, dim, &step);
         } else if (rc < 0) {
@@ -270,7 +352,7 @@ int main(int argc, char **argv)
         }
         buf[dim + 2] = 1.0;
         int64_t t0 = now_ms();
-        int rc = ecw_allreduce(w, buf, (size_t)dim + 3, ECW_F64, ECW_SUM, &err);
+        int rc = reduce(w, buf, (size_t)dim + 3, ECW_SUM, &err);
         if (rc == ECW_EEPOCHCHANGED) {
             printf("linreg event=epoch-changed op=allreduce blocked_ms=%" PRId64 " epoch=%" PRIu64
                    " pid=%d\n", now_ms() - t0, ecw_epoch(w), (int)getpid());
@@ -293,7 +375,7 @@ int main(int argc, char **argv)
         uint64_t cs = checksum(params, dim);
         double chk[2] = {(double)cs, -(double)cs};
         t0 = now_ms();
-        rc = ecw_allreduce(w, chk, 2, ECW_F64, ECW_MAX, &err);
+        rc = reduce(w, chk, 2, ECW_MAX, &err);
         if (rc == ECW_EEPOCHCHANGED) {
             printf("linreg event=epoch-changed op=checksum blocked_ms=%" PRId64 " epoch=%" PRIu64
                    " pid=%d\n", now_ms() - t0, ecw_epoch(w), (int)getpid());

@@ -1,0 +1,129 @@
+#!/bin/sh
+# ecoord's GPU suite, run from its bundle (tests/gpu/bundle.sh) on a machine
+# with a GPU, its driver, CUDA and NCCL, and nothing else of ours: no Debian
+# packages, no network.  One line per check, PASS/FAIL/SKIP NAME: what it
+# saw, then the figures; the whole under 5 minutes (each check has its own
+# timeout).  Exit 0 unless a check failed.  Without a GPU it runs what needs
+# none (the bundle loads) and says SKIP for the rest.
+#
+#   sh run.sh [OUT_DIR]          (from the unpacked bundle)
+#   env: CHECKS (names to run, default all), PY (the interpreter with torch:
+#   python3 on PATH), REPS (benchmark repetitions, 1)
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:-$(mktemp -d /tmp/ecoord-gpu-run-XXXXXX)}
+mkdir -p "$OUT"
+export ETCD="$B/bin/etcd" PATH="$B/bin:$PATH"
+PY=${PY:-$(command -v python3 || echo python3)}
+REPS=${REPS:-1}
+fails=0
+t_start=$(date +%s)
+say() {  # RESULT NAME WHAT
+    printf '%s %s: %s\n' "$1" "$2" "$3"
+    [ "$1" = FAIL ] && fails=$((fails + 1))
+    return 0
+}
+want() {  # NAME: whether CHECKS asks for it
+    [ -z "${CHECKS:-}" ] && return 0
+    case " $CHECKS " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+figures() { sed 's/^/    /' "$1"; }
+
+# 1. the bundle loads here: every binary finds every library it needs
+if want loader; then
+    missing=""
+    for f in ecoord .libs/libecworker.so.0 worker/examples/linreg worker/test/test_worker_prog \
+        tests/t4000-worker; do
+        m=$(ldd "$B/$f" 2>&1 | grep "not found" | awk '{print $1}' | tr '\n' ' ')
+        [ -n "$m" ] && missing="$missing $f: $m;"
+    done
+    if [ -n "$missing" ]; then
+        say FAIL loader "libraries not found:$missing"
+    elif ! v=$("$B/ecoord" --version 2>&1) || ! "$ETCD" --version >/dev/null 2>&1; then
+        say FAIL loader "ecoord --version or etcd --version failed: $v"
+    else
+        say PASS loader "every binary loads; $v"
+    fi
+fi
+
+# 2. a GPU?
+gpu=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+    gpu=$(timeout 20 nvidia-smi -L 2>/dev/null | head -n 1)
+fi
+[ -z "$gpu" ] && [ -e /dev/nvidia0 ] && gpu="/dev/nvidia0 (no nvidia-smi)"
+if [ -z "$gpu" ]; then
+    for c in smoke t4000-nccl c-worker-one-gpu torch-nccl-one-gpu illegal-address; do
+        want $c && say SKIP $c "no GPU here (nvidia-smi -L lists none, no /dev/nvidia0)"
+    done
+    echo "gpu suite: $fails failed, $(( $(date +%s) - t_start )) s, no GPU; output in $OUT"
+    [ $fails -eq 0 ]
+    exit
+fi
+echo "device: $gpu"
+command -v nvidia-smi >/dev/null 2>&1 &&
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+    sed 's/^/device: /'
+
+# 3. the NCCL backend's pieces (tests/gpu/smoke.c)
+if want smoke; then
+    if [ ! -x "$B/tests/gpu/smoke" ]; then
+        say SKIP smoke "not in the bundle (built where CUDA's headers were missing)"
+    elif timeout 120 "$B/tests/gpu/smoke" > "$OUT/smoke.txt" 2>&1; then
+        say PASS smoke "$(grep -c '^ok' "$OUT/smoke.txt") checks ok"; figures "$OUT/smoke.txt"
+    else
+        say FAIL smoke "see below"; figures "$OUT/smoke.txt"
+    fi
+fi
+
+# 4. t4000's GPU cases: a one-rank communicator rebuilt per epoch (with its
+# rebuild timings), the NCCL already loaded, the backends' agreement
+if want t4000-nccl; then
+    cases=nccl_rebuilds_per_epoch,auto_takes_the_nccl_already_loaded,members_refuse_a_backend_other_than_rank_0s
+    (cd "$B" && EC_TEST_ONLY=$cases ECW_TEST_WORKER="$B/worker/test/test_worker_prog" \
+        timeout 180 "$B/tests/t4000-worker") > "$OUT/t4000.txt" 2>&1
+    nok=$(grep -c '^ok' "$OUT/t4000.txt"); nbad=$(grep -c '^not ok' "$OUT/t4000.txt")
+    if [ "$nbad" -eq 0 ] && [ "$nok" -ge 3 ]; then
+        say PASS t4000-nccl "$nok cases"
+    else
+        say FAIL t4000-nccl "$nok passed, $nbad failed (of 3)"
+    fi
+    grep '^#\|^not ok' "$OUT/t4000.txt" | grep -v '^# *$' | sed 's/^/    /'
+fi
+
+# 5. the C worker, 3 agents x 1 process on the one GPU: kill -9 of a node, a
+# graceful leave, a join; every survivor stepping again (ms from the change)
+if want c-worker-one-gpu; then
+    if (cd "$B" && ONE_GPU=1 NPROC=1 LINREG_ARGS="--backend nccl" MODES=inprocess \
+        SCENARIOS="node leave scaleup" timeout 240 sh tests/bench/bench_recovery.sh "$REPS" 3 \
+        "$OUT/c-worker.json") > "$OUT/c-worker.txt" 2>&1 &&
+        [ "$(grep -c '^inprocess ' "$OUT/c-worker.txt")" -eq 3 ]; then
+        say PASS c-worker-one-gpu "node kill, leave and join recovered"
+    else
+        say FAIL c-worker-one-gpu "not every scenario recovered"
+    fi
+    figures "$OUT/c-worker.txt"
+fi
+
+# 6. the same under ecoord.torch (DDP over NCCL)
+if want torch-nccl-one-gpu; then
+    if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+        say SKIP torch-nccl-one-gpu "$PY has no torch with CUDA (set PY)"
+    elif (cd "$B" && ONE_GPU=1 NPROC=1 TORCH_DDP_BACKEND=nccl PY="$PY" MODES=inprocess \
+        SCENARIOS="kill9 leave" ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
+        timeout 240 sh tests/bench/bench_torch_inprocess.sh "$REPS" 3) > "$OUT/torch.txt" 2>&1 &&
+        [ "$(grep -c '^inprocess ' "$OUT/torch.txt")" -eq 2 ]; then
+        say PASS torch-nccl-one-gpu "kill -9 and leave recovered in place"
+    else
+        say FAIL torch-nccl-one-gpu "not every scenario recovered"
+    fi
+    [ -f "$OUT/torch.txt" ] && figures "$OUT/torch.txt"
+fi
+
+# 7. a kernel's illegal address reaching the caller as ECW_ERESTART: needs a
+# kernel, hence a compiler for the device, which the bundle does not carry
+want illegal-address && say SKIP illegal-address "not automated: needs a device compiler (run by hand, docs/worker-api.md#gpu-notes)"
+
+echo "gpu suite: $fails failed, $(( $(date +%s) - t_start )) s on $gpu; output in $OUT"
+[ $fails -eq 0 ]
