@@ -94,6 +94,8 @@ typedef struct ncomm {
     bool errored;        /* a call failed and NCCL kept the communicator */
     bool interrupted;    /* an epoch cut a call off and the communicator was kept to be
                             shrunk with NCCL_SHRINK_ABORT (ECOORD_WORKER_NCCL_REBUILD=shrink) */
+    bool doomed;         /* cut off or failed: no call goes into it again; its abort is
+                            left to its teardown (retire.c: off the training thread) */
 } ncomm_t;
 
 static void n_destroy(void *comm);
@@ -222,6 +224,16 @@ static bool do_abort(ncomm_t *c)
     return ok;
 }
 
+/* Give the communicator up without aborting it here: the call that found
+ * it cut off or failed returns at once, not after NCCL's abort (about a
+ * second); the abort runs when the communicator is dropped, off this
+ * thread beside the next one's build (retire.c), or NCCL_SHRINK_ABORT ends
+ * what is in flight when it is shrunk.  Nothing calls into it again. */
+static void doom(ncomm_t *c)
+{
+    c->doomed = true;
+}
+
 /* The error for a restart-class failure, after ecw__restart recorded why. */
 static int restart_err(ncomm_t *c, const char *what, ec_error_t *err)
 {
@@ -256,12 +268,13 @@ static int nccl_fail(ncomm_t *c, const char *what, ncclResult_t r, ec_error_t *e
                        PRIu64 "): %s (%s)%s%s%s", what, c->rank, c->world, c->epoch,
                        cu->ncclGetErrorString(r), ecw__nccl_verdict((int)r).name,
                        last && *last ? ": " : "", last ? last : "", advice);
-    if (v.keeps_comm)
-        c->errored = true;
-    if (!v.keeps_comm && !do_abort(c))
+    c->errored = true; /* kept: for NCCL_SHRINK_ABORT, or aborted when dropped */
+    if (v.cls == ECW__GPU_FATAL) {
+        do_abort(c); /* best effort: the process goes anyway */
         return restart_err(c, what, err);
-    if (v.cls == ECW__GPU_FATAL)
-        return restart_err(c, what, err);
+    }
+    if (!v.keeps_comm)
+        doom(c);
     return rc;
 }
 
@@ -281,36 +294,23 @@ static int cuda_fail(ncomm_t *c, const char *what, cudaError_t ce, ec_error_t *e
                        "nccl %s on rank %d of %d (epoch %" PRIu64 "), CUDA device %d: %s (%s, "
                        "error %d)", what, c->rank, c->world, c->epoch, c->device,
                        cu->cudaGetErrorString(ce), v.name, (int)ce);
-    if (!v.keeps_comm && !do_abort(c))
-        return restart_err(c, what, err);
+    if (!v.keeps_comm) {
+        c->errored = true;
+        doom(c);
+    }
     return rc;
 }
 
-/* Whether an epoch that cuts a call off keeps this communicator, for
- * ncclCommShrink(NCCL_SHRINK_ABORT) to end the call and drop the dead ranks
- * (ECOORD_WORKER_NCCL_REBUILD=shrink only: auto shrinks only a healthy
- * communicator, nccl_plan.c). */
-static bool keep_on_epoch(const ncomm_t *c)
-{
-    bool have = false;
-#if ECW__NCCL_HDR_SHRINK
-    have = cu->ncclCommShrink && cu->nccl_version >= ECW__NCCL_SHRINK_MIN;
-#endif
-    return have && c->ready && c->node_ids && c->comm && !c->lost &&
-           c->w->o.nccl_rebuild == ECW__REBUILD_SHRINK;
-}
-
+/* A call an epoch cut off returns at once: the communicator is kept, not
+ * aborted here, either for ncclCommShrink(NCCL_SHRINK_ABORT) to end the call
+ * and drop the dead ranks (ECOORD_WORKER_NCCL_REBUILD=shrink: n_reusable;
+ * auto shrinks only a healthy communicator, nccl_plan.c) or for its
+ * teardown off this thread beside the next build (retire.c). */
 static int aborted_err(ncomm_t *c, const char *what, ec_error_t *err)
 {
-    if (keep_on_epoch(c)) {
-        c->interrupted = true; /* the shrink aborts what is in flight */
-        return ec_errorf(err, EC_EABORTED, "nccl %s on rank %d of %d (epoch %" PRIu64 ") cut "
-                         "off: a newer epoch was published; rebuild", what, c->rank, c->world,
-                         c->epoch);
-    }
-    if (!do_abort(c))
-        return restart_err(c, what, err);
-    return ec_errorf(err, EC_EABORTED, "nccl %s on rank %d of %d (epoch %" PRIu64 ") aborted: "
+    c->interrupted = true;
+    doom(c);
+    return ec_errorf(err, EC_EABORTED, "nccl %s on rank %d of %d (epoch %" PRIu64 ") cut off: "
                      "a newer epoch was published; rebuild", what, c->rank, c->world, c->epoch);
 }
 
@@ -365,8 +365,7 @@ static int wait_ready(ncomm_t *c, const char *what, int64_t deadline, ec_error_t
         if (st != ncclInProgress)
             return nccl_fail(c, what, st, err);
         if (ec_mono_ms() > deadline) {
-            if (!do_abort(c))
-                return restart_err(c, what, err);
+            doom(c);
             return ec_errorf(err, EC_ETIMEDOUT, "nccl %s on rank %d of %d (epoch %" PRIu64
                              ") did not finish by its deadline: a member is missing or "
                              "stalled; wait for the next epoch", what, c->rank, c->world,
@@ -539,7 +538,7 @@ static int do_shrink(ncomm_t *c, const ecw__nccl_plan_t *plan, int64_t deadline,
         free(slot);
         c->comm = child;
         do_abort(c); /* if NCCL left one */
-        c->aborted = false;
+        c->aborted = c->doomed = c->interrupted = false; /* replaced by the init that follows */
         return ec_errorf(err, EC_EIO, "ncclCommShrink of epoch %" PRIu64 "'s communicator on "
                          "rank %d returned %s (%s)", p->epoch, p->rank, cu->ncclGetErrorString(r),
                          ecw__nccl_verdict((int)r).name);
@@ -577,7 +576,7 @@ static int do_shrink(ncomm_t *c, const ecw__nccl_plan_t *plan, int64_t deadline,
             free(slot);
             if (!do_abort(c))
                 return restart_err(c, "ncclCommShrink", err);
-            c->aborted = false;
+            c->aborted = c->doomed = c->interrupted = false; /* replaced by the init that follows */
             return ec_errorf(err, atomic_load(&c->abort_req) ? EC_EABORTED : EC_ETIMEDOUT,
                              "ncclCommShrink on rank %d of epoch %" PRIu64 " given up: %s",
                              c->rank, c->epoch, why);
@@ -591,7 +590,7 @@ static int do_shrink(ncomm_t *c, const ecw__nccl_plan_t *plan, int64_t deadline,
          * the init that follows replaces it */
         if (rc != EC_ERESTART && c->comm && !do_abort(c))
             return restart_err(c, "ncclCommShrink", err);
-        c->aborted = false;
+        c->aborted = c->doomed = c->interrupted = false; /* replaced by the init that follows */
         c->errored = false;
         return rc;
     }
@@ -725,12 +724,14 @@ static int n_connect(void *comm, ec_error_t *err)
             plan.nroots = roots;
         }
     }
-    /* The old communicator goes before a new one is made (its memory),
-     * and after a shrink (its child no longer needs it): with ncclCommAbort,
-     * which NCCL requires after NCCL_SHRINK_ABORT. */
+    /* The old communicator goes now: after a shrink (its child no longer
+     * needs it), or beside the init that follows, never before it (its
+     * ncclCommAbort takes about a second: retire.c runs it off this thread;
+     * NCCL requires that abort after NCCL_SHRINK_ABORT).  One whose teardown
+     * never returned is not touched: this GPU's state is unknown. */
     if (c->prev) {
         bool lost = c->prev->lost;
-        n_destroy(c->prev);
+        ecw__retire(c->w, &ecw__nccl_backend, c->prev);
         c->prev = NULL;
         if (lost)
             c->lost = true;
@@ -855,8 +856,7 @@ static int drain_stream(ncomm_t *c, const char *what, int64_t deadline, ec_error
                 return nccl_fail(c, what, st, err);
         }
         if (ec_mono_ms() > deadline) {
-            if (!do_abort(c))
-                return restart_err(c, what, err);
+            doom(c);
             return ec_errorf(err, EC_ETIMEDOUT, "nccl %s on rank %d of %d made no progress "
                              "within %d ms: a member is stalled or cut off; wait for the next "
                              "epoch", what, c->rank, c->world, c->timeout_ms);
@@ -881,6 +881,10 @@ static int usable(ncomm_t *c, const char *what, ec_error_t *err)
 {
     if (c->lost)
         return restart_err(c, what, err);
+    if (c->doomed && !atomic_load(&c->abort_req))
+        return ec_errorf(err, EC_EABORTED, "nccl %s on rank %d of %d (epoch %" PRIu64 "): this "
+                         "communicator failed earlier; rebuild", what, c->rank, c->world,
+                         c->epoch);
     if (atomic_load(&c->abort_req) || c->aborted || !c->comm)
         return aborted_err(c, what, err);
     return 0;
@@ -1112,4 +1116,5 @@ const ecw__backend_t ecw__nccl_backend = {
     .stage_alloc = n_stage_alloc,
     .stage_commit = n_stage_commit,
     .stage_free = n_stage_free,
+    .slow_teardown = true,
 };

@@ -193,13 +193,8 @@ static void drop_prev(ecw_t *w)
 {
     void *c = w->prev_comm;
     w->prev_comm = NULL;
-    if (c) {
-        int64_t t0 = ec_mono_ms();
-        w->prev_be->abort(c);
-        w->prev_be->destroy(c);
-        ecw__log(w, ECW_LOG_DEBUG, "previous communicator destroyed in %" PRId64 " ms",
-                 ec_mono_ms() - t0);
-    }
+    if (c)
+        ecw__retire(w, w->prev_be, c); /* off this thread when its teardown is slow */
 }
 
 /* Abort and destroy the communicator (training thread only).  keep: a
@@ -224,11 +219,9 @@ static void drop_comm(ecw_t *w, bool keep)
             w->latest_abort_us = ec_wall_us();
         pthread_mutex_unlock(&w->mu);
     } else if (c) {
-        int64_t t0 = ec_mono_ms();
-        w->be->abort(c);
-        w->be->destroy(c);
-        ecw__log(w, ECW_LOG_DEBUG, "communicator destroyed in %" PRId64 " ms",
-                 ec_mono_ms() - t0);
+        /* destroyed beside the next one's build when its teardown is
+         * slow (NCCL's abort): never before it (retire.c) */
+        ecw__retire(w, w->be, c);
         pthread_mutex_lock(&w->mu);
         if (!w->latest_abort_us)
             w->latest_abort_us = ec_wall_us();
@@ -1161,6 +1154,7 @@ int ecw_init(const ecw_options_t *opts, ecw_t **outp, ecw_error_t *uerr)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->comm_mu, NULL);
+    ecw__retire_init(w);
     pthread_mutex_init(&w->fence_mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1245,6 +1239,14 @@ void ecw_finalize(ecw_t *w)
     if (w->be)
         drop_comm(w, false);
     drop_prev(w);
+    /* the retired communicators' threads log through w: not freed under
+     * them (each teardown has its own deadline, backend_nccl.c) */
+    if (!ecw__retire_drain(w, 60000)) {
+        ecw__log(w, ECW_LOG_ERROR, "ecw_finalize: a retired communicator's teardown did not "
+                 "end within 60 s; the handle is left allocated");
+        errno = saved;
+        return;
+    }
     if (!drained) {
         /* Freeing now would pull the handle from under them: leak it. */
         ecw__log(w, ECW_LOG_ERROR, "ecw_finalize: calls from other threads did not return "
@@ -1259,6 +1261,7 @@ void ecw_finalize(ecw_t *w)
     ecw__opts_free(&w->o);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->comm_mu);
+    ecw__retire_fini(w);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->fence_mu);
     pthread_cond_destroy(&w->fence_cv);

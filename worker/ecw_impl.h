@@ -82,6 +82,9 @@ typedef struct ecw__backend {
     int (*stage_alloc)(void *comm, size_t len, void **buf, ec_error_t *err);
     int (*stage_commit)(void *comm, void *dst, const void *src, size_t len, ec_error_t *err);
     void (*stage_free)(void *comm, void *buf);
+    /* destroy takes long (NCCL's abort, ~1 s): old communicators are
+     * destroyed off the training thread, beside the next (retire.c) */
+    bool slow_teardown;
 } ecw__backend_t;
 
 extern const ecw__backend_t ecw__none_backend;
@@ -191,6 +194,11 @@ struct ecw {
      * and its backend: training thread only. */
     void *prev_comm;
     const ecw__backend_t *prev_be;
+    /* Old communicators being destroyed off the training thread (retire.c):
+     * how many, under retire_mu; retire_cv signals one finished. */
+    pthread_mutex_t retire_mu;
+    pthread_cond_t retire_cv;
+    int retiring;
     uint64_t failed_num;       /* last epoch whose communicator failed */
     int64_t probe_at_ms;       /* training thread: while a build waits for a peer, when to
                                   next look for silent agents (monotonic; 0: no build) */
@@ -337,5 +345,17 @@ void ecw__progress_ready(void);
 void ecw__progress_coll_enter(void);
 void ecw__progress_coll_exit(int ok);
 const char *ecw__progress_path(void);
+
+/* retire.c: a communicator the training thread is done with, aborted and
+ * destroyed off it when the backend's teardown is slow (at most
+ * ECW__RETIRE_MAX at once per handle; beyond, the training thread waits for
+ * one up to ECW__RETIRE_WAIT_MS, then destroys it itself). */
+#define ECW__RETIRE_MAX 2
+#define ECW__RETIRE_WAIT_MS 30000
+void ecw__retire_init(ecw_t *w);
+void ecw__retire_fini(ecw_t *w);
+void ecw__retire(ecw_t *w, const ecw__backend_t *be, void *comm);
+/* Wait until every retirement finished, at most timeout_ms: false if not. */
+bool ecw__retire_drain(ecw_t *w, int timeout_ms);
 
 #endif
