@@ -67,14 +67,7 @@ static void *retire_main(void *p)
 /* Wait (retire_mu held) until fewer than max retire, at most ms. */
 static bool wait_below(ecw_t *w, int max, int ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = ec_deadline_ts(ms);
     while (w->retiring >= max)
         if (pthread_cond_timedwait(&w->retire_cv, &w->retire_mu, &until) != 0)
             return w->retiring < max;

@@ -1,12 +1,12 @@
 #define _GNU_SOURCE
 #include "netaddr.h"
+#include "clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
 #include <sys/file.h>
-#include <time.h>
 #include <sys/stat.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -145,17 +145,13 @@ static void reclaim_stale(void)
     DIR *d = opendir(ports_dir);
     if (!d)
         return;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t until = ec_mono_ms() + 500;
     struct dirent *e;
     for (int k = 0; k < 65536 && (e = readdir(d)); k++) {
         if (e->d_name[0] == '.' || !strchr(e->d_name, ':'))
             continue;
-        if ((k & 255) == 255) {
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > 500)
-                break;
-        }
+        if ((k & 255) == 255 && ec_mono_ms() > until)
+            break;
         char path[768];
         snprintf(path, sizeof(path), "%s/%s", ports_dir, e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
