@@ -214,7 +214,11 @@ static void write_backlog(int nkeys)
     }
 }
 
-START_TEST(deposed_leader_write_is_fenced)
+/* One try of the scenario: 1 when the deposed leader's write was fenced
+ * (and every check passed), 0 when its watch caught up first, so that it
+ * never tried (a race the backlog makes unlikely but, on a loaded machine,
+ * not impossible: the caller tries again). */
+static int attempt(void)
 {
     ec_test_obs_t *o = ec_test_obs_start(c, ROOT);
     start_agent("a", 2);
@@ -283,11 +287,12 @@ START_TEST(deposed_leader_write_is_fenced)
     if (!fenced) {
         char other[128];
         snprintf(other, sizeof(other), "-leader %s: ", lid);
-        ck_abort_msg("%s never logged '%s'%s", L->log, want,
-                     ec_test_file_contains(L->log, other)
-                         ? ": it learned of its deposition before it tried to publish (its "
-                           "watch caught up first); see its console log"
-                         : "");
+        if (ec_test_file_contains(L->log, other)) {
+            /* it learned of its deposition before it tried to publish */
+            ec_epoch_free(ep1);
+            return 0;
+        }
+        ck_abort_msg("%s never logged '%s'", L->log, want);
     }
     long fenced_ms = (long)(ec_test_now_ms() - woken_at);
     /* and then it follows F's epoch as a member */
@@ -322,6 +327,22 @@ START_TEST(deposed_leader_write_is_fenced)
     ck_assert_int_ge(ec_test_obs_check(o, 2, 4, 2), 2);
     ec_test_obs_stop(o);
     ec_epoch_free(ep1);
+    return 1;
+}
+
+START_TEST(deposed_leader_write_is_fenced)
+{
+    for (int i = 1; i <= 3; i++) {
+        if (attempt())
+            return;
+        printf("# try %d: the deposed leader's watch caught up before it tried to publish "
+               "(correct, but not the write under test): again, on a fresh etcd\n", i);
+        teardown();
+        nagents = 0;
+        setup();
+    }
+    ck_abort_msg("in 3 tries the deposed leader always learned of its deposition before it "
+                 "tried to publish: the fenced write was never exercised");
 }
 END_TEST
 
