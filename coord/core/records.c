@@ -950,6 +950,29 @@ static int derived_match(const Ecoord__Epoch *m, const ec_epoch_t *ep, const vct
 }
 
 /* The epoch in m (whole: every member in m->members), validated. */
+/* One member of a record (whole or split), checked: its endpoints, its
+ * master port. */
+static int member_from_pb(const Ecoord__Member *pm, uint32_t nproc, const vctx_t *v,
+                          ec_member_t *d)
+{
+    char whose[EC_NODE_ID_MAX + 32];
+    snprintf(whose, sizeof(whose), "member %u (%.64s)", pm->m_id, pm->node_id);
+    if (pm->n_ports != nproc)
+        return bad(v, "%s has %zu endpoints, expected nproc=%u", whose, pm->n_ports, nproc);
+    if (pm->master_port > 65535)
+        return bad(v, "%s: master port %u is outside 1..65535", whose, pm->master_port);
+    free(d->ports);
+    d->ports = NULL;
+    int rc = ports_from_pb(v, whose, pm->ports, pm->n_ports, &d->ports);
+    if (rc < 0)
+        return rc;
+    d->master_port = (uint16_t)pm->master_port;
+    d->incarnation = pm->incarnation;
+    if (!(d->node_id = dup_str(pm->node_id)) || !(d->host = dup_str(pm->host)))
+        return enomem(v);
+    return 0;
+}
+
 static int epoch_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **out)
 {
     vctx_t v = *vp;
@@ -970,45 +993,21 @@ static int epoch_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **
                  m->n_members, m->nproc);
         goto error;
     }
-    for (size_t i = 0; i < m->n_members; i++) {
-        const Ecoord__Member *pm = m->members[i];
-        if (pm->m_id != i) {
+    for (size_t i = 0; i < m->n_members; i++)
+        if (m->members[i]->m_id != i) {
             rc = bad(&v, "member at index %zu has M_id %u; members must be in M_id order 0..%zu",
-                     i, pm->m_id, m->n_members - 1);
+                     i, m->members[i]->m_id, m->n_members - 1);
             goto error;
         }
-        if (pm->n_ports != m->nproc) {
-            rc = bad(&v, "member %zu (%.64s) has %zu endpoints, expected nproc=%u", i,
-                     pm->node_id, pm->n_ports, m->nproc);
-            goto error;
-        }
-        if (pm->master_port > 65535) {
-            rc = bad(&v, "member %zu (%.64s): master port %u is outside 1..65535", i,
-                     pm->node_id, pm->master_port);
-            goto error;
-        }
-    }
     ep = ec_epoch_new((int)m->n_members, (int)m->nproc);
     if (!ep) {
         rc = enomem(&v);
         goto error;
     }
-    for (size_t i = 0; i < m->n_members; i++) {
-        const Ecoord__Member *pm = m->members[i];
-        ec_member_t *d = &ep->members[i];
-        char whose[EC_NODE_ID_MAX + 32];
-        snprintf(whose, sizeof(whose), "member %zu (%.64s)", i, pm->node_id);
-        free(d->ports);
-        d->ports = NULL;
-        if ((rc = ports_from_pb(&v, whose, pm->ports, pm->n_ports, &d->ports)) < 0)
+    /* each member as a view decodes its own (member_from_pb) */
+    for (size_t i = 0; i < m->n_members; i++)
+        if ((rc = member_from_pb(m->members[i], m->nproc, &v, &ep->members[i])) < 0)
             goto error;
-        d->master_port = (uint16_t)pm->master_port;
-        d->incarnation = pm->incarnation;
-        if (!(d->node_id = dup_str(pm->node_id)) || !(d->host = dup_str(pm->host))) {
-            rc = enomem(&v);
-            goto error;
-        }
-    }
     if ((rc = header_from_pb(m, ep, &v)) < 0 || (rc = epoch_validate(ep, &v)) < 0 ||
         (rc = derived_match(m, ep, &v)) < 0)
         goto error;
@@ -1905,27 +1904,6 @@ uint64_t ec_member_digest(const ec_member_t *m, int nproc)
 }
 
 /* Member d of a view from pm (M_id checked by the caller). */
-static int member_from_pb(const Ecoord__Member *pm, uint32_t nproc, const vctx_t *v,
-                          ec_member_t *d)
-{
-    char whose[EC_NODE_ID_MAX + 32];
-    snprintf(whose, sizeof(whose), "member %u (%.64s)", pm->m_id, pm->node_id);
-    if (pm->n_ports != nproc)
-        return bad(v, "%s has %zu endpoints, expected nproc=%u", whose, pm->n_ports, nproc);
-    if (pm->master_port > 65535)
-        return bad(v, "%s: master port %u is outside 1..65535", whose, pm->master_port);
-    free(d->ports);
-    d->ports = NULL;
-    int rc = ports_from_pb(v, whose, pm->ports, pm->n_ports, &d->ports);
-    if (rc < 0)
-        return rc;
-    d->master_port = (uint16_t)pm->master_port;
-    d->incarnation = pm->incarnation;
-    if (!(d->node_id = dup_str(pm->node_id)) || !(d->host = dup_str(pm->host)))
-        return enomem(v);
-    return 0;
-}
-
 /* A view from a split record m (a head, or a view written by
  * ec_epoch_encode_view). */
 static int view_from_pb(const Ecoord__Epoch *m, const vctx_t *vp, ec_epoch_t **out)
