@@ -58,6 +58,8 @@ cp "$SRC/tests/gpu/README.md" "$B/README.md"
 cp "$SRC/tests/bench/bench_recovery.sh" "$SRC/tests/bench/bench_torch_inprocess.sh" "$B/tests/bench/"
 cp "$SRC/deploy/local/etcd.sh" "$B/deploy/local/"
 cp "$SRC/worker/examples/torch_ddp.py" "$B/worker/examples/"
+mkdir -p "$B/tests/progs"
+cp "$SRC/tests/progs/torch_nccl_smoke.py" "$B/tests/progs/"
 cp -R "$SRC/worker/python/ecoord" "$B/worker/python/"
 find "$B/worker/python" -name __pycache__ -prune -exec rm -rf {} +
 

@@ -54,7 +54,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 [ -z "$gpu" ] && [ -e /dev/nvidia0 ] && gpu="/dev/nvidia0 (no nvidia-smi)"
 if [ -z "$gpu" ]; then
-    for c in smoke t4000-nccl c-worker-one-gpu torch-nccl-one-gpu illegal-address; do
+    for c in smoke t4000-nccl c-worker-one-gpu torch-nccl-smoke torch-nccl-one-gpu illegal-address; do
         want $c && say SKIP $c "no GPU here (nvidia-smi -L lists none, no /dev/nvidia0)"
     done
     echo "gpu suite: $fails failed, $(( $(date +%s) - t_start )) s, no GPU; output in $OUT"
@@ -104,6 +104,20 @@ if want c-worker-one-gpu; then
         say FAIL c-worker-one-gpu "not every scenario recovered"
     fi
     figures "$OUT/c-worker.txt"
+fi
+
+# 6a. ecoord.torch's NCCL path in one process (no agent: a 1-rank group):
+# backend choice, state sync and DDP on CUDA tensors, torch's own abort timed
+if want torch-nccl-smoke; then
+    if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+        say SKIP torch-nccl-smoke "$PY has no torch with CUDA (set PY)"
+    elif (cd "$B" && ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
+        timeout 120 "$PY" tests/progs/torch_nccl_smoke.py) > "$OUT/torch-smoke.txt" 2>&1 &&
+        grep -q '^OK' "$OUT/torch-smoke.txt"; then
+        say PASS torch-nccl-smoke "$(grep 'torch abort' "$OUT/torch-smoke.txt")"
+    else
+        say FAIL torch-nccl-smoke "see below"; figures "$OUT/torch-smoke.txt"
+    fi
 fi
 
 # 6. the same under ecoord.torch (DDP over NCCL)
