@@ -295,10 +295,22 @@ static int count_of(const char *hay, const char *needle)
     return n;
 }
 
+/* The job's status as its leader writes it: under the leadership holding
+ * the leader key (agents ignore and repair one that is not). */
 static void put_job_state(const ec_keys_t *k, ec_job_state_t state, uint64_t epoch)
 {
     ec_job_status_t st = {.state = state, .reason = "", .epoch = epoch,
                           .updated_at_ms = 1700000000000, .updated_by = "test"};
+    char lkey[EC_KEY_MAX], *lid = NULL;
+    ec_key_leader(k, lkey, sizeof(lkey));
+    ec_kv_t lk;
+    bool found = false;
+    if (ec_etcd_get(c, lkey, &lk, &found, NULL, NULL) == 0 && found) {
+        lid = strndup((const char *)lk.value, lk.value_len);
+        st.leader_id = lid;
+        st.leader_rev = lk.create_revision;
+        ec_kv_free(&lk);
+    }
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -307,6 +319,7 @@ static void put_job_state(const ec_keys_t *k, ec_job_state_t state, uint64_t epo
     ec_key_status(k, key, sizeof(key));
     ck_assert_int_eq(ec_etcd_put(c, key, buf, len, 0, NULL, &err), 0);
     free(buf);
+    free(lid);
 }
 
 /* A node record as an agent writes it; ports port0, port0 + 1, ... */
