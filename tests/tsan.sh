@@ -14,11 +14,14 @@
 #
 # Reports: each process writes its own to DIR/reports (TSAN_OPTIONS
 # log_path), halts at the first (exit 66), and the step fails when any file
-# is there (EC_TSAN_OPTIONS=halt_on_error=0 to see every report of a run).  Suppressions (tests/tsan.supp) name third-party libraries only.
+# is there (EC_TSAN_OPTIONS=halt_on_error=0 to see every report of a run).
+# Environment: EC_SKIP_TSAN=1, EC_TSAN_ONLY (below), EC_TSAN_OPTIONS,
+# TSAN_CC (the compiler tried first; gcc), EC_TSAN_JOBS (make -j).
+# Suppressions (tests/tsan.supp) name third-party libraries only.
 #
 # Exit 0: built, ran, no report.  77: skipped (EC_SKIP_TSAN=1, or no
 # compiler that links -fsanitize=thread).  Anything else: a failure.  The
-# last line is the step's summary, "tsan: N passed, N failed, ...".
+# last line is the step's summary, "tsan: N reports; N passed, N failed, ...".
 set -eu
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${1:-build/tsan}
@@ -31,21 +34,30 @@ fi
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 
 # The unit tests with threads of ours (probe server, metrics prober, port
-# listeners, Check's harness around the node), the worker library's
-# off-thread calls, the etcd client's lease keepalive and watch threads, and
-# t2000's cases that run every coordinator thread (see T2000_ONLY).
+# listeners), the worker library's off-thread calls, the etcd client's lease
+# keepalive and watch threads (t1100, t1200), and the cases of t2000 and
+# t4000 that run every coordinator thread and every worker library thread
+# (CASES).
 UNIT="coord/test/test_probe coord/test/test_metrics coord/test/test_check \
 coord/test/test_node_policy worker/test/test_offthread"
-INTEG="tests/t1100-etcd-lease tests/t1200-etcd-watch tests/t2000-coord"
-# t2000 whole takes minutes under TSan.  These cases run the election,
-# registration, publishing, a follower's model, eviction with probes (the
-# ring and probe server threads), a leader killed and a graceful leave:
-# every thread of the node, through the changes that hand state between
-# them, and leadership read from another thread.  Left out: the cases that
-# repeat those paths with longer waits (lease expiry, TTLs), and those that
-# depend on the order nodes start in (standby_promotion_keeps_ranks: under
-# TSan the standby registers before the first epoch forms and is a member).
-T2000_ONLY=${EC_TSAN_T2000_ONLY:-leadership_is_read_from_another_thread,first_epoch_at_max_at_once,graceful_leave_reforms_at_once,leader_kill9_replaced,silent_member_evicted_before_its_ttl}
+INTEG="tests/t1100-etcd-lease tests/t1200-etcd-watch tests/t2000-coord tests/t4000-worker"
+# t2000's and t4000's cases, by name (EC_TEST_ONLY; no other test above
+# selects by it).  t2000 whole took 75 s alone under TSan, but missed its
+# first-epoch deadlines when other jobs shared the machine; t4000 whole takes
+# minutes.  t2000's: the election, registration, publishing, a follower's
+# model, eviction with probes (the ring and probe server threads), a leader
+# killed, a graceful leave, and leadership read from another thread; its
+# other cases repeat those paths with longer waits (lease expiry, TTLs) or
+# depend on the order nodes start in.  t4000's: the library's epoch
+# follower, fence threads (poll and watchdog) and request thread, with the
+# Gloo and none backends: a collective released by an epoch, an
+# ecw_iallreduce, ecw_wait_epoch woken and fenced, the per-epoch store.
+# EC_TSAN_ONLY=all runs both whole; EC_TSAN_ONLY=name,... picks others.
+CASES=${EC_TSAN_ONLY:-leadership_is_read_from_another_thread,first_epoch_at_max_at_once,\
+graceful_leave_reforms_at_once,leader_kill9_replaced,silent_member_evicted_before_its_ttl,\
+silent_peer_released_by_epoch_change,iallreduce_waits_with_a_deadline_and_is_released_by_an_epoch,\
+none_backend_follows_epochs_and_claims_ranks,wait_epoch_wakes_on_new_epoch_and_times_out,\
+wait_epoch_returns_unconfirmed_when_fence_trips,epoch_kv_put_by_one_member_got_by_another}
 # TSan slows each process several times: stretch every test deadline (run-all.sh sets 2).
 EC_TEST_TIMEOUT_MULTIPLIER=$(( ${EC_TEST_TIMEOUT_MULTIPLIER:-1} * 2 ))
 export EC_TEST_TIMEOUT_MULTIPLIER
@@ -71,6 +83,7 @@ done
 [ -x "$DIR/configure" ] || { echo "tsan: no configure in $SRC (run autoreconf -fi)"; exit 1; }
 
 cd "$DIR"
+# shellcheck disable=SC3013 # -nt: dash and bash have it (run-all.sh uses it too)
 if [ ! -f Makefile ] || [ configure -nt config.status ]; then
     # gcc's runtime (libtsan2) is tried first; clang (libclang-rt-14-dev) after.
     ok=no
@@ -89,9 +102,10 @@ if [ ! -f Makefile ] || [ configure -nt config.status ]; then
     fi
 fi
 # Only what the chosen tests need, not every test program.
-PROGS="ecoord tests/ec-test-node tests/ec-test-prog"
+PROGS="ecoord tests/ec-test-node tests/ec-test-prog worker/examples/linreg worker/test/test_worker_prog"
+# shellcheck disable=SC2086 # word lists, on purpose
 make -j"${EC_TSAN_JOBS:-$(nproc)}" $PROGS $UNIT $INTEG > make.out 2>&1 ||
-    { tail -n 30 make.out; echo "tsan: the TSan build failed (build/tsan/make.out)"; exit 1; }
+    { tail -n 30 make.out; echo "tsan: the TSan build failed ($DIR/make.out)"; exit 1; }
 T1=$(date +%s)
 
 rm -rf reports
@@ -99,7 +113,7 @@ mkdir reports
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 \
 suppressions=$SRC/tests/tsan.supp log_path=$DIR/reports/tsan ${EC_TSAN_OPTIONS:-}"
 export TSAN_OPTIONS
-export EC_TEST_ONLY="$T2000_ONLY"
+if [ "$CASES" = all ]; then unset EC_TEST_ONLY; else export EC_TEST_ONLY="$CASES"; fi
 status=0
 make check-TESTS check_PROGRAMS="$PROGS" TESTS="$UNIT $INTEG" > check.out 2>&1 || status=$?
 T2=$(date +%s)
@@ -114,8 +128,13 @@ if [ "$nrep" != 0 ]; then
     done
 fi
 [ "$status" = 0 ] || grep -E '^(FAIL|ERROR|not ok)' test-suite.log | head -n 20 || true
-field() { sed -n "s/^# $1: *//p" test-suite.log 2> /dev/null | head -n1; }
+field() {
+    v=$(sed -n "s/^# $1: *//p" test-suite.log 2> /dev/null | head -n1)
+    echo "${v:-0}"
+}
+nprog=$(echo "$UNIT $INTEG" | wc -w)
+if [ "$CASES" = all ]; then ncases=all; else ncases=$(echo "$CASES" | tr , '\n' | wc -l); fi
 echo "tsan: ${nrep} reports; $(field PASS) passed, $(($(field FAIL) + $(field ERROR) + $(field XPASS))) failed," \
-    "$(field SKIP) skipped ($(field TOTAL) results of $(echo $UNIT $INTEG | wc -w) test programs," \
-    "t2000: $T2000_ONLY); build $((T1 - T0)) s, tests $((T2 - T1)) s"
+    "$(field SKIP) skipped ($(field TOTAL) results of $nprog test programs," \
+    "t2000 and t4000: $ncases cases); build $((T1 - T0)) s, tests $((T2 - T1)) s"
 exit "$status"
