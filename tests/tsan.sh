@@ -34,7 +34,8 @@ fi
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 
 # The unit tests with threads of ours (probe server, metrics prober, port
-# listeners), the worker library's off-thread calls, the etcd client's lease
+# listeners), the worker library's off-thread calls and Gloo shim (below,
+# where Gloo is), the etcd client's lease
 # keepalive and watch threads (t1100, t1200), and the cases of t2000 and
 # t4000 that run every coordinator thread and every worker library thread
 # (CASES).
@@ -100,6 +101,11 @@ if [ ! -f Makefile ] || [ configure -nt config.status ]; then
         echo "tsan: skipped (install libtsan2 for gcc, or libclang-rt-14-dev for clang)"
         exit 77
     fi
+fi
+# The Gloo shim's own test (its abort thread and Gloo's pair threads), where
+# configure found Gloo.
+if grep -qx "found gloo yes" config.deps 2> /dev/null; then
+    UNIT="$UNIT worker/test/test_gloo_shim"
 fi
 # Only what the chosen tests need, not every test program.
 PROGS="ecoord tests/ec-test-node tests/ec-test-prog worker/examples/linreg worker/test/test_worker_prog"
