@@ -1597,11 +1597,12 @@ int ec_cmd_launch(const ec_config_t *cfg)
                             "itself)", proxies);
 
     if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int e = errno;
         ec_log(EC_LOG_ERROR, "cannot create the pipe that wakes the agent on signals: %s%s",
-               strerror(errno), errno == EMFILE || errno == ENFILE
-                                    ? " (too many open files: raise the limit, e.g. ulimit -n "
-                                      "65536, or LimitNOFILE= in the systemd unit)"
-                                    : "");
+               strerror(e), e == EMFILE || e == ENFILE
+                                ? " (too many open files: raise the limit, e.g. ulimit -n 65536, "
+                                  "or LimitNOFILE= in the systemd unit)"
+                                : "");
         goto out;
     }
     wake_fd = a.pipefd[1];
