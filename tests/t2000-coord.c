@@ -7,8 +7,9 @@
  * duplicate node id is refused; a restart re-forms the same members; a node
  * with the wrong N is refused with the reason in its record; a process
  * squatting on a dead agent's probe port fools neither its ring watchers nor
- * its same-id restart (it cannot prove membership of the run).  Every test ends
- * with the epoch-history checker. */
+ * its same-id restart (it cannot prove membership of the run); whether a node
+ * leads can be read from another thread (a data race under TSan before).
+ * Every test ends with the epoch-history checker. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include "etcd_proxy.h"
 #include "harness.h"
 #include "keys.h"
+#include "node.h"
 #include "records.h"
 
 static ec_embed_t *etcd;
@@ -1313,6 +1315,51 @@ START_TEST(leader_leaving_gracefully_is_a_leave)
 }
 END_TEST
 
+/* ec_node_is_leader may be called from any thread (node.h): here the test's
+ * main thread polls it while the node's coordinator thread wins the leader
+ * key.  Under ThreadSanitizer (tests/tsan.sh) this is the check that the
+ * coordinator's own flag is published safely: reading it unguarded was a
+ * data race between the loop's campaign and the caller. */
+static void no_epoch_cb(const ec_epoch_t *ep, void *arg)
+{
+    (void)ep;
+    (void)arg;
+}
+
+static bool is_leader(void *arg)
+{
+    return ec_node_is_leader(arg);
+}
+
+START_TEST(leadership_is_read_from_another_thread)
+{
+    const char *root = "/jread/";
+    uint16_t port = 29999; /* recorded, never bound: no process is started */
+    ec_node_opts_t o = EC_NODE_OPTS_INIT;
+    o.etcd = c;
+    o.job_id = "jread";
+    o.node_id = "n1";
+    o.host = "127.0.0.1";
+    o.nproc = 1;
+    o.ports = &port;
+    o.master_port = 29998;
+    o.np_min = 1;
+    o.np_max = 1;
+    o.elastic_timeout_ms = 600000;
+    o.lease_ttl_s = 10;
+    o.on_epoch = no_epoch_cb;
+    ec_error_t err = {0};
+    ec_node_t *n = ec_node_start(&o, &err);
+    ck_assert_msg(n, "ec_node_start: %s", err.msg);
+    bool led = ec_test_wait(is_leader, n, 10000);
+    ec_epoch_t *ep = led ? wait_epoch(root, 1, 1, NULL, 10000) : NULL;
+    ec_node_stop(n);
+    ck_assert_msg(led, "the only node never said it leads");
+    ck_assert_str_eq(ep->leader_id, "n1");
+    ec_epoch_free(ep);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t2000-coord");
@@ -1348,6 +1395,7 @@ static Suite *suite(void)
     ec_tcase_add(t, leader_skips_the_plan_for_progress_only_writes);
     ec_tcase_add(t, leader_plans_once_per_burst);
     ec_tcase_add(t, leader_leaving_gracefully_is_a_leave);
+    ec_tcase_add(t, leadership_is_read_from_another_thread);
     suite_add_tcase(s, t);
     return s;
 }

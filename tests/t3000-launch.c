@@ -5,7 +5,8 @@
  * leaves while the job goes on; a killed agent takes its processes with it
  * and the others re-form after its lease; a SIGTERMed agent leaves at once;
  * a fourth agent joins; the job completes with exit 0 everywhere; logs carry
- * epoch markers; bad input stops before anything starts.  Proxy variables
+ * epoch markers; bad input stops before anything starts, and every set-up
+ * failure under a low open-file limit says what failed.  Proxy variables
  * set on the agent neither divert its etcd traffic nor reach its processes;
  * a busy start port is moved with one line that says so. */
 #include <netinet/in.h>
@@ -934,6 +935,41 @@ START_TEST(bad_input_stops_before_anything_starts)
 }
 END_TEST
 
+/* Every set-up failure says what failed: the agent is started with an
+ * open-file limit of K for K = 3, 4, ... until a run completes, so each of
+ * its set-up steps (etcd connection, route, ports, probe listener, signal
+ * pipe, the process's log and pipes) is the one to fail at some K.  Every
+ * run that exits non-zero prints an ERROR line; the signal pipe's failure
+ * left with exit 1 and no message before.  Below the descriptors they need,
+ * the dynamic loader fails (exit 127) and gRPC aborts at start (SIGABRT, an
+ * absl "RAW:" line): not ours. */
+START_TEST(every_set_up_failure_with_few_files_says_what_failed)
+{
+    char cmd[2048], out[16384];
+    int k, nsaid = 0;
+    for (k = 3; k <= 256; k++) {
+        snprintf(cmd, sizeof(cmd), "ulimit -n %d && exec %s launch --elastic_server=%s "
+                 "--job_id=jfd%d --np=1 --nproc_per_node=1 --log_dir=%s/fd%d -- /bin/true",
+                 k, ecoord(), ec_embed_endpoint(etcd), k, tmp, k);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        int rc = ec_test_run(argv, out, sizeof(out));
+        if (rc == 0)
+            break;
+        if ((rc == 128 + SIGABRT && strstr(out, "RAW:")) ||
+            (rc == 127 && strstr(out, "error while loading shared libraries")))
+            continue; /* gRPC's own start, or the dynamic loader's */
+        size_t len = strlen(out);
+        const char *end = len > 600 ? out + len - 600 : out; /* Check's messages are short */
+        ck_assert_msg(rc < 128, "ulimit -n %d: killed by signal %d: ...%s", k, rc - 128, end);
+        ck_assert_msg(strstr(out, " ERROR "), "ulimit -n %d: exit %d without an ERROR line: ...%s",
+                      k, rc, end);
+        nsaid++;
+    }
+    ck_assert_msg(k <= 256, "no run completed with up to 256 open files");
+    printf("# %d set-up failures below ulimit -n %d, each said what failed\n", nsaid, k);
+}
+END_TEST
+
 /* Every node runs the same number of processes; one started with another
  * --nproc_per_node is refused by the leader, and its agent exits 1 naming
  * both numbers instead of waiting as a standby forever, while the job goes
@@ -1419,6 +1455,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("launch");
     tcase_add_checked_fixture(t, setup, teardown);
     ec_tcase_add(t, bad_input_stops_before_anything_starts);
+    ec_tcase_add(t, every_set_up_failure_with_few_files_says_what_failed);
     ec_tcase_add(t, environment_matches_epoch);
     ec_tcase_add(t, unrunnable_program_exits_1_before_joining);
     ec_tcase_add(t, python_program_runs_with_interpreter);

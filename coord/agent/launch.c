@@ -1516,8 +1516,12 @@ int ec_cmd_launch(const ec_config_t *cfg)
     a.resv = calloc((size_t)a.nproc + 2, sizeof(int));
     a.done = calloc((size_t)a.nproc, sizeof(bool));
     a.rank_started_ms = calloc((size_t)a.nproc, sizeof(int64_t));
-    if (!a.ports || !a.resv || !a.done || !a.rank_started_ms)
+    if (!a.ports || !a.resv || !a.done || !a.rank_started_ms) {
+        ec_log(EC_LOG_ERROR, "out of memory for the state of this node's %d processes "
+                             "(--nproc_per_node=%d): free memory on this machine or start fewer "
+                             "processes per node", a.nproc, a.nproc);
         goto out;
+    }
     ec_ports_note_t pnote;
     if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 2, a.ports, a.resv, &pnote,
                          &err) < 0) {
@@ -1593,8 +1597,15 @@ int ec_cmd_launch(const ec_config_t *cfg)
                             "go straight to their peers; a program that needs a proxy sets it "
                             "itself)", proxies);
 
-    if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
+    if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int e = errno;
+        ec_log(EC_LOG_ERROR, "cannot create the pipe that wakes the agent on signals: %s%s",
+               strerror(e), e == EMFILE || e == ENFILE
+                                ? " (too many open files: raise the limit, e.g. ulimit -n 65536, "
+                                  "or LimitNOFILE= in the systemd unit)"
+                                : "");
         goto out;
+    }
     wake_fd = a.pipefd[1];
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);

@@ -850,7 +850,8 @@ void ec_node_stop(ec_node_t *n)
 
 bool ec_node_is_leader(ec_node_t *n)
 {
-    return n->am_leader;
+    /* any thread: am_leader is the coordinator thread's own */
+    return atomic_load_explicit(&n->leader_pub, memory_order_acquire);
 }
 
 int64_t ec_node_lease(ec_node_t *n)
@@ -879,6 +880,7 @@ uint64_t ec_node_incarnation(ec_node_t *n)
 
 uint64_t ec_node_run(ec_node_t *n)
 {
+    /* no lock: set by ec_node_start before any thread, never changed */
     return n->run;
 }
 

@@ -156,6 +156,8 @@ void ec_node_free_ids(char **ids, int n);
  * is what a crash looks like to the others.  Accepts NULL. */
 void ec_node_stop(ec_node_t *n);
 
+/* Whether this node holds the job's leader key, as its coordinator last
+ * decided; from any thread, without a lock. */
 bool ec_node_is_leader(ec_node_t *n);
 int64_t ec_node_lease(ec_node_t *n);
 uint64_t ec_node_incarnation(ec_node_t *n);

@@ -13,6 +13,12 @@
 #include "log.h"
 #include "node_impl.h"
 
+void ec__node_set_leader(ec_node_t *n, bool leader)
+{
+    n->am_leader = leader;
+    atomic_store_explicit(&n->leader_pub, leader, memory_order_release);
+}
+
 void ec__node_campaign(ec_node_t *n)
 {
     int64_t lease = ec_node_lease(n);
@@ -26,7 +32,7 @@ void ec__node_campaign(ec_node_t *n)
         return;
     }
     if (r.succeeded) {
-        n->am_leader = true;
+        ec__node_set_leader(n, true);
         n->my_leader_rev = r.revision;
         n->fp_since = ec_mono_ms();
         n->fingerprint = 0;
@@ -41,7 +47,7 @@ void ec__node_step_down(ec_node_t *n, const char *why)
 {
     if (!n->am_leader)
         return;
-    n->am_leader = false;
+    ec__node_set_leader(n, false);
     n->my_leader_rev = 0;
     ec__node_emit(n, "-leader %s: %s", n->node_id, why);
 }
@@ -243,7 +249,7 @@ void ec__node_elect(ec_node_t *n)
             /* Our campaign was applied but its reply was lost (or a read
              * after a rejected publish failed): the key is ours, on our live
              * lease; leave it and the job would stay leaderless. */
-            n->am_leader = true;
+            ec__node_set_leader(n, true);
             n->my_leader_rev = v.key_create_rev;
             n->fp_since = ec_mono_ms();
             n->fingerprint = 0;

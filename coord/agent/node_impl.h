@@ -239,7 +239,12 @@ struct ec_node {
     pthread_t ring_thread;
     bool ring_started;
     pthread_cond_t ring_cond;
-    /* coordinator thread only */
+    /* am_leader as other threads read it (ec_node_is_leader): written by
+     * the coordinator thread with am_leader, read with no lock.  The
+     * coordinator's own reads stay plain ones of am_leader. */
+    atomic_bool leader_pub;
+    /* coordinator thread only (am_leader changes only through
+     * ec__node_set_leader, which publishes it in leader_pub) */
     bool am_leader;
     int64_t my_leader_rev;
     uint64_t delivered_epoch;
@@ -344,6 +349,8 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err);
 int ec__node_put_self(ec_node_t *n, ec_error_t *err);
 
 /* node_election.c */
+/* Set am_leader and publish it for ec_node_is_leader (coordinator thread). */
+void ec__node_set_leader(ec_node_t *n, bool leader);
 void ec__node_campaign(ec_node_t *n);
 void ec__node_step_down(ec_node_t *n, const char *why);
 ec_cmp_t ec__node_fence_leader(ec_node_t *n);

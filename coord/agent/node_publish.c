@@ -406,6 +406,21 @@ void ec__node_plan_and_act(ec_node_t *n)
         in.epoch.n_members = (size_t)n->epoch->nmembers;
         cur_epoch = n->epoch->number;
     }
+    if (!pn || !nodes || (n->epoch && n->epoch->nmembers > 0 && !mem)) {
+        /* A plan without them would see no node, or no member, and could
+         * publish an epoch without the job's nodes: plan again later. */
+        int64_t w = now + 1000;
+        if (n->wake_at < 0 || n->wake_at > w)
+            n->wake_at = w;
+        pthread_mutex_unlock(&n->lock);
+        free(pn);
+        free(nodes);
+        free(mem);
+        ec_log(EC_LOG_ERROR, "out of memory planning job %s's next epoch (%zu nodes): not "
+                             "planning now, trying again in 1 s; free memory on this machine",
+               n->job_id, n->nnodes);
+        return;
+    }
     uint64_t fp = ec_plan_fingerprint(&in.config, nodes, nn);
     if (fp != n->fingerprint) {
         n->fingerprint = fp;

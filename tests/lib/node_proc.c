@@ -145,8 +145,14 @@ int main(int argc, char **argv)
     /* Distinct fake ports per node so endpoints never collide in an epoch:
      * 32 per node id hash, 19000-31799, below Linux's ephemeral range
      * (32768-60999), where an outgoing connection of any process could
-     * hold the probe port, the one really bound. */
+     * hold the probe port, the one really bound.  The etcd endpoint (a free
+     * port per test run) is hashed first: two runs on one machine (the TSan
+     * step beside another checkout's suite) gave every n1 one probe port,
+     * and the second failed "Address already in use".  Ids of one length
+     * still get consecutive slots within a run. */
     unsigned h = 0;
+    for (const char *p = argv[1]; *p; p++)
+        h = h * 31 + (unsigned char)*p;
     for (const char *p = argv[3]; *p; p++)
         h = h * 31 + (unsigned char)*p;
     for (int i = 0; i < nproc; i++)
