@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -165,6 +166,26 @@ START_TEST(a_host_not_of_this_machine_is_refused_at_once)
 }
 END_TEST
 
+/* Out of file descriptors (a low ulimit -n): said so, with the fix, not
+ * taken for ports in use (it read "only 0 of the 3 ports ... are free"). */
+START_TEST(running_out_of_file_descriptors_is_said_so)
+{
+    int lo;
+    free_range(3, &lo);
+    /* every descriptor up to the limit taken */
+    struct rlimit rl = {64, 64};
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    while (open("/dev/null", O_RDONLY) >= 0)
+        ;
+    uint16_t p[3];
+    int fds[3];
+    ec_error_t err;
+    ck_assert_int_lt(ec_ports_reserve("127.0.0.1", lo, lo + 50, 3, p, fds, NULL, &err), 0);
+    ck_assert_msg(strstr(err.msg, "Too many open files") && strstr(err.msg, "ulimit -n"), "%s",
+                  err.msg);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ports");
@@ -174,6 +195,7 @@ static Suite *suite(void)
     tcase_add_test(tc, ports_tried_and_not_taken_leave_no_lock_file);
     tcase_add_test(tc, stale_lock_files_are_reclaimed_and_held_ones_kept);
     tcase_add_test(tc, a_host_not_of_this_machine_is_refused_at_once);
+    tcase_add_test(tc, running_out_of_file_descriptors_is_said_so);
     suite_add_tcase(s, tc);
     return s;
 }

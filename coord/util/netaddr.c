@@ -106,6 +106,8 @@ static bool still_there(int fd, const char *path)
            a.st_ino == b.st_ino;
 }
 
+/* The lock's descriptor; -1 when another agent holds the port; -2 (errno
+ * set) when this process is out of descriptors. */
 static int lock_port(const char *addr, int port)
 {
     if (mkdir(ports_dir, 01777) == 0)
@@ -115,7 +117,7 @@ static int lock_port(const char *addr, int port)
     for (int tries = 0; tries < 4; tries++) {
         int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
         if (fd < 0)
-            return -1;
+            return errno == EMFILE || errno == ENFILE ? -2 : -1;
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
             close(fd);
             return -1;
@@ -276,15 +278,22 @@ int ec_ports_reserve(const char *addr, int lo, int hi, int n, uint16_t *ports, i
     reclaim_stale();
     for (int port = lo; port <= hi && got < n; port++) {
         int lfd = lock_port(addr, port);
+        int fd = lfd >= 0 ? socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+        if (lfd == -2 || (lfd >= 0 && fd < 0)) {
+            int e = errno;
+            if (lfd >= 0)
+                unlock_port(addr, port, lfd);
+            ec_ports_unlock(addr, ports, fds, got);
+            return ec_errorf(err, EC_ESYS, "cannot reserve this node's ports: %s%s", strerror(e),
+                             e == EMFILE || e == ENFILE
+                                 ? "; raise the limit on open files (ulimit -n, or LimitNOFILE= "
+                                   "in a systemd unit)"
+                                 : "");
+        }
         if (lfd < 0) {
             if (nheld < 64)
                 held[nheld++] = (uint16_t)port; /* another agent on this host has it */
             continue;
-        }
-        int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            close(lfd);
-            break;
         }
         if (ss.ss_family == AF_INET)
             s4->sin_port = htons((uint16_t)port);
