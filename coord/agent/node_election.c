@@ -75,9 +75,15 @@ int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason
         return err.code;
     }
     ec_cmp_t f = ec__node_fence_leader(n);
-    ec_op_t put = {.type = EC_OP_PUT, .key = n->k_status, .value = buf, .value_len = len};
+    /* a run that ends takes its probe secret with it (nobody registers
+     * into an ended run: a new launch starts the next one) */
+    char sk[EC_KEY_MAX];
+    ec_op_t ops[2] = {{.type = EC_OP_PUT, .key = n->k_status, .value = buf, .value_len = len}};
+    size_t nops = 1;
+    if (ec_job_state_ended(state) && ec_key_probe_secret(&n->keys, run, sk, sizeof(sk)) > 0)
+        ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = sk};
     ec_txn_result_t r;
-    int rc = ec_etcd_txn(n->c, &f, fenced ? 1 : 0, &put, 1, NULL, 0, &r, &err);
+    int rc = ec_etcd_txn(n->c, &f, fenced ? 1 : 0, ops, nops, NULL, 0, &r, &err);
     free(buf);
     if (rc < 0) {
         ec_log(EC_LOG_WARN, "cannot write job status: %s", err.msg);

@@ -20,7 +20,7 @@
  *   check/report                          `ecoord check`: the report, leased
  *   runs/<run>/probe_secret               the run's secret that proves a probe's
  *                                         answer (probe_proof.h); no lease: it
- *                                         lasts the run
+ *                                         lasts the run (deleted with its end)
  *
  * <n> and <seq> are zero-padded to 20 digits (UINT64_MAX has 20), so a prefix
  * listing returns them in numeric order.  Because '/' sorts before every
