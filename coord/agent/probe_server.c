@@ -171,12 +171,18 @@ ec_probe_server_t *ec_probe_serve(const char *host, uint16_t port, const char *n
     memcpy(s->secret, secret, EC_PROBE_SECRET_LEN);
     atomic_store(&s->lease, lease);
     s->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int one = 1;
-    setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&ss, sl) < 0 || listen(s->fd, SOMAXCONN) < 0 ||
-        pipe2(s->stop_pipe, O_CLOEXEC) < 0) {
-        ec_errorf(err, EC_EIO, "cannot listen for probes on %s:%u: %s (choose other ports with "
-                               "--start_port or --port_range)", host, port, strerror(errno));
+    int one = 1, e = s->fd < 0 ? errno : 0; /* the first failure's errno, not a later call's */
+    if (!e && setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+        e = errno;
+    if (!e && (bind(s->fd, (struct sockaddr *)&ss, sl) < 0 || listen(s->fd, SOMAXCONN) < 0 ||
+               pipe2(s->stop_pipe, O_CLOEXEC) < 0))
+        e = errno;
+    if (e) {
+        ec_errorf(err, EC_EIO, "cannot listen for probes on %s:%u: %s (%s)", host, port,
+                  strerror(e),
+                  e == EMFILE || e == ENFILE
+                      ? "raise the limit on open files: ulimit -n, or LimitNOFILE= in a systemd unit"
+                      : "choose other ports with --start_port or --port_range");
         if (s->fd >= 0)
             close(s->fd);
         free(s);

@@ -18,6 +18,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -94,6 +96,24 @@ START_TEST(nothing_to_read_after_the_deadline_is_silent)
     close(c1);
     close(c2);
     close(lfd);
+}
+END_TEST
+
+/* A probe server that cannot get a socket says why, with the fix: out of
+ * file descriptors read "Bad file descriptor" (errno of a later call). */
+START_TEST(probe_server_out_of_descriptors_says_so)
+{
+    uint8_t secret[EC_PROBE_SECRET_LEN];
+    memset(secret, 7, sizeof(secret));
+    struct rlimit rl = {64, 64};
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    while (open("/dev/null", O_RDONLY) >= 0)
+        ;
+    ec_error_t err = {0};
+    ec_probe_server_t *s = ec_probe_serve("127.0.0.1", 1, "n1", secret, 0x42, &err);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(err.msg, "Too many open files") && strstr(err.msg, "ulimit -n"), "%s",
+                  err.msg);
 }
 END_TEST
 
@@ -190,6 +210,7 @@ static Suite *suite(void)
     tcase_add_test(tc, answer_queued_before_a_late_look_counts);
     tcase_add_test(tc, nothing_to_read_after_the_deadline_is_silent);
     tcase_add_test(tc, probe_server_round_trip);
+    tcase_add_test(tc, probe_server_out_of_descriptors_says_so);
     tcase_add_test(tc, members_probed_and_silent_ones_named);
     suite_add_tcase(s, tc);
     return s;
