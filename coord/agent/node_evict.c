@@ -10,6 +10,7 @@
 
 #include "keys.h"
 #include "clock.h"
+#include "detector.h"
 #include "log.h"
 #include "node_impl.h"
 
@@ -200,6 +201,68 @@ bool ec__node_held_out(ec_node_t *n, const char *id)
     return false;
 }
 
+/* Probe nt reported (or held) nodes to confirm what was reported of them:
+ * a set of f attempts each (fresh connections: one lost packet does not
+ * make a live node look silent; f at most EC_DETECT_FANOUT), and more sets for those
+ * whose link looks slower than the deadline (ec_detect_confirm_again_ms:
+ * no handshake within it, or one that took more than half of it).  Fills
+ * each t[i].ok, rtt_us, connected, refused; returns the longest deadline
+ * used, in ms.  No lock held. */
+static int64_t confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f)
+{
+    int F = f < 1 ? 1 : f > EC_DETECT_FANOUT ? EC_DETECT_FANOUT : f;
+    ec_probe_target_t *a = calloc(nt ? nt * (size_t)F : 1, sizeof(*a));
+    int64_t *d = calloc(nt ? nt : 1, sizeof(*d)), longest = 0;
+    if (!a || !d) {
+        free(a);
+        free(d);
+        ec__node_probe(n, t, nt, EC_DETECT_FLOOR_MS);
+        return EC_DETECT_FLOOR_MS;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        d[i] = ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
+        t[i].ok = 0;
+    }
+    for (int sets = 1;; sets++) {
+        size_t na = 0;
+        int64_t dl = 0;
+        for (size_t i = 0; i < nt; i++)
+            for (int k = 0; d[i] && k < F; k++) {
+                a[na++] = t[i];
+                dl = d[i] > dl ? d[i] : dl;
+            }
+        if (!na)
+            break;
+        ec__node_probe(n, a, na, (int)dl);
+        longest = dl > longest ? dl : longest;
+        na = 0;
+        for (size_t i = 0; i < nt; i++) {
+            if (!d[i])
+                continue;
+            int ans = 0, con = 0, ref = 0;
+            int64_t rtt = -1, hs = -1;
+            for (int k = 0; k < F; k++, na++) {
+                ans += a[na].ok;
+                con += a[na].connected;
+                ref += a[na].refused;
+                if (a[na].ok && (rtt < 0 || a[na].rtt_us < rtt))
+                    rtt = a[na].rtt_us;
+                if (a[na].connected && (hs < 0 || a[na].connect_us < hs))
+                    hs = a[na].connect_us;
+            }
+            ec_probe_outcome_t r = ec_detect_outcome(ans, con, ref, F);
+            t[i].ok = ans > 0;
+            t[i].rtt_us = rtt;
+            t[i].connected = con > 0;
+            t[i].refused = r == EC_PROBE_REFUSED;
+            d[i] = ans ? 0 : ec_detect_confirm_again_ms(r, hs, dl, sets);
+        }
+    }
+    free(a);
+    free(d);
+    return longest;
+}
+
 /* (Leader) probe the remembered silent nodes that registered again: one
  * that answers is eligible again, one that does not stays out (re-probed
  * every second), for at most EC_HOLD_MAX_MS. */
@@ -246,8 +309,7 @@ static void probe_held(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
-    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-    ec__node_probe(n, t, nt, to);
+    confirm_probe(n, t, nt, EC_DETECT_FANOUT);
     now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
@@ -398,6 +460,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
     fetch_accused_leader(n);
     pthread_mutex_lock(&n->lock);
     cur = n->epoch ? n->epoch->number : 0;
+    size_t nmembers = n->epoch ? (size_t)n->epoch->nmembers : 0;
     int64_t now = ec_mono_ms();
     for (size_t i = 0; cur && i < n->nsus && nt < MAXS; i++) {
         if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
@@ -465,8 +528,11 @@ void ec__node_handle_suspicions(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
-    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-    ec__node_probe(n, t, nt, to);
+    /* a follower probes only the leader, and all followers do: fewer
+     * attempts each in a large job, so that their burst stays within the
+     * leader's accept queue */
+    int f = n->am_leader ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
+    int to = (int)confirm_probe(n, t, nt, f);
     now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
         pthread_mutex_lock(&n->lock);
@@ -477,9 +543,9 @@ void ec__node_handle_suspicions(ec_node_t *n)
                           ids[i], by[i], (double)t[i].rtt_us / 1000.0);
         } else if (confirm[i]) {
             /* our report counts towards the majority that deposes it */
-            ec__node_emit(n, "+leader %s silent: reported by %s, no answer to our probe of %s:%u "
-                             "within %d ms; adding our report", ids[i], by[i], t[i].host,
-                          t[i].port, to);
+            ec__node_emit(n, "+leader %s silent: reported by %s, no answer to our %d probes of "
+                             "%s:%u within %d ms; adding our report", ids[i], by[i],
+                          f, t[i].host, t[i].port, to);
             ec_error_t err = {0};
             const char *one[1] = {ids[i]};
             if (ec_node_report_suspects(n, cur, one, 1, &err) < 0)
@@ -493,9 +559,10 @@ void ec__node_handle_suspicions(ec_node_t *n)
             pthread_mutex_unlock(&n->lock);
             ec_error_t err = {0};
             int rc = evict(n, ids[i], leases[i], mods[i], !n->am_leader, leader_rev, &err);
-            ec__node_emit(n, "-node %s evicted: suspected by %s, no answer to a probe of %s:%u "
+            ec__node_emit(n, "-node %s evicted: suspected by %s, %s to %d probes of %s:%u "
                              "within %d ms%s%s",
-                          ids[i], by[i], t[i].host, t[i].port, to,
+                          ids[i], by[i], t[i].refused ? "refused" : "no answer",
+                          f, t[i].host, t[i].port, to,
                           rc < 0 ? "; not evicted: " : "", rc < 0 ? err.msg : "");
         }
         free(ids[i]);

@@ -52,6 +52,12 @@ typedef struct ec_probe_target {
     int64_t expect_lease;  /* with verify: the lease the answer must name (0: any) */
     int ok;                /* out: 1 answered, 0 not */
     int64_t rtt_us;        /* out: time to the answer */
+    /* out, when not ok: the connection was set up (the host's kernel
+     * answered the handshake) connect_us after the start; refused, the
+     * port refused it, or what answered there failed the proof (no agent
+     * of the run, or one under another lease) */
+    int connected, refused;
+    int64_t connect_us;
 } ec_probe_target_t;
 
 /* The request line for nonce, NUL-terminated, into out (EC_PROBE_REQUEST_LEN
