@@ -207,8 +207,9 @@ bool ec__node_held_out(ec_node_t *n, const char *id)
  * whose link looks slower than the deadline (ec_detect_confirm_again_ms:
  * no handshake within it, or one that took more than half of it).  Fills
  * each t[i].ok, rtt_us, connected, refused; returns the longest deadline
- * used, in ms.  No lock held. */
-static int64_t confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f)
+ * used, in ms.  `deliver`: hand epochs on while waiting (ec__node_probe;
+ * not during registration).  No lock held. */
+int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver)
 {
     int F = f < 1 ? 1 : f > EC_DETECT_FANOUT ? EC_DETECT_FANOUT : f;
     ec_probe_target_t *a = calloc(nt ? nt * (size_t)F : 1, sizeof(*a));
@@ -216,7 +217,10 @@ static int64_t confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int 
     if (!a || !d) {
         free(a);
         free(d);
-        ec__node_probe(n, t, nt, EC_DETECT_FLOOR_MS);
+        if (deliver)
+            ec__node_probe(n, t, nt, EC_DETECT_FLOOR_MS);
+        else
+            ec_probe_many(t, nt, EC_DETECT_FLOOR_MS);
         return EC_DETECT_FLOOR_MS;
     }
     for (size_t i = 0; i < nt; i++) {
@@ -233,7 +237,10 @@ static int64_t confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int 
             }
         if (!na)
             break;
-        ec__node_probe(n, a, na, (int)dl);
+        if (deliver)
+            ec__node_probe(n, a, na, (int)dl);
+        else
+            ec_probe_many(a, na, (int)dl);
         longest = dl > longest ? dl : longest;
         na = 0;
         for (size_t i = 0; i < nt; i++) {
@@ -309,7 +316,7 @@ static void probe_held(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
-    confirm_probe(n, t, nt, EC_DETECT_FANOUT);
+    ec__node_confirm_probe(n, t, nt, EC_DETECT_FANOUT, true);
     now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
@@ -532,7 +539,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
      * attempts each in a large job, so that their burst stays within the
      * leader's accept queue */
     int f = n->am_leader ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
-    int to = (int)confirm_probe(n, t, nt, f);
+    int to = (int)ec__node_confirm_probe(n, t, nt, f, true);
     now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
         pthread_mutex_lock(&n->lock);
