@@ -159,7 +159,7 @@ static int64_t probe_round(ec_node_t *n, watched_t *w, size_t nw, const ec_detec
             t[nt++] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port,
                                           .expect_id = w[i].id, .verify = &n->probe_key.v,
                                           .expect_lease = w[i].lease};
-        int64_t di = ec_detect_deadline_ms(&w[i].d, o, health);
+        int64_t di = ec_detect_deadline_ms(&w[i].d, o, health, ec_mono_ms());
         d = di > d ? di : d;
     }
     int64_t t0 = ec_mono_ms();

@@ -32,10 +32,22 @@ int ec_detect_attempts(const ec_detect_peer_t *p)
     return p->misses ? EC_DETECT_FANOUT : 1;
 }
 
-int64_t ec_detect_deadline_ms(const ec_detect_peer_t *p, const ec_detect_opts_t *o, int health)
+/* The tolerance for a prober of local health `health`. */
+static int64_t window_of(const ec_detect_opts_t *o, int health)
+{
+    return o->tolerance_ms * (1 + health);
+}
+
+int64_t ec_detect_deadline_ms(const ec_detect_peer_t *p, const ec_detect_opts_t *o, int health,
+                              int64_t now_ms)
 {
     int64_t base = max64(max64(floor_of(o), rtt_bound_ms(p->rtt_us)), p->backoff_ms);
-    return min64(EC_DETECT_CEIL_MS, base * (1 + health));
+    int64_t d = min64(max64(EC_DETECT_CEIL_MS, o->tolerance_ms), base * (1 + health));
+    /* after a miss, wait for an answer as long as the tolerance has left:
+     * an agent that answers within it is never reported */
+    if (p->misses)
+        d = max64(d, window_of(o, health) - (now_ms - p->last_answer_ms));
+    return d;
 }
 
 int64_t ec_detect_next_ms(const ec_detect_peer_t *p, const ec_detect_opts_t *o)
@@ -89,7 +101,7 @@ ec_detect_verdict_t ec_detect_verdict(const ec_detect_peer_t *p, int64_t now_ms,
         return EC_DETECT_ALIVE;
     if (p->refused >= 2)
         return EC_DETECT_REPORT; /* nobody listens, twice: its agent is gone */
-    if (p->misses >= 2 && now_ms - p->last_answer_ms >= o->tolerance_ms * (1 + health))
+    if (p->misses >= 2 && now_ms - p->last_answer_ms >= window_of(o, health))
         return EC_DETECT_REPORT;
     return EC_DETECT_RETRY;
 }

@@ -15,7 +15,7 @@
  *    times an estimate that rises at once and decays slowly), at least the
  *    floor (250 ms), doubled after a set in which not even the TCP
  *    handshake completed (the link, not the agent, may be slow), at most
- *    the ceiling;
+ *    the ceiling; after a miss, as long as the tolerance has left;
  *  - a peer is reported only after two failed sets in a row *and* a silence
  *    (time since its last answer) of at least the pause tolerance
  *    (--peer_pause_tolerance); one refusing the connection twice in a row
@@ -74,8 +74,13 @@ typedef enum {
 void ec_detect_start(ec_detect_peer_t *p, int64_t now_ms);
 /* How many attempts the next set makes: 1 while it answers, else FANOUT. */
 int ec_detect_attempts(const ec_detect_peer_t *p);
-/* The next set's deadline, in ms, for a prober of local health `health`. */
-int64_t ec_detect_deadline_ms(const ec_detect_peer_t *p, const ec_detect_opts_t *o, int health);
+/* The deadline, in ms, of a set starting at now_ms, for a prober of local
+ * health `health`: factor x the round-trip estimate, the floor or the
+ * backoff, whichever is longest, times (1 + health), at most the ceiling
+ * (or the tolerance, when longer); after a miss, at least what is left of
+ * the tolerance, so that an agent answering within it is never reported. */
+int64_t ec_detect_deadline_ms(const ec_detect_peer_t *p, const ec_detect_opts_t *o, int health,
+                              int64_t now_ms);
 /* How long after a set with verdict v the next one starts: at once after a
  * first miss (a retry within the round), else the interval. */
 int64_t ec_detect_next_ms(const ec_detect_peer_t *p, const ec_detect_opts_t *o);

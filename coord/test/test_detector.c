@@ -65,19 +65,23 @@ START_TEST(the_deadline_follows_the_round_trip_and_backs_off_without_a_handshake
 {
     ec_detect_peer_t p;
     ec_detect_start(&p, 0);
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0), EC_DETECT_FLOOR_MS);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, p.last_answer_ms), EC_DETECT_FLOOR_MS);
     ec_detect_observe(&p, EC_PROBE_ANSWERED, 400000, 250, 1000); /* 400 ms */
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0), 1200);
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 3), EC_DETECT_CEIL_MS);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, p.last_answer_ms), 1200);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 3, p.last_answer_ms), EC_DETECT_CEIL_MS);
     for (int i = 0; i < 40; i++) /* back on a fast link: decays */
         ec_detect_observe(&p, EC_PROBE_ANSWERED, 100, 250, 1000 + i);
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0), EC_DETECT_FLOOR_MS);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, p.last_answer_ms), EC_DETECT_FLOOR_MS);
     /* no handshake within 250 ms: the next set waits twice as long */
     ec_detect_observe(&p, EC_PROBE_NOTHING, 0, 250, 2000);
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0), 500);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, 2000), 500);
+    /* after a miss, what the tolerance has left, when longer */
+    ec_detect_opts_t patient = {.interval_ms = 250, .tolerance_ms = 3000};
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &patient, 0, p.last_answer_ms + 500), 2500);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &patient, 0, p.last_answer_ms + 2900), 500);
     /* a handshake shows the link: back to the round trip's deadline */
     ec_detect_observe(&p, EC_PROBE_CONNECTED, 100, 500, 2500);
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0), EC_DETECT_FLOOR_MS);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, 2500), EC_DETECT_FLOOR_MS);
     /* a handshake of 400 ms under a 500 ms deadline: no evidence, and the
      * next set waits for two round trips (capped) */
     ec_detect_start(&p, 0);
@@ -85,7 +89,7 @@ START_TEST(the_deadline_follows_the_round_trip_and_backs_off_without_a_handshake
     ec_detect_observe(&p, EC_PROBE_CONNECTED, 400000, 500, 750);
     ck_assert_int_eq(p.misses, 1);
     ck_assert_int_eq(ec_detect_verdict(&p, 750, &defaults, 0), EC_DETECT_RETRY);
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0), EC_DETECT_CEIL_MS);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, p.last_answer_ms), EC_DETECT_CEIL_MS);
     /* confirmations: one more set, twice as long, only without a handshake */
     ck_assert_int_eq(ec_detect_confirm_deadline_ms(0, 250), 250);
     ck_assert_int_eq(ec_detect_confirm_deadline_ms(400000, 250), 1200);
@@ -194,6 +198,23 @@ START_TEST(pauses_shorter_than_the_tolerance_cost_nothing)
 }
 END_TEST
 
+/* An agent that answers every probe, but 1.2-1.5 s late (starved, or
+ * swapping), is a pause within a 3 s tolerance: never reported. */
+START_TEST(an_agent_answering_within_the_tolerance_is_never_reported)
+{
+    ec_sim_t s = base(false, 1);
+    s.answer_late_min_ms = 1200;
+    s.answer_late_max_ms = 1500;
+    s.tolerance_ms = 3000;
+    int e = evictions(s, 5);
+    ec_sim_result_t r = ec_sim_run(&s);
+    printf("# answers 1.2-1.5 s late, tolerance 3 s: %d evictions in 5 minutes, %d reports in one\n",
+           e, r.reports);
+    ck_assert_int_eq(e, 0);
+    ck_assert_int_eq(r.reports, 0);
+}
+END_TEST
+
 START_TEST(a_starved_prober_does_not_evict_a_live_member)
 {
     ec_sim_t s = base(false, 1);
@@ -236,6 +257,7 @@ Suite *suite(void)
     tcase_add_test(tc, a_member_behind_30_percent_loss_is_not_evicted);
     tcase_add_test(tc, a_member_behind_a_400_ms_round_trip_is_kept_and_readmitted);
     tcase_add_test(tc, pauses_shorter_than_the_tolerance_cost_nothing);
+    tcase_add_test(tc, an_agent_answering_within_the_tolerance_is_never_reported);
     tcase_add_test(tc, a_starved_prober_does_not_evict_a_live_member);
     tcase_add_test(tc, a_dead_member_is_found_within_a_second);
     suite_add_tcase(s, tc);

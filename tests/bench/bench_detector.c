@@ -63,8 +63,8 @@ int main(int argc, char **argv)
         minutes = 1;
     ec_sim_t d = {.duration_ms = 60000, .interval_ms = 250, .tolerance_ms = 700,
                   .dead_at_ms = -1};
-    cond_t c[7];
-    for (int i = 0; i < 7; i++)
+    cond_t c[8];
+    for (int i = 0; i < 8; i++)
         c[i].s = d;
     c[0].name = "30% loss";
     c[0].s.loss = 0.3;
@@ -88,12 +88,16 @@ int main(int argc, char **argv)
     c[6].s.starve_p = 0.2;
     c[6].s.starve_max_ms = 1000;
     c[6].s.answer_late_max_ms = 150;
+    c[7].name = "answers 1.2-1.5 s late, tol. 3 s";
+    c[7].s.answer_late_min_ms = 1200;
+    c[7].s.answer_late_max_ms = 1500;
+    c[7].s.tolerance_ms = 3000;
     printf("# %d simulated minutes per condition; interval 250 ms, tolerance 700 ms unless said\n",
            minutes);
     printf("%-34s %-8s %8s %8s %9s %12s\n", "condition", "rule", "reports", "evicts",
            "out s", "readmit ms");
     printf("%-34s %-8s %8s %8s %9s %12s\n", "", "", "/min", "/min", "/min", "(worst)");
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         row("old", &c[i], minutes);
         row("detector", &c[i], minutes);
     }

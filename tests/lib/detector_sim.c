@@ -91,7 +91,7 @@ static attempt_t attempt(sim_t *m, int64_t t)
         return a; /* frozen for good: its kernel accepts, nobody answers */
     int64_t rto = 200 + 2 * s->delay_ms;
     int64_t arrives = a.connect_at + s->delay_ms + resends(m, l, rto);
-    int64_t sent = resumes_at(m, arrives) + between(m, 0, s->answer_late_max_ms);
+    int64_t sent = resumes_at(m, arrives) + between(m, s->answer_late_min_ms, s->answer_late_max_ms);
     a.answer_at = sent + s->delay_ms + resends(m, l, rto);
     a.answered = true;
     return a;
@@ -158,7 +158,7 @@ static bool round_of(sim_t *m, watcher_t *w, const ec_detect_opts_t *o)
     w->t += ec_detect_next_ms(&w->p, o) + late;
     w->health = ec_detect_health(w->health, late, s->interval_ms);
     int n = ec_detect_attempts(&w->p);
-    int64_t d = ec_detect_deadline_ms(&w->p, o, w->health);
+    int64_t d = ec_detect_deadline_ms(&w->p, o, w->health, w->t);
     int64_t late_read = uniform(m) < s->starve_p ? between(m, 0, s->starve_max_ms) : 0;
     ec_probe_outcome_t r = probe_set(m, w->t, n, d, late_read, &end, &rtt);
     w->t = end;

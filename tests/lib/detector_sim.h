@@ -30,7 +30,7 @@ typedef struct ec_sim {
     bool dead_refuses;        /* dead: refuses connections (else accepts, never answers) */
     int64_t starve_max_ms;    /* the prober wakes and reads up to this late (0: never) */
     double starve_p;          /* in that many rounds */
-    int64_t answer_late_max_ms; /* the peer's agent answers up to this late */
+    int64_t answer_late_min_ms, answer_late_max_ms; /* the peer's agent answers this late */
     int64_t rejoin_ms;        /* from an eviction to its record again (0: 300) */
     bool start_held;          /* evicted as silent before: held out at 0 until it answers */
     uint64_t seed;
