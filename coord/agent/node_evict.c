@@ -209,6 +209,28 @@ bool ec__node_held_out(ec_node_t *n, const char *id)
  * each t[i].ok, rtt_us, connected, refused; returns the longest deadline
  * used, in ms.  `deliver`: hand epochs on while waiting (ec__node_probe;
  * not during registration).  No lock held. */
+static void probe_wait(ec_node_t *n, ec_probe_target_t *t, size_t nt, int64_t ms, bool deliver)
+{
+    if (deliver)
+        ec__node_probe(n, t, nt, (int)ms);
+    else
+        ec_probe_many(t, nt, (int)ms);
+}
+
+/* Account target t's set of f attempts a[0..f) under deadline dl, its
+ * `sets`-th: fills t's outs; returns the next set's deadline, or 0. */
+static int64_t account_set(ec_probe_target_t *t, const ec_probe_target_t *a, int f, int64_t dl,
+                           int sets)
+{
+    int64_t rtt;
+    ec_probe_outcome_t r = ec_probe_set_outcome(a, (size_t)f, &rtt);
+    t->ok = r == EC_PROBE_ANSWERED;
+    t->rtt_us = t->ok ? rtt : -1;
+    t->connected = r == EC_PROBE_CONNECTED;
+    t->refused = r == EC_PROBE_REFUSED;
+    return t->ok ? 0 : ec_detect_confirm_again_ms(r, rtt, dl, sets);
+}
+
 int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver)
 {
     int F = f < 1 ? 1 : f > EC_DETECT_FANOUT ? EC_DETECT_FANOUT : f;
@@ -217,16 +239,11 @@ int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, in
     if (!a || !d) {
         free(a);
         free(d);
-        if (deliver)
-            ec__node_probe(n, t, nt, EC_DETECT_FLOOR_MS);
-        else
-            ec_probe_many(t, nt, EC_DETECT_FLOOR_MS);
+        probe_wait(n, t, nt, EC_DETECT_FLOOR_MS, deliver);
         return EC_DETECT_FLOOR_MS;
     }
-    for (size_t i = 0; i < nt; i++) {
+    for (size_t i = 0; i < nt; i++)
         d[i] = ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
-        t[i].ok = 0;
-    }
     for (int sets = 1;; sets++) {
         size_t na = 0;
         int64_t dl = 0;
@@ -237,33 +254,14 @@ int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, in
             }
         if (!na)
             break;
-        if (deliver)
-            ec__node_probe(n, a, na, (int)dl);
-        else
-            ec_probe_many(a, na, (int)dl);
+        probe_wait(n, a, na, dl, deliver);
         longest = dl > longest ? dl : longest;
         na = 0;
-        for (size_t i = 0; i < nt; i++) {
-            if (!d[i])
-                continue;
-            int ans = 0, con = 0, ref = 0;
-            int64_t rtt = -1, hs = -1;
-            for (int k = 0; k < F; k++, na++) {
-                ans += a[na].ok;
-                con += a[na].connected;
-                ref += a[na].refused;
-                if (a[na].ok && (rtt < 0 || a[na].rtt_us < rtt))
-                    rtt = a[na].rtt_us;
-                if (a[na].connected && (hs < 0 || a[na].connect_us < hs))
-                    hs = a[na].connect_us;
+        for (size_t i = 0; i < nt; i++)
+            if (d[i]) {
+                d[i] = account_set(&t[i], a + na, F, dl, sets);
+                na += (size_t)F;
             }
-            ec_probe_outcome_t r = ec_detect_outcome(ans, con, ref, F);
-            t[i].ok = ans > 0;
-            t[i].rtt_us = rtt;
-            t[i].connected = con > 0;
-            t[i].refused = r == EC_PROBE_REFUSED;
-            d[i] = ans ? 0 : ec_detect_confirm_again_ms(r, hs, dl, sets);
-        }
     }
     free(a);
     free(d);

@@ -166,19 +166,9 @@ static int64_t probe_round(ec_node_t *n, watched_t *w, size_t nw, const ec_detec
     ec_probe_many(t, nt, (int)d);
     int64_t now = ec_mono_ms();
     for (size_t i = 0; i < nw; i++) {
-        int answered = 0, connected = 0, refused = 0;
-        int64_t rtt = -1, hs = -1;
-        for (size_t k = first[i]; k < first[i] + count[i]; k++) {
-            answered += t[k].ok;
-            connected += t[k].connected;
-            refused += t[k].refused;
-            if (t[k].ok && (rtt < 0 || t[k].rtt_us < rtt))
-                rtt = t[k].rtt_us;
-            if (t[k].connected && (hs < 0 || t[k].connect_us < hs))
-                hs = t[k].connect_us;
-        }
-        ec_probe_outcome_t r = ec_detect_outcome(answered, connected, refused, (int)count[i]);
-        ec_detect_observe(&w[i].d, r, r == EC_PROBE_ANSWERED ? rtt : hs, d, now);
+        int64_t rtt;
+        ec_probe_outcome_t r = ec_probe_set_outcome(t + first[i], count[i], &rtt);
+        ec_detect_observe(&w[i].d, r, rtt, d, now);
     }
     *deadline = d;
     int64_t late = now - t0 - d;

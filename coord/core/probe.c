@@ -286,3 +286,21 @@ int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms)
         return 0;
     return ec_probe_collect(b, ec_mono_us() + (int64_t)timeout_ms * 1000);
 }
+
+ec_probe_outcome_t ec_probe_set_outcome(const ec_probe_target_t *t, size_t n, int64_t *rtt_us)
+{
+    int answered = 0, connected = 0, refused = 0;
+    int64_t best = -1, hs = -1;
+    for (size_t i = 0; i < n; i++) {
+        answered += t[i].ok != 0;
+        connected += t[i].connected != 0;
+        refused += t[i].refused != 0;
+        if (t[i].ok && (best < 0 || t[i].rtt_us < best))
+            best = t[i].rtt_us;
+        if (t[i].connected && (hs < 0 || t[i].connect_us < hs))
+            hs = t[i].connect_us;
+    }
+    ec_probe_outcome_t r = ec_detect_outcome(answered, connected, refused, (int)n);
+    *rtt_us = r == EC_PROBE_ANSWERED ? best : hs;
+    return r;
+}

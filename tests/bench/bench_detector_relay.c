@@ -188,19 +188,7 @@ static ec_probe_outcome_t probe_set(int f, int64_t d, int64_t *rtt)
         t[i] = (ec_probe_target_t){.host = "127.0.0.1", .port = relay_port, .expect_id = ID,
                                    .verify = &key.v, .expect_lease = LEASE};
     ec_probe_many(t, (size_t)f, (int)d);
-    int ans = 0, con = 0, ref = 0;
-    int64_t best = -1, hs = -1;
-    for (int i = 0; i < f; i++) {
-        ans += t[i].ok;
-        con += t[i].connected;
-        ref += t[i].refused;
-        if (t[i].ok && (best < 0 || t[i].rtt_us < best))
-            best = t[i].rtt_us;
-        if (t[i].connected && (hs < 0 || t[i].connect_us < hs))
-            hs = t[i].connect_us;
-    }
-    ec_probe_outcome_t r = ec_detect_outcome(ans, con, ref, f);
-    *rtt = r == EC_PROBE_ANSWERED ? best : hs;
+    ec_probe_outcome_t r = ec_probe_set_outcome(t, (size_t)f, rtt);
     return r;
 }
 
