@@ -181,6 +181,7 @@ static void remember_silent(ec_node_t *n, const char *id, const char *by)
     h->by = strdup(by);
     h->at_ms = ec_mono_ms();
     h->probed_ms = -1;
+    h->failed = 0;
     h->answered = false;
     h->told = false;
 }
@@ -231,7 +232,8 @@ static int64_t account_set(ec_probe_target_t *t, const ec_probe_target_t *a, int
     return t->ok ? 0 : ec_detect_confirm_again_ms(r, rtt, dl, sets);
 }
 
-int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver)
+int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver,
+                               int64_t first_ms)
 {
     int F = f < 1 ? 1 : f > EC_DETECT_FANOUT ? EC_DETECT_FANOUT : f;
     ec_probe_target_t *a = calloc(nt ? nt * (size_t)F : 1, sizeof(*a));
@@ -243,7 +245,7 @@ int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, in
         return EC_DETECT_FLOOR_MS;
     }
     for (size_t i = 0; i < nt; i++)
-        d[i] = ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
+        d[i] = first_ms > 0 ? first_ms : ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
     for (int sets = 1;; sets++) {
         size_t na = 0;
         int64_t dl = 0;
@@ -277,6 +279,7 @@ static void probe_held(ec_node_t *n)
     ec_probe_target_t t[MAXH];
     char *ids[MAXH], *hosts[MAXH];
     size_t nt = 0;
+    int failed = 0; /* the most readmission probes any of them failed */
     int64_t now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t i = 0; i < n->nheld;) {
@@ -297,6 +300,7 @@ static void probe_held(ec_node_t *n)
         if (a == EC_READMIT_PROBE && n->am_leader && nt < MAXH && found && n->nodes[k].rec &&
             n->nodes[k].rec->probe_port) {
             ids[nt] = strdup(h->id);
+            failed = h->failed > failed ? h->failed : failed;
             hosts[nt] = strdup(n->nodes[k].rec->host);
             t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
                                         .expect_id = ids[nt], .verify = &n->probe_key.v,
@@ -314,7 +318,11 @@ static void probe_held(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
-    ec__node_confirm_probe(n, t, nt, EC_DETECT_FANOUT, true);
+    /* after a failed one, a readmission probe waits as long as the
+     * tolerance: an agent answering within it is alive by the ring's rule */
+    int64_t tol = n->o.peer_pause_tolerance_ms > 0 ? n->o.peer_pause_tolerance_ms : 700;
+    ec__node_confirm_probe(n, t, nt, EC_DETECT_FANOUT, true,
+                           ec_detect_readmit_deadline_ms(failed, tol, n->o.probe_timeout_ms));
     now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
@@ -323,6 +331,7 @@ static void probe_held(ec_node_t *n)
             if (strcmp(h->id, ids[j]))
                 continue;
             h->probed_ms = now;
+            h->failed += !t[j].ok;
             if (t[j].ok) {
                 h->answered = true;
                 n->dirty = true;
@@ -537,7 +546,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
      * attempts each in a large job, so that their burst stays within the
      * leader's accept queue */
     int f = n->am_leader ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
-    int to = (int)ec__node_confirm_probe(n, t, nt, f, true);
+    int to = (int)ec__node_confirm_probe(n, t, nt, f, true, 0);
     now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
         pthread_mutex_lock(&n->lock);

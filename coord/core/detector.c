@@ -147,3 +147,9 @@ int ec_detect_confirm_attempts(size_t probers)
     size_t f = probers ? EC_DETECT_BURST_MAX / probers : EC_DETECT_FANOUT;
     return f < 1 ? 1 : f > EC_DETECT_FANOUT ? EC_DETECT_FANOUT : (int)f;
 }
+
+int64_t ec_detect_readmit_deadline_ms(int failed, int64_t tolerance_ms, int64_t floor_ms)
+{
+    int64_t f = ec_detect_confirm_deadline_ms(0, floor_ms);
+    return failed ? min64(EC_DETECT_CEIL_MS, max64(f, tolerance_ms)) : f;
+}

@@ -108,6 +108,12 @@ ec_probe_outcome_t ec_detect_outcome(int answered, int connected, int refused, i
  * refusal rule out. */
 int64_t ec_detect_confirm_again_ms(ec_probe_outcome_t r, int64_t rtt_us, int64_t deadline_ms,
                                    int sets);
+/* The first set's deadline of a readmission probe of a node held out after
+ * an eviction, `failed` readmission probes of it having failed: the
+ * confirmation's (the floor) for the first, then the tolerance (at least the
+ * floor, at most the ceiling): a node whose agent answers within the
+ * tolerance, even behind a fast handshake, is alive by the ring's own rule. */
+int64_t ec_detect_readmit_deadline_ms(int failed, int64_t tolerance_ms, int64_t floor_ms);
 /* How many attempts a confirmation makes when `probers` nodes confirm at
  * once (every follower of a reported leader): EC_DETECT_FANOUT up to 512,
  * then fewer, one from 4,096 on, so that their burst stays within the

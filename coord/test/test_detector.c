@@ -101,6 +101,11 @@ START_TEST(the_deadline_follows_the_round_trip_and_backs_off_without_a_handshake
                      EC_DETECT_CEIL_MS);
     ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_REFUSED, 0, 250, 1), 0);
     ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, EC_DETECT_CEIL_MS, 1), 0);
+    /* readmission: the floor first, then the tolerance (bounded) */
+    ck_assert_int_eq(ec_detect_readmit_deadline_ms(0, 700, 0), EC_DETECT_FLOOR_MS);
+    ck_assert_int_eq(ec_detect_readmit_deadline_ms(1, 700, 0), 700);
+    ck_assert_int_eq(ec_detect_readmit_deadline_ms(3, 100, 0), EC_DETECT_FLOOR_MS);
+    ck_assert_int_eq(ec_detect_readmit_deadline_ms(1, 60000, 0), EC_DETECT_CEIL_MS);
     /* every follower of a reported leader at once: fewer in a large job */
     ck_assert_int_eq(ec_detect_confirm_attempts(1), EC_DETECT_FANOUT);
     ck_assert_int_eq(ec_detect_confirm_attempts(512), EC_DETECT_FANOUT);
@@ -212,6 +217,12 @@ START_TEST(an_agent_answering_within_the_tolerance_is_never_reported)
            e, r.reports);
     ck_assert_int_eq(e, 0);
     ck_assert_int_eq(r.reports, 0);
+    /* evicted before (a longer pause), it is readmitted: its readmission
+     * probes wait as long as the tolerance after the first */
+    s.start_held = true;
+    r = ec_sim_run(&s);
+    printf("# answers 1.2-1.5 s late, held: readmitted after %lld ms\n", (long long)r.readmit_ms);
+    ck_assert_int_le(r.readmit_ms, 5000);
 }
 END_TEST
 

@@ -125,11 +125,14 @@ static ec_probe_outcome_t probe_set(sim_t *m, int64_t t, int n, int64_t deadline
     return r;
 }
 
-/* A confirmation (the leader's probe of a reported peer, a readmission
- * probe) at t: whether it answered; *end, when it ended. */
-static bool confirm(sim_t *m, int64_t t, int64_t *end)
+/* A confirmation (the leader's probe of a reported peer; a readmission
+ * probe after `failed` ones, -1 for the leader's) at t: whether it
+ * answered; *end, when it ended. */
+static bool confirm(sim_t *m, int64_t t, int failed, int64_t *end)
 {
-    int64_t rtt, d = m->s->legacy ? 250 : ec_detect_confirm_deadline_ms(0, 0);
+    int64_t rtt, d = m->s->legacy ? 250
+                     : failed > 0 ? ec_detect_readmit_deadline_ms(failed, m->s->tolerance_ms, 0)
+                                  : ec_detect_confirm_deadline_ms(0, 0);
     int n = m->s->legacy ? 1 : EC_DETECT_FANOUT;
     ec_probe_outcome_t r = probe_set(m, t, n, d, 0, end, &rtt);
     for (int sets = 1; !m->s->legacy; sets++) {
@@ -173,9 +176,9 @@ static bool round_of(sim_t *m, watcher_t *w, const ec_detect_opts_t *o)
  * a readmission probe (every second, at most HOLD_MAX_MS): when it is in. */
 static int64_t readmit(sim_t *m, int64_t t, ec_sim_result_t *res)
 {
-    for (int64_t at = t; at < t + HOLD_MAX_MS; at += HOLD_PROBE_EVERY_MS) {
-        int64_t end;
-        if (confirm(m, at, &end)) {
+    int failed = 0;
+    for (int64_t at = t, end = t; at < t + HOLD_MAX_MS; at = end + HOLD_PROBE_EVERY_MS, failed++) {
+        if (confirm(m, at, failed, &end)) {
             if (end - t > res->readmit_ms)
                 res->readmit_ms = end - t;
             return end;
@@ -213,7 +216,7 @@ ec_sim_result_t ec_sim_run(const ec_sim_t *s)
             continue;
         res.reports++;
         int64_t end;
-        if (confirm(m, x->t + REPORT_TO_LEADER_MS, &end))
+        if (confirm(m, x->t + REPORT_TO_LEADER_MS, -1, &end))
             continue; /* the suspicion is rejected */
         res.evictions++;
         if (s->dead_at_ms >= 0 && end >= s->dead_at_ms) {
