@@ -449,6 +449,56 @@ START_TEST(inprocess_peer_loss_costs_no_restart)
 }
 END_TEST
 
+/* An agent paused (SIGSTOP: a GC pause, swapping, a debugger) for 1.5 s,
+ * less than --peer_pause_tolerance, is neither reported nor evicted (issue
+ * 27: the rule before the failure detector, two missed probes of 250 ms,
+ * evicted an agent paused for 2 s). */
+START_TEST(agent_paused_within_the_pause_tolerance_not_evicted)
+{
+    const char *ids[] = {"pa", "pb", "pc"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jpau", ids[i], "1:3",
+                            "--lease_ttl=10 --elastic_timeout=60 --peer_pause_tolerance=3", "0");
+    ec_epoch_free(wait_epoch("/jpau/", 1, 6, 15000));
+    kill(ag[1].pid, SIGSTOP);
+    struct timespec ts = {1, 500 * 1000 * 1000}; /* the stimulus, not a wait for a condition */
+    nanosleep(&ts, NULL);
+    kill(ag[1].pid, SIGCONT);
+    ck_assert_msg(ec_test_holds(still_epoch_1, "/jpau/", 3000),
+                  "an agent paused for 1.5 s was evicted (--peer_pause_tolerance=3)");
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(!ec_test_file_contains(ag[i].log, "+peer pb silent"),
+                      "%s reported pb, paused for 1.5 s only", ids[i]);
+}
+END_TEST
+
+/* An agent frozen for good with the default knobs (its kernel accepts the
+ * probes' connections, nobody answers) is evicted in about a second: the
+ * tolerance (0.7 s), a retried round of probes and the leader's own. */
+START_TEST(agent_frozen_for_good_evicted_in_about_a_second)
+{
+    const char *ids[] = {"fa", "fb", "fc"};
+    agent_t ag[3];
+    for (int i = 0; i < 3; i++)
+        ag[i] = start_agent("jfzg", ids[i], "1:3", "--lease_ttl=10 --elastic_timeout=60", "0");
+    ec_epoch_free(wait_epoch("/jfzg/", 1, 6, 15000));
+    /* its watchers have heard it answer (a peer never heard counts as
+     * silent from when its watching began) */
+    ck_assert(ec_test_holds(still_epoch_1, "/jfzg/", 1000));
+    kill(ag[1].pid, SIGSTOP);
+    int64_t t0 = ec_test_now_ms();
+    ec_epoch_t *ep = wait_epoch("/jfzg/", 2, 4, 9000);
+    int64_t took = ec_test_now_ms() - t0;
+    printf("# agent frozen for good to an epoch without it: %lld ms (lease TTL 10 s)\n",
+           (long long)took);
+    ck_assert_int_lt(ec_epoch_find_member(ep, "fb"), 0);
+    ck_assert_int_lt(took, ec_test_ms(3000));
+    ec_epoch_free(ep);
+    kill(ag[1].pid, SIGCONT);
+}
+END_TEST
+
 /* A frozen agent (SIGSTOP) that wakes before its watchers' suspicion window
  * ends is not reported, and nothing is evicted. */
 START_TEST(agent_frozen_shorter_than_suspicion_window_not_evicted)
@@ -1471,6 +1521,8 @@ static Suite *suite(void)
     ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
     ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);
     ec_tcase_add(t, agent_frozen_shorter_than_suspicion_window_not_evicted);
+    ec_tcase_add(t, agent_paused_within_the_pause_tolerance_not_evicted);
+    ec_tcase_add(t, agent_frozen_for_good_evicted_in_about_a_second);
     ec_tcase_add(t, node_loss_makes_one_epoch_and_costs_no_restart);
     ec_tcase_add(t, inprocess_peer_loss_costs_no_restart);
     ec_tcase_add(t, interrupted_run_is_over_and_a_new_launch_starts_a_new_run);

@@ -1649,6 +1649,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.replace_wait_ms = cfg->replace_wait_ms;
     no.lease_ttl_s = (int)(cfg->lease_ttl_ms / 1000);
     no.watch_peers_ms = (int)cfg->peer_probe_interval_ms;
+    no.peer_pause_tolerance_ms = (int)cfg->peer_pause_tolerance_ms;
     no.hang_timeout_ms = cfg->hang_timeout_ms;
     no.straggler_factor = cfg->straggler_factor_x;
     no.epoch_chunk_members = cfg->epoch_chunk_members;

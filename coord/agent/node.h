@@ -62,8 +62,8 @@ typedef struct ec_node_opts {
     ec_node_event_cb on_event;
     void *arg;
     /* Probe this node's EC_RING_WATCHERS successors in the epoch's M_id
-     * order every this many ms and report one silent to
-     * EC_RING_MISSES probes in a row as a suspect (0: off, the default of
+     * order every this many ms and report one the failure detector finds
+     * silent (coord/core/detector.h) as a suspect (0: off, the default of
      * this struct; `ecoord launch --peer_probe_interval`, 0.25 s).  Needs
      * probe_port.  Appended last: older callers' size leaves it 0. */
     int watch_peers_ms;
@@ -94,6 +94,10 @@ typedef struct ec_node_opts {
     /* torchrun's static rendezvous: --node_rank + 1, this node's M_id + 1 in
      * the first epoch (planner.h, ec_plan_node_t.place); 0: none. */
     uint32_t place;
+    /* --peer_pause_tolerance: how long a watched peer may be silent before
+     * the ring reports it (coord/core/detector.h); <= 0: 700 ms.  Appended
+     * last. */
+    int peer_pause_tolerance_ms;
 } ec_node_opts_t;
 
 #define EC_NODE_OPTS_INIT {.size = sizeof(ec_node_opts_t)}

@@ -10,6 +10,7 @@
 
 #include "keys.h"
 #include "clock.h"
+#include "detector.h"
 #include "log.h"
 #include "node_impl.h"
 
@@ -180,6 +181,7 @@ static void remember_silent(ec_node_t *n, const char *id, const char *by)
     h->by = strdup(by);
     h->at_ms = ec_mono_ms();
     h->probed_ms = -1;
+    h->failed = 0;
     h->answered = false;
     h->told = false;
 }
@@ -200,6 +202,74 @@ bool ec__node_held_out(ec_node_t *n, const char *id)
     return false;
 }
 
+/* Probe nt reported (or held) nodes to confirm what was reported of them:
+ * a set of f attempts each (fresh connections: one lost packet does not
+ * make a live node look silent; f at most EC_DETECT_FANOUT), and more sets for those
+ * whose link looks slower than the deadline (ec_detect_confirm_again_ms:
+ * no handshake within it, or one that took more than half of it).  Fills
+ * each t[i].ok, rtt_us, connected, refused; returns the longest deadline
+ * used, in ms.  `deliver`: hand epochs on while waiting (ec__node_probe;
+ * not during registration).  No lock held. */
+static void probe_wait(ec_node_t *n, ec_probe_target_t *t, size_t nt, int64_t ms, bool deliver)
+{
+    if (deliver)
+        ec__node_probe(n, t, nt, (int)ms);
+    else
+        ec_probe_many(t, nt, (int)ms);
+}
+
+/* Account target t's set of f attempts a[0..f) under deadline dl, its
+ * `sets`-th: fills t's outs; returns the next set's deadline, or 0. */
+static int64_t account_set(ec_probe_target_t *t, const ec_probe_target_t *a, int f, int64_t dl,
+                           int sets)
+{
+    int64_t rtt;
+    ec_probe_outcome_t r = ec_probe_set_outcome(a, (size_t)f, &rtt);
+    t->ok = r == EC_PROBE_ANSWERED;
+    t->rtt_us = t->ok ? rtt : -1;
+    t->connected = r == EC_PROBE_CONNECTED;
+    t->refused = r == EC_PROBE_REFUSED;
+    return t->ok ? 0 : ec_detect_confirm_again_ms(r, rtt, dl, sets);
+}
+
+int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver,
+                               int64_t first_ms)
+{
+    int F = f < 1 ? 1 : f > EC_DETECT_FANOUT ? EC_DETECT_FANOUT : f;
+    ec_probe_target_t *a = calloc(nt ? nt * (size_t)F : 1, sizeof(*a));
+    int64_t *d = calloc(nt ? nt : 1, sizeof(*d)), longest = 0;
+    if (!a || !d) {
+        free(a);
+        free(d);
+        probe_wait(n, t, nt, EC_DETECT_FLOOR_MS, deliver);
+        return EC_DETECT_FLOOR_MS;
+    }
+    for (size_t i = 0; i < nt; i++)
+        d[i] = first_ms > 0 ? first_ms : ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
+    for (int sets = 1;; sets++) {
+        size_t na = 0;
+        int64_t dl = 0;
+        for (size_t i = 0; i < nt; i++)
+            for (int k = 0; d[i] && k < F; k++) {
+                a[na++] = t[i];
+                dl = d[i] > dl ? d[i] : dl;
+            }
+        if (!na)
+            break;
+        probe_wait(n, a, na, dl, deliver);
+        longest = dl > longest ? dl : longest;
+        na = 0;
+        for (size_t i = 0; i < nt; i++)
+            if (d[i]) {
+                d[i] = account_set(&t[i], a + na, F, dl, sets);
+                na += (size_t)F;
+            }
+    }
+    free(a);
+    free(d);
+    return longest;
+}
+
 /* (Leader) probe the remembered silent nodes that registered again: one
  * that answers is eligible again, one that does not stays out (re-probed
  * every second), for at most EC_HOLD_MAX_MS. */
@@ -209,6 +279,7 @@ static void probe_held(ec_node_t *n)
     ec_probe_target_t t[MAXH];
     char *ids[MAXH], *hosts[MAXH];
     size_t nt = 0;
+    int failed = 0; /* the most readmission probes any of them failed */
     int64_t now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t i = 0; i < n->nheld;) {
@@ -229,6 +300,7 @@ static void probe_held(ec_node_t *n)
         if (a == EC_READMIT_PROBE && n->am_leader && nt < MAXH && found && n->nodes[k].rec &&
             n->nodes[k].rec->probe_port) {
             ids[nt] = strdup(h->id);
+            failed = h->failed > failed ? h->failed : failed;
             hosts[nt] = strdup(n->nodes[k].rec->host);
             t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
                                         .expect_id = ids[nt], .verify = &n->probe_key.v,
@@ -246,8 +318,11 @@ static void probe_held(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
-    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-    ec__node_probe(n, t, nt, to);
+    /* after a failed one, a readmission probe waits as long as the
+     * tolerance: an agent answering within it is alive by the ring's rule */
+    int64_t tol = n->o.peer_pause_tolerance_ms > 0 ? n->o.peer_pause_tolerance_ms : 700;
+    ec__node_confirm_probe(n, t, nt, EC_DETECT_FANOUT, true,
+                           ec_detect_readmit_deadline_ms(failed, tol, n->o.probe_timeout_ms));
     now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
@@ -256,6 +331,7 @@ static void probe_held(ec_node_t *n)
             if (strcmp(h->id, ids[j]))
                 continue;
             h->probed_ms = now;
+            h->failed += !t[j].ok;
             if (t[j].ok) {
                 h->answered = true;
                 n->dirty = true;
@@ -398,6 +474,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
     fetch_accused_leader(n);
     pthread_mutex_lock(&n->lock);
     cur = n->epoch ? n->epoch->number : 0;
+    size_t nmembers = n->epoch ? (size_t)n->epoch->nmembers : 0;
     int64_t now = ec_mono_ms();
     for (size_t i = 0; cur && i < n->nsus && nt < MAXS; i++) {
         if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
@@ -465,8 +542,11 @@ void ec__node_handle_suspicions(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
-    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-    ec__node_probe(n, t, nt, to);
+    /* a follower probes only the leader, and all followers do: fewer
+     * attempts each in a large job, so that their burst stays within the
+     * leader's accept queue */
+    int f = n->am_leader ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
+    int to = (int)ec__node_confirm_probe(n, t, nt, f, true, 0);
     now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
         pthread_mutex_lock(&n->lock);
@@ -477,9 +557,9 @@ void ec__node_handle_suspicions(ec_node_t *n)
                           ids[i], by[i], (double)t[i].rtt_us / 1000.0);
         } else if (confirm[i]) {
             /* our report counts towards the majority that deposes it */
-            ec__node_emit(n, "+leader %s silent: reported by %s, no answer to our probe of %s:%u "
-                             "within %d ms; adding our report", ids[i], by[i], t[i].host,
-                          t[i].port, to);
+            ec__node_emit(n, "+leader %s silent: reported by %s, no answer to our %d probes of "
+                             "%s:%u within %d ms; adding our report", ids[i], by[i],
+                          f, t[i].host, t[i].port, to);
             ec_error_t err = {0};
             const char *one[1] = {ids[i]};
             if (ec_node_report_suspects(n, cur, one, 1, &err) < 0)
@@ -493,9 +573,10 @@ void ec__node_handle_suspicions(ec_node_t *n)
             pthread_mutex_unlock(&n->lock);
             ec_error_t err = {0};
             int rc = evict(n, ids[i], leases[i], mods[i], !n->am_leader, leader_rev, &err);
-            ec__node_emit(n, "-node %s evicted: suspected by %s, no answer to a probe of %s:%u "
+            ec__node_emit(n, "-node %s evicted: suspected by %s, %s to %d probes of %s:%u "
                              "within %d ms%s%s",
-                          ids[i], by[i], t[i].host, t[i].port, to,
+                          ids[i], by[i], t[i].refused ? "refused" : "no answer",
+                          f, t[i].host, t[i].port, to,
                           rc < 0 ? "; not evicted: " : "", rc < 0 ? err.msg : "");
         }
         free(ids[i]);

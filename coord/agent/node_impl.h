@@ -227,6 +227,7 @@ struct ec_node {
     struct held {
         char *id, *by;
         int64_t at_ms, probed_ms; /* monotonic; probed_ms -1: not yet */
+        int failed;               /* readmission probes unanswered */
         bool answered, told;
     } *held;
     size_t nheld;
@@ -335,6 +336,14 @@ bool ec__node_verify_epoch(ec_node_t *n);
 /* ec_probe_many from the coordinator's loop, handing epochs that come
  * meanwhile to on_epoch (node.c).  t[i].ok and rtt_us as ec_probe_many. */
 void ec__node_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int timeout_ms);
+/* Confirm probes (node_evict.c): f attempts at once per target, and more
+ * sets while a target's link looks slower than the deadline
+ * (coord/core/detector.h); fills t[i].ok, rtt_us, connected, refused and
+ * returns the longest deadline used, in ms.  `deliver`: hand epochs on
+ * while waiting (ec__node_probe); first_ms: the first set's deadline (0:
+ * the floor).  No lock held. */
+int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver,
+                               int64_t first_ms);
 /* Read the run's probe secret (runs/<run>/probe_secret), writing a fresh
  * one when this is the run's first agent, into n->probe_key (node_register.c).
  * 0 or an EC_* code. */

@@ -113,8 +113,3 @@ size_t ec_ring_watched(const char *const *ids, size_t n, const char *me, size_t 
     }
     return got;
 }
-
-bool ec_ring_silent(int misses, int threshold)
-{
-    return misses >= (threshold < 1 ? 1 : threshold);
-}

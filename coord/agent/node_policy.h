@@ -152,16 +152,12 @@ ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
 
 /* ---- agents watching each other (a ring) ----------------------------------- */
 
-/* How many successors each member watches, and how many consecutive probes
- * a watched peer may miss before it is reported: with the default interval
- * of 250 ms an agent that is gone (connection refused) is reported 0.5-0.75 s
- * after it went; a frozen one or a vanished host, whose probes run to their
- * 250 ms deadline, about 1 s after; one frozen for less than that is not.  Two watchers per member, so
- * that a member watched by the leader's node is always also watched by
- * another node too (the leader's own report alone is not evidence enough:
+/* How many successors each member watches (when one is reported:
+ * coord/core/detector.h).  Two watchers per member, so that a member
+ * watched by the leader's node is always also watched by another node too
+ * (the leader's own report alone is not evidence enough:
  * ec_evict_member_evidence). */
 #define EC_RING_WATCHERS 2
-#define EC_RING_MISSES 2
 
 /* Which members node `me` watches: its `k` successors in M_id order (ids
  * are the epoch's members in M_id order, wrapping around; NULL for a
@@ -171,9 +167,5 @@ ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
  * them).  Each member is then watched by k others whatever the job's size,
  * and each watches k: O(k) probes per node per interval, not O(n). */
 size_t ec_ring_watched(const char *const *ids, size_t n, const char *me, size_t k, size_t *out);
-
-/* Whether a watched peer that missed `misses` consecutive probes is
- * reported as a suspect (threshold: EC_RING_MISSES; at least 1). */
-bool ec_ring_silent(int misses, int threshold);
 
 #endif

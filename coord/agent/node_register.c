@@ -12,6 +12,7 @@
 #include "keys.h"
 #include "clock.h"
 #include "log.h"
+#include "detector.h"
 #include "node_impl.h"
 
 static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
@@ -243,8 +244,9 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
              * agent of an earlier run, is no live duplicate */
             ec_probe_target_t t = {.host = e.host, .port = e.probe_port, .expect_id = n->node_id,
                                    .verify = &n->probe_key.v, .expect_lease = e.lease};
-            int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-            ec_probe_many(&t, 1, to);
+            /* several attempts, widened on a slow link: a live duplicate
+             * behind a lossy link is not taken for dead */
+            ec__node_confirm_probe(n, &t, 1, EC_DETECT_FANOUT, false, 0);
             v.probe = t.ok ? EC_REG_PROBE_ANSWERED : EC_REG_PROBE_SILENT;
             probed_mod = e.mod;
             if (t.ok)

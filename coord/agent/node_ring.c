@@ -1,7 +1,10 @@
 /* Agents watching each other: every member's agent probes its
  * EC_RING_WATCHERS successors in the epoch's sorted member order every
- * watch_peers_ms, and reports a peer that missed EC_RING_MISSES probes in a
- * row as a suspect, the way a failed collective is reported
+ * watch_peers_ms, and reports a peer its failure detector finds silent
+ * (coord/core/detector.h: a miss retried at once with more attempts,
+ * deadlines that follow the peer's round trips, a silence of at least
+ * --peer_pause_tolerance, the prober's own lateness) as a suspect, the way
+ * a failed collective is reported
  * (epochs/<n>/suspect/<node>, the union of this agent's reports in the
  * epoch).  From there the leader's path is the usual one (node_evict.c):
  * probe before evicting, evidence from more than one side, a majority of
@@ -24,14 +27,15 @@
 
 #include "keys.h"
 #include "clock.h"
+#include "detector.h"
 #include "log.h"
 #include "node_impl.h"
 
 typedef struct watched {
     char *id, *host;
     uint16_t port;
-    int64_t lease; /* its record's: the lease its answers must name */
-    int misses;    /* consecutive probes unanswered */
+    int64_t lease;      /* its record's: the lease its answers must name */
+    ec_detect_peer_t d; /* its probe history (detector.h) */
 } watched_t;
 
 static void clear(watched_t *w, size_t *nw)
@@ -121,9 +125,10 @@ static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw, uint64_t *read_f
         /* no record (gone already: the planner sees that) or no probe port
          * (an agent that does not answer probes): nothing to watch */
         if (succ[j] && read_peer(n, succ[j], &v)) {
+            ec_detect_start(&v.d, ec_mono_ms());
             for (size_t i = 0; i < *nw; i++)
                 if (!strcmp(w[i].id, v.id) && w[i].port == v.port)
-                    v.misses = w[i].misses;
+                    v.d = w[i].d;
             nwv[nn++] = v;
         }
         free(succ[j]);
@@ -136,6 +141,40 @@ static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw, uint64_t *read_f
     return number;
 }
 
+/* Probe every watched peer once: a set of ec_detect_attempts() attempts
+ * each (one while it answers, more at once after a miss), all under the
+ * longest of their deadlines, and account what each set found.  Returns
+ * how late the round ended past that deadline (the prober's own lateness:
+ * it was starved or stopped). */
+static int64_t probe_round(ec_node_t *n, watched_t *w, size_t nw, const ec_detect_opts_t *o,
+                           int health, int64_t *deadline)
+{
+    ec_probe_target_t t[EC_RING_WATCHERS * EC_DETECT_FANOUT];
+    size_t nt = 0, first[EC_RING_WATCHERS], count[EC_RING_WATCHERS];
+    int64_t d = 0;
+    for (size_t i = 0; i < nw; i++) {
+        first[i] = nt;
+        count[i] = (size_t)ec_detect_attempts(&w[i].d);
+        for (size_t k = 0; k < count[i]; k++)
+            t[nt++] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port,
+                                          .expect_id = w[i].id, .verify = &n->probe_key.v,
+                                          .expect_lease = w[i].lease};
+        int64_t di = ec_detect_deadline_ms(&w[i].d, o, health, ec_mono_ms());
+        d = di > d ? di : d;
+    }
+    int64_t t0 = ec_mono_ms();
+    ec_probe_many(t, nt, (int)d);
+    int64_t now = ec_mono_ms();
+    for (size_t i = 0; i < nw; i++) {
+        int64_t rtt;
+        ec_probe_outcome_t r = ec_probe_set_outcome(t + first[i], count[i], &rtt);
+        ec_detect_observe(&w[i].d, r, rtt, d, now);
+    }
+    *deadline = d;
+    int64_t late = now - t0 - d;
+    return late > 0 ? late : 0;
+}
+
 static void *ring(void *arg)
 {
     ec_node_t *n = arg;
@@ -144,37 +183,44 @@ static void *ring(void *arg)
     uint64_t reported_epoch = 0;
     char reported[512] = "";
     int64_t every = n->o.watch_peers_ms;
-    int to = n->o.probe_timeout_ms > 0 ? n->o.probe_timeout_ms : 250;
-    if (to > every)
-        to = (int)every;
+    ec_detect_opts_t o = {.interval_ms = every, .floor_ms = n->o.probe_timeout_ms,
+                          .tolerance_ms = n->o.peer_pause_tolerance_ms > 0
+                                              ? n->o.peer_pause_tolerance_ms : 700};
+    int health = 0;
     uint64_t read_for = 0;
-    while (!pause_ms(n, every)) {
+    int64_t wait = every;
+    for (;;) {
+        int64_t slept = ec_mono_ms();
+        if (pause_ms(n, wait))
+            break;
+        health = ec_detect_health(health, ec_mono_ms() - slept - wait, every);
         uint64_t epoch = refresh(n, w, &nw, &read_for);
+        wait = every;
         if (!epoch || !nw)
             continue;
         if (epoch != reported_epoch) {
             reported_epoch = epoch;
             reported[0] = '\0';
         }
-        ec_probe_target_t t[EC_RING_WATCHERS];
-        for (size_t i = 0; i < nw; i++)
-            t[i] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port, .expect_id = w[i].id,
-                                       .verify = &n->probe_key.v, .expect_lease = w[i].lease};
-        ec_probe_many(t, nw, to);
+        int64_t d;
+        int64_t late = probe_round(n, w, nw, &o, health, &d);
+        if (late)
+            health = ec_detect_health(health, late, every);
         /* An answer that fails its proof (no agent of this run, or one
-         * under another lease than the record we read) counts as silence;
-         * the records are read again next round, so that a peer that
-         * registered again (a new lease, the same epoch) is not taken for
-         * silent on a stale lease. */
-        for (size_t i = 0; i < nw; i++)
-            if (!t[i].ok)
-                read_for = 0;
+         * under another lease than the record we read) counts as a
+         * refusal; the records are read again next round, so that a peer
+         * that registered again (a new lease, the same epoch) is not taken
+         * for gone on a stale lease. */
         const char *silent[EC_RING_WATCHERS];
         size_t ns = 0;
         char list[512] = "";
+        int64_t now = ec_mono_ms();
         for (size_t i = 0; i < nw; i++) {
-            w[i].misses = t[i].ok ? 0 : w[i].misses + 1;
-            if (!ec_ring_silent(w[i].misses, EC_RING_MISSES))
+            if (w[i].d.misses)
+                read_for = 0;
+            int64_t next = ec_detect_next_ms(&w[i].d, &o);
+            wait = next < wait ? next : wait;
+            if (ec_detect_verdict(&w[i].d, now, &o, health) != EC_DETECT_REPORT)
                 continue;
             silent[ns++] = w[i].id;
             snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", ns > 1 ? "," : "",
@@ -187,8 +233,14 @@ static void *ring(void *arg)
             reported[0] = '\0';
         if (!ns || !strcmp(list, reported))
             continue;
-        ec__node_emit(n, "+peer %s silent: %d probes in a row unanswered (every %lld ms, "
-                         "deadline %d ms); reporting", list, EC_RING_MISSES, (long long)every, to);
+        const watched_t *v = NULL;
+        for (size_t i = 0; i < nw && !v; i++)
+            if (!strcmp(w[i].id, silent[0]))
+                v = &w[i];
+        ec__node_emit(n, "+peer %s silent: %s for %lld ms (%d failed rounds of probes, deadline "
+                         "%lld ms, health %d); reporting", list,
+                      v->d.refused >= 2 ? "turned away" : "no answer",
+                      (long long)(now - v->d.last_answer_ms), v->d.misses, (long long)d, health);
         ec_error_t err = {0};
         if (ec_node_report_suspects(n, epoch, silent, ns, &err) < 0)
             ec_log(EC_LOG_WARN, "cannot report silent peers %s: %s; retrying", list, err.msg);

@@ -397,7 +397,9 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .offset = OFF(grace_period_ms)},
     /* Each agent probes its 2 successors in the job's sorted node order
      * (node_ring.c): a ring, so the traffic per node does not grow with the
-     * job.  Two probes unanswered in a row report the peer, and the leader
+     * job.  A peer is reported once its probes failed twice in a row (a
+     * miss is retried at once with more attempts) and it was silent for
+     * --peer_pause_tolerance (coord/core/detector.h), and the leader
      * probes it once more before evicting it. */
     [EC_K_PEER_PROBE_INTERVAL] = {
         .id = EC_K_PEER_PROBE_INTERVAL, .name = "peer_probe_interval",
@@ -405,11 +407,26 @@ static const ec_knob_t knobs[EC_K__COUNT] = {
         .type = EC_KT_SECONDS, .cmds = L, .min = 0, .max = 60000,
         .def = "0.25", .metavar = "SECONDS", .example = "0.25", .group = "this node",
         .help = "how often this node's agent probes the agents of the next two nodes in "
-                "the job; two unanswered probes in a row report that node silent, and it "
-                "is evicted (and the job re-forms) in about a second, long before its "
-                "--lease_ttl ends. 0: off, a lost node is found by its peers' failing "
-                "processes or its lease.",
+                "the job; a node that stops answering is reported silent, and it is "
+                "evicted (and the job re-forms) in about a second, long before its "
+                "--lease_ttl ends (see --peer_pause_tolerance). 0: off, a lost node is "
+                "found by its peers' failing processes or its lease.",
         .offset = OFF(peer_probe_interval_ms)},
+    /* The one bound of the failure detector a user may need to move: how
+     * long an agent may be silent (a GC pause, swapping, a debugger) before
+     * it is taken for dead; loss and slow links need no knob (retries and
+     * deadlines that follow each peer's round trips). */
+    [EC_K_PEER_PAUSE_TOLERANCE] = {
+        .id = EC_K_PEER_PAUSE_TOLERANCE, .name = "peer_pause_tolerance",
+        .spellings = {"peer_pause_tolerance"}, .env = {"ECOORD_PEER_PAUSE_TOLERANCE"},
+        .type = EC_KT_SECONDS, .cmds = L, .min = 100, .max = 600000,
+        .def = "0.7", .metavar = "SECONDS", .example = "3", .group = "this node",
+        .help = "how long a watched node's agent may go without answering a probe (paused "
+                "by garbage collection, swapping or a debugger) before its watchers report "
+                "it; an agent silent for less is never evicted. An agent that is gone (its "
+                "port refuses) is reported at once. Raising it delays finding a node whose "
+                "agent hangs or whose host vanished by as much.",
+        .offset = OFF(peer_pause_tolerance_ms)},
     /* Hangs and stragglers (coord/core/hang_policy.h): the leader's values
      * decide.  Not a SECONDS knob: "auto" (the default) is on only for
      * programs that report progress, whose steps are known. */

@@ -76,6 +76,7 @@ typedef enum {
     EC_K_LEASE_MARGIN,
     EC_K_GRACE_PERIOD,
     EC_K_PEER_PROBE_INTERVAL,
+    EC_K_PEER_PAUSE_TOLERANCE,
     EC_K_HANG_TIMEOUT,
     EC_K_STRAGGLER_FACTOR,
     EC_K_PYTHON,
@@ -230,6 +231,7 @@ typedef struct ec_config {
     int lease_margin_pct;        /* percent of the TTL: fence that long before it ends */
     int64_t grace_period_ms;
     int64_t peer_probe_interval_ms; /* 0: agents do not watch each other */
+    int64_t peer_pause_tolerance_ms; /* silence a watched peer may show before it is reported */
     char *hang_timeout;          /* as given: "auto", "off", or seconds */
     int64_t hang_timeout_ms;     /* resolved: > 0 every program, 0 off, -1 auto
                                   * (EC_HANG_AUTO_MS for programs that report progress) */

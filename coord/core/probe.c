@@ -20,6 +20,15 @@
 
 static const char hexd[] = "0123456789abcdef";
 
+/* Whether a socket error says the target's host turned the probe away: a
+ * refusal (nobody listens), or a reset or a closed pipe (something accepted
+ * and closed without answering: no agent of ours; a frozen agent never
+ * does that). */
+static int turned_away(int e)
+{
+    return e == ECONNREFUSED || e == ECONNRESET || e == EPIPE;
+}
+
 static int unhex(char c)
 {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
@@ -142,8 +151,8 @@ ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n)
     }
     b->t0 = ec_mono_us();
     for (size_t i = 0; i < n; i++) {
-        t[i].ok = 0;
-        t[i].rtt_us = -1;
+        t[i].ok = t[i].connected = t[i].refused = 0;
+        t[i].rtt_us = t[i].connect_us = -1;
         b->pf[i].fd = -1;
         struct sockaddr_storage ss;
         socklen_t sl;
@@ -153,6 +162,7 @@ ec_probe_batch_t *ec_probe_begin(ec_probe_target_t *t, size_t n)
         if (fd < 0)
             continue;
         if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS) {
+            t[i].refused = turned_away(errno);
             close(fd);
             continue;
         }
@@ -187,10 +197,13 @@ static int probe_send(ec_probe_batch_t *b, size_t i)
     if (w == (ssize_t)EC_PROBE_REQUEST_LEN) {
         b->sent[i] = true;
         b->pf[i].events = POLLIN;
+        b->t[i].connected = 1;
+        b->t[i].connect_us = ec_mono_us() - b->t0;
         return 1;
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENOTCONN))
         return 0; /* still connecting */
+    b->t[i].refused = w < 0 && turned_away(errno);
     close(b->pf[i].fd); /* refused, reset, or a short send of 41 bytes: no answer to wait for */
     b->pf[i].fd = -1;
     return 0;
@@ -212,10 +225,13 @@ static int probe_read(ec_probe_batch_t *b, size_t i)
             return 0; /* a partial line: more to come */
         ok = answer_ok(&b->t[i], b->nonce[i], b->buf[i], b->got[i]);
         b->t[i].ok = ok;
+        b->t[i].refused = !ok; /* an answer, but not from an agent of ours */
         b->t[i].rtt_us = ec_mono_us() - b->t0;
     } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
                          errno == ENOTCONN)) {
         return 0; /* nothing yet (or still connecting) */
+    } else {
+        b->t[i].refused = r == 0 || turned_away(errno); /* closed without a line */
     }
     close(b->pf[i].fd); /* answered, refused or closed without a line */
     b->pf[i].fd = -1;
@@ -269,4 +285,22 @@ int ec_probe_many(ec_probe_target_t *t, size_t n, int timeout_ms)
     if (!b)
         return 0;
     return ec_probe_collect(b, ec_mono_us() + (int64_t)timeout_ms * 1000);
+}
+
+ec_probe_outcome_t ec_probe_set_outcome(const ec_probe_target_t *t, size_t n, int64_t *rtt_us)
+{
+    int answered = 0, connected = 0, refused = 0;
+    int64_t best = -1, hs = -1;
+    for (size_t i = 0; i < n; i++) {
+        answered += t[i].ok != 0;
+        connected += t[i].connected != 0;
+        refused += t[i].refused != 0;
+        if (t[i].ok && (best < 0 || t[i].rtt_us < best))
+            best = t[i].rtt_us;
+        if (t[i].connected && (hs < 0 || t[i].connect_us < hs))
+            hs = t[i].connect_us;
+    }
+    ec_probe_outcome_t r = ec_detect_outcome(answered, connected, refused, (int)n);
+    *rtt_us = r == EC_PROBE_ANSWERED ? best : hs;
+    return r;
 }

@@ -25,6 +25,7 @@
 
 #include "error.h"
 #include "clock.h"
+#include "detector.h"
 
 #define EC_PROBE_NONCE_LEN 16
 /* "ecoord? " + the nonce in hex + "\n" */
@@ -52,6 +53,12 @@ typedef struct ec_probe_target {
     int64_t expect_lease;  /* with verify: the lease the answer must name (0: any) */
     int ok;                /* out: 1 answered, 0 not */
     int64_t rtt_us;        /* out: time to the answer */
+    /* out, when not ok: the connection was set up (the host's kernel
+     * answered the handshake) connect_us after the start; refused, the
+     * port refused it, or what answered there failed the proof (no agent
+     * of the run, or one under another lease) */
+    int connected, refused;
+    int64_t connect_us;
 } ec_probe_target_t;
 
 /* The request line for nonce, NUL-terminated, into out (EC_PROBE_REQUEST_LEN
@@ -84,6 +91,10 @@ int ec_probe_collect(ec_probe_batch_t *b, int64_t deadline_us);
  * it); returns how many are still waited for.  For a caller that has other
  * work to do between looks (the node coordinator delivering epochs). */
 int ec_probe_wait(ec_probe_batch_t *b, int64_t until_us);
+/* What n attempts at one target found, for the failure detector
+ * (detector.h): answered, turned away, connected or nothing; *rtt_us, the
+ * fastest answer's round trip, else the fastest handshake's (-1: none). */
+ec_probe_outcome_t ec_probe_set_outcome(const ec_probe_target_t *t, size_t n, int64_t *rtt_us);
 /* host:port (a numeric address or a name) as a socket address; 0 or -1. */
 int ec_probe_sockaddr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *sl);
 

@@ -212,15 +212,6 @@ START_TEST(each_member_watches_its_successors_in_a_ring)
 }
 END_TEST
 
-START_TEST(a_watched_peer_is_reported_after_consecutive_silent_probes)
-{
-    ck_assert(!ec_ring_silent(0, EC_RING_MISSES));
-    ck_assert(!ec_ring_silent(EC_RING_MISSES - 1, EC_RING_MISSES));
-    ck_assert(ec_ring_silent(EC_RING_MISSES, EC_RING_MISSES));
-    ck_assert(ec_ring_silent(1, 0)); /* a threshold below one means one */
-}
-END_TEST
-
 START_TEST(a_suspect_is_probed_again_on_a_newer_report_at_most_once_a_second)
 {
     /* never probed: at once */
@@ -271,7 +262,6 @@ Suite *suite(void)
     tcase_add_test(tc, leader_evicts_members_only_on_evidence_from_more_than_one_side);
     tcase_add_test(tc, evicted_node_held_out_until_it_answers_a_probe);
     tcase_add_test(tc, each_member_watches_its_successors_in_a_ring);
-    tcase_add_test(tc, a_watched_peer_is_reported_after_consecutive_silent_probes);
     tcase_add_test(tc, a_suspect_is_probed_again_on_a_newer_report_at_most_once_a_second);
     tcase_add_test(tc, followers_confirming_a_report_of_the_leader_are_spread_in_large_jobs);
     suite_add_tcase(s, tc);

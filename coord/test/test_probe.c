@@ -117,6 +117,41 @@ START_TEST(probe_server_out_of_descriptors_says_so)
 }
 END_TEST
 
+/* What a failed probe tells the failure detector (coord/core/detector.h):
+ * a port nobody listens on refuses; a listener that accepts and never
+ * answers (a frozen agent's kernel) completed the handshake; one that
+ * answers a line failing the check, or closes without a line, turned the
+ * probe away. */
+START_TEST(a_failed_probe_says_whether_it_was_refused_or_connected)
+{
+    uint16_t port;
+    int lfd = listen_any(&port);
+    ec_probe_target_t t = {.host = "127.0.0.1", .port = port, .expect_id = "n1"};
+    ck_assert_int_eq(ec_probe_many(&t, 1, 100), 0); /* accepted by the kernel, never answered */
+    ck_assert_int_eq(t.connected, 1);
+    ck_assert_int_eq(t.refused, 0);
+    ck_assert_int_ge(t.connect_us, 0);
+    int c = accept_within(lfd, 5000);
+    close(c);
+    ec_probe_batch_t *b = ec_probe_begin(&t, 1); /* a wrong answer */
+    c = accept_within(lfd, 5000);
+    const char line[] = "ecoord n2\n";
+    ck_assert_int_eq(send(c, line, sizeof(line) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(line) - 1);
+    ck_assert_int_eq(ec_probe_collect(b, ec_mono_us() + ec_test_ms(2000) * 1000), 0);
+    ck_assert_int_eq(t.refused, 1);
+    close(c);
+    b = ec_probe_begin(&t, 1); /* closed without a line */
+    c = accept_within(lfd, 5000);
+    close(c);
+    ck_assert_int_eq(ec_probe_collect(b, ec_mono_us() + ec_test_ms(2000) * 1000), 0);
+    ck_assert_int_eq(t.refused, 1);
+    close(lfd); /* nobody listens now */
+    ck_assert_int_eq(ec_probe_many(&t, 1, 1000), 0);
+    ck_assert_int_eq(t.refused, 1);
+    ck_assert_int_eq(t.connected, 0);
+}
+END_TEST
+
 START_TEST(probe_server_round_trip)
 {
     uint16_t port;
@@ -209,6 +244,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, answer_queued_before_a_late_look_counts);
     tcase_add_test(tc, nothing_to_read_after_the_deadline_is_silent);
+    tcase_add_test(tc, a_failed_probe_says_whether_it_was_refused_or_connected);
     tcase_add_test(tc, probe_server_round_trip);
     tcase_add_test(tc, probe_server_out_of_descriptors_says_so);
     tcase_add_test(tc, members_probed_and_silent_ones_named);
