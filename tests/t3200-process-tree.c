@@ -368,6 +368,32 @@ START_TEST(frozen_agent_ranks_killed_before_lease_expiry)
 }
 END_TEST
 
+typedef struct {
+    const char *es; /* --elastic_server=... */
+    const char *dir;
+    char out[8192];
+} st_want_t;
+
+/* `ecoord status` of jwatchdog says its processes were stopped for the fence. */
+static bool status_names_the_fence_stop(void *arg)
+{
+    st_want_t *w = arg;
+    char cmd[800], path[400];
+    snprintf(path, sizeof(path), "%s/status.out", w->dir);
+    snprintf(cmd, sizeof(cmd), "%s status %s --job_id=jwatchdog > %s 2>&1", ecoord(), w->es,
+             path);
+    w->out[0] = '\0';
+    if (system(cmd) != 0)
+        return false;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(w->out, 1, sizeof(w->out) - 1, f);
+    w->out[n] = '\0';
+    fclose(f);
+    return strstr(w->out, "stopped 1 time for the fence") != NULL;
+}
+
 static bool either_has(const char *a, const char *b, const char *needle)
 {
     return ec_test_file_contains(a, needle) || ec_test_file_contains(b, needle);
@@ -417,6 +443,12 @@ START_TEST(a_watchdog_kill_is_not_a_failure_of_the_program)
                       either_has(console, err, "-fenced:"),
                   "the agent did not name the kill for what it was (console %s, stderr %s)",
                   console, err);
+    /* and `ecoord status` names it too: a fence stop, no failure */
+    st_want_t sw = {.es = es, .dir = tmp};
+    ck_assert_msg(ec_test_wait(status_names_the_fence_stop, &sw, 10000),
+                  "ecoord status does not name the fence's stop:\n%s", sw.out);
+    ck_assert_msg(!strstr(sw.out, "exited") && !strstr(sw.out, "signaled"),
+                  "ecoord status shows the watchdog's kill as a failure:\n%s", sw.out);
     for (int i = 0; i < nstrays; i++)
         strays[i] = 0;
     strays[0] = jan;

@@ -187,6 +187,13 @@ typedef struct agent {
      * agent was stuck (in an etcd call past its fence deadline, frozen),
      * not by a fault of its own. */
     int64_t watchdog_at;
+    /* The last deadline that passed before this agent renewed or disarmed
+     * it (it was held up: the janitor fired then), 0: none; a rank SIGKILLed
+     * that started before it was the watchdog's, whatever the deadline is
+     * now (the agent, thawed, may confirm its lease and renew before it
+     * reaps). */
+    int64_t watchdog_missed;
+    int64_t watchdog_counted; /* the firing counted (fence_stop_counted) */
     /* Fault tolerance off (cfg->fail_fast): the exit code of the last
      * failed process (128+signal when killed; 127: it could not start),
      * which the agent exits with (fail_job). */
@@ -673,17 +680,41 @@ static void report_failure(agent_t *a, int r, int status)
     free(lines);
 }
 
+/* The watchdog's deadline is replaced (or dropped) at now: if it had passed,
+ * the janitor fired at it (watchdog_missed). */
+static void watchdog_disarm(agent_t *a, int64_t now)
+{
+    if (a->watchdog_at && now >= a->watchdog_at)
+        a->watchdog_missed = a->watchdog_at;
+    a->watchdog_at = 0;
+}
+
+/* This node's processes were stopped for its fence (check_fence) or by the
+ * janitor's watchdog: counted in its record, where `ecoord status` names it,
+ * never against --max_restart. */
+static void fence_stop_counted(agent_t *a)
+{
+    ec_error_t err = {0};
+    if (ec_node_count_fence_stop(a->node, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot count the fence's stop in this node's record: %s (retrying)",
+               err.msg);
+}
+
 /* Returns an exit code when the agent must exit, else -1. */
 static int on_child_exit(agent_t *a, int r, int status)
 {
+    int64_t started = a->rank_started_ms[r];
     a->rank_started_ms[r] = 0;
     if (a->not_ready_killed & (1ULL << (r % 64))) {
         /* killed for not becoming ready: reported as such (boot_tick) */
         a->not_ready_killed &= ~(1ULL << (r % 64));
         return after_failure(a, r, true, "was not ready in time");
     }
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && a->watchdog_at &&
-        ec_mono_ms() >= a->watchdog_at) {
+    int64_t fired = a->watchdog_at && ec_mono_ms() >= a->watchdog_at ? a->watchdog_at
+                    : a->watchdog_missed && started && started < a->watchdog_missed
+                        ? a->watchdog_missed
+                        : 0;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && fired) {
         /* The janitor's watchdog: this agent was stuck past its fence
          * deadline (an etcd call through a raft election, a cut), so its
          * ranks were stopped before the lease could expire.  Not a fault
@@ -693,6 +724,10 @@ static int on_child_exit(agent_t *a, int r, int status)
                             "agent was held up past its fence deadline): not a failure of the "
                             "program, not counted against --max_restart=%d", r,
                a->cfg->max_restart);
+        if (a->watchdog_counted != fired) { /* once per firing, not per rank */
+            a->watchdog_counted = fired;
+            fence_stop_counted(a);
+        }
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_error_t err = {0};
         if (a->epoch && a->m_id >= 0 && ec_node_bump_incarnation(a->node, &err) < 0)
@@ -964,7 +999,9 @@ static int64_t check_fence(agent_t *a)
             if (cfg->grace_period_ms < grace)
                 grace = cfg->grace_period_ms;
             ec_procs_deadline(a->procs, 0); /* alive: the janitor's watchdog stands down */
-            a->watchdog_at = 0;
+            watchdog_disarm(a, now);
+            if (ec_procs_running(a->procs) > 0)
+                fence_stop_counted(a); /* in our record: `ecoord status` shows it */
             ec_procs_stop_all(a->procs, grace);
         } else {
             ec_log(EC_LOG_WARN, "-fenced: %s; the processes' worker library refuses "
@@ -992,6 +1029,7 @@ static int64_t check_fence(agent_t *a)
      * time, T + half the margin, still before etcd can expire the lease,
      * unless we renew the deadline (each confirmation) or fence first. */
     if (cfg->rebuild == EC_REBUILD_RESTART) {
+        watchdog_disarm(a, now);
         a->watchdog_at = confirmed + after + lease_margin_ms(cfg) / 2;
         ec_procs_deadline(a->procs, a->watchdog_at);
     }

@@ -591,6 +591,14 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
     return same ? 0 : put_self_or_retry(n, err);
 }
 
+int ec_node_count_fence_stop(ec_node_t *n, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    n->fence_stops++;
+    pthread_mutex_unlock(&n->lock);
+    return put_self_or_retry(n, err);
+}
+
 int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err)
 {
     pthread_mutex_lock(&n->lock);

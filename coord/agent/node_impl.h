@@ -87,6 +87,7 @@ struct ec_node {
     char *reason;
     int64_t registered_at_ms;
     ec_node_boot_t boot;    /* phase 0: not gated */
+    uint32_t fence_stops;   /* our record's: times the fence stopped our processes */
     /* the model, under lock */
     mnode_t *nodes; /* sorted by id */
     size_t nnodes, cap;

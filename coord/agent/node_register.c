@@ -38,6 +38,7 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     r->epoch_seen = n->epoch_seen_max;
     r->progress = n->progress;
     r->boot = n->boot;
+    r->fence_stops = n->fence_stops;
     pthread_mutex_unlock(&n->lock);
     r->agent_version = n->agent_version ? strdup(n->agent_version) : NULL;
     int rc = ec_node_rec_encode(r, buf, len, err);

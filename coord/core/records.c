@@ -387,6 +387,7 @@ int ec_node_rec_encode(const ec_node_rec_t *r, void **buf, size_t *len, ec_error
     m.registered_at_ms = r->registered_at_ms;
     m.probe_port = r->probe_port;
     m.place = r->place;
+    m.fence_stops = r->fence_stops;
     m.run = r->run;
     m.epoch_seen = r->epoch_seen;
     Ecoord__NodeProgress pg = ECOORD__NODE_PROGRESS__INIT;
@@ -483,6 +484,7 @@ int ec_node_rec_decode(const void *buf, size_t len, const char *key, ec_node_rec
     }
     r->probe_port = (uint16_t)m->probe_port;
     r->place = m->place;
+    r->fence_stops = m->fence_stops;
     r->run = m->run ? m->run : 1;
     r->epoch_seen = m->epoch_seen;
     r->progress.silent_rank = r->progress.slowest_rank = -1;

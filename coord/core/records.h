@@ -164,6 +164,8 @@ typedef struct ec_node_rec {
     ec_node_boot_t boot;    /* phase 0: none (not gated) */
     uint32_t place;         /* static rendezvous: node_rank + 1 (its M_id in the first
                              * epoch, planner.h); 0: none */
+    uint32_t fence_stops;   /* times its agent stopped its processes for the fence (not
+                             * failures of the program, not counted against --max_restart) */
 } ec_node_rec_t;
 
 /* A zeroed record with room for nproc ports and ndevices device ids (NULL

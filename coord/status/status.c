@@ -48,7 +48,9 @@
  *                    rank_first, rank_last (null: not a member),
  *                    endpoints [string, rank order], state, in_epoch (bool),
  *                    standby (bool), incarnation, registered_at_ms,
- *                    reason (string, "" when none), progress (null | {seq,
+ *                    reason (string, "" when none), fence_stops (times its
+ *                    agent stopped its processes for the fence: not failures),
+ *                    progress (null | {seq,
  *                    reporting, step, silent_ms, silent_rank, waiting, stopped,
  *                    paused, step_p50_us, slowest_us, slowest_rank}: the
  *                    node's progress summary, coord/agent/progress.h), boot
@@ -668,6 +670,12 @@ static bool row_cells(const st_snap_t *s, const st_row_t *r, int64_t now, char *
     else if (r->m_id < 0 && !r->standby && s->epoch && r->rec->nproc != s->epoch->nproc)
         cell[C_NOTE] = ec_asprintf("nproc=%d but the job runs nproc=%d", r->rec->nproc,
                                  s->epoch->nproc);
+    else if (r->rec->fence_stops)
+        /* what stopped its processes, said as what it is (not a failure) */
+        cell[C_NOTE] = ec_asprintf("%s%sprocesses stopped %u time%s for the fence (lease "
+                                   "unconfirmed): not failures, not counted against "
+                                   "--max_restart", boot, *boot ? "; " : "",
+                                   r->rec->fence_stops, r->rec->fence_stops == 1 ? "" : "s");
     else
         cell[C_NOTE] = safe_dup(boot);
     for (int c = 0; c < NCOLS; c++)
@@ -1022,6 +1030,7 @@ static void json_row(FILE *f, const st_snap_t *s, const st_row_t *r)
         fputs("null", f);
     json_kint(f, &first, "registered_at_ms", r->rec ? r->rec->registered_at_ms : 0);
     json_kstr(f, &first, "reason", r->rec ? r->rec->reason : "");
+    json_kint(f, &first, "fence_stops", r->rec ? (int64_t)r->rec->fence_stops : 0);
     json_key(f, &first, "boot");
     if (r->rec && r->rec->boot.phase != EC_BOOT_UNKNOWN) {
         const ec_node_boot_t *bt = &r->rec->boot;
