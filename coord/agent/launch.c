@@ -1000,9 +1000,10 @@ static int64_t check_fence(agent_t *a)
                 grace = cfg->grace_period_ms;
             ec_procs_deadline(a->procs, 0); /* alive: the janitor's watchdog stands down */
             watchdog_disarm(a, now);
-            if (ec_procs_running(a->procs) > 0)
-                fence_stop_counted(a); /* in our record: `ecoord status` shows it */
+            bool had = ec_procs_running(a->procs) > 0;
             ec_procs_stop_all(a->procs, grace);
+            if (had)
+                fence_stop_counted(a); /* in our record: `ecoord status` shows it */
         } else {
             ec_log(EC_LOG_WARN, "-fenced: %s; the processes' worker library refuses "
                                 "collectives until it confirms membership", why);

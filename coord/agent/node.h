@@ -113,8 +113,8 @@ ec_node_t *ec_node_start(const ec_node_opts_t *opts, ec_error_t *err);
 int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err);
 /* Count one stop of this node's processes for its fence (its lease
  * unconfirmed, or its janitor's watchdog) in its record, where `ecoord
- * status` shows it: not a failure of the program.  Retried by the loop, as
- * for ec_node_set_state. */
+ * status` shows it: not a failure of the program.  Never blocks: the
+ * coordinator loop writes the record (retrying while etcd is away). */
 int ec_node_count_fence_stop(ec_node_t *n, ec_error_t *err);
 /* Our agent's summary of its ranks' progress (coord/progress.h): written
  * into our record now (the caller rate-limits; ec_progress_publish_due),
