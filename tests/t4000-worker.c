@@ -2203,7 +2203,11 @@ START_TEST(nccl_shrinks_an_epoch_that_only_removes_ranks)
                       strstr(logs[0].text, "+nccl epoch 4: init (1 root) of 1 ranks"),
                   "%s", logs[0].text);
     out = slurp(slog);
-    /* the failed child goes first; the parent beside the init (retire.c) */
+    /* the failed child goes first; the parent beside the init, off the
+     * training thread (retire.c): its abort may come after the rebuild */
+    count_want_t parent = {slog, "abort rank=0 nranks=2\n", 1};
+    ck_assert_msg(ec_test_wait(log_has_n, &parent, 5000), "%s", slurp(slog));
+    out = slurp(slog);
     const char *failed = strstr(out, "shrink rank=0 nranks=2 excl=1 flags=0 share=0 -> rank 0 of 1 "
                                      "(fails)\nabort rank=0 nranks=1\n");
     ck_assert_msg(failed && strstr(failed, "abort rank=0 nranks=2\n") &&
