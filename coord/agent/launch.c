@@ -193,7 +193,7 @@ typedef struct agent {
      * now (the agent, thawed, may confirm its lease and renew before it
      * reaps). */
     int64_t watchdog_missed;
-    int64_t watchdog_counted; /* the firing counted (fence_stop_counted) */
+    int64_t watchdog_counted; /* the firing counted (ec_node_count_fence_stop) */
     /* Fault tolerance off (cfg->fail_fast): the exit code of the last
      * failed process (128+signal when killed; 127: it could not start),
      * which the agent exits with (fail_job). */
@@ -689,15 +689,16 @@ static void watchdog_disarm(agent_t *a, int64_t now)
     a->watchdog_at = 0;
 }
 
-/* This node's processes were stopped for its fence (check_fence) or by the
- * janitor's watchdog: counted in its record, where `ecoord status` names it,
- * never against --max_restart. */
-static void fence_stop_counted(agent_t *a)
+/* The watchdog deadline at which the janitor may have killed a rank started
+ * at `started` (monotonic ms): the armed one, passed; or one that passed
+ * while this agent was held up, after the rank started; 0: none. */
+static int64_t watchdog_fired(const agent_t *a, int64_t started)
 {
-    ec_error_t err = {0};
-    if (ec_node_count_fence_stop(a->node, &err) < 0)
-        ec_log(EC_LOG_WARN, "cannot count the fence's stop in this node's record: %s (retrying)",
-               err.msg);
+    if (a->watchdog_at && ec_mono_ms() >= a->watchdog_at)
+        return a->watchdog_at;
+    if (a->watchdog_missed && started && started < a->watchdog_missed)
+        return a->watchdog_missed;
+    return 0;
 }
 
 /* Returns an exit code when the agent must exit, else -1. */
@@ -710,10 +711,7 @@ static int on_child_exit(agent_t *a, int r, int status)
         a->not_ready_killed &= ~(1ULL << (r % 64));
         return after_failure(a, r, true, "was not ready in time");
     }
-    int64_t fired = a->watchdog_at && ec_mono_ms() >= a->watchdog_at ? a->watchdog_at
-                    : a->watchdog_missed && started && started < a->watchdog_missed
-                        ? a->watchdog_missed
-                        : 0;
+    int64_t fired = watchdog_fired(a, started);
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && fired) {
         /* The janitor's watchdog: this agent was stuck past its fence
          * deadline (an etcd call through a raft election, a cut), so its
@@ -726,7 +724,7 @@ static int on_child_exit(agent_t *a, int r, int status)
                a->cfg->max_restart);
         if (a->watchdog_counted != fired) { /* once per firing, not per rank */
             a->watchdog_counted = fired;
-            fence_stop_counted(a);
+            ec_node_count_fence_stop(a->node);
         }
         ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
         ec_error_t err = {0};
@@ -1003,7 +1001,7 @@ static int64_t check_fence(agent_t *a)
             bool had = ec_procs_running(a->procs) > 0;
             ec_procs_stop_all(a->procs, grace);
             if (had)
-                fence_stop_counted(a); /* in our record: `ecoord status` shows it */
+                ec_node_count_fence_stop(a->node); /* our record: `ecoord status` names it */
         } else {
             ec_log(EC_LOG_WARN, "-fenced: %s; the processes' worker library refuses "
                                 "collectives until it confirms membership", why);

@@ -591,9 +591,8 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
     return same ? 0 : put_self_or_retry(n, err);
 }
 
-int ec_node_count_fence_stop(ec_node_t *n, ec_error_t *err)
+void ec_node_count_fence_stop(ec_node_t *n)
 {
-    (void)err;
     /* Written by the coordinator loop, never here: the fence trips when
      * etcd is away, and a write here would hold the caller (the agent's
      * loop, about to stop its processes) for the request's deadline. */
@@ -602,7 +601,6 @@ int ec_node_count_fence_stop(ec_node_t *n, ec_error_t *err)
     n->self_pending = true;
     pthread_cond_signal(&n->cond);
     pthread_mutex_unlock(&n->lock);
-    return 0;
 }
 
 int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err)

@@ -115,7 +115,7 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
  * unconfirmed, or its janitor's watchdog) in its record, where `ecoord
  * status` shows it: not a failure of the program.  Never blocks: the
  * coordinator loop writes the record (retrying while etcd is away). */
-int ec_node_count_fence_stop(ec_node_t *n, ec_error_t *err);
+void ec_node_count_fence_stop(ec_node_t *n);
 /* Our agent's summary of its ranks' progress (coord/progress.h): written
  * into our record now (the caller rate-limits; ec_progress_publish_due),
  * numbered with the next seq.  A failed write is retried by the loop. */

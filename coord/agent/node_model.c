@@ -362,10 +362,17 @@ bool ec__node_verify_epoch(ec_node_t *n)
     uint64_t gap = n->verify_gap;
     pthread_mutex_unlock(&n->lock);
     ec_error_t err = {0};
-    if (gap && !verify_gap(n, rev, gap, &err)) {
-        ec_log(EC_LOG_WARN, "cannot read the job's history to check an epoch that skips numbers: "
-                            "%s; will retry", err.msg);
-        return false;
+    if (gap) {
+        if (!verify_gap(n, rev, gap, &err)) {
+            ec_log(EC_LOG_WARN, "cannot read the job's history to check an epoch that skips "
+                                "numbers: %s; will retry", err.msg);
+            return false;
+        }
+        pthread_mutex_lock(&n->lock);
+        bool judged = !n->verify_pending || n->verify_rev != rev; /* refused (or superseded) */
+        pthread_mutex_unlock(&n->lock);
+        if (judged)
+            return true; /* no leader read for it */
     }
     ec_kv_t lk;
     bool found = false;

@@ -10,6 +10,10 @@
  */
 #include "netaddr.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <dirent.h>
 #include <ec_check.h>
 #include <fcntl.h>
@@ -23,6 +27,20 @@
 #include <unistd.h>
 
 static char dir[256];
+
+/* A listening TCP socket on addr:port: the port in use; -1 if it cannot. */
+static int bind_port(const char *addr, int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
 
 static void setup(void)
 {
@@ -111,7 +129,7 @@ START_TEST(ports_tried_and_not_taken_leave_no_lock_file)
     ck_assert_int_eq(ec_ports_reserve("127.0.0.1", lo, lo + 100, 1, p, fds, NULL, &err), 0);
     int busy = p[0];
     ec_ports_unlock("127.0.0.1", p, fds, 1);
-    int s = ec__test_bind("127.0.0.1", busy);
+    int s = bind_port("127.0.0.1", busy);
     ck_assert_int_ge(s, 0);
     ck_assert_int_eq(ec_ports_reserve("127.0.0.1", busy, busy + 100, 1, p, fds, NULL, &err), 0);
     ck_assert_int_ne(p[0], busy);
@@ -119,7 +137,7 @@ START_TEST(ports_tried_and_not_taken_leave_no_lock_file)
     ec_ports_unlock("127.0.0.1", p, fds, 1);
     close(s);
     /* a range where nothing is free leaves nothing either */
-    s = ec__test_bind("127.0.0.1", busy);
+    s = bind_port("127.0.0.1", busy);
     ck_assert_int_lt(ec_ports_reserve("127.0.0.1", busy, busy, 1, p, fds, NULL, &err), 0);
     ck_assert_int_eq(files(), 0);
     close(s);

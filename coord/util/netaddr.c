@@ -375,18 +375,3 @@ void ec_ports_unlock(const char *addr, const uint16_t *ports, int *fds, int n)
             fds[i] = -1;
         }
 }
-
-int ec__test_bind(const char *addr, int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
-        return -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}

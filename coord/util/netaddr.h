@@ -42,9 +42,8 @@ void ec_ports_release(int *fds, int n);
 void ec_ports_unlock(const char *addr, const uint16_t *ports, int *fds, int n);
 
 /* Tests: the directory of the lock files (NULL: the default,
- * /tmp/ecoord-ports), and a listening TCP socket on addr:port (-1 if not). */
+ * /tmp/ecoord-ports). */
 void ec__ports_dir(const char *dir);
-int ec__test_bind(const char *addr, int port);
 
 /* The kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range:
  * an outgoing connection's local port comes from it) and its reserved list
