@@ -249,7 +249,10 @@ fi
 # multiprocessing/api.py), so every rank's lines show, unprefixed; and
 # torchrun writes no file in the working directory.  Tests 6-7 ran both in
 # $T: the same lines, and no ./log.
-lines() { grep -a '^torch rank' "$1" | sort | tr '\n' ';'; }
+# Each rank's line, wherever it starts: two workers that share one console
+# under torchrun can interleave a line's text and its newline (python -u
+# writes them apart), gluing "...allreduce=2torch rank 1/2 ...".
+lines() { grep -ao 'torch rank [0-9]*/[0-9]* allreduce=[0-9.]*' "$1" | sort | tr '\n' ';'; }
 if [ "$(lines "$T/tr-torch.console")" = "torch rank 0/2 allreduce=2;torch rank 1/2 allreduce=2;" ] &&
    [ "$(lines "$T/tr-ecoord.console")" = "$(lines "$T/tr-torch.console")" ] && [ ! -e "$T/log" ]; then
     echo "ok 14 - every rank's output on the console as under torchrun, and no ./log"
