@@ -18,7 +18,7 @@
  *    Each training program leaves a child of its own (a `sleep`) to exercise
  *    that;
  *  - no key is left under the job but the durable ones (status, epoch,
- *    epochd, epochs/, failures/);
+ *    epochd, epochs/, failures/, holders/);
  *  - the long-lived agents' fd count and RSS stay within a generous bound of
  *    their values at the start.
  *
@@ -334,20 +334,12 @@ static agent_t *pick(bool cores, bool settled)
     return n ? &ag[cand[rand() % n]] : NULL;
 }
 
-/* Whether the agent's node key was written since it started. */
 /* A SIGSTOPped agent cannot fence, but its janitor (not frozen with it)
- * kills its ranks before etcd can expire its lease (coord/agent/janitor.h, the
- * watchdog): no overlap is excused once the lease could have expired.
- * What stays excused: overlaps while its lease still holds — a new epoch
- * (another node lost or left) may renumber the members, giving the frozen
- * node's rank number to another node whose agent starts it at once, while
- * the frozen agent cannot stop its old rank (a known limit: no barrier
- * waits for a frozen member; see /work/notes/watchdog.md). */
-static void excuse_frozen(agent_t *a)
-{
-    ec_rank_track_excuse(ranks, a->id, a->stop_ms, a->stop_ms + (int64_t)a->ttl * 1000);
-}
+ * kills its ranks before etcd can expire its lease (coord/agent/janitor.h,
+ * the watchdog), and no other node starts a rank it held before then (the
+ * stop barrier, coord/core/stop_barrier.h): no overlap is excused. */
 
+/* Whether the agent's node key was written since it started. */
 static bool node_written(agent_t *a)
 {
     char key[256];
@@ -388,7 +380,6 @@ static void service(void)
         if (a->stopped && now >= a->cont_at) {
             kill(a->pid, SIGCONT);
             a->stopped = false;
-            excuse_frozen(a);
         }
         if (a->ended_by == EV_LEAVE && now - a->signaled_ms > ec_test_ms(20000)) {
             broke(a->end_inst, "agent %s did not exit within 20 s of SIGTERM (log %s)", a->id, a->log);
@@ -490,7 +481,8 @@ static bool durable(const char *rest)
 {
     return !strcmp(rest, "status") || !strcmp(rest, "epoch") || !strcmp(rest, "epochd") ||
            !strncmp(rest, "epochs/", 7) ||
-           !strncmp(rest, "failures/", 9) || !strcmp(rest, "zz-test-sentinel");
+           !strncmp(rest, "failures/", 9) || !strncmp(rest, "holders/", 8) ||
+           !strcmp(rest, "zz-test-sentinel");
 }
 
 typedef struct {
@@ -776,7 +768,6 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
         if (ag[i].stopped) {
             kill(ag[i].pid, SIGCONT);
             ag[i].stopped = false;
-            excuse_frozen(&ag[i]);
         }
     for (int i = 0; i < nag; i++)
         if (alive(&ag[i]) && !ag[i].core) {

@@ -84,8 +84,10 @@ typedef struct {
     char id[16], logdir[320], console[320];
 } agent_t;
 
-/* One agent of job with one process: ec-test-prog (prog NULL) or linreg. */
-static agent_t start_agent(const char *job, const char *id, bool cut, bool inprocess)
+/* One agent of job with one process: ec-test-prog or linreg; np and ttl:
+ * --np and --lease_ttl (NULL: 1:2 and the mode's TTL). */
+static agent_t start_agent_with(const char *job, const char *id, bool cut, bool inprocess,
+                                const char *np, const char *ttl)
 {
     agent_t a;
     snprintf(a.id, sizeof(a.id), "%s", id);
@@ -102,17 +104,23 @@ static agent_t start_agent(const char *job, const char *id, bool cut, bool inpro
                  dump);
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
-             "exec %s launch --elastic_server=%s --job_id=%s --np=1:2 --nproc_per_node=1 "
+             "exec %s launch --elastic_server=%s --job_id=%s --np=%s --nproc_per_node=1 "
              "--node_id=%s --log_dir=%s --grace_period=2 --elastic_timeout=1 --lease_ttl=%s "
              "--rebuild=%s -- %s",
              ec_test_bin("ECOORD", "./ecoord"),
-             cut ? ec_proxy_endpoint(px) : ec_embed_endpoint(etcd), job, id, a.logdir,
-             inprocess ? TTL_INPROCESS : TTL_RESTART, inprocess ? "inprocess" : "restart", prog);
+             cut ? ec_proxy_endpoint(px) : ec_embed_endpoint(etcd), job, np ? np : "1:2", id,
+             a.logdir, ttl ? ttl : inprocess ? TTL_INPROCESS : TTL_RESTART,
+             inprocess ? "inprocess" : "restart", prog);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a.pid = ec_test_spawn(argv, a.console);
     ck_assert_int_lt(npids, (int)(sizeof(pids) / sizeof(pids[0])));
     pids[npids++] = a.pid;
     return a;
+}
+
+static agent_t start_agent(const char *job, const char *id, bool cut, bool inprocess)
+{
+    return start_agent_with(job, id, cut, inprocess, NULL, NULL);
 }
 
 typedef struct {
@@ -288,6 +296,70 @@ START_TEST(restart_mode_cut_nodes_stop_before_their_lease_can_expire)
     ec_test_obs_stop(obs);
     obs = NULL;
     printf("# %d epochs checked\n", n);
+    ec_rank_track_check(ranks);
+}
+END_TEST
+
+static bool not_running(void *arg)
+{
+    return !running(*(pid_t *)arg);
+}
+
+/* A rank moved off a frozen node waits for that node's processes.  Three
+ * nodes, one process each; the agent of M_id 1 is frozen (SIGSTOP): the
+ * ring evicts it in about a second and the next epoch gives its rank 1 to
+ * another node, while its own process of rank 1 lives on until its
+ * janitor's watchdog kills it, a few seconds later (before its lease could
+ * have expired).  No process of the new epoch may hold rank 1 before then:
+ * the rank tracker checks it, with nothing excused. */
+START_TEST(restart_mode_a_moved_rank_waits_for_its_frozen_holder)
+{
+    const char *job = "sb-f", *root = "/sb-f/";
+    obs = ec_test_obs_start(c, root);
+    ranks = ec_rank_track_start(job, 20);
+    ck_assert_ptr_nonnull(ranks);
+    agent_t ag[3] = {start_agent_with(job, "f1", false, false, "2:3", "5"),
+                     start_agent_with(job, "f2", false, false, "2:3", "5"),
+                     start_agent_with(job, "f3", false, false, "2:3", "5")};
+    want_t all = {root, 1, 3, NULL, NULL};
+    ck_assert_msg(ec_test_wait(epoch_matches, &all, 30000), "no epoch of world 3");
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    uint64_t e1 = ep->number;
+    char frozen[16];
+    snprintf(frozen, sizeof(frozen), "%s", ep->members[1].node_id);
+    ec_epoch_free(ep);
+    agent_t *fa = NULL;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(ag[i].id, frozen))
+            fa = &ag[i];
+    ck_assert_ptr_nonnull(fa);
+    pid_t old = prog_pid(job, frozen, e1);
+
+    int64_t t_stop = ec_test_now_ms();
+    kill(fa->pid, SIGSTOP);
+    want_t without = {root, e1 + 1, 2, NULL, frozen};
+    ck_assert_msg(ec_test_wait(epoch_matches, &without, 20000), "%s was never evicted", frozen);
+    int64_t t_epoch = ec_test_now_ms();
+    ep = ec_test_epoch(c, root);
+    uint64_t e2 = ep->number;
+    char heir[16];
+    snprintf(heir, sizeof(heir), "%s", ep->members[1].node_id);
+    ec_epoch_free(ep);
+    pid_t young = prog_pid(job, heir, e2);
+    int64_t t_start = ec_test_now_ms();
+    bool old_alive = running(old);
+    /* the frozen holder's process ends by its watchdog, well within 15 s */
+    ck_assert_msg(ec_test_wait(not_running, &old, 15000),
+                  "the frozen node's process %d outlived its lease", (int)old);
+    int64_t t_old = ec_test_now_ms();
+    printf("# froze %s at 0 ms; epoch %llu without it at %lld ms; %s's rank-1 process (%d) seen "
+           "at %lld ms; the frozen one's (%d) gone by %lld ms%s\n",
+           frozen, (unsigned long long)e2, (long long)(t_epoch - t_stop), heir, (int)young,
+           (long long)(t_start - t_stop), (int)old, (long long)(t_old - t_stop),
+           old_alive ? " (still alive when the new one was seen)" : "");
+    kill(fa->pid, SIGCONT);
+    ec_test_obs_stop(obs);
+    obs = NULL;
     ec_rank_track_check(ranks);
 }
 END_TEST
@@ -473,6 +545,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, restart_mode_cut_nodes_stop_before_their_lease_can_expire);
+    tcase_add_test(tc, restart_mode_a_moved_rank_waits_for_its_frozen_holder);
     suite_add_tcase(s, tc);
     tc = tcase_create("inprocess");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "barrier.h"
 #include "connect.h"
 #include "embed.h"
 #include "endpoints.h"
@@ -92,6 +93,10 @@ static void on_signal(int s)
  * shipper): what does not fit is dropped and counted. */
 #define CONSOLE_QUEUE_BYTES (1u << 20)
 #define CONSOLE_FLUSH_MS 2000
+/* The stop barrier's etcd calls, from the main loop: a slow etcd delays a
+ * start by at most this per look, never the loop's signals and reaping
+ * by the client's default 5 s. */
+#define BARRIER_CALL_MS 1000
 static ec_outq_t *console_q;
 
 /* LAUNCH INFO 2022-07-20 12:10:15,863 message (Paddle's console form). */
@@ -128,6 +133,10 @@ typedef struct agent {
     char *endpoints;
     ec_etcd_t *c;
     ec_node_t *node;
+    /* Restart mode's stop barrier (barrier.h; NULL in place), on a client
+     * of its own with a short call deadline: it reads from the main loop. */
+    ec_barrier_t *barrier;
+    ec_etcd_t *barrier_c;
     ec_procs_t *procs;
     ec_metrics_t *metrics; /* NULL: --metrics_port=0 */
     char host[256], ifname[64];
@@ -451,6 +460,17 @@ static int restart_ahead(agent_t *a, int r, const char *why)
     return rc;
 }
 
+/* Stop every local process (SIGTERM, then SIGKILL after grace_ms) and, in
+ * restart mode, confirm it on this node's claim to its ranks, so that the
+ * next holder of those ranks need not wait (barrier.h).  Not for the fence:
+ * etcd is out of reach then (check_fence confirms once it is back). */
+static void stop_all(agent_t *a, int64_t grace_ms)
+{
+    ec_procs_stop_all(a->procs, grace_ms);
+    ec_barrier_cancel(a->barrier);
+    ec_barrier_stopped(a->barrier);
+}
+
 /* Start every local rank (ahead: before admission): the first that could
  * not be started, or -1. */
 static int start_all_as(agent_t *a, bool ahead)
@@ -471,6 +491,38 @@ static int start_all(agent_t *a)
 }
 
 static int after_failure(agent_t *a, int r, bool start_failed, const char *what);
+
+/* Start the processes of the epoch applied (a->epoch, a->m_id), and say
+ * this node is ready.  Returns an exit code when the agent must exit, else
+ * -1. */
+static int start_epoch(agent_t *a)
+{
+    int failed = start_all(a);
+    ec_error_t err = {0};
+    if (ec_node_set_state(a->node, EC_NODE_READY, NULL, &err) < 0)
+        ec_log(EC_LOG_WARN, "cannot mark this node ready: %s", err.msg);
+    return failed >= 0 ? after_failure(a, failed, true, "could not be started") : -1;
+}
+
+/* Restart mode, an epoch waiting for its barrier: look again, and start its
+ * processes once it is through.  *wait_ms (may be NULL) is lowered to when
+ * to look next.  Returns an exit code when the agent must exit, else -1. */
+static int barrier_tick(agent_t *a, int64_t *wait_ms)
+{
+    if (!ec_barrier_pending(a->barrier))
+        return -1;
+    if (a->fenced || !a->epoch || a->m_id < 0) {
+        ec_barrier_cancel(a->barrier); /* the fence's lift or the next epoch starts it */
+        return -1;
+    }
+    int64_t next = 0;
+    if (ec_barrier_tick(a->barrier, ec_node_lease(a->node), &next))
+        return start_epoch(a);
+    int64_t left = next - ec_mono_ms();
+    if (wait_ms && left < *wait_ms)
+        *wait_ms = left > 1 ? left : 1;
+    return -1;
+}
 
 /* Returns an exit code when the agent must exit, else -1. */
 static int apply_epoch(agent_t *a, ec_epoch_t *ep)
@@ -494,7 +546,7 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
                              "this node with --np=%s",
                a->cfg->node_id, mine, a->cfg->job_id, job, job);
         ec_error_t err = {0};
-        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        stop_all(a, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
         set_outcome(a, "this node left the job: it runs --np=%s, the job --np=%s", mine, job);
         return 1;
@@ -507,7 +559,7 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
                              "job goes on without it: restart this node with --nproc_per_node=%d",
                a->cfg->node_id, a->nproc, a->cfg->job_id, ep->nproc, ep->nproc);
         ec_error_t err = {0};
-        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        stop_all(a, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
         set_outcome(a, "this node left the job: it runs --nproc_per_node=%d, the job %d",
                     a->nproc, ep->nproc);
@@ -532,7 +584,7 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
         else
             ec_log(EC_LOG_INFO, "this node is a standby in epoch %" PRIu64 ": waiting", ep->number);
         /* and whatever finished ranks left running */
-        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        stop_all(a, a->cfg->grace_period_ms);
         return -1;
     }
     bool was_running = ec_procs_running(a->procs) > 0;
@@ -566,12 +618,14 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
         return -1;
     }
     /* every process of the last epoch, and what finished ranks left running */
-    ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
-    int failed = start_all(a);
-    ec_error_t err = {0};
-    if (ec_node_set_state(a->node, EC_NODE_READY, NULL, &err) < 0)
-        ec_log(EC_LOG_WARN, "cannot mark this node ready: %s", err.msg);
-    return failed >= 0 ? after_failure(a, failed, true, "could not be started") : -1;
+    stop_all(a, a->cfg->grace_period_ms);
+    if (a->barrier) {
+        /* not before the previous holders of our ranks stopped theirs */
+        ec_barrier_begin(a->barrier, ep->number, m, ec_rank(m, a->nproc, 0),
+                         ec_rank(m, a->nproc, a->nproc - 1));
+        return barrier_tick(a, NULL);
+    }
+    return start_epoch(a);
 }
 
 /* The command line for messages: whole when short, else cut at about max
@@ -726,7 +780,7 @@ static int on_child_exit(agent_t *a, int r, int status)
             a->watchdog_counted = fired;
             ec_node_count_fence_stop(a->node);
         }
-        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        stop_all(a, a->cfg->grace_period_ms);
         ec_error_t err = {0};
         if (a->epoch && a->m_id >= 0 && ec_node_bump_incarnation(a->node, &err) < 0)
             ec_log(EC_LOG_WARN, "cannot ask for a re-form: %s (retrying)", err.msg);
@@ -846,7 +900,7 @@ static int after_failure(agent_t *a, int r, bool start_failed, const char *what)
             if (inplace)
                 a->fold_ranks |= 1ULL << (r % 64);
             else
-                ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+                stop_all(a, a->cfg->grace_period_ms);
             if (!a->fold_until) {
                 a->fold_until = ec_mono_ms() + FOLD_WAIT_MS;
                 a->fold_rank = r;
@@ -891,7 +945,7 @@ static int take_restart(agent_t *a)
                            : " (fixed-size job: --fixed_failure_exit)"
                      : a->cfg->node_failure_exit != 1 ? " (--node_failure_exit)" : "");
         ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
-        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        stop_all(a, a->cfg->grace_period_ms);
         ec_node_leave(a->node, &err);
         set_outcome(a, "this node gave up: its processes failed more than --max_restart=%d "
                     "times", a->cfg->max_restart);
@@ -922,7 +976,7 @@ static int fail_job(agent_t *a)
                          "or --elastic_level=1",
            cfg->node_id, a->fail_code);
     ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
-    ec_procs_stop_all(a->procs, cfg->grace_period_ms);
+    stop_all(a, cfg->grace_period_ms);
     char why[160];
     snprintf(why, sizeof(why), "a training process failed (exit %d) and fault tolerance is off",
              a->fail_code);
@@ -963,7 +1017,7 @@ again:;
         if (start_rank(a, r) < 0) /* the peers rebuild in place around it */
             goto again;
     } else {
-        ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+        stop_all(a, a->cfg->grace_period_ms);
     }
     if (ec_node_bump_incarnation(a->node, &err) < 0)
         ec_log(EC_LOG_WARN, "cannot announce the restart: %s", err.msg);
@@ -1012,6 +1066,8 @@ static int64_t check_fence(agent_t *a)
         a->fenced = false;
         ec_log(EC_LOG_INFO, "+fence lifted: lease confirmed again after %lld ms fenced",
                (long long)(now - a->fenced_since));
+        /* restart mode: the fence stopped our processes; say so now */
+        ec_barrier_stopped(a->barrier);
         /* Our processes were stopped (restart) or aborted their communicator
          * (in place): have the same members re-form, which starts or
          * rebuilds them.  A node whose lease was lost meanwhile registered
@@ -1047,7 +1103,7 @@ static int on_hung(agent_t *a, int r, const char *why)
     ec_log(EC_LOG_WARN, "+hung %s local rank %d in epoch %" PRIu64 ": %s; stopping this node's "
                         "processes to restart them",
            a->cfg->node_id, r, a->epoch ? a->epoch->number : 0, why);
-    ec_procs_stop_all(a->procs, a->cfg->grace_period_ms);
+    stop_all(a, a->cfg->grace_period_ms);
     a->pub.silent_ms = 0; /* what we publish next says so */
     if (a->cfg->rebuild == EC_REBUILD_RESTART)
         return count_restart(a, r);
@@ -1224,7 +1280,7 @@ static int run(agent_t *a)
                                     "kill them at once",
                        cfg->node_id, strsignal(s), (double)cfg->grace_period_ms / 1000.0);
                 ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
-                ec_procs_stop_all(a->procs, cfg->grace_period_ms); /* cut short by a second */
+                stop_all(a, cfg->grace_period_ms); /* cut short by a second */
             }
             if (sig_kill_now) {
                 ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now and exiting "
@@ -1282,7 +1338,7 @@ static int run(agent_t *a)
         pthread_mutex_unlock(&a->lock);
         if (ec_job_state_ended(js)) {
             ec_epoch_free(ep);
-            ec_procs_stop_all(a->procs, cfg->grace_period_ms);
+            stop_all(a, cfg->grace_period_ms);
             double wall = (double)(ec_mono_ms() - a->start_ms) / 1000.0;
             if (js == EC_JOB_COMPLETED)
                 ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
@@ -1333,6 +1389,9 @@ static int run(agent_t *a)
                 return rc;
             start_folded(a, folded);
         }
+        int brc = barrier_tick(a, &wait_ms);
+        if (brc >= 0)
+            return brc;
     }
 }
 
@@ -1707,6 +1766,18 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
+    if (cfg->rebuild == EC_REBUILD_RESTART) {
+        ec_keys_t bk;
+        a.barrier_c = ec_connect(cfg, a.endpoints, 5000, &err);
+        if (a.barrier_c)
+            ec_etcd_set_call_timeout(a.barrier_c, BARRIER_CALL_MS);
+        if (!a.barrier_c || ec_keys_init(&bk, cfg->etcd_prefix, cfg->job_id, &err) < 0 ||
+            !(a.barrier = ec_barrier_new(a.barrier_c, &bk, cfg->node_id, cfg->lease_ttl_ms))) {
+            ec_log(EC_LOG_ERROR, "cannot set up the stop barrier: %s", err.msg[0] ? err.msg :
+                   "out of memory");
+            goto out;
+        }
+    }
     ec_log(EC_LOG_INFO, "Waiting peer start... (np=%d:%d, elastic_timeout=%.1fs)", cfg->np.min,
            cfg->np.max, (double)cfg->elastic_timeout_ms / 1000.0);
     if (a.gated) {
@@ -1725,6 +1796,10 @@ int ec_cmd_launch(const ec_config_t *cfg)
 out:
     if (a.procs)
         ec_procs_kill_all(a.procs);
+    if (!a.fenced)
+        ec_barrier_stopped(a.barrier); /* killed, all of them */
+    ec_barrier_free(a.barrier);
+    ec_etcd_destroy(a.barrier_c);
     uint64_t run = a.node ? ec_node_run(a.node) : 0;
     ec_node_stop(a.node);
     if (run)

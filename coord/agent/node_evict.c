@@ -13,6 +13,7 @@
 #include "detector.h"
 #include "log.h"
 #include "node_impl.h"
+#include "stop_barrier.h"
 
 /* An order-independent fingerprint of an epoch's member ids. */
 static uint64_t members_fp(const ec_epoch_t *ep)
@@ -355,12 +356,43 @@ static void probe_held(ec_node_t *n)
  * entitles us to (the leader: our leadership; a follower evicting the leader:
  * the accused leadership still being the current one), then revoke its
  * lease so everything it held goes.  A leader deposed meanwhile, or a leader
- * that was already replaced, is never acted on. */
+ * that was already replaced, is never acted on.  The same transaction
+ * writes gone/<id>: why, and how long the node's processes may live on at
+ * most (its lease's time left, read just before), for the stop barrier of
+ * whoever takes its ranks (coord/core/stop_barrier.h), on a lease of its
+ * own that outlasts that wait. */
 static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, bool accused_leader,
-                 int64_t leader_rev, ec_error_t *err)
+                 int64_t leader_rev, ec_depart_cause_t cause, ec_error_t *err)
 {
-    char key[EC_KEY_MAX];
+    char key[EC_KEY_MAX], kgone[EC_KEY_MAX];
     ec_key_node(&n->keys, id, key, sizeof(key));
+    ec_key_gone(&n->keys, id, kgone, sizeof(kgone));
+    ec_departure_t d = {.lease = lease, .cause = cause,
+                        .wait_ms = (int64_t)n->o.lease_ttl_s * 1000};
+    if (cause == EC_DEPART_REFUSED) {
+        d.wait_ms = 0;
+    } else if (lease) {
+        int64_t ttl = 0;
+        ec_error_t e = {0};
+        if (ec_etcd_lease_ttl(n->c, lease, &ttl, NULL, &e) == 0)
+            d.wait_ms = ttl < 0 ? 0 : (ttl + 1) * 1000; /* whole seconds, rounded down */
+    }
+    void *gbuf = NULL;
+    size_t glen = 0;
+    int rc = ec_departure_encode(&d, &gbuf, &glen, err);
+    if (rc < 0)
+        return rc;
+    /* gone/ lives on a lease of its own, past the wait it announces (once
+     * it is gone the rule reads "no eviction": start, which is then true):
+     * nothing accumulates, whoever evicts and whatever becomes of them.  A
+     * grant that fails leaves it unleased rather than unsaid. */
+    int64_t glease = 0;
+    {
+        ec_error_t e = {0};
+        if (ec_etcd_lease_grant(n->c, (d.wait_ms + 999) / 1000 + n->o.lease_ttl_s, &glease, NULL,
+                                &e) < 0)
+            glease = 0;
+    }
     ec_cmp_t cm[2];
     size_t ncm = 0;
     if (accused_leader)
@@ -370,13 +402,16 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
         cm[ncm++] = ec__node_fence_leader(n);
     cm[ncm++] = (ec_cmp_t){.key = key, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
                            .number = rec_mod};
-    ec_op_t ops[2];
+    ec_op_t ops[3];
     size_t nops = 0;
     ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = key};
+    ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = kgone, .value = gbuf, .value_len = glen,
+                            .lease = glease};
     if (accused_leader)
         ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = n->k_leader};
     ec_txn_result_t r;
-    int rc = ec_etcd_txn(n->c, cm, ncm, ops, nops, NULL, 0, &r, err);
+    rc = ec_etcd_txn(n->c, cm, ncm, ops, nops, NULL, 0, &r, err);
+    free(gbuf);
     if (rc < 0)
         return rc;
     bool ok = r.succeeded;
@@ -393,10 +428,11 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
     return lease ? ec_etcd_lease_revoke(n->c, lease, err) : 0;
 }
 
-/* The leader's eviction of a member (hangs: node_hang.c). */
-int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err)
+/* The leader's eviction of a member (hangs and stragglers: node_hang.c). */
+int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod,
+                   ec_depart_cause_t cause, ec_error_t *err)
 {
-    return evict(n, id, lease, rec_mod, false, 0, err);
+    return evict(n, id, lease, rec_mod, false, 0, cause, err);
 }
 
 /* A follower's model holds no other node's record: once a member reported
@@ -572,7 +608,8 @@ void ec__node_handle_suspicions(ec_node_t *n)
             remember_silent(n, ids[i], by[i]);
             pthread_mutex_unlock(&n->lock);
             ec_error_t err = {0};
-            int rc = evict(n, ids[i], leases[i], mods[i], !n->am_leader, leader_rev, &err);
+            int rc = evict(n, ids[i], leases[i], mods[i], !n->am_leader, leader_rev,
+                           t[i].refused ? EC_DEPART_REFUSED : EC_DEPART_SILENT, &err);
             ec__node_emit(n, "-node %s evicted: suspected by %s, %s to %d probes of %s:%u "
                              "within %d ms%s%s",
                           ids[i], by[i], t[i].refused ? "refused" : "no answer",

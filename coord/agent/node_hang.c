@@ -332,7 +332,7 @@ void ec__node_check_hangs(ec_node_t *n)
                     continue;
                 xs->acted_ms = 0;
                 ec_error_t e = {0};
-                int rc = ec__node_evict(n, x->id, x->lease, x->mod, &e);
+                int rc = ec__node_evict(n, x->id, x->lease, x->mod, EC_DEPART_HUNG, &e);
                 ec__node_emit(n, "-node %s evicted: hung, and its agent did not restart its "
                                  "processes within %d ms%s%s", x->id, EC_HANG_REACT_MS,
                               rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
@@ -370,7 +370,7 @@ void ec__node_check_hangs(ec_node_t *n)
             if (d->straggler) {
                 xs->straggled_ms = now;
                 ec_error_t e = {0};
-                int rc = ec__node_evict(n, x->id, x->lease, x->mod, &e);
+                int rc = ec__node_evict(n, x->id, x->lease, x->mod, EC_DEPART_HUNG, &e);
                 ec__node_emit(n, "-node %s evicted: straggler%s%s", x->id,
                               rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
                 continue;

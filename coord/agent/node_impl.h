@@ -36,6 +36,7 @@
 #include "clock.h"
 #include "etcd.h"
 #include "keys.h"
+#include "stop_barrier.h"
 #include "node.h"
 #include "node_policy.h"
 #include "planner.h"
@@ -388,7 +389,8 @@ bool ec__node_held_out(ec_node_t *n, const char *id);
 /* node_evict.c: delete member `id`'s record (fenced by our leadership and
  * by the record's mod revision) and revoke its lease: the planner re-forms
  * the job without it; its agent registers again and rejoins. */
-int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, ec_error_t *err);
+int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod,
+                   ec_depart_cause_t cause, ec_error_t *err);
 
 /* node_hang.c (leader only): hangs and stragglers from the members'
  * progress summaries (coord/hang_policy.h), acted on by eviction. */

@@ -276,6 +276,20 @@ int ec_key_hang(const ec_keys_t *k, const char *node_id, char *buf, size_t len)
     return build(k, buf, len, "hang/%s", node_id);
 }
 
+int ec_key_holder(const ec_keys_t *k, int m_id, char *buf, size_t len)
+{
+    if (m_id < 0)
+        return EC_EINVAL;
+    return build(k, buf, len, "holders/%d", m_id);
+}
+
+int ec_key_gone(const ec_keys_t *k, const char *node_id, char *buf, size_t len)
+{
+    if (!node_id || !ec_node_id_valid(node_id, strlen(node_id)))
+        return EC_EINVAL;
+    return build(k, buf, len, "gone/%s", node_id);
+}
+
 int ec_key_status(const ec_keys_t *k, char *buf, size_t len)
 {
     return build(k, buf, len, "status");

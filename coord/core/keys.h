@@ -18,6 +18,11 @@
  *   failures/<seq>/<node_id>[/<local_rank>]  failure records
  *   check/nodes/<node_id>                 `ecoord check`: a node's facts, leased
  *   check/report                          `ecoord check`: the report, leased
+ *   holders/<m_id>                        restart mode's stop barrier: the last
+ *                                         node that started M_id m_id's ranks
+ *                                         (no lease; stop_barrier.h)
+ *   gone/<node_id>                        why node_id was evicted, on a lease
+ *                                         of its own that outlasts its wait
  *   runs/<run>/probe_secret               the run's secret that proves a probe's
  *                                         answer (probe_proof.h); no lease: it
  *                                         lasts the run (deleted with its end)
@@ -118,6 +123,12 @@ int ec_key_status(const ec_keys_t *k, char *buf, size_t len);
 /* hang/<node_id>: the leader's verdict that node_id's ranks hung (its
  * agent restarts them; coord/node_hang.c), on the leader's lease. */
 int ec_key_hang(const ec_keys_t *k, const char *node_id, char *buf, size_t len);
+/* Restart mode's stop barrier (stop_barrier.h): holders/<m_id>, the last
+ * node that started M_id m_id's ranks (m_id >= 0; no lease: bounded by
+ * --np's MAX), and gone/<node_id>, why node_id was evicted (on a lease of
+ * its own, granted by the evictor, that outlasts the wait it announces). */
+int ec_key_holder(const ec_keys_t *k, int m_id, char *buf, size_t len);
+int ec_key_gone(const ec_keys_t *k, const char *node_id, char *buf, size_t len);
 int ec_key_failures_prefix(const ec_keys_t *k, char *buf, size_t len); /* failures/ */
 /* failures/<seq>/<node_id>/<local_rank>, or failures/<seq>/<node_id> when
  * local_rank < 0 (a whole-node failure).  seq is chosen by the writer (unix
