@@ -19,12 +19,16 @@
 #    the names of its table) and in worker/ only by worker/options.c's table.
 # 6. Clocks and deadlines are read in one place: clock_gettime() appears in
 #    coord/ and worker/ only in coord/util/clock.h.
+# 7. The pure core (libeccore) does no I/O: its objects call nothing of the
+#    etcd client or of the core's I/O part (libeccore_io: epoch_fetch.c,
+#    probe.c, suspects.c), and no system call that reads, writes, opens or
+#    connects.
 set -u
 src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${EC_BUILDDIR:-$src}
 tmp=$(mktemp -d /tmp/ec-t0050-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-echo "1..6"
+echo "1..7"
 
 # layer_of FILE (a path under a tree root): prints the layer number and name
 layer_of() {
@@ -180,4 +184,41 @@ if [ -s "$tmp/clocks" ]; then
     sed 's/^/# /' "$tmp/clocks"
 else
     echo "ok 6 - clocks and deadlines are read only in coord/util/clock.h"
+fi
+
+# 7: the pure core calls no I/O.  Objects are read from the libraries
+# themselves (only their own members), not from the build folders, where
+# objects of an older layout may linger.
+# members_nm ARCHIVE PREFIX NM-FLAGS...: "member symbol" per line, for the
+# members whose name starts with PREFIX
+members_nm() {
+    a=$1 p=$2
+    shift 2
+    nm "$@" "$a" 2>/dev/null | awk -v p="$p" '
+        /^[^ ]+\.o:$/ { m = substr($0, 1, length($0) - 1); next }
+        index(m, p) == 1 && NF >= 2 { print m, $NF }'
+}
+if [ ! -f "$build/.libs/libeccore.a" ]; then
+    echo "ok 7 - the pure core does no I/O # SKIP libeccore is not built"
+else
+    {
+        members_nm "$build/.libs/libecetcd.a" libecetcd_la- --defined-only -g
+        members_nm "$build/.libs/libeccore_io.a" libeccore_io_la- --defined-only -g
+    } | awk '{print $2}' >"$tmp/io"
+    for f in open openat fopen read write pread pwrite send sendto sendmsg recv recvfrom recvmsg \
+        socket connect accept bind listen poll epoll_wait select getaddrinfo getrandom ioctl; do
+        echo "$f" >>"$tmp/io"
+    done
+    sort -u "$tmp/io" >"$tmp/io.s"
+    members_nm "$build/.libs/libeccore.a" libeccore_la- -u | sort -k2 >"$tmp/core_u"
+    join -1 2 -2 1 -o 1.1,1.2 "$tmp/core_u" "$tmp/io.s" >"$tmp/impure"
+    nobj=$(ar t "$build/.libs/libeccore.a" | grep -c '^libeccore_la-')
+    if [ "$nobj" -eq 0 ]; then
+        echo "not ok 7 - found no objects of libeccore in $build/.libs/libeccore.a"
+    elif [ -s "$tmp/impure" ]; then
+        echo "not ok 7 - the pure core (libeccore) calls I/O (move it to libeccore_io):"
+        sed 's/^/# /' "$tmp/impure"
+    else
+        echo "ok 7 - the pure core (libeccore, $nobj objects) calls nothing of etcd, of libeccore_io or of the system's I/O"
+    fi
 fi

@@ -369,7 +369,7 @@ START_TEST(node_that_dies_midway)
      * after the kill: n1 and n2 must both have started and read n3's key
      * by then (with 2 s, as little as 1.3 s on a loaded machine), and it
      * must go well within the 10 s they wait for a phase (PHASE_MS in
-     * coord/check/command.c), so that they see it vanish. */
+     * coord/check/command_impl.h), so that they see it vanish. */
     node_t d = start_node("die", "n3", "3", NULL, "--lease_ttl=5", NULL);
     ck_assert(ec_test_wait(key_exists, "/die/check/nodes/n3", 15000));
     kill(d.pid, SIGKILL);

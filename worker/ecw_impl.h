@@ -337,7 +337,7 @@ int ecw__out(ecw_error_t *u, const ec_error_t *e, int rc);
 void ecw__log(ecw_t *w, ecw_log_level_t lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* progress.c: the progress file (coord/progress_file.h) around collectives;
+/* progress.c: the progress file (coord/core/progress_file.h) around collectives;
  * options.c: its path from the environment (NULL: no agent gave one) */
 /* This process is ready (boots, coord/core/progress_file.h): ecw_init once
  * it follows the job's epochs; once, the first time only. */

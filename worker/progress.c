@@ -1,5 +1,5 @@
 /* Progress reports (ecw_progress_step/pause/resume): stores into the file
- * the agent gave this process (coord/progress_file.h), mapped once.  A step
+ * the agent gave this process (coord/core/progress_file.h), mapped once.  A step
  * costs one clock read and two relaxed stores; no system call, no etcd
  * write.  Without an agent (ECOORD_PROGRESS_FILE unset, or not mappable)
  * every call does nothing and returns 0, so that a program runs the same

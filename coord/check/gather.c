@@ -1,6 +1,6 @@
 /* Gathering a node's facts (see gather.h): identity, network, devices,
  * memory, environment.  The check's only reader of /proc, /sys, the driver
- * libraries and the environment; it publishes nothing (command.c does). */
+ * libraries and the environment; it publishes nothing (command_publish.c does). */
 #define _GNU_SOURCE
 #include "gather.h"
 

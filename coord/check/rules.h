@@ -23,7 +23,9 @@
  *   rules_collective.c     allreduce
  *   gather.c               the I/O that fills this node's facts
  *   ports.c                the listener and the probes of every node's ports
- *   command.c              the run (command.h)
+ *   command.c              the run, step by step (command.h)
+ *   command_*.c            its parts: the view of check/, publishing, the
+ *                          allreduce, the report (command_impl.h)
  */
 #ifndef EC_CHECK_RULES_H
 #define EC_CHECK_RULES_H

@@ -110,7 +110,7 @@ const char *ec_boot_phase_name(int phase); /* "booting", "ready"; "unknown" */
 /* ---- node record: nodes/<node_id>, leased --------------------------------- */
 
 /* The agent's summary of its ranks' progress (= ecoord.proto NodeProgress;
- * coord/progress.h computes it).  seq 0: none published. */
+ * coord/agent/progress.h computes it).  seq 0: none published. */
 typedef struct ec_node_progress {
     uint64_t seq;
     int reporting;          /* bool: ranks report steps; else log growth */

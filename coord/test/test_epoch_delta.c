@@ -1,4 +1,4 @@
-/* Rules checked: an epoch delta (coord/epoch_delta.c) rebuilds exactly the
+/* Rules checked: an epoch delta (coord/core/epoch_delta.c) rebuilds exactly the
  * record it was made from, byte for byte (digest checked), for the changes
  * a job goes through: a loss that compacts the M_ids after it, a standby
  * taking a lost member's M_id, a join, a restart (same members, new

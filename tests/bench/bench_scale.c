@@ -958,7 +958,7 @@ static void *fan_main(void *arg)
     size_t rl = strlen(root);
     memcpy(end, root, rl);
     end[rl - 1]++; /* "/x/job/" -> "/x/job0": the prefix's range end */
-    /* A follower's watches (coord/node_model.c): the leader key, the epoch's
+    /* A follower's watches (coord/agent/node_model.c): the leader key, the epoch's
      * delta (epochd), the status and its own record, each a single key (the
      * simulated follower receives the delta but does not rebuild the
      * record: ec_epoch_delta_apply, on its own host); or (--fanout-root)

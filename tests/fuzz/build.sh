@@ -50,6 +50,8 @@ CFLAGS="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wno-unused-function $SA
 INC="-I$SRC/coord/util -I$SRC/coord/etcd -I$SRC/coord/core -I$SRC/coord/cli -I$OUT/proto -I$SRC/tests/fuzz $PBC_CFLAGS"
 LIBSRC="coord/util/error.c coord/util/log.c coord/util/strbuf.c coord/core/keys.c coord/core/records.c coord/core/history.c coord/core/planner.c coord/core/rank.c
 coord/cli/knobs.c coord/util/gpus.c coord/cli/torchrun_args.c coord/etcd/endpoints.c"
+# the knob table's parsers, rules and help (coord/cli/knobs_impl.h)
+LIBSRC="$LIBSRC coord/cli/knob_parse.c coord/cli/knob_suggest.c coord/cli/knob_rules.c coord/cli/knob_help.c"
 OBJS=""
 for s in $LIBSRC; do
     o="$OUT/obj/$(echo "$s" | tr / _).o"

@@ -26,7 +26,7 @@ __all__ = ["step", "pause", "resume", "paused", "active"]
 _MAGIC = 0x45435047
 _VERSION = 1
 _SIZE = 64
-# offsets in the file (coord/progress_file.h)
+# offsets in the file (coord/core/progress_file.h)
 _OFF_MAGIC, _OFF_VERSION, _OFF_STEP, _OFF_STEP_NS = 0, 4, 8, 16
 _OFF_PAUSED_NS, _OFF_RESUMED_NS = 40, 48
 
