@@ -1,6 +1,7 @@
-/* The environment of one training process (pure): what Paddle and torchrun
+/* The environment of one training process: what Paddle and torchrun
  * programs expect, plus ecoord's own, computed from the epoch alone so every
- * process of every node agrees. */
+ * process of every node agrees.  Pure but for the etcd password file it
+ * writes once per agent (kept in statics, removed by an atexit handler). */
 #ifndef EC_ENV_H
 #define EC_ENV_H
 
@@ -45,7 +46,7 @@ typedef struct ec_env_ctx {
     /* This process's TORCHELASTIC_ERROR_FILE (torch's @record writes the
      * exception there), an absolute path; NULL: not set. */
     const char *error_file;
-    const char *progress_file;   /* ECOORD_PROGRESS_FILE (coord/progress_file.h); NULL: none */
+    const char *progress_file;   /* ECOORD_PROGRESS_FILE (coord/core/progress_file.h); NULL: none */
     const char *role;            /* ROLE_NAME; NULL: "default" */
     /* A process started before its node is in an epoch (ec_env_build with
      * no epoch; in place, its node is admitted once it is ready): the

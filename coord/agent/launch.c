@@ -171,7 +171,7 @@ typedef struct agent {
     uint64_t fold_ranks;
     bool fenced;          /* the lease is not confirmed: processes stopped */
     int64_t fenced_since; /* monotonic ms */
-    /* the ranks' progress (coord/progress.h): sampled every pass, written
+    /* the ranks' progress (coord/agent/progress.h): sampled every pass, written
      * into our record when ec_progress_publish_due says so */
     ec_progress_t *progress;
     int64_t silence_ms;
@@ -1092,7 +1092,7 @@ static int64_t check_fence(agent_t *a)
     return left < 200 ? (left > 1 ? left : 1) : 200;
 }
 
-/* The leader found local rank r of this node hung (coord/node_hang.c):
+/* The leader found local rank r of this node hung (coord/agent/node_hang.c):
  * stop every local process (a stopped one gets SIGCONT after SIGTERM) and
  * ask for a re-form of the same members, which starts them again (restart
  * mode: every node restarts; in place: the others rebuild around this
@@ -1133,7 +1133,7 @@ static int on_hung(agent_t *a, int r, const char *why)
 }
 
 /* Sample the ranks' progress; write the node's summary into its record
- * when it changed enough (coord/progress.h); while it says a rank is
+ * when it changed enough (coord/agent/progress.h); while it says a rank is
  * silent, look for the leader's verdict that it hung (one etcd read every
  * 500 ms, only then).  Returns how long until it must be looked at again
  * (ms); *exit_rc gets an exit code when the agent must exit. */

@@ -113,7 +113,7 @@ void ec_metrics_restart(ec_metrics_t *m);
  * "+node n1 registered ... lease=1f", "-node n1 leaving: ..."): leadership
  * and lease gauges follow them.  Other events are ignored. */
 void ec_metrics_event(ec_metrics_t *m, const char *event);
-/* A node's progress summary (coord/progress.h): the agent's own, and on
+/* A node's progress summary (coord/agent/progress.h): the agent's own, and on
  * the leader every member's as it is published; the gauges
  * ecoord_node_step_seconds{node=...} and friends.  At most
  * EC_METRICS_NODES_MAX nodes are kept (the first seen). */

@@ -67,7 +67,7 @@ typedef struct ec_node_opts {
      * this struct; `ecoord launch --peer_probe_interval`, 0.25 s).  Needs
      * probe_port.  Appended last: older callers' size leaves it 0. */
     int watch_peers_ms;
-    /* Hangs and stragglers (coord/hang_policy.h; only the leader's values
+    /* Hangs and stragglers (coord/core/hang_policy.h; only the leader's values
      * are used): --hang_timeout in ms (> 0: every program; 0: off; < 0:
      * auto, on for programs that report progress), --straggler_factor (0:
      * off).  on_progress (optional) gets, on the leader, each member's
@@ -116,7 +116,7 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
  * status` shows it: not a failure of the program.  Never blocks: the
  * coordinator loop writes the record (retrying while etcd is away). */
 void ec_node_count_fence_stop(ec_node_t *n);
-/* Our agent's summary of its ranks' progress (coord/progress.h): written
+/* Our agent's summary of its ranks' progress (coord/agent/progress.h): written
  * into our record now (the caller rate-limits; ec_progress_publish_due),
  * numbered with the next seq.  A failed write is retried by the loop. */
 int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err);

@@ -1,6 +1,6 @@
 /* (leader) Hangs and stragglers: the members' progress summaries (each
- * agent's, in its node record: coord/progress.h) fed to the pure decision
- * (coord/hang_policy.h), and the decision carried out.
+ * agent's, in its node record: coord/agent/progress.h) fed to the pure decision
+ * (coord/core/hang_policy.h), and the decision carried out.
  *
  * A summary says how long a rank had been silent when it was written; the
  * leader notes when it first saw each one (its seq) and brings the silence

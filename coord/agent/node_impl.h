@@ -393,7 +393,7 @@ int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod,
                    ec_depart_cause_t cause, ec_error_t *err);
 
 /* node_hang.c (leader only): hangs and stragglers from the members'
- * progress summaries (coord/hang_policy.h), acted on by eviction. */
+ * progress summaries (coord/core/hang_policy.h), acted on by eviction. */
 void ec__node_check_hangs(ec_node_t *n);
 void ec__node_hang_clear(ec_node_t *n);
 

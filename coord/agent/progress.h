@@ -1,6 +1,6 @@
 /* The agent's view of its ranks' progress (hangs and stragglers).
  *
- * Each local rank gets a progress file (coord/progress_file.h) that the
+ * Each local rank gets a progress file (coord/core/progress_file.h) that the
  * program stores its step count into; a program that reports nothing is
  * watched through its log instead (a rank whose log has not grown is
  * silent).  The agent samples both every pass of its loop (a read of 64
