@@ -61,9 +61,7 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
         pthread_mutex_lock(&n->lock);
         if (n->delivered_status_rev == rev)
             n->delivered_status_rev = 0;
-        int64_t at = ec_mono_ms() + 500;
-        if (n->wake_at < 0 || n->wake_at > at)
-            n->wake_at = at;
+        ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
         pthread_mutex_unlock(&n->lock);
         return false;
     }
@@ -175,7 +173,7 @@ static void *loop(void *arg)
             int64_t now = ec_mono_ms();
             if (n->self_pending && (retry_at < 0 || retry_at <= now))
                 break; /* our record must be written again */
-            int64_t until = now + 1000;
+            int64_t until = now + EC_NODE_IDLE_MS;
             if (n->wake_at >= 0 && n->wake_at < until)
                 until = n->wake_at;
             if (retry_at >= 0 && retry_at < until)
@@ -227,7 +225,7 @@ static void *loop(void *arg)
             ec__node_emit(n, "-lease %llx lost; registering again", (unsigned long long)old);
             if (ec__node_do_register(n, old, &err) < 0) {
                 ec_log(EC_LOG_WARN, "re-registering failed: %s; retrying", err.msg);
-                retry_at = ec_mono_ms() + 500;
+                retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
                 continue;
             }
         }
@@ -243,11 +241,11 @@ static void *loop(void *arg)
         if ((relist || n->am_leader != n->model_wide) &&
             ec__node_sync_model(n, n->am_leader, &err) < 0) {
             ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err.msg);
-            retry_at = ec_mono_ms() + 500;
+            retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
             continue;
         }
         if (!ec__node_verify_epoch(n)) {
-            retry_at = ec_mono_ms() + 500;
+            retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
             continue;
         }
         deliver(n);
@@ -267,7 +265,7 @@ static void *loop(void *arg)
             pthread_mutex_lock(&n->lock);
             n->self_pending = true;
             pthread_mutex_unlock(&n->lock);
-            retry_at = ec_mono_ms() + 500;
+            retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
         }
         ec__node_elect(n);
         if (n->am_leader && !n->model_wide) {
@@ -275,7 +273,7 @@ static void *loop(void *arg)
             if (ec__node_sync_model(n, true, &err) < 0) {
                 ec_log(EC_LOG_WARN, "listing the job as its new leader failed: %s; retrying",
                        err.msg);
-                retry_at = ec_mono_ms() + 500;
+                retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
                 continue;
             }
             ec__node_note_gone_leader(n);
@@ -284,9 +282,7 @@ static void *loop(void *arg)
             ec_log(EC_LOG_WARN, "cannot follow the suspicion reports: %s; retrying", err.msg);
             pthread_mutex_lock(&n->lock);
             n->sus_watched = 0;
-            int64_t w = ec_mono_ms() + 500;
-            if (n->wake_at < 0 || n->wake_at > w)
-                n->wake_at = w;
+            ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
             pthread_mutex_unlock(&n->lock);
         }
         ec__node_handle_suspicions(n);

@@ -245,9 +245,7 @@ void ec__node_elect(ec_node_t *n)
         case EC_ELECT_DEFER: {
             /* decide again when the senior's head start is over */
             pthread_mutex_lock(&n->lock);
-            int64_t w = now + (v.defer_ms - v.absent_ms);
-            if (n->wake_at < 0 || n->wake_at > w)
-                n->wake_at = w;
+            ec__node_wake_by(n, now + (v.defer_ms - v.absent_ms));
             pthread_mutex_unlock(&n->lock);
             return;
         }

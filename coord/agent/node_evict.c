@@ -85,8 +85,7 @@ static bool confirm_wait(ec_node_t *n, uint64_t cur, const char *id, int64_t now
             seen = n->sus[i].seen_ms;
     if (seen < 0 || now - seen >= delay)
         return false;
-    if (n->wake_at < 0 || n->wake_at > seen + delay)
-        n->wake_at = seen + delay;
+    ec__node_wake_by(n, seen + delay);
     return true;
 }
 
@@ -100,9 +99,7 @@ static bool probe_due(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
     bool due = ec_suspect_probe_due(p != NULL, newest, p ? p->rev : 0, p && p->silent,
                                     p ? now - p->at_ms : -1, EC_REPROBE_MIN_MS);
     if (!due && p && newest > p->rev) {
-        int64_t w = p->at_ms + EC_REPROBE_MIN_MS;
-        if (n->wake_at < 0 || n->wake_at > w)
-            n->wake_at = w;
+        ec__node_wake_by(n, p->at_ms + EC_REPROBE_MIN_MS);
     }
     return due;
 }
@@ -310,9 +307,7 @@ static void probe_held(ec_node_t *n)
         }
         /* the loop sleeps until something changes: wake it to probe again */
         if (n->am_leader && found) {
-            int64_t w = now + EC_HOLD_PROBE_EVERY_MS;
-            if (n->wake_at < 0 || n->wake_at > w)
-                n->wake_at = w;
+            ec__node_wake_by(n, now + EC_HOLD_PROBE_EVERY_MS);
         }
         i++;
     }

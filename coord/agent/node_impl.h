@@ -403,4 +403,23 @@ void ec__node_hang_clear(ec_node_t *n);
 int ec__node_ring_start(ec_node_t *n, ec_error_t *err);
 void ec__node_ring_join(ec_node_t *n);
 
+/* The coordinator loop's own timers, in one place (ms): after an etcd read
+ * or write that failed, the next try; and the longest the loop sleeps with
+ * nothing due (it beats for the keepalive's gate at least this often).
+ * The detector's, eviction's and hang policy's timers are their modules'
+ * (detector.h, node_evict.c, hang_policy.h); each reaches the loop through
+ * ec__node_wake_by. */
+#define EC_NODE_RETRY_MS 500
+#define EC_NODE_IDLE_MS 1000
+/* a publish (or its chunks) that failed: the leader plans again this soon */
+#define EC_NODE_PUBLISH_RETRY_MS 200
+
+/* Have the loop run a pass by `at` (monotonic ms) at the latest: the one
+ * way to set wake_at.  Lock held. */
+static inline void ec__node_wake_by(ec_node_t *n, int64_t at)
+{
+    if (n->wake_at < 0 || n->wake_at > at)
+        n->wake_at = at;
+}
+
 #endif

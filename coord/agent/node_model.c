@@ -352,9 +352,7 @@ bool ec__node_verify_epoch(ec_node_t *n)
      * waits out the grace and costs a read. */
     int64_t left = n->verify_since_ms + EC_VERIFY_GRACE_MS - ec_mono_ms();
     if (!n->model_wide && !n->verify_gap && n->verify_rev > n->leader_through && left > 0) {
-        int64_t w = ec_mono_ms() + left;
-        if (n->wake_at < 0 || n->wake_at > w)
-            n->wake_at = w;
+        ec__node_wake_by(n, ec_mono_ms() + left);
         pthread_mutex_unlock(&n->lock);
         return true;
     }

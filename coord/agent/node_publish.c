@@ -326,9 +326,7 @@ void ec__node_plan_and_act(ec_node_t *n)
                   n->list_rev < n->evicted_rev &&
                   ec_mono_ms() - n->evicted_at_ms < EC_EVICT_SEEN_WAIT_MS;
     if (behind) {
-        int64_t w = n->evicted_at_ms + EC_EVICT_SEEN_WAIT_MS;
-        if (n->wake_at < 0 || n->wake_at > w)
-            n->wake_at = w;
+        ec__node_wake_by(n, n->evicted_at_ms + EC_EVICT_SEEN_WAIT_MS);
     }
     pthread_mutex_unlock(&n->lock);
     if (behind)
@@ -409,9 +407,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     if (!pn || !nodes || (n->epoch && n->epoch->nmembers > 0 && !mem)) {
         /* A plan without them would see no node, or no member, and could
          * publish an epoch without the job's nodes: plan again later. */
-        int64_t w = now + 1000;
-        if (n->wake_at < 0 || n->wake_at > w)
-            n->wake_at = w;
+        ec__node_wake_by(n, now + EC_NODE_IDLE_MS);
         pthread_mutex_unlock(&n->lock);
         free(pn);
         free(nodes);
@@ -510,9 +506,7 @@ void ec__node_plan_and_act(ec_node_t *n)
             /* The record moved meanwhile (say, a progress write, which is
              * not planned for): refuse it again on a later plan. */
             pthread_mutex_lock(&n->lock);
-            int64_t w = ec_mono_ms() + 500;
-            if (n->wake_at < 0 || n->wake_at > w)
-                n->wake_at = w;
+            ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
             pthread_mutex_unlock(&n->lock);
         }
     }
@@ -521,7 +515,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         write_parts(n, &p, &err) < 0) {
         ec_log(EC_LOG_WARN, "writing the %d chunks and %d index buckets of epoch %" PRIu64
                " failed: %s; will retry", p.parts.nchunks, p.parts.nbuckets, p.parts_of, err.msg);
-        n->wake_at = ec_mono_ms() + 200;
+        ec__node_wake_by(n, ec_mono_ms() + EC_NODE_PUBLISH_RETRY_MS);
         action = EC_PLAN_WAIT;
         repair = false;
     } else if (action == EC_PLAN_PUBLISH || (repair && p.buf)) {
@@ -598,7 +592,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         free(stbuf);
         if (rc < 0) {
             ec_log(EC_LOG_WARN, "publishing epoch %" PRIu64 " failed: %s; will retry", p.number, err.msg);
-            n->wake_at = ec_mono_ms() + 200;
+            ec__node_wake_by(n, ec_mono_ms() + EC_NODE_PUBLISH_RETRY_MS);
         } else {
             if (r.succeeded && hist_apart) {
                 ec_cmp_t f = ec__node_fence_leader(n);
@@ -663,7 +657,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         }
         free(key);
         if (action == EC_PLAN_WAIT_UNTIL) {
-            n->wake_at = ec_mono_ms() + (wait_ms > 0 ? wait_ms : 1);
+            ec__node_wake_by(n, ec_mono_ms() + (wait_ms > 0 ? wait_ms : 1));
         } else if ((complete || action == EC_PLAN_FAIL) && !n->wrote_final) {
             if (ec__node_write_status(n, complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
                                       complete ? NULL : why, cur_epoch, run, true) == 0)
