@@ -1,15 +1,15 @@
 #!/bin/sh
 # Rule checked: the layers of the house (docs/how-it-works.md, "Layout") hold.
-#   coord/util < coord/etcd < coord/core < coord/cli < coord/agent
-#     < coord/check, coord/status < coord/main.c
+#   coord/util < coord/etcd < coord/core < coord/node < coord/cli
+#     < coord/agent < coord/check, coord/status < coord/main.c
 # 1. Every `#include "x.h"` in coord/ and worker/ names a header of the
 #    includer's own layer or a lower one (check and status do not include
 #    each other); the worker library includes only coord/util, coord/etcd and
 #    coord/core, and of the core not the planner, the history checker or the
 #    probe's proof (HMAC: the worker library links no crypto library).
 # 2. The worker library (libecworker.so) defines no symbol that the planner,
-#    the history checker, the cli, the agent, the check or the status
-#    command define: it does not link them.
+#    the history checker, the node coordinator, the cli, the agent, the check
+#    or the status command define: it does not link them.
 # 3. The checker itself refuses an include that goes up a layer (a
 #    synthetic tree), so a broken check cannot pass silently.
 # 4. The names of the agent-worker environment (coord/core/env_contract.h)
@@ -38,11 +38,12 @@ layer_of() {
     proto/*) echo "1 proto" ;;
     coord/core/planner.* | coord/core/history.* | coord/core/probe_proof.*) echo "2 plan" ;;
     coord/core/*) echo "2 core" ;;
-    coord/cli/*) echo "3 cli" ;;
-    coord/agent/*) echo "4 agent" ;;
-    coord/check/*) echo "5 check" ;;
-    coord/status/*) echo "5 status" ;;
-    coord/main.c) echo "6 main" ;;
+    coord/node/*) echo "3 node" ;;
+    coord/cli/*) echo "4 cli" ;;
+    coord/agent/*) echo "5 agent" ;;
+    coord/check/*) echo "6 check" ;;
+    coord/status/*) echo "6 status" ;;
+    coord/main.c) echo "7 main" ;;
     worker/*) echo "W worker" ;;
     *) echo "- other" ;;
     esac
@@ -87,7 +88,7 @@ check_tree() {
                 continue
             fi
             [ "$hname" = plan ] && hname=core
-            if [ "$hl" -gt "$fl" ] || { [ "$hl" = "$fl" ] && [ "$fl" = 5 ] && [ "$hname" != "$fname" ]; }; then
+            if [ "$hl" -gt "$fl" ] || { [ "$hl" = "$fl" ] && [ "$fl" = 6 ] && [ "$hname" != "$fname" ]; }; then
                 echo "$f ($fname) includes $h ($hname): a layer may include only its own and lower layers"
                 bad=1
             fi
@@ -109,7 +110,8 @@ if [ ! -f "$so" ]; then
     echo "ok 2 - worker library symbols # SKIP libecworker.so is not built"
 else
     : >"$tmp/upper"
-    for o in "$build"/coord/cli/.libs/*.o "$build"/coord/agent/.libs/*.o "$build"/coord/check/.libs/*.o \
+    for o in "$build"/coord/cli/.libs/*.o "$build"/coord/node/.libs/*.o \
+        "$build"/coord/agent/.libs/*.o "$build"/coord/check/.libs/*.o \
         "$build"/coord/status/.libs/*.o "$build"/coord/core/.libs/libecplan_la-*.o \
         "$build"/coord/core/.libs/libecproof_la-*.o; do
         [ -f "$o" ] || continue
@@ -122,23 +124,23 @@ else
     else
         comm -12 "$tmp/worker" "$tmp/upper.s" >"$tmp/both"
         if [ -s "$tmp/both" ]; then
-            echo "not ok 2 - libecworker.so defines symbols of the planner, cli or agent:"
+            echo "not ok 2 - libecworker.so defines symbols of the planner, node, cli or agent:"
             sed 's/^/# /' "$tmp/both"
         else
-            echo "ok 2 - libecworker.so defines none of the $(wc -l <"$tmp/upper.s") symbols of the planner, history, cli, agent, check and status"
+            echo "ok 2 - libecworker.so defines none of the $(wc -l <"$tmp/upper.s") symbols of the planner, history, node, cli, agent, check and status"
         fi
     fi
 fi
 
 # 3: the checker refuses what it must
-mkdir -p "$tmp/t/coord/core" "$tmp/t/coord/agent" "$tmp/t/worker" "$tmp/t/proto"
+mkdir -p "$tmp/t/coord/core" "$tmp/t/coord/node" "$tmp/t/worker" "$tmp/t/proto"
 printf '#include "node.h"\n' >"$tmp/t/coord/core/keys.c"
-printf '/* agent */\n' >"$tmp/t/coord/agent/node.h"
+printf '/* node */\n' >"$tmp/t/coord/node/node.h"
 printf '#include "planner.h"\n' >"$tmp/t/worker/ecw.c"
 printf '/* plan */\n' >"$tmp/t/coord/core/planner.h"
 if check_tree "$tmp/t" >"$tmp/out2" 2>&1; then
-    echo "not ok 3 - the checker accepted a core file including an agent header"
-elif grep -q 'keys.c (core) includes coord/agent/node.h' "$tmp/out2" &&
+    echo "not ok 3 - the checker accepted a core file including a node coordinator header"
+elif grep -q 'keys.c (core) includes coord/node/node.h' "$tmp/out2" &&
     grep -q 'worker/ecw.c (worker library) includes coord/core/planner.h' "$tmp/out2"; then
     echo "ok 3 - the checker refuses an include up a layer and the worker including the planner"
 else

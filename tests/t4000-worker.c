@@ -1000,7 +1000,7 @@ static bool claimed(const char *job, uint64_t n, int rank)
  * build nothing; the collectives and ecw_sync_state refuse; a new epoch
  * makes ecw_epoch_pending 1.  ECOORD_WORKER_BACKEND=none selects it. */
 /* Publish epoch n of members ids as a leader publishes a split epoch
- * (coord/agent/node_publish.c): chunks of C members and the index first,
+ * (coord/node/node_publish.c): chunks of C members and the index first,
  * then the head at `epoch`, its delta from prev at epochd and the leader
  * key.  Returns the epoch (the base of the next delta). */
 static ec_epoch_t *publish_split(const char *job, uint64_t n, const char *const *ids, int nm,
@@ -2352,7 +2352,7 @@ static bool streams_reach(void *arg)
     return etcd_watch_streams() - f->base >= f->want;
 }
 
-/* A leader of job `job` as the agent is one (coord/agent/node_publish.c):
+/* A leader of job `job` as the agent is one (coord/node/node_publish.c):
  * the leader key "n1", and the last valid epoch it published, which its
  * next delta is taken from. */
 typedef struct {

@@ -254,7 +254,7 @@ void ecw__opts_describe(const ecw__opts_t *o, char *buf, size_t len);
 /* ---- follow.c ---- */
 /* How long an epoch whose leader-key event has not come waits for it
  * before the leader key is read at its revision (the agent's follower
- * waits as long: EC_VERIFY_GRACE_MS, coord/agent/node_impl.h). */
+ * waits as long: EC_VERIFY_GRACE_MS, coord/node/node_impl.h). */
 #define ECW__VERIFY_GRACE_MS 200
 /* Read the epoch key and watch it; start the service thread. */
 int ecw__follow_start(ecw_t *w, ec_error_t *err);

@@ -11,7 +11,7 @@
  * ec_watch_start_keys) follows the leader key, whose events keep a log of
  * the leaderships (ec_leader_log_t), complete up to leader_through.
  * The leader's epoch transaction puts the leader key again unchanged
- * (coord/agent/node_publish.c), so the event of the same revision tells who
+ * (coord/node/node_publish.c), so the event of the same revision tells who
  * held the key when the epoch was written, without a read: an epoch that
  * comes before that event (the two keys' events are not ordered between
  * them) waits for it (w->pend).  Only an epoch that no

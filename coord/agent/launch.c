@@ -2,7 +2,7 @@
  *
  * The main thread owns the training processes and runs one poll loop over a
  * self-pipe (woken by signals and by the coordinator's callbacks) and local
- * rank 0's output.  The node coordinator (coord/agent/node.c) runs on its own
+ * rank 0's output.  The node coordinator (coord/node/node.c) runs on its own
  * threads and hands over epochs and job status through `inbox`.
  *
  * The fence: a node whose lease etcd has not confirmed for TTL - margin
@@ -1092,7 +1092,7 @@ static int64_t check_fence(agent_t *a)
     return left < 200 ? (left > 1 ? left : 1) : 200;
 }
 
-/* The leader found local rank r of this node hung (coord/agent/node_hang.c):
+/* The leader found local rank r of this node hung (coord/node/node_hang.c):
  * stop every local process (a stopped one gets SIGCONT after SIGTERM) and
  * ask for a re-form of the same members, which starts them again (restart
  * mode: every node restarts; in place: the others rebuild around this

@@ -116,12 +116,12 @@ int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, c
 /* epochs/<n>/suspect/<node_id>/<source>: the same, from another source on
  * that node than its agent (the worker library: source "rank<local rank>"),
  * so that the agent's report and each process's never replace each other;
- * every source's report counts for the node (coord/agent/node_model.c). */
+ * every source's report counts for the node (coord/node/node_model.c). */
 int ec_key_epoch_suspect_src(const ec_keys_t *k, uint64_t n, const char *reporter,
                              const char *source, char *buf, size_t len);
 int ec_key_status(const ec_keys_t *k, char *buf, size_t len);
 /* hang/<node_id>: the leader's verdict that node_id's ranks hung (its
- * agent restarts them; coord/agent/node_hang.c), on the leader's lease. */
+ * agent restarts them; coord/node/node_hang.c), on the leader's lease. */
 int ec_key_hang(const ec_keys_t *k, const char *node_id, char *buf, size_t len);
 /* Restart mode's stop barrier (stop_barrier.h): holders/<m_id>, the last
  * node that started M_id m_id's ranks (m_id >= 0; no lease: bounded by

@@ -13,7 +13,7 @@
  * jobs, nor of cryptography: the verifier is a callback, so that the worker
  * library, which probes without one (it checks the id only), links no
  * crypto library.  This is the asking side (the agent and the worker
- * library); the answering side is the agent's (coord/agent/probe_server.h).
+ * library); the answering side is the agent's (coord/node/probe_server.h).
  * All agents of a run are one version: there is no answer in the older
  * format (a bare "ecoord <node_id>\n") that a prober with a verifier takes. */
 #ifndef EC_PROBE_H

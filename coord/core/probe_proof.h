@@ -3,7 +3,7 @@
  *
  * Every agent of a run holds the run's secret (32 random bytes that the
  * first agent of the run writes under the job's key root, where the others
- * read it: ec__node_fetch_secret, coord/agent/node_register.c).  To a
+ * read it: ec__node_fetch_secret, coord/node/node_register.c).  To a
  * probe with nonce N an agent answers
  *
  *     "ecoord <node_id> <lease> <mac>\n"

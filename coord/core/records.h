@@ -411,7 +411,7 @@ int ec_worker_timing_decode(const void *buf, size_t len, const char *key,
                             ec_worker_timing_t **out, ec_error_t *err);
 
 /* hang/<node_id>: the leader's verdict that this node's ranks hung
- * (coord/agent/node_hang.c).  Rules: epoch >= 1; local_rank in
+ * (coord/node/node_hang.c).  Rules: epoch >= 1; local_rank in
  * 0..EC_NPROC_MAX-1; why at most EC_HANG_WHY_MAX bytes (NULL: ""). */
 #define EC_HANG_WHY_MAX 1024
 typedef struct ec_hang_verdict {

@@ -1,6 +1,6 @@
 /* Which members of an epoch do not answer their agent's liveness probe:
  * the probe-and-report logic the agent (a local process failed:
- * ec_node_probe_members, coord/agent/node.c) and the worker library (a
+ * ec_node_probe_members, coord/node/node.c) and the worker library (a
  * collective failed: ecw_report_failure, worker/ecw.c) share.  The caller
  * writes the report (its own key under epochs/<n>/suspect/<node>). */
 #ifndef EC_SUSPECTS_H

@@ -1,4 +1,4 @@
-/* Rules checked: the node coordinator's pure decisions (coord/agent/node_policy.c).
+/* Rules checked: the node coordinator's pure decisions (coord/node/node_policy.c).
  * Registration never holds a lease of its own while it waits, takes a record
  * back at once from an agent that no longer answers its probe (a restarted
  * container), and refuses a node id only once a live agent kept it a whole

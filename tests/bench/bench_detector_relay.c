@@ -1,6 +1,6 @@
 /* The ring's failure detector (coord/core/detector.c) with real probes: the
  * agent's prober (ec_probe_many) probing the agent's probe server
- * (coord/agent/probe_server.c) through a loopback relay that delays and
+ * (coord/node/probe_server.c) through a loopback relay that delays and
  * "loses" (this kernel has no netem).  The relay sits above TCP, so a lost
  * packet becomes the delay TCP would add resending it (tests/lib/
  * detector_sim.h's model: a handshake packet after 1 s then 2 s, a data

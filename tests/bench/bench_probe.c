@@ -6,7 +6,7 @@
  * Prints, in microseconds per probe: making an answer (the HMAC, what a
  * probe server does per request) and checking one (what a prober does per
  * answer), pure CPU; then a whole probe round trip on loopback to the
- * agent's real probe server (coord/agent/probe_server.c) through the
+ * agent's real probe server (coord/node/probe_server.c) through the
  * agent's real prober (ec_probe_many), one target at a time, with the
  * proof checked (the agents' probes) and without (the worker library's,
  * which checks the id only; the server proves its answer either way). */

@@ -1,10 +1,10 @@
-/* bench_ring: the agents' liveness traffic (coord/agent/node_ring.c) at
+/* bench_ring: the agents' liveness traffic (coord/node/node_ring.c) at
  * scale, on loopback, in one process.
  *
  *   bench_ring [--nodes N] [--seconds S] [--interval_ms I] [--threads T] [--base_port P]
  *
  * N simulated nodes (default 1,024), each with the agent's real probe server
- * (coord/agent/probe_server.c: a thread answering each request with
+ * (coord/node/probe_server.c: a thread answering each request with
  * "ecoord <id> <lease> <proof>\n" on its own port) and the agent's real prober (coord/core/probe.c, ec_probe_many)
  * probing its EC_RING_WATCHERS successors (ec_ring_watched, the same pure
  * choice the agent makes) every I ms (default 250, --peer_probe_interval's

@@ -17,7 +17,7 @@
  *                                 embedded one; its CPU is then not measured
  *
  * Who is real and who is simulated.  Only the leader is a real ec_node_t
- * (coord/agent/node.h), started first so it wins the election, with np=1:N,
+ * (coord/node/node.h), started first so it wins the election, with np=1:N,
  * elastic_timeout one hour (so only "np_max reached" can form the first
  * epoch) and replace_wait 0 (a loss re-forms at once).  The other N-1 nodes
  * are what a real agent leaves in etcd and nothing more: a lease and a node
@@ -958,7 +958,7 @@ static void *fan_main(void *arg)
     size_t rl = strlen(root);
     memcpy(end, root, rl);
     end[rl - 1]++; /* "/x/job/" -> "/x/job0": the prefix's range end */
-    /* A follower's watches (coord/agent/node_model.c): the leader key, the epoch's
+    /* A follower's watches (coord/node/node_model.c): the leader key, the epoch's
      * delta (epochd), the status and its own record, each a single key (the
      * simulated follower receives the delta but does not rebuild the
      * record: ec_epoch_delta_apply, on its own host); or (--fanout-root)
