@@ -668,6 +668,10 @@ START_TEST(wedged_leader_loses_its_lease)
     /* a re-registers as a member under b's leadership */
     ck_assert(wait_log(a.log, "-leader a", 10000));
     ck_assert(wait_log(a.log, "registering again", 10000));
+    /* the coordinator's phase machine traced the same story */
+    ck_assert(wait_log(a.log, "+phase registering -> follower", 1000));
+    ck_assert(wait_log(a.log, "+phase follower -> leader", 1000));
+    ck_assert(wait_log(a.log, "+phase leader -> registering: our lease was lost", 10000));
     ck_assert(ec_test_holds(leads, &lb, 2000));
     ec_epoch_t *ep = wait_epoch(root, 1, 2, NULL, 5000);
     ck_assert_int_ge(ec_epoch_find_member(ep, "a"), 0);

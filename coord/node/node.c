@@ -30,6 +30,23 @@ void ec__node_emit(ec_node_t *n, const char *fmt, ...)
         n->o.on_event(buf, n->o.arg);
 }
 
+void ec__node_phase(ec_node_t *n, ec_phase_event_t e, const char *why)
+{
+    int cur = atomic_load(&n->phase), next;
+    do {
+        next = (int)ec_node_phase_next((ec_node_phase_t)cur, e);
+        if (next == cur)
+            return;
+    } while (!atomic_compare_exchange_weak(&n->phase, &cur, next));
+    ec__node_emit(n, "+phase %s -> %s: %s (%s)", ec_node_phase_name((ec_node_phase_t)cur),
+                  ec_node_phase_name((ec_node_phase_t)next), why, ec_phase_event_name(e));
+}
+
+ec_node_phase_t ec_node_phase(ec_node_t *n)
+{
+    return (ec_node_phase_t)atomic_load(&n->phase);
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
 /* Whether st, the job's status at revision rev, may be acted on: a status
@@ -215,6 +232,7 @@ static void *loop(void *arg)
             continue;
         retry_at = -1;
         if (lost) {
+            ec__node_phase(n, EC_PEV_LEASE_LOST, "our lease was lost; registering again");
             ec__node_step_down(n, "our lease was lost");
             pthread_mutex_lock(&n->lock);
             ec_keepalive_t *ka = n->ka;
@@ -648,6 +666,7 @@ int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)
 
 int ec_node_leave(ec_node_t *n, ec_error_t *err)
 {
+    ec__node_phase(n, EC_PEV_LEAVE, "this node leaves the job");
     pthread_mutex_lock(&n->lock);
     n->leaving = true;
     pthread_cond_broadcast(&n->ring_cond); /* a leaving node watches nobody */
@@ -799,6 +818,7 @@ void ec_node_stop(ec_node_t *n)
 {
     if (!n)
         return;
+    ec__node_phase(n, EC_PEV_STOP, "the coordinator stops");
     pthread_mutex_lock(&n->lock);
     n->stop = true;
     pthread_cond_broadcast(&n->cond);

@@ -25,6 +25,7 @@
 
 #include "error.h"
 #include "etcd.h"
+#include "node_policy.h"
 #include "records.h"
 
 typedef struct ec_node ec_node_t;
@@ -168,6 +169,9 @@ void ec_node_stop(ec_node_t *n);
 /* Whether this node holds the job's leader key, as its coordinator last
  * decided; from any thread, without a lock. */
 bool ec_node_is_leader(ec_node_t *n);
+/* The coordinator's phase (node_policy.h: registering, follower, leader,
+ * leaving, stopped); from any thread, without a lock. */
+ec_node_phase_t ec_node_phase(ec_node_t *n);
 int64_t ec_node_lease(ec_node_t *n);
 uint64_t ec_node_incarnation(ec_node_t *n);
 /* When (CLOCK_MONOTONIC ms) the newest lease refresh etcd confirmed was sent:

@@ -17,6 +17,8 @@ void ec__node_set_leader(ec_node_t *n, bool leader)
 {
     n->am_leader = leader;
     atomic_store_explicit(&n->leader_pub, leader, memory_order_release);
+    ec__node_phase(n, leader ? EC_PEV_WON : EC_PEV_STEPPED_DOWN,
+                   leader ? "this node holds the leader key" : "this node no longer leads");
 }
 
 void ec__node_campaign(ec_node_t *n)

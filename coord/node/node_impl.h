@@ -242,6 +242,9 @@ struct ec_node {
     pthread_t ring_thread;
     bool ring_started;
     pthread_cond_t ring_cond;
+    /* The loop's phase (node_policy.h: ec_node_phase_next), changed only
+     * by ec__node_phase from any thread (a compare-and-swap: no lock). */
+    _Atomic int phase;
     /* am_leader as other threads read it (ec_node_is_leader): written by
      * the coordinator thread with am_leader, read with no lock.  The
      * coordinator's own reads stay plain ones of am_leader. */
@@ -297,6 +300,9 @@ struct ec_node {
 
 /* the event log (node.c; clocks: util/clock.h) */
 void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Feed event e to the phase machine; a change is logged as "+phase <from>
+ * -> <to>: <why>".  Any thread, lock held or not. */
+void ec__node_phase(ec_node_t *n, ec_phase_event_t e, const char *why);
 
 /* Whether the loop beat recently enough for its lease to be refreshed
  * (the keepalive's gate; arg is the node). */

@@ -113,3 +113,54 @@ size_t ec_ring_watched(const char *const *ids, size_t n, const char *me, size_t 
     }
     return got;
 }
+
+/* ---- the coordinator's phase ------------------------------------------------ */
+
+const char *ec_node_phase_name(ec_node_phase_t p)
+{
+    switch (p) {
+    case EC_PHASE_REGISTERING: return "registering";
+    case EC_PHASE_FOLLOWER: return "follower";
+    case EC_PHASE_LEADER: return "leader";
+    case EC_PHASE_LEAVING: return "leaving";
+    case EC_PHASE_STOPPED: return "stopped";
+    }
+    return "?";
+}
+
+const char *ec_phase_event_name(ec_phase_event_t e)
+{
+    switch (e) {
+    case EC_PEV_REGISTERED: return "registered";
+    case EC_PEV_LEASE_LOST: return "lease-lost";
+    case EC_PEV_WON: return "won";
+    case EC_PEV_STEPPED_DOWN: return "stepped-down";
+    case EC_PEV_LEAVE: return "leave";
+    case EC_PEV_STOP: return "stop";
+    }
+    return "?";
+}
+
+ec_node_phase_t ec_node_phase_next(ec_node_phase_t p, ec_phase_event_t e)
+{
+    if (p == EC_PHASE_STOPPED)
+        return p; /* the end */
+    if (e == EC_PEV_STOP)
+        return EC_PHASE_STOPPED;
+    if (p == EC_PHASE_LEAVING)
+        return p; /* only the end follows a leave */
+    if (e == EC_PEV_LEAVE)
+        return EC_PHASE_LEAVING;
+    switch (p) {
+    case EC_PHASE_REGISTERING:
+        return e == EC_PEV_REGISTERED ? EC_PHASE_FOLLOWER : p;
+    case EC_PHASE_FOLLOWER:
+        return e == EC_PEV_WON ? EC_PHASE_LEADER
+             : e == EC_PEV_LEASE_LOST ? EC_PHASE_REGISTERING : p;
+    case EC_PHASE_LEADER:
+        return e == EC_PEV_STEPPED_DOWN ? EC_PHASE_FOLLOWER
+             : e == EC_PEV_LEASE_LOST ? EC_PHASE_REGISTERING : p;
+    default:
+        return p;
+    }
+}

@@ -168,4 +168,36 @@ ec_readmit_action_t ec_readmit_decide(bool answered, int64_t since_evicted_ms,
  * and each watches k: O(k) probes per node per interval, not O(n). */
 size_t ec_ring_watched(const char *const *ids, size_t n, const char *me, size_t k, size_t *out);
 
+/* ---- the coordinator's phase ------------------------------------------------ */
+
+/* The node coordinator's life as one explicit state machine (node.c's loop
+ * and the calls that end it drive it; each transition is logged as
+ * "+phase <from> -> <to>: <why>", the trace of the machine).  Its inputs are
+ * the events below, reported where they happen: a registration that
+ * succeeded, the keepalive's lost lease (acted on by the loop), an election
+ * won or a step down, ec_node_leave, ec_node_stop. */
+typedef enum {
+    EC_PHASE_REGISTERING, /* no lease of ours (at start, and after losing it) */
+    EC_PHASE_FOLLOWER,    /* registered, not the leader */
+    EC_PHASE_LEADER,      /* registered and holding the leader key */
+    EC_PHASE_LEAVING,     /* leaving the job: nothing registers or campaigns again */
+    EC_PHASE_STOPPED,     /* the loop is ending */
+} ec_node_phase_t;
+
+typedef enum {
+    EC_PEV_REGISTERED,
+    EC_PEV_LEASE_LOST,
+    EC_PEV_WON,
+    EC_PEV_STEPPED_DOWN,
+    EC_PEV_LEAVE,
+    EC_PEV_STOP,
+} ec_phase_event_t;
+
+const char *ec_node_phase_name(ec_node_phase_t p);
+const char *ec_phase_event_name(ec_phase_event_t e);
+
+/* The phase after event e in phase p; p itself when e does not apply there
+ * (a step down while leaving, say): the machine ignores it. */
+ec_node_phase_t ec_node_phase_next(ec_node_phase_t p, ec_phase_event_t e);
+
 #endif

@@ -305,6 +305,7 @@ registered:;
     pthread_mutex_unlock(&n->lock);
     ec__node_emit(n, "+node %s registered host=%s nproc=%d lease=%llx run=%llu", n->node_id,
                   n->host, n->o.nproc, (unsigned long long)lease, (unsigned long long)n->run);
+    ec__node_phase(n, EC_PEV_REGISTERED, "registered under its lease");
     return 0;
 }
 

@@ -251,10 +251,57 @@ START_TEST(followers_confirming_a_report_of_the_leader_are_spread_in_large_jobs)
 }
 END_TEST
 
+/* The coordinator's life as a state machine: every phase's reaction to
+ * every event, and what it ignores. */
+START_TEST(phase_machine_transitions)
+{
+    struct {
+        ec_node_phase_t from;
+        ec_phase_event_t ev;
+        ec_node_phase_t to;
+    } t[] = {
+        {EC_PHASE_REGISTERING, EC_PEV_REGISTERED, EC_PHASE_FOLLOWER},
+        {EC_PHASE_REGISTERING, EC_PEV_WON, EC_PHASE_REGISTERING},
+        {EC_PHASE_REGISTERING, EC_PEV_STEPPED_DOWN, EC_PHASE_REGISTERING},
+        {EC_PHASE_REGISTERING, EC_PEV_LEASE_LOST, EC_PHASE_REGISTERING},
+        {EC_PHASE_FOLLOWER, EC_PEV_WON, EC_PHASE_LEADER},
+        {EC_PHASE_FOLLOWER, EC_PEV_LEASE_LOST, EC_PHASE_REGISTERING},
+        {EC_PHASE_FOLLOWER, EC_PEV_STEPPED_DOWN, EC_PHASE_FOLLOWER},
+        {EC_PHASE_FOLLOWER, EC_PEV_REGISTERED, EC_PHASE_FOLLOWER},
+        {EC_PHASE_LEADER, EC_PEV_STEPPED_DOWN, EC_PHASE_FOLLOWER},
+        {EC_PHASE_LEADER, EC_PEV_LEASE_LOST, EC_PHASE_REGISTERING},
+        {EC_PHASE_LEADER, EC_PEV_WON, EC_PHASE_LEADER},
+        {EC_PHASE_LEADER, EC_PEV_LEAVE, EC_PHASE_LEAVING},
+        {EC_PHASE_FOLLOWER, EC_PEV_LEAVE, EC_PHASE_LEAVING},
+        {EC_PHASE_REGISTERING, EC_PEV_LEAVE, EC_PHASE_LEAVING},
+        /* a leaving node neither registers nor leads again */
+        {EC_PHASE_LEAVING, EC_PEV_REGISTERED, EC_PHASE_LEAVING},
+        {EC_PHASE_LEAVING, EC_PEV_WON, EC_PHASE_LEAVING},
+        {EC_PHASE_LEAVING, EC_PEV_STEPPED_DOWN, EC_PHASE_LEAVING},
+        {EC_PHASE_LEAVING, EC_PEV_STOP, EC_PHASE_STOPPED},
+        /* every phase stops; stopped is the end */
+        {EC_PHASE_REGISTERING, EC_PEV_STOP, EC_PHASE_STOPPED},
+        {EC_PHASE_FOLLOWER, EC_PEV_STOP, EC_PHASE_STOPPED},
+        {EC_PHASE_LEADER, EC_PEV_STOP, EC_PHASE_STOPPED},
+        {EC_PHASE_STOPPED, EC_PEV_REGISTERED, EC_PHASE_STOPPED},
+        {EC_PHASE_STOPPED, EC_PEV_WON, EC_PHASE_STOPPED},
+        {EC_PHASE_STOPPED, EC_PEV_LEAVE, EC_PHASE_STOPPED},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        ck_assert_msg(ec_node_phase_next(t[i].from, t[i].ev) == t[i].to,
+                      "%s + %s: want %s, got %s", ec_node_phase_name(t[i].from),
+                      ec_phase_event_name(t[i].ev), ec_node_phase_name(t[i].to),
+                      ec_node_phase_name(ec_node_phase_next(t[i].from, t[i].ev)));
+    ck_assert_str_eq(ec_node_phase_name(EC_PHASE_REGISTERING), "registering");
+    ck_assert_str_eq(ec_phase_event_name(EC_PEV_LEASE_LOST), "lease-lost");
+}
+END_TEST
+
 Suite *suite(void)
 {
     Suite *s = suite_create("node_policy");
     TCase *tc = tcase_create("node_policy");
+    tcase_add_test(tc, phase_machine_transitions);
     tcase_add_test(tc, registration_decisions);
     tcase_add_test(tc, election_decisions);
     tcase_add_test(tc, newcomer_defers_campaign_to_senior_member);
