@@ -141,17 +141,26 @@ typedef struct gather {
     size_t neps, epcap;
 } gather_t;
 
+/* Room in *arr (n elements of size bytes in use, *cap allocated) for one
+ * more.  false: out of memory (*arr unchanged). */
+static bool grow(void *arr, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return true;
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *p = realloc(*(void **)arr, nc * size);
+    if (!p)
+        return false;
+    *(void **)arr = p;
+    *cap = nc;
+    return true;
+}
+
 static st_row_t *add_row(gather_t *g)
 {
     st_snap_t *s = g->s;
-    if (s->nrows == g->rcap) {
-        size_t nc = g->rcap ? g->rcap * 2 : 16;
-        st_row_t *r = realloc(s->rows, nc * sizeof(*r));
-        if (!r)
-            return NULL;
-        s->rows = r;
-        g->rcap = nc;
-    }
+    if (!grow(&s->rows, s->nrows, &g->rcap, sizeof(*s->rows)))
+        return NULL;
     st_row_t *r = &s->rows[s->nrows++];
     memset(r, 0, sizeof(*r));
     r->m_id = -1;
@@ -161,14 +170,8 @@ static st_row_t *add_row(gather_t *g)
 static st_fail_t *add_fail(gather_t *g)
 {
     st_snap_t *s = g->s;
-    if (s->nfails == g->fcap) {
-        size_t nc = g->fcap ? g->fcap * 2 : 16;
-        st_fail_t *f = realloc(s->fails, nc * sizeof(*f));
-        if (!f)
-            return NULL;
-        s->fails = f;
-        g->fcap = nc;
-    }
+    if (!grow(&s->fails, s->nfails, &g->fcap, sizeof(*s->fails)))
+        return NULL;
     st_fail_t *f = &s->fails[s->nfails++];
     memset(f, 0, sizeof(*f));
     return f;
@@ -236,15 +239,9 @@ static bool gather_history(gather_t *g, const ec_kv_t *kv)
     ec_epoch_t *h = NULL;
     if (ec_epoch_decode_view(kv->value, kv->value_len, kv->key, &h, &e) < 0)
         return e.code != EC_ENOMEM;
-    if (g->neps == g->epcap) {
-        size_t nc = g->epcap ? g->epcap * 2 : 16;
-        void *p = realloc(g->eps, nc * sizeof(*g->eps));
-        if (!p) {
-            ec_epoch_free(h);
-            return false;
-        }
-        g->eps = p;
-        g->epcap = nc;
+    if (!grow(&g->eps, g->neps, &g->epcap, sizeof(*g->eps))) {
+        ec_epoch_free(h);
+        return false;
     }
     g->eps[g->neps].number = h->number;
     g->eps[g->neps++].run = h->run;

@@ -587,15 +587,19 @@ static void json_kint_or_null(FILE *f, bool *first, const char *k, bool have, in
         fputs("null", f);
 }
 
+/* "{" to open obj's fields (true), or "null" for no obj (false). */
+static bool json_object(FILE *f, const void *obj)
+{
+    fputs(obj ? "{" : "null", f);
+    return obj != NULL;
+}
+
 /* A node's boot (null: none recorded). */
 static void json_boot(FILE *f, const ec_node_boot_t *bt)
 {
-    if (!bt) {
-        fputs("null", f);
+    if (!json_object(f, bt))
         return;
-    }
     bool first = true;
-    fputc('{', f);
     json_kstr(f, &first, "phase", ec_boot_phase_name(bt->phase));
     json_kint(f, &first, "started_at_ms", bt->started_at_ms);
     json_kint(f, &first, "ready_at_ms", bt->ready_at_ms);
@@ -607,12 +611,9 @@ static void json_boot(FILE *f, const ec_node_boot_t *bt)
 /* A node's progress summary (null: none published). */
 static void json_progress(FILE *f, const ec_node_progress_t *p)
 {
-    if (!p) {
-        fputs("null", f);
+    if (!json_object(f, p))
         return;
-    }
     bool first = true;
-    fputc('{', f);
     json_kuint(f, &first, "seq", p->seq);
     json_kbool(f, &first, "reporting", p->reporting);
     json_kuint(f, &first, "step", p->step);
@@ -710,12 +711,9 @@ static void json_failure(FILE *f, const st_fail_t *x, bool root)
 /* The job status record (null: none, or corrupt). */
 static void json_status(FILE *f, const ec_job_status_t *st)
 {
-    if (!st) {
-        fputs("null", f);
+    if (!json_object(f, st))
         return;
-    }
     bool first = true;
-    fputc('{', f);
     json_kstr(f, &first, "state", ec_job_state_name(st->state));
     json_kstr(f, &first, "reason", st->reason);
     json_kuint(f, &first, "epoch", st->epoch);
@@ -728,12 +726,9 @@ static void json_status(FILE *f, const ec_job_status_t *st)
 /* The epoch's header (null: none, or corrupt). */
 static void json_epoch(FILE *f, const ec_epoch_t *ep)
 {
-    if (!ep) {
-        fputs("null", f);
+    if (!json_object(f, ep))
         return;
-    }
     bool first = true;
-    fputc('{', f);
     json_kuint(f, &first, "number", ep->number);
     json_kint(f, &first, "world_size", ep->world_size);
     json_kint(f, &first, "nproc", ep->nproc);
