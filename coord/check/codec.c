@@ -1,7 +1,8 @@
 /* The check's records on the wire: ec_check_facts_t and ec_check_report_t
  * <-> the protobuf messages CheckFacts and CheckReport of proto/ecoord.proto.
  * The only file of coord/check that touches the generated types (as
- * coord/core/records.c is for the job's records).
+ * coord/core's record codecs, coord/core/records_impl.h, are for the job's
+ * records).
  *
  * Decoding trusts nothing: every count is capped before anything is
  * allocated, every string must fit its C field, every number its range, so

@@ -1,9 +1,9 @@
 /* ecoord's records: encode, decode and validate the values stored in etcd.
  *
  * The wire format is proto/ecoord.proto; its generated types stay inside
- * records.c.  Callers see plain C structs whose strings and arrays are owned
- * by the struct and released by its _free function (which accepts NULL and
- * preserves errno).
+ * the record codecs (records_impl.h lists them).  Callers see plain C
+ * structs whose strings and arrays are owned by the struct and released by
+ * its _free function (which accepts NULL and preserves errno).
  *
  * Encoding:  int ec_X_encode(const ec_X_t *rec, void **buf, size_t *len, err)
  *   validates rec first and returns EC_EINVAL (a bug in the writer) with a

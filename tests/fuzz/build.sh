@@ -48,7 +48,9 @@ fi
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 CFLAGS="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wno-unused-function $SAN"
 INC="-I$SRC/coord/util -I$SRC/coord/etcd -I$SRC/coord/core -I$SRC/coord/cli -I$OUT/proto -I$SRC/tests/fuzz $PBC_CFLAGS"
-LIBSRC="coord/util/error.c coord/util/log.c coord/util/strbuf.c coord/core/keys.c coord/core/records.c coord/core/history.c coord/core/planner.c coord/core/rank.c
+LIBSRC="coord/util/error.c coord/util/log.c coord/util/strbuf.c coord/core/keys.c
+coord/core/records.c coord/core/node_record.c coord/core/job_records.c coord/core/epoch_record.c
+coord/core/epoch_split.c coord/core/epoch_view.c coord/core/history.c coord/core/planner.c coord/core/rank.c
 coord/cli/knobs.c coord/util/gpus.c coord/cli/torchrun_args.c coord/etcd/endpoints.c"
 # the knob table's parsers, rules and help (coord/cli/knobs_impl.h)
 LIBSRC="$LIBSRC coord/cli/knob_parse.c coord/cli/knob_suggest.c coord/cli/knob_rules.c coord/cli/knob_help.c"

@@ -1,4 +1,4 @@
-/* libFuzzer target: decoding our protobuf records (coord/core/records.c) from
+/* libFuzzer target: decoding our protobuf records (coord/core/records.h) from
  * arbitrary bytes, as an agent does with whatever it finds under the job's
  * keys.  The first input byte picks the record type, the rest is the value.
  *
