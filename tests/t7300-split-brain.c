@@ -31,6 +31,7 @@
 #include "harness.h"
 #include "rank_track.h"
 #include "records.h"
+#include "stop_barrier.h"
 
 /* Lease TTLs, short so that each test stays bounded.  In place, 4: the
  * worker library learns the lease's time left in whole seconds rounded
@@ -85,7 +86,8 @@ typedef struct {
 } agent_t;
 
 /* One agent of job with one process: ec-test-prog or linreg; np and ttl:
- * --np and --lease_ttl (NULL: 1:2 and the mode's TTL). */
+ * --np and --lease_ttl (NULL: 1:2 and the mode's TTL; ttl may carry more
+ * flags after the number). */
 static agent_t start_agent_with(const char *job, const char *id, bool cut, bool inprocess,
                                 const char *np, const char *ttl)
 {
@@ -358,9 +360,40 @@ START_TEST(restart_mode_a_moved_rank_waits_for_its_frozen_holder)
            (long long)(t_start - t_stop), (int)old, (long long)(t_old - t_stop),
            old_alive ? " (still alive when the new one was seen)" : "");
     kill(fa->pid, SIGCONT);
+    /* the heir's claim on M_id 1 is what the next holder will read */
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, "/sb-f/holders/1", &kv, &found, NULL, NULL), 0);
+    ck_assert_msg(found, "no claim on M_id 1's ranks (holders/1)");
+    ec_rank_holder_t h;
+    ck_assert_int_eq(ec_rank_holder_decode(kv.value, kv.value_len, kv.key, &h, NULL), 0);
+    ec_kv_free(&kv);
+    ck_assert_msg(h.epoch >= e2, "holders/1 names epoch %llu, before %llu",
+                  (unsigned long long)h.epoch, (unsigned long long)e2);
     ec_test_obs_stop(obs);
     obs = NULL;
     ec_rank_track_check(ranks);
+}
+END_TEST
+
+/* --stop_barrier=false: no claim is written or waited for; the agent says
+ * so once. */
+START_TEST(restart_mode_without_the_stop_barrier_claims_nothing)
+{
+    const char *job = "sb-off", *root = "/sb-off/";
+    agent_t a = start_agent_with(job, "o1", false, false, "1:1", "5 --stop_barrier=false");
+    want_t one = {root, 1, 1, "o1", NULL};
+    ck_assert_msg(ec_test_wait(epoch_matches, &one, 20000), "no epoch");
+    ec_epoch_t *ep = ec_test_epoch(c, root);
+    uint64_t e = ep->number;
+    ec_epoch_free(ep);
+    prog_pid(job, "o1", e);
+    ck_assert_msg(ec_test_wait_file(a.console, "--stop_barrier=false: a rank taken", 5000),
+                  "the agent did not say the barrier is off");
+    ec_kv_t kv;
+    bool found = true;
+    ck_assert_int_eq(ec_etcd_get(c, "/sb-off/holders/0", &kv, &found, NULL, NULL), 0);
+    ck_assert_msg(!found, "holders/0 written with the barrier off");
 }
 END_TEST
 
@@ -546,6 +579,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, restart_mode_cut_nodes_stop_before_their_lease_can_expire);
     tcase_add_test(tc, restart_mode_a_moved_rank_waits_for_its_frozen_holder);
+    tcase_add_test(tc, restart_mode_without_the_stop_barrier_claims_nothing);
     suite_add_tcase(s, tc);
     tc = tcase_create("inprocess");
     tcase_add_checked_fixture(tc, setup, teardown);
