@@ -259,7 +259,7 @@ static Suite *suite(void)
 int main(void)
 {
     if (!ec_metrics_http_available()) {
-        /* coord/test/test_metrics checks the refusal such a build gives */
+        /* coord/agent/test/test_metrics checks the refusal such a build gives */
         printf("1..0 # SKIP ecoord was built without libmicrohttpd (apt-get install "
                "libmicrohttpd-dev, then ./configure)\n");
         return 0;

@@ -11,7 +11,7 @@
  *   node_evict.c     eviction of silent members faster than a lease TTL;
  *   node.c           the loop that ties them together, and the public calls.
  * The decisions each of them takes that do not need etcd are pure functions
- * in node_policy.c, unit-tested in coord/test/test_node_policy.c.
+ * in node_policy.c, unit-tested in coord/node/test/test_node_policy.c.
  *
  * Threads: the coordinator thread runs the loop; the watch threads apply
  * events to the model under `lock` and wake the loop (the leader's watch of
