@@ -51,10 +51,7 @@ static ec_rank_track_t *ranks;
 
 static void setup(void)
 {
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t7300-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t7300");
     px = ec_proxy_start(ec_embed_endpoint(etcd));
     ck_assert_msg(px != NULL, "cannot start the proxy to %s", ec_embed_endpoint(etcd));
 }
@@ -67,17 +64,10 @@ static void teardown(void)
     ranks = NULL;
     if (px)
         ec_proxy_set(px, EC_PROXY_PASS, 0);
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
+    ec_test_kill_all(pids, &npids);
     ec_proxy_stop(px);
     px = NULL;
-    ec_etcd_destroy(c);
-    c = NULL;
-    ec_embed_stop(etcd);
-    etcd = NULL;
+    ec_test_down(&etcd, &c);
 }
 
 typedef struct {
