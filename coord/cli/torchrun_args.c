@@ -331,22 +331,23 @@ static int apply_pet(seen_t *s, ec_getenv_fn env, void *env_arg, ec_error_t *err
     return 0;
 }
 
-static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host,
-                     ec_getenv_fn env, void *env_arg, ec_torchrun_t *t, vec_t *b, ec_error_t *err)
+/* torchrun's flags, up to the program, into s; ecoord's own flags into own,
+ * as typed; *prog: where the program starts (-1: not given); t->help on
+ * -h/--help. */
+static int parse_flags(int argc, char *const *argv, ec_torchrun_t *t, seen_t *s, vec_t *own,
+                       int *prog, ec_error_t *err)
 {
-    seen_t s = {0};
-    vec_t own = {0}; /* ecoord's own flags, passed through as typed */
-    int prog = -1, rc = 0;
+    int rc = 0;
     char norm[64];
 
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--")) {
-            prog = i + 1 < argc ? i + 1 : -1;
+            *prog = i + 1 < argc ? i + 1 : -1;
             break;
         }
         if (a[0] != '-' || a[1] == '\0') {
-            prog = i;
+            *prog = i;
             break;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -383,9 +384,9 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
             }
             /* ecoord's own flag (or an unknown one, which the knob table
              * answers with its own "did you mean"), with its value */
-            push(&own, "%s", a);
+            push(own, "%s", a);
             if (k && k->type != EC_KT_BOOL && !eq && i + 1 < argc)
-                push(&own, "%s", argv[++i]);
+                push(own, "%s", argv[++i]);
             continue;
         }
         const char *v;
@@ -406,9 +407,340 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
                            a, tflags[f].name);
             goto out;
         }
-        s.val[tflags[f].id] = v;
-        s.as[tflags[f].id] = a;
+        s->val[tflags[f].id] = v;
+        s->as[tflags[f].id] = a;
     }
+out:
+    return rc;
+}
+
+/* c10d and static: one node hosts the store the others meet at; ecoord's
+ * store is etcd, so that node serves an etcd of its own there (or, for one
+ * node and no address, an etcd on a free loopback port). */
+static int rdzv_served(const seen_t *s, ec_torchrun_t *t, vec_t *b, const char *ep, long maxn,
+                       int c10d, int is_static, int is_host, ec_error_t *err)
+{
+    int rc = 0;
+    /* One node hosts the store the others meet at (c10d: the one the
+     * endpoint names; static: node_rank 0, at --master_addr:
+     * --master_port): ecoord's store is etcd, so that node serves an
+     * etcd of its own there and every node, itself included, uses it
+     * as --elastic_server. */
+    int given = ep || (is_static && (s->val[T_NODE_RANK] || s->val[T_MASTER_ADDR] ||
+                                     s->val[T_MASTER_PORT]));
+    if (!given && maxn <= 1) {
+        /* one node and no address: an etcd of this node's own on a
+         * free loopback port (torchrun would take 127.0.0.1:29500,
+         * where two such jobs on one machine collide) */
+        if (s->val[T_ID])
+            push(b, "--job_id=%s", s->val[T_ID]);
+        else
+            push(b, "--job_id=standalone");
+        return 0;
+    }
+    if (c10d && !ep) {
+        rc = ec_errorf(err, EC_EINVAL,
+                       "--nnodes=%s with --rdzv_backend=c10d: the nodes meet at the node "
+                       "--rdzv_endpoint names; pass --rdzv_endpoint=HOST:PORT (HOST one of "
+                       "the nodes, the same on every node), or --standalone for one node",
+                       s->val[T_NNODES]);
+        goto out;
+    }
+    char ep_host[256], where[300];
+    int port;
+    if (ep) {
+        port = split_endpoint(ep, c10d ? C10D_DEFAULT_PORT : -2, ep_host, sizeof(ep_host));
+        snprintf(where, sizeof(where), "%s", s->as[T_ENDPOINT]);
+        if (port == -2) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "%s: the static rendezvous needs a port; write "
+                           "--rdzv_endpoint=HOST:PORT, as torchrun does",
+                           where);
+            goto out;
+        }
+    } else {
+        snprintf(ep_host, sizeof(ep_host), "%s",
+                 s->val[T_MASTER_ADDR] ? s->val[T_MASTER_ADDR] : MASTER_ADDR_DEFAULT);
+        if (ep_host[0] == '[' && ep_host[strlen(ep_host) - 1] == ']') { /* [::1] */
+            memmove(ep_host, ep_host + 1, strlen(ep_host));
+            ep_host[strlen(ep_host) - 1] = '\0';
+        }
+        long p = MASTER_PORT_DEFAULT;
+        if (s->val[T_MASTER_PORT] && (positive_int(s->val[T_MASTER_PORT], &p) < 0 || p > 65535))
+            p = -1;
+        port = (int)p;
+        snprintf(where, sizeof(where), "%s", s->val[T_MASTER_PORT] ? s->as[T_MASTER_PORT]
+                                                                    : "--master_port");
+    }
+    if (port < 0 || !ep_host[0]) {
+        rc = ec_errorf(err, EC_EINVAL, "%s: write HOST:PORT, a port from 1 to 65535", where);
+        goto out;
+    }
+    if (port == 0) {
+        if (maxn > 1) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "%s: port 0 (a free port) works for one node only; give the "
+                           "port the other nodes reach, e.g. HOST:29400",
+                           where);
+            goto out;
+        }
+        push(b, "--job_id=%s", s->val[T_ID] ? s->val[T_ID] : "none");
+        return 0;
+    }
+    if (is_static) {
+        /* a fixed set of nodes, each told its place */
+        const char *nn = s->val[T_NNODES] ? s->val[T_NNODES] : "1";
+        long nmin = 0;
+        if (strchr(nn, ':') &&
+            (positive_int_prefix(nn, &nmin) < 0 || nmin != maxn)) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--nnodes=%s with the static rendezvous (--node_rank, "
+                           "--master_addr): its size is fixed; write --nnodes=N, or for an "
+                           "elastic job --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
+                           nn, ep_host, port);
+            goto out;
+        }
+        if (maxn > 1 && !s->val[T_NODE_RANK]) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--nnodes=%ld with the static rendezvous (torchrun's default "
+                           "backend): each node needs its --node_rank, 0 to %ld, node 0 on "
+                           "the machine --master_addr names (%s:%d); or let the nodes meet "
+                           "in any order with --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
+                           maxn, maxn - 1, ep_host, port, ep_host, port);
+            goto out;
+        }
+        long rank = 0;
+        if (s->val[T_NODE_RANK] && positive_int(s->val[T_NODE_RANK], &rank) < 0) {
+            rc = ec_errorf(err, EC_EINVAL, "%s: write a node rank from 0 to --nnodes - 1",
+                           s->as[T_NODE_RANK]);
+            goto out;
+        }
+        if (rank >= maxn) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "%s but --nnodes=%ld: node ranks go from 0 to %ld; number the "
+                           "nodes 0 to N-1, node_rank 0 on the node --master_addr names",
+                           s->as[T_NODE_RANK], maxn, maxn - 1);
+            goto out;
+        }
+        t->static_rdzv = 1;
+        t->node_rank = (int)rank;
+        t->serve = rank == 0 ? 1 : 0;
+    } else {
+        t->serve = is_host < 0 ? 2 : is_host;
+    }
+    snprintf(t->serve_host, sizeof(t->serve_host), "%s", ep_host);
+    t->serve_port = port;
+    /* the node that serves it reaches it on loopback; the others here */
+    if (t->serve != 1)
+        push(b, "--elastic_server=%s%s%s:%d", strchr(ep_host, ':') ? "[" : "", ep_host,
+             strchr(ep_host, ':') ? "]" : "", port);
+    /* the etcd is the job's own: torchrun's default run id is safe */
+    push(b, "--job_id=%s", s->val[T_ID] ? s->val[T_ID] : "none");
+    return 0;
+out:
+    return rc;
+}
+
+/* Where the nodes meet: --rdzv_* (and --standalone, --master_*) into
+ * ecoord's --elastic_server and --job_id, then the rendezvous's conf. */
+static int rendezvous(const seen_t *s, ec_torchrun_t *t, vec_t *b, vec_t *conf, ec_error_t *err)
+{
+    int rc = 0;
+    const char *backend = s->val[T_BACKEND] ? s->val[T_BACKEND] : "static";
+    const char *ep = s->val[T_ENDPOINT];
+    long maxn = s->val[T_NNODES] ? nnodes_max(s->val[T_NNODES]) : 1;
+    const char *protocol = NULL;
+    int is_host = -1;
+    if (s->val[T_CONF] && (rc = rdzv_conf(s->val[T_CONF], conf, &protocol, &is_host, t, err)))
+        goto out;
+    int etcd = !strcmp(backend, "etcd") || !strcmp(backend, "etcd-v2") ||
+               !strcmp(backend, "etcd_v2") || !strcmp(backend, "etcd-v3");
+    int c10d = !strcmp(backend, "c10d");
+    int is_static = !strcmp(backend, "static");
+    if (!etcd && !c10d && !is_static) {
+        rc = ec_errorf(err, EC_EINVAL,
+                       "--rdzv_backend=%s: ecoord coordinates through etcd; write "
+                       "--rdzv_backend=etcd (etcd-v2, etcd-v3, c10d and static are accepted too)",
+                       backend);
+        goto out;
+    }
+    /* torchrun uses --node_rank and --master_addr/--master_port only for
+     * its static rendezvous without an endpoint (run.py) */
+    if (!is_static || s->val[T_STANDALONE]) {
+        for (int k = T_NODE_RANK; k <= T_MASTER_PORT; k++)
+            if (s->val[k])
+                warn(t, "%s is ignored, as torchrun ignores it: it belongs to the static "
+                        "rendezvous (--rdzv_backend=static, torchrun's default); with %s the "
+                        "leader assigns node ranks in the order nodes join",
+                     s->as[k], s->val[T_STANDALONE] ? "--standalone" : "this backend");
+    } else if (ep) {
+        for (int k = T_MASTER_ADDR; k <= T_MASTER_PORT; k++)
+            if (s->val[k])
+                warn(t, "%s is ignored, as torchrun ignores it: --rdzv_endpoint=%s names the "
+                        "static rendezvous's store", s->as[k], ep);
+    }
+    if (s->val[T_STANDALONE]) {
+        if (maxn > 1) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--standalone runs a single-node job (ecoord starts an etcd of its "
+                           "own on loopback) but --nnodes=%s asks for more; drop --standalone "
+                           "and pass --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT (HOST one of "
+                           "the nodes) or --rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on "
+                           "every node",
+                           s->val[T_NNODES]);
+            goto out;
+        }
+        if (s->val[T_BACKEND] || ep || s->val[T_ID])
+            warn(t, "--standalone: --rdzv_backend, --rdzv_endpoint and --rdzv_id are ignored, "
+                    "as torchrun ignores them (an etcd of this node's own is used)");
+        /* the etcd is this node's alone: no other job can share the id */
+        push(b, "--job_id=standalone");
+    } else if (etcd) {
+        if (!ep) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--rdzv_backend=%s needs the etcd's address: pass "
+                           "--rdzv_endpoint=ETCD_HOST:2379 (the same on every node)",
+                           backend);
+            goto out;
+        }
+        push_endpoint(b, ep, protocol);
+    } else if (c10d || is_static) {
+        if ((rc = rdzv_served(s, t, b, ep, maxn, c10d, is_static, is_host, err)))
+            goto out;
+        goto rdzv_done;
+    }
+    if (s->val[T_ID] && !s->val[T_STANDALONE])
+        push(b, "--job_id=%s", s->val[T_ID]);
+rdzv_done:
+    for (int i = 0; i < conf->n; i++)
+        push(b, "%s", conf->v[i]);
+out:
+    return rc;
+}
+
+/* The job and this node: --nnodes, --nproc_per_node (gpu, cpu, auto),
+ * --max_restarts, --role, --log_dir, --local_addr, -m, --no_python. */
+static int node_flags(const seen_t *s, const ec_torchrun_host_t *host, ec_torchrun_t *t,
+                      vec_t *b, ec_error_t *err)
+{
+    int rc = 0;
+    if (s->val[T_NNODES])
+        push(b, "--np=%s", s->val[T_NNODES]);
+    if (s->val[T_NPROC]) {
+        const char *v = s->val[T_NPROC];
+        long n;
+        if (!strcmp(v, "gpu")) {
+            if (host->ngpus < 1) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "--nproc_per_node=gpu: this node shows no GPU (check "
+                               "CUDA_VISIBLE_DEVICES and the driver), or pass a number");
+                goto out;
+            }
+            push(b, "--nproc_per_node=%d", host->ngpus);
+        } else if (!strcmp(v, "cpu")) {
+            push(b, "--nproc_per_node=%d", host->ncpus > 0 ? host->ncpus : 1);
+        } else if (!strcmp(v, "auto")) {
+            push(b, "--nproc_per_node=%d",
+                 host->ngpus > 0 ? host->ngpus : host->ncpus > 0 ? host->ncpus : 1);
+        } else if (positive_int(v, &n) == 0) {
+            push(b, "--nproc_per_node=%s", v);
+        } else {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "--nproc_per_node=%s: write a number, gpu (one per GPU), cpu (one per "
+                           "CPU) or auto (gpu if there are GPUs, else cpu)",
+                           v);
+            goto out;
+        }
+    }
+    if (s->val[T_MAX_RESTARTS]) {
+        push(b, "--max_restart=%s", s->val[T_MAX_RESTARTS]);
+        t->max_restarts_set = 1;
+    }
+    if (s->val[T_ROLE])
+        push(b, "--role=%s", s->val[T_ROLE]);
+    if (s->val[T_LOG_DIR])
+        push(b, "--log_dir=%s", s->val[T_LOG_DIR]);
+    if (s->val[T_LOCAL_ADDR])
+        push(b, "--host=%s", s->val[T_LOCAL_ADDR]);
+    if (s->val[T_MODULE])
+        push(b, "--module");
+    if (s->val[T_NO_PYTHON])
+        push(b, "--no_python");
+
+out:
+    return rc;
+}
+
+/* Flags accepted with what ecoord does instead (--monitor_interval,
+ * --start_method, --run_path), and the output routing (-r, -t,
+ * --local_ranks_filter). */
+static int accepted_flags(const seen_t *s, ec_torchrun_t *t, ec_error_t *err)
+{
+    int rc = 0;
+    long x;
+    if (s->val[T_MONITOR]) {
+        if (positive_int(s->val[T_MONITOR], &x) < 0 && strspn(s->val[T_MONITOR], "0123456789.") !=
+                                                          strlen(s->val[T_MONITOR])) {
+            rc = ec_errorf(err, EC_EINVAL, "%s: not a number of seconds", s->as[T_MONITOR]);
+            goto out;
+        }
+        warn(t, "--monitor_interval=%s has no effect: ecoord learns of a process's exit at once "
+                "(SIGCHLD), not by polling",
+             s->val[T_MONITOR]);
+    }
+    if (s->val[T_START_METHOD]) {
+        const char *m = s->val[T_START_METHOD];
+        if (strcmp(m, "spawn") && strcmp(m, "fork") && strcmp(m, "forkserver")) {
+            rc = ec_errorf(err, EC_EINVAL, "--start_method=%s: write spawn, fork or forkserver", m);
+            goto out;
+        }
+        warn(t, "--start_method=%s has no effect: ecoord starts every process as a new program "
+                "(fork and exec)",
+             m);
+    }
+    /* which streams of which local ranks go to files and the console, as
+     * torchrun's -r/-t say (coord/agent/procs.h does it) */
+    for (int k = T_REDIRECTS; k <= T_TEE; k++)
+        if (s->val[k]) {
+            if (!std_streams_ok(s->val[k]) || strlen(s->val[k]) >= sizeof(t->tee)) {
+                rc = ec_errorf(err, EC_EINVAL,
+                               "%s: write 0 (none), 1 (stdout), 2 (stderr), 3 (both), or "
+                               "LOCAL_RANK:N pairs such as 0:1,1:2",
+                               s->as[k]);
+                goto out;
+            }
+            snprintf(k == T_TEE ? t->tee : t->redirects, sizeof(t->tee), "%s", s->val[k]);
+        }
+    if (s->val[T_LOCAL_RANKS_FILTER]) {
+        const char *v = s->val[T_LOCAL_RANKS_FILTER];
+        if (strspn(v, "0123456789,") != strlen(v) || !strpbrk(v, "0123456789") ||
+            strlen(v) >= sizeof(t->ranks_filter)) {
+            rc = ec_errorf(err, EC_EINVAL,
+                           "%s: write the local ranks the console shows, comma separated, e.g. "
+                           "--local_ranks_filter=0,1",
+                           s->as[T_LOCAL_RANKS_FILTER]);
+            goto out;
+        }
+        snprintf(t->ranks_filter, sizeof(t->ranks_filter), "%s", v);
+    }
+    if (s->val[T_RUN_PATH] && !s->val[T_MODULE])
+        warn(t, "--run_path: the script runs under the interpreter as with torchrun's default "
+                "(python3 -u SCRIPT), not through runpy");
+
+out:
+    return rc;
+}
+
+static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host,
+                     ec_getenv_fn env, void *env_arg, ec_torchrun_t *t, vec_t *b, ec_error_t *err)
+{
+    seen_t s = {0};
+    vec_t own = {0}; /* ecoord's own flags, passed through as typed */
+    vec_t conf = {0}; /* --rdzv_conf's, translated */
+    int prog = -1, rc = 0;
+
+    if ((rc = parse_flags(argc, argv, t, &s, &own, &prog, err)) || t->help)
+        goto out;
     if (prog < 0) {
         rc = ec_errorf(err, EC_EINVAL, "no training script given; write it after the flags, as "
                                        "for torchrun: ecoord torchrun [FLAGS] SCRIPT [ARGS...], "
@@ -425,284 +757,9 @@ static int translate(int argc, char *const *argv, const ec_torchrun_host_t *host
         goto out;
     }
 
-    /* where the nodes meet */
-    const char *backend = s.val[T_BACKEND] ? s.val[T_BACKEND] : "static";
-    const char *ep = s.val[T_ENDPOINT];
-    long maxn = s.val[T_NNODES] ? nnodes_max(s.val[T_NNODES]) : 1;
-    const char *protocol = NULL;
-    int is_host = -1;
-    vec_t conf = {0};
-    if (s.val[T_CONF] && (rc = rdzv_conf(s.val[T_CONF], &conf, &protocol, &is_host, t, err)))
-        goto conf_out;
-    int etcd = !strcmp(backend, "etcd") || !strcmp(backend, "etcd-v2") ||
-               !strcmp(backend, "etcd_v2") || !strcmp(backend, "etcd-v3");
-    int c10d = !strcmp(backend, "c10d");
-    int is_static = !strcmp(backend, "static");
-    if (!etcd && !c10d && !is_static) {
-        rc = ec_errorf(err, EC_EINVAL,
-                       "--rdzv_backend=%s: ecoord coordinates through etcd; write "
-                       "--rdzv_backend=etcd (etcd-v2, etcd-v3, c10d and static are accepted too)",
-                       backend);
-        goto conf_out;
-    }
-    /* torchrun uses --node_rank and --master_addr/--master_port only for
-     * its static rendezvous without an endpoint (run.py) */
-    if (!is_static || s.val[T_STANDALONE]) {
-        for (int k = T_NODE_RANK; k <= T_MASTER_PORT; k++)
-            if (s.val[k])
-                warn(t, "%s is ignored, as torchrun ignores it: it belongs to the static "
-                        "rendezvous (--rdzv_backend=static, torchrun's default); with %s the "
-                        "leader assigns node ranks in the order nodes join",
-                     s.as[k], s.val[T_STANDALONE] ? "--standalone" : "this backend");
-    } else if (ep) {
-        for (int k = T_MASTER_ADDR; k <= T_MASTER_PORT; k++)
-            if (s.val[k])
-                warn(t, "%s is ignored, as torchrun ignores it: --rdzv_endpoint=%s names the "
-                        "static rendezvous's store", s.as[k], ep);
-    }
-    if (s.val[T_STANDALONE]) {
-        if (maxn > 1) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "--standalone runs a single-node job (ecoord starts an etcd of its "
-                           "own on loopback) but --nnodes=%s asks for more; drop --standalone "
-                           "and pass --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT (HOST one of "
-                           "the nodes) or --rdzv_backend=etcd --rdzv_endpoint=ETCD_HOST:2379 on "
-                           "every node",
-                           s.val[T_NNODES]);
-            goto conf_out;
-        }
-        if (s.val[T_BACKEND] || ep || s.val[T_ID])
-            warn(t, "--standalone: --rdzv_backend, --rdzv_endpoint and --rdzv_id are ignored, "
-                    "as torchrun ignores them (an etcd of this node's own is used)");
-        /* the etcd is this node's alone: no other job can share the id */
-        push(b, "--job_id=standalone");
-    } else if (etcd) {
-        if (!ep) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "--rdzv_backend=%s needs the etcd's address: pass "
-                           "--rdzv_endpoint=ETCD_HOST:2379 (the same on every node)",
-                           backend);
-            goto conf_out;
-        }
-        push_endpoint(b, ep, protocol);
-    } else if (c10d || is_static) {
-        /* One node hosts the store the others meet at (c10d: the one the
-         * endpoint names; static: node_rank 0, at --master_addr:
-         * --master_port): ecoord's store is etcd, so that node serves an
-         * etcd of its own there and every node, itself included, uses it
-         * as --elastic_server. */
-        int given = ep || (is_static && (s.val[T_NODE_RANK] || s.val[T_MASTER_ADDR] ||
-                                         s.val[T_MASTER_PORT]));
-        if (!given && maxn <= 1) {
-            /* one node and no address: an etcd of this node's own on a
-             * free loopback port (torchrun would take 127.0.0.1:29500,
-             * where two such jobs on one machine collide) */
-            if (s.val[T_ID])
-                push(b, "--job_id=%s", s.val[T_ID]);
-            else
-                push(b, "--job_id=standalone");
-            goto rdzv_done;
-        }
-        if (c10d && !ep) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "--nnodes=%s with --rdzv_backend=c10d: the nodes meet at the node "
-                           "--rdzv_endpoint names; pass --rdzv_endpoint=HOST:PORT (HOST one of "
-                           "the nodes, the same on every node), or --standalone for one node",
-                           s.val[T_NNODES]);
-            goto conf_out;
-        }
-        char ep_host[256], where[300];
-        int port;
-        if (ep) {
-            port = split_endpoint(ep, c10d ? C10D_DEFAULT_PORT : -2, ep_host, sizeof(ep_host));
-            snprintf(where, sizeof(where), "%s", s.as[T_ENDPOINT]);
-            if (port == -2) {
-                rc = ec_errorf(err, EC_EINVAL,
-                               "%s: the static rendezvous needs a port; write "
-                               "--rdzv_endpoint=HOST:PORT, as torchrun does",
-                               where);
-                goto conf_out;
-            }
-        } else {
-            snprintf(ep_host, sizeof(ep_host), "%s",
-                     s.val[T_MASTER_ADDR] ? s.val[T_MASTER_ADDR] : MASTER_ADDR_DEFAULT);
-            if (ep_host[0] == '[' && ep_host[strlen(ep_host) - 1] == ']') { /* [::1] */
-                memmove(ep_host, ep_host + 1, strlen(ep_host));
-                ep_host[strlen(ep_host) - 1] = '\0';
-            }
-            long p = MASTER_PORT_DEFAULT;
-            if (s.val[T_MASTER_PORT] && (positive_int(s.val[T_MASTER_PORT], &p) < 0 || p > 65535))
-                p = -1;
-            port = (int)p;
-            snprintf(where, sizeof(where), "%s", s.val[T_MASTER_PORT] ? s.as[T_MASTER_PORT]
-                                                                        : "--master_port");
-        }
-        if (port < 0 || !ep_host[0]) {
-            rc = ec_errorf(err, EC_EINVAL, "%s: write HOST:PORT, a port from 1 to 65535", where);
-            goto conf_out;
-        }
-        if (port == 0) {
-            if (maxn > 1) {
-                rc = ec_errorf(err, EC_EINVAL,
-                               "%s: port 0 (a free port) works for one node only; give the "
-                               "port the other nodes reach, e.g. HOST:29400",
-                               where);
-                goto conf_out;
-            }
-            push(b, "--job_id=%s", s.val[T_ID] ? s.val[T_ID] : "none");
-            goto rdzv_done;
-        }
-        if (is_static) {
-            /* a fixed set of nodes, each told its place */
-            const char *nn = s.val[T_NNODES] ? s.val[T_NNODES] : "1";
-            long nmin = 0;
-            if (strchr(nn, ':') &&
-                (positive_int_prefix(nn, &nmin) < 0 || nmin != maxn)) {
-                rc = ec_errorf(err, EC_EINVAL,
-                               "--nnodes=%s with the static rendezvous (--node_rank, "
-                               "--master_addr): its size is fixed; write --nnodes=N, or for an "
-                               "elastic job --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
-                               nn, ep_host, port);
-                goto conf_out;
-            }
-            if (maxn > 1 && !s.val[T_NODE_RANK]) {
-                rc = ec_errorf(err, EC_EINVAL,
-                               "--nnodes=%ld with the static rendezvous (torchrun's default "
-                               "backend): each node needs its --node_rank, 0 to %ld, node 0 on "
-                               "the machine --master_addr names (%s:%d); or let the nodes meet "
-                               "in any order with --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
-                               maxn, maxn - 1, ep_host, port, ep_host, port);
-                goto conf_out;
-            }
-            long rank = 0;
-            if (s.val[T_NODE_RANK] && positive_int(s.val[T_NODE_RANK], &rank) < 0) {
-                rc = ec_errorf(err, EC_EINVAL, "%s: write a node rank from 0 to --nnodes - 1",
-                               s.as[T_NODE_RANK]);
-                goto conf_out;
-            }
-            if (rank >= maxn) {
-                rc = ec_errorf(err, EC_EINVAL,
-                               "%s but --nnodes=%ld: node ranks go from 0 to %ld; number the "
-                               "nodes 0 to N-1, node_rank 0 on the node --master_addr names",
-                               s.as[T_NODE_RANK], maxn, maxn - 1);
-                goto conf_out;
-            }
-            t->static_rdzv = 1;
-            t->node_rank = (int)rank;
-            t->serve = rank == 0 ? 1 : 0;
-        } else {
-            t->serve = is_host < 0 ? 2 : is_host;
-        }
-        snprintf(t->serve_host, sizeof(t->serve_host), "%s", ep_host);
-        t->serve_port = port;
-        /* the node that serves it reaches it on loopback; the others here */
-        if (t->serve != 1)
-            push(b, "--elastic_server=%s%s%s:%d", strchr(ep_host, ':') ? "[" : "", ep_host,
-                 strchr(ep_host, ':') ? "]" : "", port);
-        /* the etcd is the job's own: torchrun's default run id is safe */
-        push(b, "--job_id=%s", s.val[T_ID] ? s.val[T_ID] : "none");
-        goto rdzv_done;
-    }
-    if (s.val[T_ID] && !s.val[T_STANDALONE])
-        push(b, "--job_id=%s", s.val[T_ID]);
-rdzv_done:
-    for (int i = 0; i < conf.n; i++)
-        push(b, "%s", conf.v[i]);
-
-    /* the job and this node */
-    if (s.val[T_NNODES])
-        push(b, "--np=%s", s.val[T_NNODES]);
-    if (s.val[T_NPROC]) {
-        const char *v = s.val[T_NPROC];
-        long n;
-        if (!strcmp(v, "gpu")) {
-            if (host->ngpus < 1) {
-                rc = ec_errorf(err, EC_EINVAL,
-                               "--nproc_per_node=gpu: this node shows no GPU (check "
-                               "CUDA_VISIBLE_DEVICES and the driver), or pass a number");
-                goto conf_out;
-            }
-            push(b, "--nproc_per_node=%d", host->ngpus);
-        } else if (!strcmp(v, "cpu")) {
-            push(b, "--nproc_per_node=%d", host->ncpus > 0 ? host->ncpus : 1);
-        } else if (!strcmp(v, "auto")) {
-            push(b, "--nproc_per_node=%d",
-                 host->ngpus > 0 ? host->ngpus : host->ncpus > 0 ? host->ncpus : 1);
-        } else if (positive_int(v, &n) == 0) {
-            push(b, "--nproc_per_node=%s", v);
-        } else {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "--nproc_per_node=%s: write a number, gpu (one per GPU), cpu (one per "
-                           "CPU) or auto (gpu if there are GPUs, else cpu)",
-                           v);
-            goto conf_out;
-        }
-    }
-    if (s.val[T_MAX_RESTARTS]) {
-        push(b, "--max_restart=%s", s.val[T_MAX_RESTARTS]);
-        t->max_restarts_set = 1;
-    }
-    if (s.val[T_ROLE])
-        push(b, "--role=%s", s.val[T_ROLE]);
-    if (s.val[T_LOG_DIR])
-        push(b, "--log_dir=%s", s.val[T_LOG_DIR]);
-    if (s.val[T_LOCAL_ADDR])
-        push(b, "--host=%s", s.val[T_LOCAL_ADDR]);
-    if (s.val[T_MODULE])
-        push(b, "--module");
-    if (s.val[T_NO_PYTHON])
-        push(b, "--no_python");
-
-    /* accepted, with what ecoord does instead */
-    long x;
-    if (s.val[T_MONITOR]) {
-        if (positive_int(s.val[T_MONITOR], &x) < 0 && strspn(s.val[T_MONITOR], "0123456789.") !=
-                                                          strlen(s.val[T_MONITOR])) {
-            rc = ec_errorf(err, EC_EINVAL, "%s: not a number of seconds", s.as[T_MONITOR]);
-            goto conf_out;
-        }
-        warn(t, "--monitor_interval=%s has no effect: ecoord learns of a process's exit at once "
-                "(SIGCHLD), not by polling",
-             s.val[T_MONITOR]);
-    }
-    if (s.val[T_START_METHOD]) {
-        const char *m = s.val[T_START_METHOD];
-        if (strcmp(m, "spawn") && strcmp(m, "fork") && strcmp(m, "forkserver")) {
-            rc = ec_errorf(err, EC_EINVAL, "--start_method=%s: write spawn, fork or forkserver", m);
-            goto conf_out;
-        }
-        warn(t, "--start_method=%s has no effect: ecoord starts every process as a new program "
-                "(fork and exec)",
-             m);
-    }
-    /* which streams of which local ranks go to files and the console, as
-     * torchrun's -r/-t say (coord/agent/procs.h does it) */
-    for (int k = T_REDIRECTS; k <= T_TEE; k++)
-        if (s.val[k]) {
-            if (!std_streams_ok(s.val[k]) || strlen(s.val[k]) >= sizeof(t->tee)) {
-                rc = ec_errorf(err, EC_EINVAL,
-                               "%s: write 0 (none), 1 (stdout), 2 (stderr), 3 (both), or "
-                               "LOCAL_RANK:N pairs such as 0:1,1:2",
-                               s.as[k]);
-                goto conf_out;
-            }
-            snprintf(k == T_TEE ? t->tee : t->redirects, sizeof(t->tee), "%s", s.val[k]);
-        }
-    if (s.val[T_LOCAL_RANKS_FILTER]) {
-        const char *v = s.val[T_LOCAL_RANKS_FILTER];
-        if (strspn(v, "0123456789,") != strlen(v) || !strpbrk(v, "0123456789") ||
-            strlen(v) >= sizeof(t->ranks_filter)) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "%s: write the local ranks the console shows, comma separated, e.g. "
-                           "--local_ranks_filter=0,1",
-                           s.as[T_LOCAL_RANKS_FILTER]);
-            goto conf_out;
-        }
-        snprintf(t->ranks_filter, sizeof(t->ranks_filter), "%s", v);
-    }
-    if (s.val[T_RUN_PATH] && !s.val[T_MODULE])
-        warn(t, "--run_path: the script runs under the interpreter as with torchrun's default "
-                "(python3 -u SCRIPT), not through runpy");
+    if ((rc = rendezvous(&s, t, b, &conf, err)) || (rc = node_flags(&s, host, t, b, err)) ||
+        (rc = accepted_flags(&s, t, err)))
+        goto out;
 
     /* ecoord's own flags, then the program: argv[prog..] untouched */
     for (int i = 0; i < own.n; i++)
@@ -710,11 +767,10 @@ rdzv_done:
     push(b, "--");
     for (int i = prog; i < argc; i++)
         push(b, "%s", argv[i]);
-conf_out:
+out:
     for (int i = 0; i < conf.n; i++)
         free(conf.v[i]);
     free(conf.v);
-out:
     for (int i = 0; i < own.n; i++)
         free(own.v[i]);
     free(own.v);
