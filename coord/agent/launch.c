@@ -1465,7 +1465,10 @@ static void closing_block(agent_t *a, int rc, uint64_t run)
         ec_log(lvl, "  logs:       %s (workerlog.<local rank>, error.<local rank>.json)", a->log_dir);
 }
 
-int ec_cmd_launch(const ec_config_t *cfg)
+/* ---- ecoord launch, step by step -------------------------------------- */
+
+/* stdout behind the console queue, the log into it. */
+static void console_start(const ec_config_t *cfg)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     fflush(stdout); /* from here on, stdout is the queue's alone */
@@ -1481,13 +1484,12 @@ int ec_cmd_launch(const ec_config_t *cfg)
     if (!console_q)
         ec_log(EC_LOG_WARN, "cannot start the console writer (%s): a stalled stdout will stall "
                             "this agent", strerror(errno));
-    agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}, .fail_code = 1};
-    a.start_ms = ec_mono_ms();
-    a.nproc = cfg->nproc_per_node;
-    pthread_mutex_init(&a.lock, NULL);
-    ec_error_t err = {0};
-    int rc = 1;
+}
 
+/* What the agent was told: the warnings of the knob table, one line of
+ * what is set, every knob at debug level, and Paddle's "Job:" line. */
+static void say_configuration(const ec_config_t *cfg)
+{
     for (int i = 0; i < cfg->nwarnings; i++)
         ec_log(EC_LOG_WARN, "%s", cfg->warnings[i]);
     /* One line; every knob and its source at debug level (Paddle's block
@@ -1506,23 +1508,34 @@ int ec_cmd_launch(const ec_config_t *cfg)
     }
     ec_log(EC_LOG_INFO, "Job: %s, mode collective, replicas %d[%d:%d], elastic %s", cfg->job_id,
            cfg->np.max, cfg->np.min, cfg->np.max, cfg->np.min != cfg->np.max ? "True" : "False");
+}
 
+static int setup_program(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
     /* The program first: one that cannot run here is this node's
      * configuration error (exit 1), found before it joins anything. */
-    if (ec_program_resolve(cfg, ec_config_environ, NULL, ec_program_probe, NULL, &a.prog,
+    if (ec_program_resolve(cfg, ec_config_environ, NULL, ec_program_probe, NULL, &a->prog,
                            &err) < 0) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
-        goto out;
+        return -1;
     }
-    if (a.prog.note[0])
-        ec_log(EC_LOG_WARN, "%s", a.prog.note);
-    if (a.prog.python) {
-        char *cmd = command_line(&a.prog, 400);
-        ec_log(EC_LOG_INFO, "%s; runs %s as %s (--no_python runs it as given)", a.prog.why,
+    if (a->prog.note[0])
+        ec_log(EC_LOG_WARN, "%s", a->prog.note);
+    if (a->prog.python) {
+        char *cmd = command_line(&a->prog, 400);
+        ec_log(EC_LOG_INFO, "%s; runs %s as %s (--no_python runs it as given)", a->prog.why,
                cfg->prog_argv[0], cmd ? cmd : "");
         free(cmd);
     }
+    return 0;
+}
 
+static int setup_etcd(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
     /* etcd: given, or our own on loopback, or (torchrun's static and c10d
      * rendezvous) the one this node or another serves for the job */
     ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
@@ -1531,36 +1544,36 @@ int ec_cmd_launch(const ec_config_t *cfg)
     eo.tmpdir = ec_config_environ("TMPDIR", NULL);
     if (cfg->torchrun.serve) {
         char why[600];
-        if (ec_serve_etcd_start(cfg, &eo, &a.embed, why, sizeof(why), &err) < 0) {
+        if (ec_serve_etcd_start(cfg, &eo, &a->embed, why, sizeof(why), &err) < 0) {
             ec_log(EC_LOG_ERROR, "%s", err.msg);
-            goto out;
+            return -1;
         }
         ec_log(EC_LOG_INFO, "%s", why);
-        a.endpoints = a.embed ? strdup(ec_embed_endpoint(a.embed)) : ec_connect_endpoints(cfg);
+        a->endpoints = a->embed ? strdup(ec_embed_endpoint(a->embed)) : ec_connect_endpoints(cfg);
     } else if (cfg->elastic_server.n == 0) {
-        if (!(a.embed = ec_embed_start(&eo, &err))) {
+        if (!(a->embed = ec_embed_start(&eo, &err))) {
             ec_log(EC_LOG_ERROR, "cannot start the embedded etcd: %s", err.msg);
-            goto out;
+            return -1;
         }
-        a.endpoints = strdup(ec_embed_endpoint(a.embed));
+        a->endpoints = strdup(ec_embed_endpoint(a->embed));
         ec_log(EC_LOG_INFO, "no --elastic_server: started an embedded etcd at %s (data in %s)",
-               a.endpoints, ec_embed_dir(a.embed));
+               a->endpoints, ec_embed_dir(a->embed));
     } else {
-        a.endpoints = ec_connect_endpoints(cfg);
+        a->endpoints = ec_connect_endpoints(cfg);
     }
-    if (!a.embed && cfg->torchrun.serve_port) {
+    if (!a->embed && cfg->torchrun.serve_port) {
         /* the node that serves the job's etcd may start after this one */
         ec_log(EC_LOG_INFO, "connecting to the job's etcd at %s, which %s serves (waiting for it "
-                            "up to --join_timeout)", a.endpoints,
+                            "up to --join_timeout)", a->endpoints,
                cfg->torchrun.static_rdzv ? "node_rank 0" : "the --rdzv_endpoint node");
-        a.c = ec_serve_connect(cfg, cfg->join_timeout_ms ? a.start_ms + cfg->join_timeout_ms : 0,
+        a->c = ec_serve_connect(cfg, cfg->join_timeout_ms ? a->start_ms + cfg->join_timeout_ms : 0,
                                NULL, &err);
     } else {
-        a.c = ec_connect(cfg, a.embed ? a.endpoints : NULL, 5000, &err);
+        a->c = ec_connect(cfg, a->embed ? a->endpoints : NULL, 5000, &err);
     }
-    if (!a.c) {
+    if (!a->c) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
-        goto out;
+        return -1;
     }
     if (cfg->metrics_port > 0) {
         ec_metrics_opts_t mo = EC_METRICS_OPTS_INIT;
@@ -1568,19 +1581,25 @@ int ec_cmd_launch(const ec_config_t *cfg)
         mo.job_id = cfg->job_id;
         mo.node_id = cfg->node_id;
         mo.version = EC_VERSION;
-        mo.etcd = a.c;
-        if (!(a.metrics = ec_metrics_create(&mo, &err))) {
+        mo.etcd = a->c;
+        if (!(a->metrics = ec_metrics_create(&mo, &err))) {
             ec_log(EC_LOG_ERROR, "%s", err.msg);
-            goto out;
+            return -1;
         }
         ec_log(EC_LOG_INFO, "metrics: serving /metrics, /healthz and /readyz on port %d",
                cfg->metrics_port);
     }
+    return 0;
+}
 
+static int setup_address(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
     /* our address and ports */
     if (*cfg->host) {
-        snprintf(a.host, sizeof(a.host), "%s", cfg->host);
-        ec_addr_ifname(a.host, a.ifname, sizeof(a.ifname));
+        snprintf(a->host, sizeof(a->host), "%s", cfg->host);
+        ec_addr_ifname(a->host, a->ifname, sizeof(a->ifname));
     } else {
         ec__endpoints_t eps;
         /* the address peers reach: the one that routes to the etcd, or for
@@ -1589,51 +1608,58 @@ int ec_cmd_launch(const ec_config_t *cfg)
         snprintf(served, sizeof(served), "%s%s%s:%d", strchr(cfg->torchrun.serve_host, ':') ? "[" : "",
                  cfg->torchrun.serve_host, strchr(cfg->torchrun.serve_host, ':') ? "]" : "",
                  cfg->torchrun.serve_port);
-        if (ec__endpoints_parse(a.embed && cfg->torchrun.serve ? served : a.endpoints, &eps,
+        if (ec__endpoints_parse(a->embed && cfg->torchrun.serve ? served : a->endpoints, &eps,
                                 &err) < 0 ||
-            ec_route_addr(eps.ep[0].host, eps.ep[0].port, a.host, sizeof(a.host), a.ifname,
-                          sizeof(a.ifname), &err) < 0) {
+            ec_route_addr(eps.ep[0].host, eps.ep[0].port, a->host, sizeof(a->host), a->ifname,
+                          sizeof(a->ifname), &err) < 0) {
             ec_log(EC_LOG_ERROR, "%s", err.msg);
-            goto out;
+            return -1;
         }
     }
-    ec_log(EC_LOG_INFO, "this node publishes host %s (interface %s)", a.host,
-           a.ifname[0] ? a.ifname : "unknown");
-    if (!*cfg->host && cfg->np.max > 1 && (!strncmp(a.host, "127.", 4) || !strcmp(a.host, "::1")))
+    ec_log(EC_LOG_INFO, "this node publishes host %s (interface %s)", a->host,
+           a->ifname[0] ? a->ifname : "unknown");
+    if (!*cfg->host && cfg->np.max > 1 && (!strncmp(a->host, "127.", 4) || !strcmp(a->host, "::1")))
         /* INFO, not WARN: every node on one host (a first try, a test) is
          * an ordinary path; it is the one line to read when another machine's
          * node cannot connect. */
         ec_log(EC_LOG_INFO, "this node's address %s is loopback: nodes on other machines cannot "
                             "reach its processes; pass --host=ADDR (torchrun's --local_addr) "
-                            "unless every node runs on this machine", a.host);
+                            "unless every node runs on this machine", a->host);
     /* N ports for the ranks, one for a torch-style master store, one where
      * the agent answers liveness probes. */
-    a.ports = calloc((size_t)a.nproc + 2, sizeof(uint16_t));
-    a.resv = calloc((size_t)a.nproc + 2, sizeof(int));
-    a.done = calloc((size_t)a.nproc, sizeof(bool));
-    a.rank_started_ms = calloc((size_t)a.nproc, sizeof(int64_t));
-    if (!a.ports || !a.resv || !a.done || !a.rank_started_ms) {
+    a->ports = calloc((size_t)a->nproc + 2, sizeof(uint16_t));
+    a->resv = calloc((size_t)a->nproc + 2, sizeof(int));
+    a->done = calloc((size_t)a->nproc, sizeof(bool));
+    a->rank_started_ms = calloc((size_t)a->nproc, sizeof(int64_t));
+    if (!a->ports || !a->resv || !a->done || !a->rank_started_ms) {
         ec_log(EC_LOG_ERROR, "out of memory for the state of this node's %d processes "
                              "(--nproc_per_node=%d): free memory on this machine or start fewer "
-                             "processes per node", a.nproc, a.nproc);
-        goto out;
+                             "processes per node", a->nproc, a->nproc);
+        return -1;
     }
     ec_ports_note_t pnote;
-    if (ec_ports_reserve(a.host, cfg->port_lo, cfg->port_hi, a.nproc + 2, a.ports, a.resv, &pnote,
+    if (ec_ports_reserve(a->host, cfg->port_lo, cfg->port_hi, a->nproc + 2, a->ports, a->resv, &pnote,
                          &err) < 0) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
-        goto out;
+        return -1;
     }
     if (pnote.moved[0])
         ec_log(EC_LOG_INFO, "%s", pnote.moved);
     if (pnote.ephemeral[0])
         ec_log(EC_LOG_WARN, "%s", pnote.ephemeral);
-    a.reserved = true;
+    a->reserved = true;
+    return 0;
+}
+
+static int setup_processes(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
     {
         /* where the ranks' output goes: Paddle's or torchrun's (procs.h) */
         ec_procs_opts_t po = EC_PROCS_OPTS_INIT;
-        po.nproc = a.nproc;
-        po.argv = a.prog.argv;
+        po.nproc = a->nproc;
+        po.argv = a->prog.argv;
         po.console = console_q;
         po.style = cfg->torchrun.on ? EC_PROCS_TORCHRUN : EC_PROCS_PADDLE;
         po.log_dir = cfg->log_dir;
@@ -1643,101 +1669,111 @@ int ec_cmd_launch(const ec_config_t *cfg)
         po.tee = cfg->torchrun.tee;
         po.ranks_filter = cfg->torchrun.ranks_filter;
         po.tmpdir = ec_config_environ("TMPDIR", NULL);
-        if (!(a.procs = ec_procs_create(&po, &err))) {
+        if (!(a->procs = ec_procs_create(&po, &err))) {
             ec_log(EC_LOG_ERROR, "%s", err.msg);
-            goto out;
+            return -1;
         }
     }
-    ec_procs_set_abort(a.procs, &sig_kill_now);
-    snprintf(a.log_dir, sizeof(a.log_dir), "%s", ec_procs_state_dir(a.procs));
+    ec_procs_set_abort(a->procs, &sig_kill_now);
+    snprintf(a->log_dir, sizeof(a->log_dir), "%s", ec_procs_state_dir(a->procs));
     /* A rank counts as silent after half the hang timeout (so the leader
      * knows in time), 10 s when the timeout is off or automatic. */
-    a.silence_ms = 10000;
+    a->silence_ms = 10000;
     if (cfg->hang_timeout_ms > 0)
-        a.silence_ms = cfg->hang_timeout_ms / 2 < 10000 ? cfg->hang_timeout_ms / 2 : 10000;
-    if (!(a.progress = ec_progress_create(a.nproc, a.log_dir, a.silence_ms, &err)))
+        a->silence_ms = cfg->hang_timeout_ms / 2 < 10000 ? cfg->hang_timeout_ms / 2 : 10000;
+    if (!(a->progress = ec_progress_create(a->nproc, a->log_dir, a->silence_ms, &err)))
         ec_log(EC_LOG_WARN, "no progress reports on this node: %s", err.msg);
     /* Boots gated (top of the file): in place, with a progress file for
      * each process to say it is ready in. */
-    a.gated = cfg->rebuild == EC_REBUILD_INPROCESS && cfg->join_ready_timeout_ms > 0 && a.progress;
-    if (cfg->rebuild == EC_REBUILD_INPROCESS && cfg->join_ready_timeout_ms > 0 && !a.progress)
+    a->gated = cfg->rebuild == EC_REBUILD_INPROCESS && cfg->join_ready_timeout_ms > 0 && a->progress;
+    if (cfg->rebuild == EC_REBUILD_INPROCESS && cfg->join_ready_timeout_ms > 0 && !a->progress)
         ec_log(EC_LOG_WARN, "without progress files this node's processes cannot say they are "
                             "ready: they start when the node is admitted, and the others wait "
                             "for their start");
     {
         char np_s[32], g_s[32];
-        snprintf(np_s, sizeof(np_s), "--nproc_per_node=%d", a.nproc);
+        snprintf(np_s, sizeof(np_s), "--nproc_per_node=%d", a->nproc);
         snprintf(g_s, sizeof(g_s), "--gpus");
         if (ec_gpus_plan(ec_config_environ("CUDA_VISIBLE_DEVICES", NULL), cfg->dev_gpus,
-                         cfg->gpus.v, cfg->gpus.n, a.nproc, g_s, np_s, &a.gpus, &err) < 0) {
+                         cfg->gpus.v, cfg->gpus.n, a->nproc, g_s, np_s, &a->gpus, &err) < 0) {
             ec_log(EC_LOG_ERROR, "%s", err.msg);
-            goto out;
+            return -1;
         }
-        if (a.gpus.note[0])
-            ec_log(EC_LOG_WARN, "%s", a.gpus.note);
-        if (a.gpus.n)
+        if (a->gpus.note[0])
+            ec_log(EC_LOG_WARN, "%s", a->gpus.note);
+        if (a->gpus.n)
             ec_log(EC_LOG_INFO, "GPUs: the processes see CUDA_VISIBLE_DEVICES=%s; local rank i "
                                 "uses the i-th (FLAGS_selected_gpus=i, cuda:LOCAL_RANK); "
-                                "PADDLE_DISTRI_BACKEND=nccl unless set", a.gpus.visible);
+                                "PADDLE_DISTRI_BACKEND=nccl unless set", a->gpus.visible);
         else
             ec_log(EC_LOG_INFO, "no GPU for the processes: PADDLE_DISTRI_BACKEND=gloo");
     }
-    if (ec_env_omp_default(a.nproc, environ))
+    if (ec_env_omp_default(a->nproc, environ))
         ec_log(EC_LOG_INFO, "OMP_NUM_THREADS is not set and this node runs %d processes: each "
                             "gets OMP_NUM_THREADS=1 (torchrun's default), so they do not all start "
-                            "a thread per core; set OMP_NUM_THREADS to choose", a.nproc);
+                            "a thread per core; set OMP_NUM_THREADS to choose", a->nproc);
     char proxies[160];
     if (ec_env_proxies(environ, proxies, sizeof(proxies)))
         ec_log(EC_LOG_INFO, "the training processes get no %s (removed from their environment, "
                             "as Paddle's launcher does: their collectives and etcd connections "
                             "go straight to their peers; a program that needs a proxy sets it "
                             "itself)", proxies);
+    return 0;
+}
 
-    if (pipe2(a.pipefd, O_CLOEXEC | O_NONBLOCK) < 0) {
+static int setup_signals(agent_t *a)
+{
+    if (pipe2(a->pipefd, O_CLOEXEC | O_NONBLOCK) < 0) {
         int e = errno;
         ec_log(EC_LOG_ERROR, "cannot create the pipe that wakes the agent on signals: %s%s",
                strerror(e), e == EMFILE || e == ENFILE
                                 ? " (too many open files: raise the limit, e.g. ulimit -n 65536, "
                                   "or LimitNOFILE= in the systemd unit)"
                                 : "");
-        goto out;
+        return -1;
     }
-    wake_fd = a.pipefd[1];
+    wake_fd = a->pipefd[1];
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
 
+static int setup_node(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
     /* The node record names each local rank's GPU as the user named it
      * (the entry of the node's CUDA_VISIBLE_DEVICES). */
     const char **devs = NULL;
     char *devbuf = NULL;
-    if (a.gpus.n >= a.nproc) {
-        devs = calloc((size_t)a.nproc, sizeof(char *));
-        devbuf = strdup(a.gpus.visible);
+    if (a->gpus.n >= a->nproc) {
+        devs = calloc((size_t)a->nproc, sizeof(char *));
+        devbuf = strdup(a->gpus.visible);
         char *save = NULL, *tok = devbuf ? strtok_r(devbuf, ",", &save) : NULL;
         int i = 0;
-        for (; devs && tok && i < a.nproc; i++, tok = strtok_r(NULL, ",", &save))
+        for (; devs && tok && i < a->nproc; i++, tok = strtok_r(NULL, ",", &save))
             devs[i] = tok;
-        if (!devs || !devbuf || i < a.nproc) {
+        if (!devs || !devbuf || i < a->nproc) {
             free(devs);
             devs = NULL;
         }
     }
     ec_node_opts_t no = EC_NODE_OPTS_INIT;
-    no.etcd = a.c;
+    no.etcd = a->c;
     no.etcd_prefix = cfg->etcd_prefix;
     no.job_id = cfg->job_id;
     no.node_id = cfg->node_id;
-    no.host = a.host;
-    no.nproc = a.nproc;
-    no.ports = a.ports;
-    no.master_port = a.ports[a.nproc];
-    no.probe_port = a.ports[a.nproc + 1];
+    no.host = a->host;
+    no.nproc = a->nproc;
+    no.ports = a->ports;
+    no.master_port = a->ports[a->nproc];
+    no.probe_port = a->ports[a->nproc + 1];
     no.device_ids = devs;
-    no.ndevices = devs ? a.nproc : 0;
+    no.ndevices = devs ? a->nproc : 0;
     no.agent_version = EC_VERSION;
     no.np_min = cfg->np.min;
     no.np_max = cfg->np.max;
@@ -1749,7 +1785,7 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.hang_timeout_ms = cfg->hang_timeout_ms;
     no.straggler_factor = cfg->straggler_factor_x;
     no.epoch_chunk_members = cfg->epoch_chunk_members;
-    no.boot_gated = a.gated;
+    no.boot_gated = a->gated;
     no.boot_why = "joining";
     no.join_ready_timeout_ms = cfg->join_ready_timeout_ms;
     no.fail_fast = cfg->fail_fast;
@@ -1758,29 +1794,45 @@ int ec_cmd_launch(const ec_config_t *cfg)
     no.on_epoch = on_epoch;
     no.on_job = on_job;
     no.on_event = on_event;
-    no.arg = &a;
-    a.node = ec_node_start(&no, &err);
+    no.arg = a;
+    a->node = ec_node_start(&no, &err);
     free(devs);
     free(devbuf);
-    if (!a.node) {
+    if (!a->node) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);
-        goto out;
+        return -1;
     }
     if (cfg->rebuild == EC_REBUILD_RESTART && !cfg->stop_barrier)
         ec_log(EC_LOG_INFO, "--stop_barrier=false: a rank taken from another node starts at "
                             "once, even while that node's process may still run");
     if (cfg->rebuild == EC_REBUILD_RESTART && cfg->stop_barrier) {
         ec_keys_t bk;
-        a.barrier_c = ec_connect(cfg, a.endpoints, 5000, &err);
-        if (a.barrier_c)
-            ec_etcd_set_call_timeout(a.barrier_c, BARRIER_CALL_MS);
-        if (!a.barrier_c || ec_keys_init(&bk, cfg->etcd_prefix, cfg->job_id, &err) < 0 ||
-            !(a.barrier = ec_barrier_new(a.barrier_c, &bk, cfg->node_id, cfg->lease_ttl_ms))) {
+        a->barrier_c = ec_connect(cfg, a->endpoints, 5000, &err);
+        if (a->barrier_c)
+            ec_etcd_set_call_timeout(a->barrier_c, BARRIER_CALL_MS);
+        if (!a->barrier_c || ec_keys_init(&bk, cfg->etcd_prefix, cfg->job_id, &err) < 0 ||
+            !(a->barrier = ec_barrier_new(a->barrier_c, &bk, cfg->node_id, cfg->lease_ttl_ms))) {
             ec_log(EC_LOG_ERROR, "cannot set up the stop barrier: %s", err.msg[0] ? err.msg :
                    "out of memory");
-            goto out;
+            return -1;
         }
     }
+    return 0;
+}
+
+int ec_cmd_launch(const ec_config_t *cfg)
+{
+    console_start(cfg);
+    agent_t a = {.cfg = cfg, .m_id = -1, .pipefd = {-1, -1}, .fail_code = 1};
+    a.start_ms = ec_mono_ms();
+    a.nproc = cfg->nproc_per_node;
+    pthread_mutex_init(&a.lock, NULL);
+    int rc = 1;
+
+    say_configuration(cfg);
+    if (setup_program(&a) < 0 || setup_etcd(&a) < 0 || setup_address(&a) < 0 ||
+        setup_processes(&a) < 0 || setup_signals(&a) < 0 || setup_node(&a) < 0)
+        goto out;
     ec_log(EC_LOG_INFO, "Waiting peer start... (np=%d:%d, elastic_timeout=%.1fs)", cfg->np.min,
            cfg->np.max, (double)cfg->elastic_timeout_ms / 1000.0);
     if (a.gated) {
