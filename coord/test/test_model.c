@@ -197,11 +197,27 @@ static ec_model_effects_t put_epoch(world_t *w, uint64_t number, const char *job
     return fx;
 }
 
+/* A leader's model (wide) of node "me", in a job that node "a" leads (its
+ * key just created); returns the leadership's create revision. */
+static int64_t w_init_led(world_t *w)
+{
+    w_init(w, "me", true);
+    put_leader(w, "a", 0, 0);
+    return w->rev;
+}
+
 static const ec_model_node_t *node(world_t *w, const char *id)
 {
     bool found;
     size_t i = ec_model_node_find(&w->m, id, &found);
     return found ? &w->m.nodes[i] : NULL;
+}
+
+/* The generated streams' numbers: a fixed-seed LCG, the same on every run. */
+static unsigned next_rand(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 8;
 }
 
 static void assert_sorted(const world_t *w)
@@ -360,8 +376,7 @@ START_TEST(generated_node_streams_match_a_reference)
     int nleft = 0;
     unsigned seed = 12345;
     for (int step = 0; step < 3000; step++) {
-        seed = seed * 1103515245u + 12345u;
-        unsigned r = seed >> 8;
+        unsigned r = next_rand(&seed);
         int i = (int)(r % IDS);
         char id[8];
         snprintf(id, sizeof(id), "n%d", i);
@@ -443,9 +458,7 @@ END_TEST
 START_TEST(epochs_under_the_current_leadership_are_installed_in_order)
 {
     world_t w;
-    w_init(&w, "me", true);
-    put_leader(&w, "a", 0, 0);
-    int64_t lr = w.rev;
+    int64_t lr = w_init_led(&w);
     ec_model_effects_t fx = put_epoch(&w, 1, "job1", "a", lr, 0);
     ck_assert(fx.dirty && fx.epoch_installed && !fx.epoch_refused && !fx.epoch_pending);
     ck_assert_ptr_nonnull(w.m.epoch);
@@ -489,9 +502,7 @@ END_TEST
 START_TEST(epoch_skipping_numbers_waits_for_the_history)
 {
     world_t w;
-    w_init(&w, "me", true);
-    put_leader(&w, "a", 0, 0);
-    int64_t lr = w.rev;
+    int64_t lr = w_init_led(&w);
     put_epoch(&w, 2, "job1", "a", lr, 0);
     /* 5 skips 3 and 4: pending until the history shows them */
     ec_model_effects_t fx = put_epoch(&w, 5, "job1", "a", lr, 0);
@@ -707,8 +718,7 @@ START_TEST(failures_kept_sorted)
         order[i] = i;
     unsigned seed = 7;
     for (int i = NF - 1; i > 0; i--) {
-        seed = seed * 1103515245u + 12345u;
-        int j = (int)((seed >> 8) % (unsigned)(i + 1));
+        int j = (int)(next_rand(&seed) % (unsigned)(i + 1));
         int t = order[i];
         order[i] = order[j];
         order[j] = t;
@@ -742,9 +752,8 @@ END_TEST
 START_TEST(reset_for_a_new_listing)
 {
     world_t w;
-    w_init(&w, "me", true);
-    put_leader(&w, "a", 0, 0);
-    put_epoch(&w, 1, "job1", "a", w.rev, 0);
+    int64_t lr = w_init_led(&w);
+    put_epoch(&w, 1, "job1", "a", lr, 0);
     put_node(&w, "b", EC_NODE_READY, 3, 0);
     char k[EC_KEY_MAX];
     ec_key_epoch_suspect(&w.keys, 1, "b", k, sizeof(k));
