@@ -151,12 +151,12 @@ EOF
         else
             if ! why=$(deps_stale "$rec"); then
                 notok "a configure that did not see check is out of date" "$(cat "$rec")"
-            elif make -s -C "$tmp/tree" list-tests 2>&1 | grep -qx coord/test/test_knobs; then
+            elif make -s -C "$tmp/tree" list-tests 2>&1 | grep -qx coord/cli/test/test_knobs; then
                 notok "a configure that did not see check compiles the C tests out" \
                     "$(make -s -C "$tmp/tree" list-tests 2>&1 | head -3)"
             elif (cd "$tmp/tree" && configure_again_if_stale > again.out 2>&1) &&
                 grep -qx "found check yes" "$rec" &&
-                make -s -C "$tmp/tree" list-tests 2>&1 | grep -qx coord/test/test_knobs; then
+                make -s -C "$tmp/tree" list-tests 2>&1 | grep -qx coord/cli/test/test_knobs; then
                 ok "a configure that did not see check is configured again, with it ($why)"
             else
                 notok "a configure that did not see check is configured again, with it" \

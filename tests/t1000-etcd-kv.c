@@ -29,8 +29,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_down(&etcd, &c);
 }
 
 START_TEST(put_get_delete)

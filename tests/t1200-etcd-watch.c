@@ -23,8 +23,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_down(&etcd, &c);
 }
 
 #define MAXEV 4096

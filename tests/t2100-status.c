@@ -38,23 +38,15 @@ static char *out;
 
 static void setup(void)
 {
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t2100-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t2100");
     out = calloc(1, OUT_MAX);
 }
 
 static void teardown(void)
 {
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
+    ec_test_kill_all(pids, &npids);
     free(out);
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_down(&etcd, &c);
 }
 
 #define bin ec_test_bin

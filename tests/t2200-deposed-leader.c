@@ -43,23 +43,14 @@ static int npids;
 
 static void setup(void)
 {
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t2200-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t2200");
 }
 
 static void teardown(void)
 {
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGCONT);
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
+    ec_test_kill_all(pids, &npids);
     ec_test_obs_stop_all();
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_down(&etcd, &c);
 }
 
 typedef struct {

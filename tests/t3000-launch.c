@@ -32,10 +32,7 @@ static int npids;
 
 static void setup(void)
 {
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t3000-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t3000");
     /* The agents see no GPU unless a test gives them some, on any machine:
      * no CUDA_VISIBLE_DEVICES, and an empty directory for /dev/nvidiaN. */
     char nodev[300];
@@ -47,13 +44,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_kill_all(pids, &npids);
+    ec_test_down(&etcd, &c);
 }
 
 static const char *ecoord(void)

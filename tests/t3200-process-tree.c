@@ -46,26 +46,18 @@ static int nstrays;
 
 static void setup(void)
 {
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t3200-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t3200");
 }
 
 static void teardown(void)
 {
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
+    ec_test_kill_all(pids, &npids);
     agent_ignores_hup = false;
     for (int i = 0; i < nstrays; i++) /* only left when a test failed */
         if (strays[i] > 0)
             kill(strays[i], SIGKILL);
     nstrays = 0;
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_down(&etcd, &c);
 }
 
 static const char *ecoord(void)

@@ -36,10 +36,7 @@ static const char *python_prog; /* non-NULL: agents run this Python program inst
 
 static void setup(void)
 {
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t3400-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t3400");
     char nodev[300];
     snprintf(nodev, sizeof(nodev), "%s/nodev", tmp);
     mkdir(nodev, 0755);
@@ -53,13 +50,8 @@ static void teardown(void)
 {
     if (stopped_pid > 0)
         kill(stopped_pid, SIGCONT); /* ours to resume if the agent did not kill it */
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_kill_all(pids, &npids);
+    ec_test_down(&etcd, &c);
 }
 
 typedef struct {

@@ -41,16 +41,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGCONT);
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
-    ec_etcd_destroy(c);
-    c = NULL;
-    ec_embed_stop(etcd);
-    etcd = NULL;
+    ec_test_kill_all(pids, &npids);
+    ec_test_down(&etcd, &c);
     unsetenv("ECOORD_WORKER_TIMEOUT_MS");
     unsetenv("ECOORD_WORKER_SUSPECT_AFTER_MS");
     unsetenv("ECOORD_ETCD_PASSWORD");

@@ -28,16 +28,12 @@ static char tmp[256];
 
 static void setup(void)
 {
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t5000-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t5000");
 }
 
 static void teardown(void)
 {
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_down(&etcd, &c);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0)

@@ -28,21 +28,13 @@ static int npids;
 
 static void setup(void)
 {
-    etcd = ec_test_etcd_start(NULL);
-    c = ec_test_client(ec_embed_endpoint(etcd));
-    snprintf(tmp, sizeof(tmp), "/tmp/ec-t6000-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t6000");
 }
 
 static void teardown(void)
 {
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
-    ec_etcd_destroy(c);
-    ec_embed_stop(etcd);
+    ec_test_kill_all(pids, &npids);
+    ec_test_down(&etcd, &c);
 }
 
 static const char *env_or(const char *name, const char *def)
@@ -259,7 +251,7 @@ static Suite *suite(void)
 int main(void)
 {
     if (!ec_metrics_http_available()) {
-        /* coord/test/test_metrics checks the refusal such a build gives */
+        /* coord/agent/test/test_metrics checks the refusal such a build gives */
         printf("1..0 # SKIP ecoord was built without libmicrohttpd (apt-get install "
                "libmicrohttpd-dev, then ./configure)\n");
         return 0;

@@ -90,17 +90,9 @@ static void setup(void)
 static void teardown(void)
 {
     ec_test_obs_stop_all(); /* before the client goes, even after a failed assertion */
-    for (int i = 0; i < npids; i++) {
-        kill(pids[i], SIGCONT);
-        kill(pids[i], SIGKILL);
-        ec_test_reap(pids[i], 5000);
-    }
-    npids = 0;
+    ec_test_kill_all(pids, &npids);
     obs = NULL; /* stopped by ec_test_obs_stop_all above: never twice */
-    ec_etcd_destroy(c);
-    c = NULL;
-    ec_embed_stop(etcd);
-    etcd = NULL;
+    ec_test_down(&etcd, &c);
 }
 
 static const char *env_or(const char *name, const char *def)

@@ -561,10 +561,7 @@ static void teardown(void)
     px = NULL;
     free(ag);
     ag = NULL;
-    ec_etcd_destroy(c);
-    c = NULL;
-    ec_embed_stop(etcd);
-    etcd = NULL;
+    ec_test_down(&etcd, &c);
 }
 
 START_TEST(lifecycle_soak_leaves_nothing_behind)

@@ -238,6 +238,10 @@ struct ecw {
     ec_etcd_t *fence_etcd;     /* its own client: short deadlines, never queued behind ours */
     _Atomic int64_t lease_until_ms, confirmed_ms;
     _Atomic int fenced, in_coll;
+    /* etcd said the lease asked about is gone (revoked by an eviction, or
+     * expired): fenced now, whatever lease_until_ms says, until a lease of
+     * the node's is confirmed again */
+    _Atomic int lease_gone;
     pthread_mutex_t fence_mu;  /* fence_cv: fenced changed, or stop */
     pthread_cond_t fence_cv;
     bool fence_stop;

@@ -13,8 +13,11 @@
  * (100 ms to 1 s); `dog` sleeps until the bound and fences on time even while
  * a poll is stuck on a silent etcd.
  *
- * A lease etcd says is gone (the agent lost it) is never confirmed; the
- * agent's new one is taken from the node's record as soon as it exists. */
+ * A lease etcd says is gone (the ring evicted the node and revoked it, or
+ * it expired) fences the node at once, whatever the bound said: the others
+ * may have re-formed without it already.  The agent's new lease is taken
+ * from the node's record as soon as it exists, and lifts the fence once
+ * confirmed. */
 #include "ecw_impl.h"
 #include "clock.h"
 
@@ -56,13 +59,20 @@ static bool nap(ecw_t *w, int64_t ms)
 static void update(ecw_t *w)
 {
     int64_t now = ec_mono_ms();
-    bool fence = now >= atomic_load(&w->lease_until_ms) - w->o.lease_margin_ms;
+    bool gone = atomic_load(&w->lease_gone);
+    bool fence = gone || now >= atomic_load(&w->lease_until_ms) - w->o.lease_margin_ms;
     int was = atomic_exchange(&w->fenced, fence ? 1 : 0);
-    if (fence && !was) {
+    if (fence && !was && gone) {
+        ecw__log(w, ECW_LOG_WARN, "-fenced: lease %" PRIx64 " is gone (etcd says so: this node "
+                 "was evicted, or its lease expired); refusing collectives until the agent's "
+                 "next lease is confirmed", (uint64_t)atomic_load(&w->lease));
+    } else if (fence && !was) {
         int64_t since = now - atomic_load(&w->confirmed_ms);
         ecw__log(w, ECW_LOG_WARN, "-fenced: lease %" PRIx64 " not confirmed for %" PRId64 " ms; "
                  "refusing collectives until etcd answers", (uint64_t)atomic_load(&w->lease),
                  since);
+    }
+    if (fence && !was) {
         /* fenced is set first: a collective that begins from now on sees it
          * (begin counts itself in in_coll, then checks). */
         if (atomic_load(&w->in_coll) > 0) {
@@ -115,9 +125,11 @@ static bool ask(ecw_t *w)
     if (ec_etcd_lease_ttl(w->fence_etcd, lease, &ttl, NULL, NULL) < 0)
         return false;
     if (ttl <= 0) {
+        atomic_store(&w->lease_gone, 1);
         follow(w, lease);
         return false;
     }
+    atomic_store(&w->lease_gone, 0);
     int64_t until = t0 + ttl * 1000;
     int64_t old = atomic_load(&w->lease_until_ms);
     while (until > old && !atomic_compare_exchange_weak(&w->lease_until_ms, &old, until))
@@ -214,7 +226,8 @@ bool ecw__fence_up(const ecw_t *w)
 {
     /* Not only the flag: the bound itself, so that a collective is refused on
      * time even if the threads were late. */
-    return w->fence_on && (atomic_load(&w->fenced) || ec_mono_ms() >= ecw__fence_due_ms(w));
+    return w->fence_on && (atomic_load(&w->fenced) || atomic_load(&w->lease_gone) ||
+                           ec_mono_ms() >= ecw__fence_due_ms(w));
 }
 
 int ecw_confirmed(const ecw_t *w)

@@ -1766,7 +1766,10 @@ int ec_cmd_launch(const ec_config_t *cfg)
         ec_log(EC_LOG_ERROR, "%s", err.msg);
         goto out;
     }
-    if (cfg->rebuild == EC_REBUILD_RESTART) {
+    if (cfg->rebuild == EC_REBUILD_RESTART && !cfg->stop_barrier)
+        ec_log(EC_LOG_INFO, "--stop_barrier=false: a rank taken from another node starts at "
+                            "once, even while that node's process may still run");
+    if (cfg->rebuild == EC_REBUILD_RESTART && cfg->stop_barrier) {
         ec_keys_t bk;
         a.barrier_c = ec_connect(cfg, a.endpoints, 5000, &err);
         if (a.barrier_c)

@@ -404,6 +404,19 @@ const ec_knob_t ec__knobs[EC_K__COUNT] = {
                 "port refuses) is reported at once. Raising it delays finding a node whose "
                 "agent hangs or whose host vanished by as much.",
         .offset = OFF(peer_pause_tolerance_ms)},
+    /* Restart mode's stop barrier (coord/core/stop_barrier.h). */
+    [EC_K_STOP_BARRIER] = {
+        .id = EC_K_STOP_BARRIER, .name = "stop_barrier",
+        .spellings = {"stop_barrier"}, .env = {"ECOORD_STOP_BARRIER"},
+        .type = EC_KT_BOOL, .cmds = L, .def = "true", .example = "false",
+        .group = "this node",
+        .help = "restart mode: start a rank's process only once the node that held that rank "
+                "before has stopped its own, or can no longer have one. A rank taken from a "
+                "frozen node, or from one whose host vanished, then waits for what was left "
+                "of that node's lease (up to --lease_ttl); false starts it at once, and the "
+                "old process may run beside it until its own node's fence or watchdog "
+                "stops it.",
+        .offset = OFF(stop_barrier)},
     /* Hangs and stragglers (coord/core/hang_policy.h): the leader's values
      * decide.  Not a SECONDS knob: "auto" (the default) is on only for
      * programs that report progress, whose steps are known. */

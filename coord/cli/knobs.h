@@ -77,6 +77,7 @@ typedef enum {
     EC_K_GRACE_PERIOD,
     EC_K_PEER_PROBE_INTERVAL,
     EC_K_PEER_PAUSE_TOLERANCE,
+    EC_K_STOP_BARRIER,
     EC_K_HANG_TIMEOUT,
     EC_K_STRAGGLER_FACTOR,
     EC_K_PYTHON,
@@ -232,6 +233,7 @@ typedef struct ec_config {
     int64_t grace_period_ms;
     int64_t peer_probe_interval_ms; /* 0: agents do not watch each other */
     int64_t peer_pause_tolerance_ms; /* silence a watched peer may show before it is reported */
+    int stop_barrier;            /* restart mode: a rank starts after its last holder stopped */
     char *hang_timeout;          /* as given: "auto", "off", or seconds */
     int64_t hang_timeout_ms;     /* resolved: > 0 every program, 0 off, -1 auto
                                   * (EC_HANG_AUTO_MS for programs that report progress) */

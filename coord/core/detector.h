@@ -2,7 +2,7 @@
  * spirit of SWIM with Lifeguard (HashiCorp memberlist), as pure decisions
  * over one peer's probe history (no I/O, no clock reads; the caller passes
  * the time), unit-tested over simulated histories in
- * coord/test/test_detector.c and measured by tests/bench/bench_detector.
+ * coord/core/test/test_detector.c and measured by tests/bench/bench_detector.
  *
  * One probe of a fixed 250 ms deadline and two misses in a row evicted a
  * member behind a link losing 30 % of its packets 7 times a minute (a lost

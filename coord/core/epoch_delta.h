@@ -22,7 +22,7 @@
  * the epoch key" (the first epoch, or a delta that would be larger than
  * the record).
  *
- * Pure functions, no I/O; coord/test/test_epoch_delta.c. */
+ * Pure functions, no I/O; coord/core/test/test_epoch_delta.c. */
 #ifndef EC_EPOCH_DELTA_H
 #define EC_EPOCH_DELTA_H
 

@@ -4,8 +4,9 @@
  * The coordinator is split by concern, in reading order:
  *   model.c          the job model's pure core (model.h): an etcd event in,
  *                    the model's state and what the loop must do out, no
- *                    I/O and no clock reads (coord/test/test_model.c); its
- *                    state is `m` below, read by every file as n->m.<field>;
+ *                    I/O and no clock reads (coord/node/test/test_model.c);
+ *                    its state is `m` below, read by every file as
+ *                    n->m.<field>;
  *   node_model.c     what feeds it: the leader's one watch of the whole job,
  *                    a follower's single-key watches of what it needs, the
  *                    listings, and the etcd reads an epoch's check needs;
@@ -16,15 +17,15 @@
  *   node_evict.c     eviction of silent members faster than a lease TTL;
  *   node.c           the loop that ties them together, and the public calls.
  * The decisions each of them takes that do not need etcd are pure functions
- * in node_policy.c, unit-tested in coord/test/test_node_policy.c, and the
+ * in node_policy.c, unit-tested in coord/node/test/test_node_policy.c, and the
  * model's changes are model.c's.
  *
  * Threads: the coordinator thread runs the loop; the watch threads apply
- * events to the model (ec_model_apply) under `lock` and wake the loop (the leader's watch of
- * the whole job only queues them, and the loop applies everything queued at
- * once before it plans: ec__node_drain); the keepalive thread
- * reports a lost lease the same way; the ring's thread (node_ring.c) probes
- * peers and reads their records.  etcd calls are made from the coordinator
+ * events to the model (ec_model_apply) under `lock` and wake the loop (the
+ * leader's watch of the whole job only queues them, and the loop applies
+ * everything queued at once before it plans: ec__node_drain); the keepalive
+ * thread reports a lost lease the same way; the ring's thread (node_ring.c)
+ * probes peers and reads their records.  etcd calls are made from the coordinator
  * thread, the ring's thread and the ec_node_* calls without holding `lock`,
  * with one exception: the listing that (re)builds the model
  * (ec__node_sync_model) holds it, so that no watch event is applied between

@@ -1,6 +1,6 @@
 /* The node coordinator's decisions that need no etcd: pure functions of what
  * the coordinator knows (no I/O, no clock reads), unit-tested in
- * coord/test/test_node_policy.c.  The files around them (node_register.c,
+ * coord/node/test/test_node_policy.c.  The files around them (node_register.c,
  * node_election.c, node_evict.c) do the etcd I/O each decision asks for. */
 #ifndef EC_NODE_POLICY_H
 #define EC_NODE_POLICY_H

@@ -22,6 +22,16 @@
 #   standby   K+1 agents at --np=1:K, kill -9 a member: the standby takes its place
 #   starting  kill -9 a non-leader agent while its peers start their processes
 #             (right after the epoch that a crash on the leader's node brought)
+#   nodemid   kill -9 a non-leader agent that is not the last member: the
+#             members after it are renumbered and take its ranks (restart
+#             mode: the stop barrier lets them start at once, its agent
+#             having refused probes)
+#   frozen    SIGSTOP that agent instead: the ring evicts it, and in restart
+#             mode its ranks' new holder waits for the stop barrier (the
+#             frozen node's lease time left, its processes living until its
+#             janitor's watchdog); SIGCONT once measured
+# (node, leader, standby and starting take the last non-leader member, whose
+# ranks go away with it: nothing is renumbered.)
 # Phases, from the change (t0, just before the kill/start):
 #   detect    the leader observed the change (epoch record observed_at_ms)
 #   decide    the leader decided (decided_at_ms)
@@ -108,6 +118,13 @@ run_scenario() {
     leader=$(leader_of "$job")
     victim=""
     for n in $members; do [ "$n" != "$leader" ] && victim=$n; done
+    if [ "$sc" = nodemid ] || [ "$sc" = frozen ]; then
+        last=$(echo $members | awk '{print $NF}'); victim=""
+        for n in $members; do
+            if [ "$n" != "$leader" ] && [ "$n" != "$last" ]; then victim=$n; break; fi
+        done
+        [ -n "$victim" ] || { echo "  $job: no member but the leader and the last (K=$K): K >= 3" >&2; return 1; }
+    fi
     if [ "$sc" = starting ]; then
         # a process of the leader's node crashes: every node (re)starts its
         # processes in the next epoch; the victim dies while they start
@@ -125,12 +142,15 @@ run_scenario() {
         scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; victim="" ;;
         standby) eval "kill -9 \$A_$victim" ;;
         starting) eval "kill -9 \$A_$victim" ;;
+        nodemid) eval "kill -9 \$A_$victim" ;;
+        frozen)  eval "kill -STOP \$A_$victim" ;;
     esac
     t_pub=$(wait_epoch "$job" $((base + 1))) || { echo "  $job: no new epoch" >&2; return 1; }
     js=$(status_json "$job")
     obs=$(jfield "$js" observed_at_ms); dec=$(jfield "$js" decided_at_ms)
     survivors=$(printf '%s' "$js" | grep -o '"node_id":"n[0-9]*","m_id":[0-9][0-9]*' | sed 's/"node_id":"\(n[0-9]*\)".*/\1/' | tr '\n' ' ')
     t_step=$(wait_steps "$job" $((base + 1)) $survivors) || { echo "  $job: no step in epoch $((base + 1))" >&2; return 1; }
+    [ "$sc" = frozen ] && eval "kill -CONT \$A_$victim"
     record "$mode" "$sc" detect $((obs - t0))
     record "$mode" "$sc" decide $((dec - t0))
     record "$mode" "$sc" publish $((t_pub - t0))
@@ -140,7 +160,7 @@ run_scenario() {
 
 echo "recovery benchmark: $K nodes x $NPROC processes of linreg (${LINREG_ARGS:-Gloo}, loopback${ONE_GPU:+, one GPU}), $REPS repetitions, etcd $EP"
 for mode in ${MODES:-inprocess restart}; do
-    for sc in ${SCENARIOS:-leave crash node leader scaleup standby starting}; do
+    for sc in ${SCENARIOS:-leave crash node leader scaleup standby starting nodemid frozen}; do
         rep=0
         while [ $rep -lt "$REPS" ]; do
             run_one $mode $sc $rep || true

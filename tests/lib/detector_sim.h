@@ -1,5 +1,5 @@
 /* A simulated ring member and its two watchers, for the failure detector's
- * unit tests (coord/test/test_detector.c) and benchmark
+ * unit tests (coord/core/test/test_detector.c) and benchmark
  * (tests/bench/bench_detector.c).  It plays the ring (node_ring.c), the
  * leader's confirmation probe and the readmission probe (node_evict.c)
  * over a model of TCP probes on a bad link: every packet (SYN, SYN-ACK,

@@ -441,3 +441,29 @@ void ec_test_obs_stop(ec_test_obs_t *o)
     pthread_mutex_destroy(&o->lock);
     free(o);
 }
+
+void ec_test_up(ec_embed_t **etcd, ec_etcd_t **c, char *tmp, size_t tmplen, const char *name)
+{
+    *etcd = ec_test_etcd_start(NULL);
+    *c = ec_test_client(ec_embed_endpoint(*etcd));
+    snprintf(tmp, tmplen, "/tmp/ec-%s-XXXXXX", name);
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+void ec_test_down(ec_embed_t **etcd, ec_etcd_t **c)
+{
+    ec_etcd_destroy(*c);
+    *c = NULL;
+    ec_embed_stop(*etcd);
+    *etcd = NULL;
+}
+
+void ec_test_kill_all(pid_t *pids, int *n)
+{
+    for (int i = 0; i < *n; i++) {
+        kill(pids[i], SIGCONT);
+        kill(pids[i], SIGKILL);
+        ec_test_reap(pids[i], 5000);
+    }
+    *n = 0;
+}

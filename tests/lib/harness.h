@@ -61,6 +61,16 @@ void ec_test_obs_stop(ec_test_obs_t *o);
  * goes). */
 void ec_test_obs_stop_all(void);
 
+/* The fixture most integration tests share, as calls on their own statics:
+ * a fresh etcd and a client of it, and a temporary directory
+ * /tmp/ec-<name>-XXXXXX (tmp: room for 256 bytes). */
+void ec_test_up(ec_embed_t **etcd, ec_etcd_t **c, char *tmp, size_t tmplen, const char *name);
+/* Client then etcd, each set to NULL; either may be NULL already. */
+void ec_test_down(ec_embed_t **etcd, ec_etcd_t **c);
+/* Every process a test started: SIGCONT (a stopped one), SIGKILL, reaped
+ * within 5 s each; *n set to 0. */
+void ec_test_kill_all(pid_t *pids, int *n);
+
 #define EC_INTEGRATION_MAIN(suite_fn)                                  \
     int main(void)                                                     \
     {                                                                  \

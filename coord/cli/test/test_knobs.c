@@ -228,6 +228,7 @@ static const struct {
     {EC_K_GRACE_PERIOD, "0.5", "0.5s", NULL, NULL},
     {EC_K_PEER_PROBE_INTERVAL, "0.5", "0.5s", NULL, NULL},
     {EC_K_PEER_PAUSE_TOLERANCE, "3", "3s", NULL, NULL},
+    {EC_K_STOP_BARRIER, "true", "true", NULL, NULL},
     {EC_K_HANG_TIMEOUT, "600", "600", NULL, NULL},
     {EC_K_STRAGGLER_FACTOR, "2.5", "2.5", NULL, NULL},
     {EC_K_PYTHON, "/usr/bin/python3", "/usr/bin/python3", NULL, NULL},
