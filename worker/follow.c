@@ -104,7 +104,7 @@ static int epoch_ok_read(ecw_t *w, int64_t mod_rev, const ec_epoch_t *ep, ec_err
     int rc = ec_etcd_get_at(w->etcd, key, mod_rev, &lk, &found, NULL, err);
     if (rc == EC_ECOMPACTED) {
         /* Older than etcd's history: nothing to check it against (the
-         * coordinator accepts it too, see node_model.c). */
+         * coordinator accepts it too, see coord/node/model.c). */
         ecw__log(w, ECW_LOG_WARN, "epoch %" PRIu64 " was written at revision %" PRId64 ", which "
                  "etcd compacted: its writer cannot be checked; accepting it", ep->number,
                  mod_rev);

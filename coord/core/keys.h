@@ -116,7 +116,7 @@ int ec_key_epoch_suspect(const ec_keys_t *k, uint64_t n, const char *reporter, c
 /* epochs/<n>/suspect/<node_id>/<source>: the same, from another source on
  * that node than its agent (the worker library: source "rank<local rank>"),
  * so that the agent's report and each process's never replace each other;
- * every source's report counts for the node (coord/node/node_model.c). */
+ * every source's report counts for the node (coord/node/model.c). */
 int ec_key_epoch_suspect_src(const ec_keys_t *k, uint64_t n, const char *reporter,
                              const char *source, char *buf, size_t len);
 int ec_key_status(const ec_keys_t *k, char *buf, size_t len);

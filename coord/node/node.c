@@ -60,8 +60,8 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
     if (!ec_job_state_ended(st->state))
         return true;
     pthread_mutex_lock(&n->lock);
-    bool current = st->leader_rev && n->leader_create_rev == st->leader_rev && n->leader_id &&
-                   st->leader_id && !strcmp(n->leader_id, st->leader_id);
+    bool current = st->leader_rev && n->m.leader_create_rev == st->leader_rev && n->m.leader_id &&
+                   st->leader_id && !strcmp(n->m.leader_id, st->leader_id);
     pthread_mutex_unlock(&n->lock);
     if (current)
         return true;
@@ -94,7 +94,7 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
     ec_log(EC_LOG_ERROR, "%s", why);
     pthread_mutex_lock(&n->lock);
     bool lead = n->am_leader;
-    uint64_t epoch = n->epoch ? n->epoch->number : 0;
+    uint64_t epoch = n->m.epoch ? n->m.epoch->number : 0;
     uint64_t run = n->run;
     pthread_mutex_unlock(&n->lock);
     if (lead && ec__node_write_status(n, EC_JOB_RUNNING, NULL, epoch, run, true) == 0)
@@ -109,21 +109,21 @@ static void deliver(ec_node_t *n)
     ec__node_drain(n); /* (leader) an epoch may wait in the queue */
     uint8_t *raw = NULL, *sraw = NULL;
     size_t len = 0, slen = 0;
-    if (n->epoch && n->epoch->number > n->delivered_epoch && n->epoch_raw) {
-        raw = malloc(n->epoch_raw_len);
+    if (n->m.epoch && n->m.epoch->number > n->delivered_epoch && n->m.epoch_raw) {
+        raw = malloc(n->m.epoch_raw_len);
         if (raw) {
-            memcpy(raw, n->epoch_raw, n->epoch_raw_len);
-            len = n->epoch_raw_len;
-            n->delivered_epoch = n->epoch->number;
+            memcpy(raw, n->m.epoch_raw, n->m.epoch_raw_len);
+            len = n->m.epoch_raw_len;
+            n->delivered_epoch = n->m.epoch->number;
         }
     }
     int64_t srev = 0;
-    if (n->status_raw && n->status_mod_rev != n->delivered_status_rev) {
-        sraw = malloc(n->status_raw_len + 1);
+    if (n->m.status_raw && n->m.status_mod_rev != n->delivered_status_rev) {
+        sraw = malloc(n->m.status_raw_len + 1);
         if (sraw) {
-            memcpy(sraw, n->status_raw, n->status_raw_len);
-            slen = n->status_raw_len;
-            n->delivered_status_rev = srev = n->status_mod_rev;
+            memcpy(sraw, n->m.status_raw, n->m.status_raw_len);
+            slen = n->m.status_raw_len;
+            n->delivered_status_rev = srev = n->m.status_mod_rev;
         }
     }
     pthread_mutex_unlock(&n->lock);
@@ -185,7 +185,7 @@ static void *loop(void *arg)
              * and one plan for a burst, however long the last plan took */
             ec__node_drain(n);
             if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving) ||
-                n->am_leader != n->model_wide)
+                n->am_leader != n->m.wide)
                 break;
             int64_t now = ec_mono_ms();
             if (n->self_pending && (retry_at < 0 || retry_at <= now))
@@ -256,7 +256,7 @@ static void *loop(void *arg)
         }
         /* The model is the whole job's while this node leads, a follower's
          * otherwise (node_model.c). */
-        if ((relist || n->am_leader != n->model_wide) &&
+        if ((relist || n->am_leader != n->m.wide) &&
             ec__node_sync_model(n, n->am_leader, &err) < 0) {
             ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err.msg);
             retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
@@ -286,7 +286,7 @@ static void *loop(void *arg)
             retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
         }
         ec__node_elect(n);
-        if (n->am_leader && !n->model_wide) {
+        if (n->am_leader && !n->m.wide) {
             /* Just won: list and watch the whole job before planning. */
             if (ec__node_sync_model(n, true, &err) < 0) {
                 ec_log(EC_LOG_WARN, "listing the job as its new leader failed: %s; retrying",
@@ -304,7 +304,7 @@ static void *loop(void *arg)
             pthread_mutex_unlock(&n->lock);
         }
         ec__node_handle_suspicions(n);
-        if (n->am_leader && n->model_wide) {
+        if (n->am_leader && n->m.wide) {
             if (!quiet)
                 ec__node_plan_and_act(n);
             ec__node_check_hangs(n); /* progress summaries: every pass */
@@ -649,9 +649,9 @@ ec_node_boot_t ec_node_boot(ec_node_t *n)
 uint64_t ec_node_epoch_floor(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
-    uint64_t e = n->epoch ? n->epoch->number : 0;
-    if (n->epoch_seen_max > e)
-        e = n->epoch_seen_max;
+    uint64_t e = n->m.epoch ? n->m.epoch->number : 0;
+    if (n->m.epoch_seen_max > e)
+        e = n->m.epoch_seen_max;
     pthread_mutex_unlock(&n->lock);
     return e + 1;
 }
@@ -770,7 +770,7 @@ static uint16_t member_port(const char *id, void *arg)
     pthread_mutex_lock(&x->n->lock);
     bool found;
     size_t k = ec__node_mnode_find(x->n, id, &found);
-    uint16_t port = found && x->n->nodes[k].rec ? x->n->nodes[k].rec->probe_port : 0;
+    uint16_t port = found && x->n->m.nodes[k].rec ? x->n->m.nodes[k].rec->probe_port : 0;
     pthread_mutex_unlock(&x->n->lock);
     return port;
 }
@@ -783,7 +783,7 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
     ec_kv_list_t recs = {0};
     bool have_recs = false;
     pthread_mutex_lock(&n->lock);
-    bool wide = n->model_wide;
+    bool wide = n->m.wide;
     pthread_mutex_unlock(&n->lock);
     if (!wide) {
         if (ec__node_read_records(n, &recs, err) < 0)
@@ -791,8 +791,8 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
         have_recs = true;
     }
     pthread_mutex_lock(&n->lock);
-    ec_epoch_t *ep = n->epoch ? ec_epoch_dup(n->epoch) : NULL;
-    bool had = n->epoch != NULL;
+    ec_epoch_t *ep = n->m.epoch ? ec_epoch_dup(n->m.epoch) : NULL;
+    bool had = n->m.epoch != NULL;
     pthread_mutex_unlock(&n->lock);
     int nd = 0;
     if (had && !ep) {
@@ -833,9 +833,7 @@ void ec_node_stop(ec_node_t *n)
     ec__node_queue_clear(n);
     ec_keepalive_stop(n->ka);
     ec_probe_server_stop(n->probe);
-    ec__node_model_clear(n);
-    free(n->sus);
-    free(n->fails);
+    ec_model_free(&n->m);
     for (size_t i = 0; i < n->nprobed; i++)
         free(n->probed[i].id);
     free(n->probed);
@@ -846,15 +844,6 @@ void ec_node_stop(ec_node_t *n)
     }
     free(n->held);
     ec__node_hang_clear(n);
-    free(n->nodes);
-    ec_epoch_free(n->epoch);
-    free(n->epoch_raw);
-    free(n->verify_raw);
-    ec_leader_log_reset(&n->llog, 0);
-    free(n->status_raw);
-    for (size_t i = 0; i < n->nleft; i++)
-        free(n->left[i]);
-    free(n->left);
     for (int i = 0; n->devices && i < n->o.ndevices; i++)
         free(n->devices[i]);
     free(n->devices);
@@ -868,7 +857,6 @@ void ec_node_stop(ec_node_t *n)
     free(n->cause_key);
     free(n->cause_text);
     free(n->cause_told);
-    free(n->gone_leader);
     pthread_mutex_destroy(&n->lock);
     pthread_mutex_destroy(&n->qlock);
     pthread_cond_destroy(&n->cond);
@@ -940,7 +928,7 @@ int ec_node_watches_created(ec_node_t *n)
 uint64_t ec_node_epoch_number(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
-    uint64_t e = n->epoch ? n->epoch->number : 0;
+    uint64_t e = n->m.epoch ? n->m.epoch->number : 0;
     pthread_mutex_unlock(&n->lock);
     return e;
 }

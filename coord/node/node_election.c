@@ -140,24 +140,24 @@ static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
 {
     *junior = true;
     *senior_alive = false;
-    const ec_epoch_t *ep = n->epoch;
-    int64_t at = n->epoch_mod_rev;
+    const ec_epoch_t *ep = n->m.epoch;
+    int64_t at = n->m.epoch_mod_rev;
     if (!ep || at <= 0)
         return;
-    if (!n->model_wide) {
+    if (!n->m.wide) {
         /* A follower's model holds its own record only: the others' were
          * read once for this absence of the leader key (senior_check). */
         bool found;
         size_t k = ec__node_mnode_find(n, n->node_id, &found);
-        *junior = ec_epoch_find_member(ep, n->node_id) < 0 || !found || !n->nodes[k].rec ||
-                  n->nodes[k].create_rev >= at;
-        *senior_alive = n->senior_read_for == n->leader_deleted_rev && n->senior_read;
+        *junior = ec_epoch_find_member(ep, n->node_id) < 0 || !found || !n->m.nodes[k].rec ||
+                  n->m.nodes[k].create_rev >= at;
+        *senior_alive = n->senior_read_for == n->m.leader_deleted_rev && n->senior_read;
         return;
     }
     for (int i = 0; i < ep->nmembers; i++) {
         bool found;
         size_t k = ec__node_mnode_find(n, ep->members[i].node_id, &found);
-        bool old = found && n->nodes[k].rec && n->nodes[k].create_rev < at;
+        bool old = found && n->m.nodes[k].rec && n->m.nodes[k].create_rev < at;
         if (!strcmp(ep->members[i].node_id, n->node_id))
             *junior = !old;
         else if (old)
@@ -172,12 +172,12 @@ static void senior_check(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
     bool junior = false, senior_alive;
-    bool may = !n->model_wide && !n->am_leader && n->leader_create_rev == 0;
+    bool may = !n->m.wide && !n->am_leader && n->m.leader_create_rev == 0;
     if (may)
         seniority(n, &junior, &senior_alive);
-    bool need = may && junior && n->epoch && n->senior_read_for != n->leader_deleted_rev;
-    int64_t for_rev = n->leader_deleted_rev, at = n->epoch_mod_rev;
-    ec_epoch_t *ep = need ? ec_epoch_dup(n->epoch) : NULL;
+    bool need = may && junior && n->m.epoch && n->senior_read_for != n->m.leader_deleted_rev;
+    int64_t for_rev = n->m.leader_deleted_rev, at = n->m.epoch_mod_rev;
+    ec_epoch_t *ep = need ? ec_epoch_dup(n->m.epoch) : NULL;
     pthread_mutex_unlock(&n->lock);
     if (!ep)
         return;
@@ -212,7 +212,7 @@ void ec__node_elect(ec_node_t *n)
     for (int pass = 0; pass < 2; pass++) {
         pthread_mutex_lock(&n->lock);
         int64_t now = ec_mono_ms();
-        if (n->leader_create_rev != 0)
+        if (n->m.leader_create_rev != 0)
             n->leader_absent_since = -1;
         else if (n->leader_absent_since < 0)
             n->leader_absent_since = now;
@@ -220,23 +220,23 @@ void ec__node_elect(ec_node_t *n)
          * (ec_elect_decide): the leader would look through every member's
          * record on every pass for nothing. */
         bool junior = true, senior_alive = false;
-        if (!n->am_leader && n->leader_create_rev == 0)
+        if (!n->am_leader && n->m.leader_create_rev == 0)
             seniority(n, &junior, &senior_alive);
         ec_elect_view_t v = {
             .am_leader = n->am_leader,
             .my_leader_rev = n->my_leader_rev,
             .my_lease = n->lease,
-            .key_present = n->leader_create_rev != 0,
-            .key_names_me = n->leader_id && !strcmp(n->leader_id, n->node_id),
-            .key_create_rev = n->leader_create_rev,
-            .key_lease = n->leader_lease,
-            .key_deleted_rev = n->leader_deleted_rev,
+            .key_present = n->m.leader_create_rev != 0,
+            .key_names_me = n->m.leader_id && !strcmp(n->m.leader_id, n->node_id),
+            .key_create_rev = n->m.leader_create_rev,
+            .key_lease = n->m.leader_lease,
+            .key_deleted_rev = n->m.leader_deleted_rev,
             .junior = junior,
             .senior_alive = senior_alive,
             .absent_ms = n->leader_absent_since < 0 ? 0 : now - n->leader_absent_since,
             .defer_ms = EC_CAMPAIGN_DEFER_MS,
         };
-        int64_t mod = n->leader_mod_rev;
+        int64_t mod = n->m.leader_mod_rev;
         pthread_mutex_unlock(&n->lock);
         switch (ec_elect_decide(&v)) {
         case EC_ELECT_NONE:

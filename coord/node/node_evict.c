@@ -62,11 +62,12 @@ static bool names(const char *list, const char *id)
 static int64_t newest_report_of(ec_node_t *n, uint64_t cur, const char *id)
 {
     int64_t rev = 0;
-    for (size_t i = 0; i < n->nsus; i++)
-        if (n->sus[i].epoch >= n->members_epoch && n->sus[i].epoch <= cur &&
-            strcmp(n->sus[i].reporter, id) && ec_epoch_find_member(n->epoch, n->sus[i].reporter) >= 0 &&
-            n->sus[i].mod_rev > rev && names(n->sus[i].ids, id))
-            rev = n->sus[i].mod_rev;
+    for (size_t i = 0; i < n->m.nsus; i++)
+        if (n->m.sus[i].epoch >= n->members_epoch && n->m.sus[i].epoch <= cur &&
+            strcmp(n->m.sus[i].reporter, id) &&
+            ec_epoch_find_member(n->m.epoch, n->m.sus[i].reporter) >= 0 &&
+            n->m.sus[i].mod_rev > rev && names(n->m.sus[i].ids, id))
+            rev = n->m.sus[i].mod_rev;
     return rev;
 }
 
@@ -76,13 +77,13 @@ static int64_t newest_report_of(ec_node_t *n, uint64_t cur, const char *id)
  * reached the model; the loop is woken when our slot comes.  Lock held. */
 static bool confirm_wait(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
 {
-    int64_t delay = ec_confirm_delay_ms(n->node_id, (size_t)n->epoch->nmembers);
+    int64_t delay = ec_confirm_delay_ms(n->node_id, (size_t)n->m.epoch->nmembers);
     if (delay <= 0)
         return false;
     int64_t rev = newest_report_of(n, cur, id), seen = -1;
-    for (size_t i = 0; i < n->nsus; i++)
-        if (n->sus[i].mod_rev == rev && n->sus[i].epoch <= cur)
-            seen = n->sus[i].seen_ms;
+    for (size_t i = 0; i < n->m.nsus; i++)
+        if (n->m.sus[i].mod_rev == rev && n->m.sus[i].epoch <= cur)
+            seen = n->m.sus[i].seen_ms;
     if (seen < 0 || now - seen >= delay)
         return false;
     ec__node_wake_by(n, seen + delay);
@@ -130,15 +131,15 @@ static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const 
 static size_t reporters_of(ec_node_t *n, uint64_t cur, const char *id)
 {
     size_t count = 0;
-    for (size_t i = 0; i < n->nsus; i++) {
-        if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
-            !strcmp(n->sus[i].reporter, id) ||
-            ec_epoch_find_member(n->epoch, n->sus[i].reporter) < 0)
+    for (size_t i = 0; i < n->m.nsus; i++) {
+        if (n->m.sus[i].epoch < n->members_epoch || n->m.sus[i].epoch > cur ||
+            !strcmp(n->m.sus[i].reporter, id) ||
+            ec_epoch_find_member(n->m.epoch, n->m.sus[i].reporter) < 0)
             continue;
         bool seen = false; /* this reporter counted already */
         for (size_t j = 0; j < i && !seen; j++)
-            seen = !strcmp(n->sus[j].reporter, n->sus[i].reporter);
-        if (!seen && reported_by(n, cur, n->sus[i].reporter, id))
+            seen = !strcmp(n->m.sus[j].reporter, n->m.sus[i].reporter);
+        if (!seen && reported_by(n, cur, n->m.sus[i].reporter, id))
             count++;
     }
     return count;
@@ -148,9 +149,9 @@ static size_t reporters_of(ec_node_t *n, uint64_t cur, const char *id)
  * member set; lock held. */
 static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const char *id)
 {
-    for (size_t i = 0; i < n->nsus; i++)
-        if (n->sus[i].epoch >= n->members_epoch && n->sus[i].epoch <= cur &&
-            !strcmp(n->sus[i].reporter, reporter) && names(n->sus[i].ids, id))
+    for (size_t i = 0; i < n->m.nsus; i++)
+        if (n->m.sus[i].epoch >= n->members_epoch && n->m.sus[i].epoch <= cur &&
+            !strcmp(n->m.sus[i].reporter, reporter) && names(n->m.sus[i].ids, id))
             return true;
     return false;
 }
@@ -295,14 +296,14 @@ static void probe_held(ec_node_t *n)
         }
         bool found;
         size_t k = ec__node_mnode_find(n, h->id, &found);
-        if (a == EC_READMIT_PROBE && n->am_leader && nt < MAXH && found && n->nodes[k].rec &&
-            n->nodes[k].rec->probe_port) {
+        if (a == EC_READMIT_PROBE && n->am_leader && nt < MAXH && found && n->m.nodes[k].rec &&
+            n->m.nodes[k].rec->probe_port) {
             ids[nt] = strdup(h->id);
             failed = h->failed > failed ? h->failed : failed;
-            hosts[nt] = strdup(n->nodes[k].rec->host);
-            t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
+            hosts[nt] = strdup(n->m.nodes[k].rec->host);
+            t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->m.nodes[k].rec->probe_port,
                                         .expect_id = ids[nt], .verify = &n->probe_key.v,
-                                        .expect_lease = n->nodes[k].lease};
+                                        .expect_lease = n->m.nodes[k].lease};
             nt++;
         }
         /* the loop sleeps until something changes: wake it to probe again */
@@ -438,15 +439,17 @@ int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod,
 static void fetch_accused_leader(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
-    uint64_t cur = n->epoch ? n->epoch->number : 0;
+    uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
     char *id = NULL;
-    if (!n->model_wide && !n->am_leader && cur && n->leader_id &&
-        strcmp(n->leader_id, n->node_id) && ec_epoch_find_member(n->epoch, n->leader_id) >= 0 &&
-        newest_report_of(n, cur, n->leader_id) > 0 &&
-        probe_due(n, cur, n->leader_id, ec_mono_ms()) &&
-        (ec_evict_leader_quorum((size_t)n->epoch->nmembers, reporters_of(n, cur, n->leader_id)) ||
-         !confirm_wait(n, cur, n->leader_id, ec_mono_ms())))
-        id = strdup(n->leader_id);
+    if (!n->m.wide && !n->am_leader && cur && n->m.leader_id &&
+        strcmp(n->m.leader_id, n->node_id) &&
+        ec_epoch_find_member(n->m.epoch, n->m.leader_id) >= 0 &&
+        newest_report_of(n, cur, n->m.leader_id) > 0 &&
+        probe_due(n, cur, n->m.leader_id, ec_mono_ms()) &&
+        (ec_evict_leader_quorum((size_t)n->m.epoch->nmembers,
+                                reporters_of(n, cur, n->m.leader_id)) ||
+         !confirm_wait(n, cur, n->m.leader_id, ec_mono_ms())))
+        id = strdup(n->m.leader_id);
     pthread_mutex_unlock(&n->lock);
     if (id)
         ec__node_fetch_record(n, id);
@@ -475,15 +478,15 @@ void ec__node_handle_suspicions(ec_node_t *n)
     int64_t leader_rev = 0;
     probe_held(n);
     pthread_mutex_lock(&n->lock);
-    uint64_t cur = n->epoch ? n->epoch->number : 0;
-    leader_rev = n->leader_create_rev;
+    uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
+    leader_rev = n->m.leader_create_rev;
     /* Reports of epochs before the current member set are of no use any
      * more; those of the restart epochs since (same members) still are: a
      * failure is reported in the epoch it happened in while the leader
      * already publishes the restart. */
-    if (n->members_fp_gen != n->epoch_gen) {
-        n->members_fp_now = members_fp(n->epoch);
-        n->members_fp_gen = n->epoch_gen;
+    if (n->members_fp_gen != n->m.epoch_gen) {
+        n->members_fp_now = members_fp(n->m.epoch);
+        n->members_fp_gen = n->m.epoch_gen;
     }
     uint64_t fp = n->members_fp_now;
     if (!n->members_epoch || fp != n->members_fp || cur < n->members_epoch) {
@@ -491,34 +494,34 @@ void ec__node_handle_suspicions(ec_node_t *n)
         n->members_epoch = cur;
     }
     size_t keep = 0;
-    for (size_t i = 0; i < n->nsus; i++) {
-        if (n->sus[i].epoch >= n->members_epoch) {
-            n->sus[keep++] = n->sus[i];
+    for (size_t i = 0; i < n->m.nsus; i++) {
+        if (n->m.sus[i].epoch >= n->members_epoch) {
+            n->m.sus[keep++] = n->m.sus[i];
         } else {
-            free(n->sus[i].reporter);
-            free(n->sus[i].src);
-            free(n->sus[i].ids);
+            free(n->m.sus[i].reporter);
+            free(n->m.sus[i].src);
+            free(n->m.sus[i].ids);
         }
     }
-    n->nsus = keep;
+    n->m.nsus = keep;
     pthread_mutex_unlock(&n->lock);
     fetch_accused_leader(n);
     pthread_mutex_lock(&n->lock);
-    cur = n->epoch ? n->epoch->number : 0;
-    size_t nmembers = n->epoch ? (size_t)n->epoch->nmembers : 0;
+    cur = n->m.epoch ? n->m.epoch->number : 0;
+    size_t nmembers = n->m.epoch ? (size_t)n->m.epoch->nmembers : 0;
     int64_t now = ec_mono_ms();
-    for (size_t i = 0; cur && i < n->nsus && nt < MAXS; i++) {
-        if (n->sus[i].epoch < n->members_epoch || n->sus[i].epoch > cur ||
-            ec_epoch_find_member(n->epoch, n->sus[i].reporter) < 0)
+    for (size_t i = 0; cur && i < n->m.nsus && nt < MAXS; i++) {
+        if (n->m.sus[i].epoch < n->members_epoch || n->m.sus[i].epoch > cur ||
+            ec_epoch_find_member(n->m.epoch, n->m.sus[i].reporter) < 0)
             continue; /* only members of the current epoch may accuse */
-        char *list = strdup(n->sus[i].ids), *save = NULL;
+        char *list = strdup(n->m.sus[i].ids), *save = NULL;
         for (char *id = list ? strtok_r(list, ",", &save) : NULL; id && nt < MAXS;
              id = strtok_r(NULL, ",", &save)) {
             bool found;
             size_t k = ec__node_mnode_find(n, id, &found);
-            bool is_leader = n->leader_id && !strcmp(id, n->leader_id);
-            if (!strcmp(id, n->node_id) || ec_epoch_find_member(n->epoch, id) < 0 || !found ||
-                !n->nodes[k].rec || !n->nodes[k].rec->probe_port)
+            bool is_leader = n->m.leader_id && !strcmp(id, n->m.leader_id);
+            if (!strcmp(id, n->node_id) || ec_epoch_find_member(n->m.epoch, id) < 0 || !found ||
+                !n->m.nodes[k].rec || !n->m.nodes[k].rec->probe_port)
                 continue;
             bool dup = false; /* named by several reports: one probe */
             for (size_t j = 0; j < nt && !dup; j++)
@@ -536,11 +539,11 @@ void ec__node_handle_suspicions(ec_node_t *n)
             if (!n->am_leader) {
                 if (!is_leader)
                     continue;
-                quorum = ec_evict_leader_quorum((size_t)n->epoch->nmembers,
+                quorum = ec_evict_leader_quorum((size_t)n->m.epoch->nmembers,
                                                 reporters_of(n, cur, id));
                 if (!quorum && reported_by(n, cur, n->node_id, id))
                     continue; /* ours is in: waiting for the others' */
-                quorum_with_ours = ec_evict_leader_quorum((size_t)n->epoch->nmembers,
+                quorum_with_ours = ec_evict_leader_quorum((size_t)n->m.epoch->nmembers,
                                                           reporters_of(n, cur, id) + 1);
                 if (!quorum && confirm_wait(n, cur, id, now))
                     continue; /* not our slot yet (a large job) */
@@ -548,22 +551,22 @@ void ec__node_handle_suspicions(ec_node_t *n)
             /* The leader: evidence from more than one side (a leader cut
              * off from its peers sees them all silent). */
             if (n->am_leader &&
-                !ec_evict_member_evidence((size_t)n->epoch->nmembers, reporters_of(n, cur, id),
+                !ec_evict_member_evidence((size_t)n->m.epoch->nmembers, reporters_of(n, cur, id),
                                           reported_by(n, cur, n->node_id, id)))
                 continue;
             if (!probe_due(n, cur, id, now))
                 continue;
             ids[nt] = strdup(id);
-            hosts[nt] = strdup(n->nodes[k].rec->host);
-            by[nt] = strdup(n->sus[i].reporter);
-            leases[nt] = n->nodes[k].lease;
-            mods[nt] = n->nodes[k].mod_rev;
+            hosts[nt] = strdup(n->m.nodes[k].rec->host);
+            by[nt] = strdup(n->m.sus[i].reporter);
+            leases[nt] = n->m.nodes[k].lease;
+            mods[nt] = n->m.nodes[k].mod_rev;
             revs[nt] = newest_report_of(n, cur, id);
             confirm[nt] = !n->am_leader && !quorum;
             with_ours[nt] = quorum_with_ours;
             /* only an agent of this run under the record's lease proves
              * the node alive (a stranger on its port does not) */
-            t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->nodes[k].rec->probe_port,
+            t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->m.nodes[k].rec->probe_port,
                                         .expect_id = ids[nt], .verify = &n->probe_key.v,
                                         .expect_lease = leases[nt]};
             nt++;

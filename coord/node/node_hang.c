@@ -215,11 +215,11 @@ void ec__node_check_hangs(ec_node_t *n)
         return;
     int64_t now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
-    if (!n->epoch || !n->epoch->nmembers) {
+    if (!n->m.epoch || !n->m.epoch->nmembers) {
         pthread_mutex_unlock(&n->lock);
         return;
     }
-    uint64_t epoch = n->epoch->number;
+    uint64_t epoch = n->m.epoch->number;
     if (epoch == n->hang_epoch && n->hang_ran_ms > 0 && now - n->hang_ran_ms < EC_HANG_EVERY_MS) {
         int64_t at = n->hang_ran_ms + EC_HANG_EVERY_MS;
         if (n->hang_at < 0 || n->hang_at > at)
@@ -235,23 +235,23 @@ void ec__node_check_hangs(ec_node_t *n)
         n->hang_epoch = epoch;
         n->hang_epoch_ms = now;
     }
-    size_t nm = (size_t)n->epoch->nmembers;
+    size_t nm = (size_t)n->m.epoch->nmembers;
     snap_t *s = calloc(nm, sizeof(*s));
     ec_hang_member_t *hm = calloc(nm, sizeof(*hm));
     size_t k = 0;
     for (size_t i = 0; s && hm && i < nm; i++) {
-        const char *id = n->epoch->members[i].node_id;
+        const char *id = n->m.epoch->members[i].node_id;
         if (!id)
             continue; /* not held by a follower's view */
         bool found = false;
         size_t j = ec__node_mnode_find(n, id, &found);
-        if (!found || !n->nodes[j].rec)
+        if (!found || !n->m.nodes[j].rec)
             continue;
         long si = seen_of(n, id);
         if (si < 0 || !(s[k].id = strdup(id)))
             continue;
         struct ec_hang_seen *seen = &n->hang_seen[si];
-        const ec_node_progress_t *p = &n->nodes[j].rec->progress;
+        const ec_node_progress_t *p = &n->m.nodes[j].rec->progress;
         if (p->seq != seen->seq) {
             seen->seq = p->seq;
             seen->seen_ms = now;
@@ -264,8 +264,8 @@ void ec__node_check_hangs(ec_node_t *n)
                 q = now - n->hang_epoch_ms;
             s[k].p.silent_ms = q > 0 ? q : 1;
         }
-        s[k].lease = n->nodes[j].lease;
-        s[k].mod = n->nodes[j].mod_rev;
+        s[k].lease = n->m.nodes[j].lease;
+        s[k].mod = n->m.nodes[j].mod_rev;
         s[k].m_id = (int)i;
         s[k].seen = si;
         hm[k] = (ec_hang_member_t){.node_id = s[k].id, .p = s[k].p};

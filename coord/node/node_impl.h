@@ -2,8 +2,14 @@
  * (internal to coord/node*.c; the public API is node.h).
  *
  * The coordinator is split by concern, in reading order:
- *   node_model.c     the job model: the leader's fed by one watch of the whole
- *                    job, a follower's by single-key watches of what it needs;
+ *   model.c          the job model's pure core (model.h): an etcd event in,
+ *                    the model's state and what the loop must do out, no
+ *                    I/O and no clock reads (coord/node/test/test_model.c);
+ *                    its state is `m` below, read by every file as
+ *                    n->m.<field>;
+ *   node_model.c     what feeds it: the leader's one watch of the whole job,
+ *                    a follower's single-key watches of what it needs, the
+ *                    listings, and the etcd reads an epoch's check needs;
  *   node_register.c  registration of this node under its lease;
  *   node_election.c  campaign, adopt or resign, step down, the fence;
  *   node_publish.c   (leader) the planner's decisions published as fenced epochs;
@@ -11,14 +17,15 @@
  *   node_evict.c     eviction of silent members faster than a lease TTL;
  *   node.c           the loop that ties them together, and the public calls.
  * The decisions each of them takes that do not need etcd are pure functions
- * in node_policy.c, unit-tested in coord/node/test/test_node_policy.c.
+ * in node_policy.c, unit-tested in coord/node/test/test_node_policy.c, and the
+ * model's changes are model.c's.
  *
  * Threads: the coordinator thread runs the loop; the watch threads apply
- * events to the model under `lock` and wake the loop (the leader's watch of
- * the whole job only queues them, and the loop applies everything queued at
- * once before it plans: ec__node_drain); the keepalive thread
- * reports a lost lease the same way; the ring's thread (node_ring.c) probes
- * peers and reads their records.  etcd calls are made from the coordinator
+ * events to the model (ec_model_apply) under `lock` and wake the loop (the
+ * leader's watch of the whole job only queues them, and the loop applies
+ * everything queued at once before it plans: ec__node_drain); the keepalive
+ * thread reports a lost lease the same way; the ring's thread (node_ring.c)
+ * probes peers and reads their records.  etcd calls are made from the coordinator
  * thread, the ring's thread and the ec_node_* calls without holding `lock`,
  * with one exception: the listing that (re)builds the model
  * (ec__node_sync_model) holds it, so that no watch event is applied between
@@ -36,6 +43,7 @@
 #include "clock.h"
 #include "etcd.h"
 #include "keys.h"
+#include "model.h"
 #include "stop_barrier.h"
 #include "node.h"
 #include "node_policy.h"
@@ -54,15 +62,6 @@ typedef struct ec__qev {
     int64_t revision;
     ec_kv_t kv;
 } ec__qev_t;
-
-typedef struct mnode {
-    char *id;
-    ec_node_rec_t *rec; /* NULL when the stored value is corrupt */
-    int64_t create_rev, mod_rev, lease;
-    /* (leader) monotonic ms it was first seen booting without being ready
-     * since (0: not booting): how long it has held up admissions */
-    int64_t boot_seen_ms;
-} mnode_t;
 
 struct ec_node {
     ec_node_opts_t o;
@@ -89,63 +88,15 @@ struct ec_node {
     int64_t registered_at_ms;
     ec_node_boot_t boot;    /* phase 0: not gated */
     uint32_t fence_stops;   /* our record's: times the fence stopped our processes */
-    /* the model, under lock */
-    mnode_t *nodes; /* sorted by id */
-    size_t nnodes, cap;
-    uint8_t *epoch_raw;
-    size_t epoch_raw_len;
-    ec_epoch_t *epoch;       /* newest valid epoch */
-    uint64_t epoch_gen;      /* bumped whenever `epoch` is replaced */
-    int64_t epoch_mod_rev;   /* of whatever is stored at `epoch` now */
-    bool epoch_bad;          /* `epoch` holds garbage or was deleted */
-    char *leader_id;
-    int64_t leader_create_rev;
-    int64_t leader_lease, leader_mod_rev; /* lease 0: not written by an agent */
-    int64_t leader_deleted_rev; /* revision of the leader key's last deletion seen */
-    int64_t leader_absent_since; /* monotonic ms the key was first seen absent; -1 */
-    /* Which epochs are applied (epoch_check.h): the leaderships seen, the
-     * highest number seen in any epoch or node record (valid or not: never
-     * reused), and an epoch of the listing whose leadership the log cannot
-     * tell, which the loop checks with a read at its revision. */
-    ec_leader_log_t llog;
-    uint64_t epoch_seen_max;
-    uint8_t *verify_raw;
-    size_t verify_len;
-    int64_t verify_rev;
-    bool verify_pending;
-    /* the pending epoch skips numbers above this one, the model's own
-     * (0: it skips none): the loop reads the history before believing it */
-    uint64_t verify_gap;
+    /* the job's model (model.h), under lock */
+    ec_model_t m;
+    int64_t leader_absent_since; /* monotonic ms the leader key was first seen absent; -1 */
     /* etcd's history going backwards (it lost its data): the highest
      * revision seen, and whether to compare it with etcd's now */
     int64_t max_rev;
     bool check_history;
-    uint8_t *status_raw;
-    size_t status_raw_len;
-    int64_t status_mod_rev;
-    ec_job_state_t status_state; /* decoded from status_raw; 0: none or corrupt */
-    uint64_t status_run;
-    char **fails;           /* failures/ keys, sorted (oldest first) */
-    size_t nfails, fails_cap;
-    char **left;
-    size_t nleft;
-    int64_t changed_at_ms;
     int64_t list_rev;       /* watch events at or below it are in the listing */
     int watches_created;    /* CREATED events seen since the watches opened */
-    /* Whether the model holds the whole job (the leader's: every node
-     * record, suspicion reports and failures, from one watch of the root)
-     * or only what a follower needs (leader, epoch, status, its own record
-     * and the current epoch's suspicion reports, each watched alone), so
-     * that a change reaches the leader and the nodes it concerns, not every
-     * node: O(N) bytes per change instead of O(N^2). */
-    bool model_wide;
-    /* Narrow model: every leader-key change up to this revision is in
-     * `llog` (the leader key has a watch of its own, so an epoch event can
-     * come before the leader event of the same revision; the leader's
-     * epoch transaction touches the leader key for that reason).  Wide
-     * model: INT64_MAX (one watch, one order). */
-    int64_t leader_through;
-    int64_t verify_since_ms; /* when the pending epoch was first seen */
     /* Narrow model: the epoch whose suspicion reports are watched, and the
      * revision of their listing */
     uint64_t sus_watched;
@@ -155,11 +106,6 @@ struct ec_node {
      * ours is alive, read from nodes/ once per absence of the leader key */
     int64_t senior_read_for; /* leader_deleted_rev it was read for; -1 none */
     bool senior_read;
-    /* the leader whose key a follower last saw deleted, and at which
-     * revision: a follower that then wins reads its record just before, to
-     * tell a graceful leave (its `left`) from a loss */
-    char *gone_leader;
-    int64_t gone_leader_rev;
     /* watch events applied to the model (ec_node_watch_events) */
     uint64_t watch_events;
     /* (leader) Coalescing.  The root watch's thread only queues its events
@@ -185,17 +131,6 @@ struct ec_node {
     bool touched;
     /* times the planner ran (ec_node_plans; under lock) */
     uint64_t plans;
-    /* suspicion reports for the current epoch (under lock) */
-    struct suspect {
-        uint64_t epoch;
-        char *src;      /* the key below suspect/: <node> or <node>/<source> */
-        char *reporter; /* the node: every source of it counts for it */
-        char *ids;
-        int64_t mod_rev; /* of the report's last write: a newer report is a
-                          * newer sighting (the suspect is probed again) */
-        int64_t seen_ms; /* monotonic: when that write reached the model */
-    } *sus;
-    size_t nsus;
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
     uint64_t members_epoch, members_fp;
@@ -309,13 +244,29 @@ void ec__node_phase(ec_node_t *n, ec_phase_event_t e, const char *why);
 bool ec__node_loop_alive(void *arg);
 
 /* node_model.c */
-size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found);
+/* Where node id's record is in the model (ec_model_node_find). */
+static inline size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found)
+{
+    return ec_model_node_find(&n->m, id, found);
+}
+/* What the model needs to know of this node (lock held: `leaving`). */
+static inline ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n)
+{
+    return (ec_model_ctx_t){.keys = &n->keys, .node_id = n->node_id, .job_id = n->job_id,
+                            .leaving = n->leaving};
+}
+/* Act on what the model asked for (lock held). */
+static inline void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx)
+{
+    n->dirty |= fx->dirty;
+    n->touched |= fx->touched;
+    n->self_bad |= fx->self_bad;
+}
 /* (leader) Apply every queued watch event of the root watch to the model,
  * in order (lock held; coordinator thread). */
 void ec__node_drain(ec_node_t *n);
 /* Drop the queue (the root watch stopped). */
 void ec__node_queue_clear(ec_node_t *n);
-void ec__node_model_clear(ec_node_t *n);
 /* Open the watches and list what they cover: the whole job when `wide`
  * (the leader), else a follower's keys.  Coordinator thread, no lock. */
 int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err);
@@ -380,9 +331,6 @@ void ec__node_elect(ec_node_t *n);
 
 /* node_publish.c (leader only) */
 void ec__node_plan_and_act(ec_node_t *n);
-/* What the planner reads of node `id`'s record (create_rev: the record's
- * create revision); the one place that maps a record to a planner node. */
-ec_plan_node_t ec__node_plan_view(const char *id, const ec_node_rec_t *rec, int64_t create_rev);
 
 /* node_evict.c */
 void ec__node_handle_suspicions(ec_node_t *n);

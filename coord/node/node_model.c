@@ -21,269 +21,16 @@
 #include "node_impl.h"
 #include "node_policy.h"
 
-size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found)
+/* Apply one key's change to the model (model.c: the pure core) and act on
+ * what it asks for; lock held. */
+static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t *prev)
 {
-    size_t lo = 0, hi = n->nnodes;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(n->nodes[mid].id, id);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = false;
-    return lo;
-}
-
-static void note_seen(ec_node_t *n, uint64_t number)
-{
-    if (number > n->epoch_seen_max && number < UINT64_MAX / 2)
-        n->epoch_seen_max = number;
-}
-
-static void mnode_clear(mnode_t *m)
-{
-    free(m->id);
-    ec_node_rec_free(m->rec);
-}
-
-/* Whether a node's new record (rec, NULL when it does not decode, under
- * kv's lease and revisions) changes nothing the leader's planning reads
- * compared with what the model holds (m): the planner's view of it
- * (ec_plan_node_equiv), the run and the lease it is filtered by
- * (node_publish.c).  What else the leader reads of a record is read fresh
- * when used: the hang policy's progress summary and the probe port, host
- * and mod revision on every pass of the loop, the members' host and ports
- * when an epoch is built, epoch_seen (epoch_seen_max, here) when it is
- * numbered. */
-static bool plan_same(const mnode_t *m, const char *id, const ec_node_rec_t *rec,
-                      const ec_kv_t *kv)
-{
-    if (!m->rec || !rec)
-        return !m->rec && !rec; /* corrupt before and after: never planned */
-    if (m->lease != kv->lease || m->create_rev != kv->create_revision || m->rec->run != rec->run)
-        return false;
-    ec_plan_node_t a = ec__node_plan_view(m->id, m->rec, m->create_rev);
-    ec_plan_node_t b = ec__node_plan_view(id, rec, kv->create_revision);
-    return ec_plan_node_equiv(&a, &b);
-}
-
-/* Put node id's record into the model; returns whether the planner's input
- * may have changed (false: only what it does not read, plan_same). */
-static bool model_put_node(ec_node_t *n, const char *id, const ec_kv_t *kv)
-{
-    ec_error_t err = {0};
-    ec_node_rec_t *rec = NULL;
-    if (ec_node_rec_decode(kv->value, kv->value_len, kv->key, &rec, &err) < 0) {
-        ec_log(EC_LOG_ERROR, "ignoring node record %s: %s", kv->key, err.msg);
-    } else if (strcmp(rec->node_id, id) != 0) {
-        ec_log(EC_LOG_ERROR, "ignoring node record %s: it names node '%s'; the key may have been "
-                             "written by another tool", kv->key, rec->node_id);
-        ec_node_rec_free(rec);
-        rec = NULL;
-    }
-    bool found;
-    size_t i = ec__node_mnode_find(n, id, &found);
-    bool same = found && plan_same(&n->nodes[i], id, rec, kv);
-    if (!found) {
-        if (n->nnodes == n->cap) {
-            size_t nc = n->cap ? n->cap * 2 : 16;
-            mnode_t *nn = realloc(n->nodes, nc * sizeof(*nn));
-            if (!nn) {
-                ec_node_rec_free(rec);
-                return true;
-            }
-            n->nodes = nn;
-            n->cap = nc;
-        }
-        memmove(&n->nodes[i + 1], &n->nodes[i], (n->nnodes - i) * sizeof(mnode_t));
-        n->nnodes++;
-        n->nodes[i].id = strdup(id);
-        n->nodes[i].rec = NULL;
-    }
-    ec_node_rec_free(n->nodes[i].rec);
-    n->nodes[i].rec = rec;
-    n->nodes[i].create_rev = kv->create_revision;
-    n->nodes[i].mod_rev = kv->mod_revision;
-    /* Our own record overwritten with junk, or with any value without a
-     * lease (ours is always leased, and a record without one would outlive
-     * us): the loop writes it again (tests/t7000-faults, garbage). */
-    if (!strcmp(id, n->node_id) && (!rec || kv->lease == 0) && !n->leaving)
-        n->self_bad = true;
-    n->nodes[i].lease = kv->lease;
-    /* What members saw is what the next epoch numbers above (after etcd
-     * lost its data, its epoch key no longer says). */
-    if (rec && kv->lease)
-        note_seen(n, rec->epoch_seen);
-    return !same;
-}
-
-static void model_del_node(ec_node_t *n, const char *id, const ec_kv_t *prev)
-{
-    bool found;
-    size_t i = ec__node_mnode_find(n, id, &found);
-    if (!found)
-        return;
-    bool graceful = false;
-    if (prev) {
-        ec_node_rec_t *rec = NULL;
-        if (ec_node_rec_decode(prev->value, prev->value_len, NULL, &rec, NULL) == 0)
-            graceful = rec->state == EC_NODE_LEAVING || rec->state == EC_NODE_DONE;
-        ec_node_rec_free(rec);
-    } else if (n->nodes[i].rec) {
-        graceful = n->nodes[i].rec->state == EC_NODE_LEAVING || n->nodes[i].rec->state == EC_NODE_DONE;
-    }
-    if (graceful) {
-        char **nl = realloc(n->left, (n->nleft + 1) * sizeof(char *));
-        if (nl) {
-            n->left = nl;
-            n->left[n->nleft++] = strdup(id);
-        }
-    }
-    ec_log(EC_LOG_INFO, "-node %s %s", id, graceful ? "left" : "lease expired");
-    mnode_clear(&n->nodes[i]);
-    memmove(&n->nodes[i], &n->nodes[i + 1], (n->nnodes - i - 1) * sizeof(mnode_t));
-    n->nnodes--;
-}
-
-/* Make ep (decoded from raw) the model's epoch; takes ep. */
-static void install_epoch(ec_node_t *n, ec_epoch_t *ep, const void *raw_in, size_t len)
-{
-    uint8_t *raw = malloc(len ? len : 1);
-    if (!raw) {
-        ec_epoch_free(ep);
-        return;
-    }
-    memcpy(raw, raw_in, len);
-    free(n->epoch_raw);
-    n->epoch_raw = raw;
-    n->epoch_raw_len = len;
-    ec_epoch_free(n->epoch);
-    n->epoch = ep;
-    n->epoch_gen++;
-    n->epoch_bad = false;
-}
-
-/* Apply ep if it is this job's and was written under the leadership that
- * held the key at mod_rev (leader; NULL: none did); takes ep. */
-static void judge_epoch(ec_node_t *n, ec_epoch_t *ep, const ec_kv_t *kv, int64_t mod_rev,
-                        const ec_leadership_t *leader)
-{
-    char why[768];
-    if (ec_epoch_check(ep, n->job_id, mod_rev, leader, why, sizeof(why)) < 0) {
-        ec_log(EC_LOG_ERROR, "%s", why);
-        ec_epoch_free(ep);
-        n->epoch_bad = true;
-        return;
-    }
-    install_epoch(n, ep, kv->value, kv->value_len);
-}
-
-static void resolve_pending(ec_node_t *n);
-
-static void model_put_epoch(ec_node_t *n, const ec_kv_t *kv)
-{
-    n->epoch_mod_rev = kv->mod_revision;
-    if (n->verify_pending) {
-        /* Whatever waited for a check is superseded (a forged epoch that
-         * the leader has already overwritten, say): judged if the leader
-         * log can tell by now, else dropped unapplied. */
-        resolve_pending(n);
-        if (n->verify_pending) {
-            uint64_t num = 0;
-            ec_epoch_t *old = NULL;
-            if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &old, NULL) == 0)
-                num = old->number;
-            ec_epoch_free(old);
-            /* ordinary: an epoch of the listing the leader's next write
-             * replaced (a run launched again, say) */
-            ec_log(EC_LOG_DEBUG, "ignoring epoch %" PRIu64 ": overwritten at revision %" PRId64
-                   " before the leadership it was written under (revision %" PRId64 ") could "
-                   "be checked; the newer value is judged instead", num, kv->mod_revision,
-                   n->verify_rev);
-        }
-    }
-    n->verify_pending = false;
-    ec_error_t err = {0};
-    ec_epoch_t *ep = NULL;
-    if (ec_epoch_decode_view(kv->value, kv->value_len, kv->key, &ep, &err) < 0) {
-        ec_log(EC_LOG_ERROR, "ignoring epoch record: %s", err.msg);
-        n->epoch_bad = true;
-        return;
-    }
-    note_seen(n, ep->number); /* never reused, even refused (build_epoch) */
-    /* a number far above ours is believed only once the history shows
-     * the numbers it skips (ec__node_verify_epoch) */
-    uint64_t gap = n->epoch && ep->number > n->epoch->number + 1 ? n->epoch->number : 0;
-    if (n->epoch && ep->number < n->epoch->number) {
-        ec_log(EC_LOG_ERROR, "ignoring epoch %" PRIu64 " at %s: older than epoch %" PRIu64
-                             " already seen (epoch numbers only increase; forged?)",
-               ep->number, kv->key, n->epoch->number);
-        ec_epoch_free(ep);
-        n->epoch_bad = true;
-        return;
-    }
-    const ec_leadership_t *ls = NULL;
-    int known = kv->mod_revision <= n->leader_through
-                    ? ec_leader_log_at(&n->llog, kv->mod_revision, &ls) : -1;
-    if (known >= 0 && !gap) {
-        judge_epoch(n, ep, kv, kv->mod_revision, ls);
-        return;
-    }
-    if (!gap && !n->model_wide && n->leader_create_rev > 0 && n->leader_id && ep->leader_id &&
-        ep->leader_rev == n->leader_create_rev && !strcmp(ep->leader_id, n->leader_id)) {
-        /* A follower's epoch that came before the leader key's event of its
-         * revision, written under the leadership this model holds now: an
-         * agent's epoch transaction compares exactly that create revision,
-         * so the leadership held the key when it was written; the read at
-         * the epoch's revision would tell no more (a tool copying the
-         * current leadership passes both: docs/not-done.md).
-         * Applied now instead of after the other stream's event (or, when
-         * that event does not come, after EC_VERIFY_GRACE_MS and a read). */
-        ec_leadership_t cur = {.create_rev = n->leader_create_rev, .id = n->leader_id};
-        judge_epoch(n, ep, kv, kv->mod_revision, &cur);
-        return;
-    }
-    /* Written before the listing under a leadership that is gone, or (a
-     * follower's model) newer than the leader-key changes seen so far: the
-     * leader key's event of the same revision resolves it
-     * (resolve_pending), else the loop reads the leader key at its revision
-     * (ec__node_verify_epoch). */
-    ec_epoch_free(ep);
-    uint8_t *raw = malloc(kv->value_len ? kv->value_len : 1);
-    if (!raw)
-        return;
-    memcpy(raw, kv->value, kv->value_len);
-    free(n->verify_raw);
-    n->verify_raw = raw;
-    n->verify_len = kv->value_len;
-    n->verify_rev = kv->mod_revision;
-    n->verify_pending = true;
-    n->verify_gap = gap;
-    n->verify_since_ms = ec_mono_ms();
-}
-
-/* A follower's model saw the leader key up to leader_through: judge the
- * epoch waiting for it, if that covers its revision now (lock held). */
-static void resolve_pending(ec_node_t *n)
-{
-    if (!n->verify_pending || n->verify_gap || n->verify_rev > n->leader_through)
-        return; /* a gap needs the history: the loop reads it */
-    const ec_leadership_t *ls = NULL;
-    if (ec_leader_log_at(&n->llog, n->verify_rev, &ls) < 0)
-        return; /* before the log: the loop reads it */
-    n->verify_pending = false;
-    ec_epoch_t *ep = NULL;
-    ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = n->verify_raw,
-                  .value_len = n->verify_len, .mod_revision = n->verify_rev};
-    if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0)
-        judge_epoch(n, ep, &kv, n->verify_rev, ls);
-    n->dirty = true;
+    ec_model_ctx_t ctx = ec__node_model_ctx(n);
+    ec_model_event_t ev = {.put = put, .kv = kv, .prev = prev, .mono_ms = ec_mono_ms(),
+                           .wall_ms = ec_wall_ms()};
+    ec_model_effects_t fx = {0};
+    ec_model_apply(&n->m, &ctx, &ev, &fx);
+    ec__node_model_effects(n, &fx);
 }
 
 /* Whether the history key of epoch number exists (*in); false if it cannot
@@ -309,8 +56,8 @@ static bool verify_gap(ec_node_t *n, int64_t rev, uint64_t last, ec_error_t *err
 {
     pthread_mutex_lock(&n->lock);
     ec_epoch_t *ep = NULL;
-    bool ok = n->verify_pending && n->verify_rev == rev &&
-              ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0;
+    bool ok = n->m.verify_pending && n->m.verify_rev == rev &&
+              ec_epoch_decode_view(n->m.verify_raw, n->m.verify_len, n->k_epoch, &ep, NULL) == 0;
     pthread_mutex_unlock(&n->lock);
     if (!ok)
         return true; /* superseded meanwhile */
@@ -324,16 +71,13 @@ static bool verify_gap(ec_node_t *n, int64_t rev, uint64_t last, ec_error_t *err
     char why[768];
     int rc = ec_epoch_gap_check(ep, last, self, prev, own, why, sizeof(why));
     pthread_mutex_lock(&n->lock);
-    if (n->verify_pending && n->verify_rev == rev) {
-        if (rc < 0) {
-            ec_log(EC_LOG_ERROR, "%s", why);
-            n->verify_pending = false;
-            n->epoch_bad = true;
-            n->dirty = true;
-            pthread_cond_signal(&n->cond);
-        }
-        n->verify_gap = 0;
-    }
+    if (rc < 0 && n->m.verify_pending && n->m.verify_rev == rev)
+        ec_log(EC_LOG_ERROR, "%s", why);
+    ec_model_effects_t fx = {0};
+    ec_model_gap_done(&n->m, rev, rc < 0, &fx);
+    ec__node_model_effects(n, &fx);
+    if (fx.dirty)
+        pthread_cond_signal(&n->cond);
     pthread_mutex_unlock(&n->lock);
     ec_epoch_free(ep);
     return true;
@@ -342,7 +86,7 @@ static bool verify_gap(ec_node_t *n, int64_t rev, uint64_t last, ec_error_t *err
 bool ec__node_verify_epoch(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
-    if (!n->verify_pending) {
+    if (!n->m.verify_pending) {
         pthread_mutex_unlock(&n->lock);
         return true;
     }
@@ -350,14 +94,14 @@ bool ec__node_verify_epoch(ec_node_t *n)
      * transaction touches the leader key, whose event resolves it at once;
      * only an epoch nobody touched the leader key with (another tool's)
      * waits out the grace and costs a read. */
-    int64_t left = n->verify_since_ms + EC_VERIFY_GRACE_MS - ec_mono_ms();
-    if (!n->model_wide && !n->verify_gap && n->verify_rev > n->leader_through && left > 0) {
+    int64_t left = n->m.verify_since_ms + EC_VERIFY_GRACE_MS - ec_mono_ms();
+    if (!n->m.wide && !n->m.verify_gap && n->m.verify_rev > n->m.leader_through && left > 0) {
         ec__node_wake_by(n, ec_mono_ms() + left);
         pthread_mutex_unlock(&n->lock);
         return true;
     }
-    int64_t rev = n->verify_rev;
-    uint64_t gap = n->verify_gap;
+    int64_t rev = n->m.verify_rev;
+    uint64_t gap = n->m.verify_gap;
     pthread_mutex_unlock(&n->lock);
     ec_error_t err = {0};
     if (gap) {
@@ -367,7 +111,7 @@ bool ec__node_verify_epoch(ec_node_t *n)
             return false;
         }
         pthread_mutex_lock(&n->lock);
-        bool judged = !n->verify_pending || n->verify_rev != rev; /* refused (or superseded) */
+        bool judged = !n->m.verify_pending || n->m.verify_rev != rev; /* refused (or superseded) */
         pthread_mutex_unlock(&n->lock);
         if (judged)
             return true; /* no leader read for it */
@@ -380,212 +124,20 @@ bool ec__node_verify_epoch(ec_node_t *n)
                             " against the leader key then: %s; will retry", rev, err.msg);
         return false;
     }
+    char *id = rc == 0 && found ? strndup((char *)lk.value, lk.value_len) : NULL;
+    ec_leadership_t l = {.create_rev = rc == 0 && found ? lk.create_revision : 0, .id = id};
     pthread_mutex_lock(&n->lock);
-    if (n->verify_pending && n->verify_rev == rev) {
-        n->verify_pending = false;
-        ec_epoch_t *ep = NULL;
-        ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = n->verify_raw,
-                      .value_len = n->verify_len, .mod_revision = rev};
-        if (ec_epoch_decode_view(n->verify_raw, n->verify_len, n->k_epoch, &ep, NULL) == 0) {
-            if (rc == EC_ECOMPACTED) {
-                /* Older than etcd's history: nothing left to check it
-                 * against.  Accepted: a forged epoch does not live that
-                 * long while a leader exists (it restores the last valid
-                 * one at once), and refusing would re-form a running job
-                 * only because its epoch is old. */
-                ec_log(EC_LOG_WARN, "epoch %" PRIu64 " was written at revision %" PRId64 ", which "
-                       "etcd compacted: its writer cannot be checked; accepting it",
-                       ep->number, rev);
-                install_epoch(n, ep, kv.value, kv.value_len);
-            } else {
-                char *id = found ? strndup((char *)lk.value, lk.value_len) : NULL;
-                ec_leadership_t l = {.create_rev = found ? lk.create_revision : 0, .id = id};
-                judge_epoch(n, ep, &kv, rev, found ? &l : NULL);
-                free(id);
-            }
-        }
-        n->dirty = true;
+    ec_model_ctx_t ctx = ec__node_model_ctx(n);
+    ec_model_effects_t fx = {0};
+    ec_model_verify_done(&n->m, &ctx, rev, rc == 0 && found ? &l : NULL, rc == EC_ECOMPACTED, &fx);
+    ec__node_model_effects(n, &fx);
+    if (fx.dirty)
         pthread_cond_signal(&n->cond);
-    }
     pthread_mutex_unlock(&n->lock);
+    free(id);
     if (rc == 0)
         ec_kv_free(&lk);
     return true;
-}
-
-void ec__node_model_clear(ec_node_t *n)
-{
-    for (size_t i = 0; i < n->nnodes; i++)
-        mnode_clear(&n->nodes[i]);
-    n->nnodes = 0;
-    free(n->leader_id);
-    n->leader_id = NULL;
-    n->leader_create_rev = 0;
-    n->leader_lease = n->leader_mod_rev = 0;
-    n->epoch_mod_rev = 0;
-    n->epoch_bad = false;
-    n->verify_pending = false;
-    for (size_t i = 0; i < n->nsus; i++) {
-        free(n->sus[i].reporter);
-        free(n->sus[i].src);
-        free(n->sus[i].ids);
-    }
-    n->nsus = 0;
-    for (size_t i = 0; i < n->nfails; i++)
-        free(n->fails[i]);
-    n->nfails = 0;
-}
-
-/* Failure records, in key order (their sequence is the failure time, zero
- * padded): the leader keeps the newest ones and prunes the rest. */
-static void model_failure(ec_node_t *n, bool put, const char *key, size_t len)
-{
-    size_t lo = 0, hi = n->nfails;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strncmp(n->fails[mid], key, len);
-        if (c == 0 && n->fails[mid][len] != '\0')
-            c = 1;
-        if (c == 0) {
-            if (!put) {
-                free(n->fails[mid]);
-                memmove(&n->fails[mid], &n->fails[mid + 1], (n->nfails - mid - 1) * sizeof(char *));
-                n->nfails--;
-            }
-            return;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (!put)
-        return;
-    if (n->nfails == n->fails_cap) {
-        size_t nc = n->fails_cap ? n->fails_cap * 2 : 16;
-        char **nf = realloc(n->fails, nc * sizeof(char *));
-        if (!nf)
-            return;
-        n->fails = nf;
-        n->fails_cap = nc;
-    }
-    char *k = strndup(key, len);
-    if (!k)
-        return;
-    memmove(&n->fails[lo + 1], &n->fails[lo], (n->nfails - lo) * sizeof(char *));
-    n->fails[lo] = k;
-    n->nfails++;
-}
-
-/* Apply one key's change; lock held. */
-static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t *prev)
-{
-    const char *root = ec_keys_root(&n->keys);
-    size_t rl = strlen(root);
-    if (kv->key_len < rl || strncmp(kv->key, root, rl) != 0)
-        return;
-    const char *suffix = kv->key + rl;
-    char id[EC_NODE_ID_MAX + 1];
-    if (strncmp(suffix, "nodes/", 6) == 0) {
-        if (ec_key_parse_node(&n->keys, kv->key, kv->key_len, id, sizeof(id)) < 0) {
-            ec_log(EC_LOG_WARN, "ignoring key %s: not a valid node key", kv->key);
-            return;
-        }
-        if (put && !model_put_node(n, id, kv)) {
-            n->touched = true; /* the loop runs, the planner does not */
-            return;
-        }
-        if (!put)
-            model_del_node(n, id, prev);
-    } else if (!strcmp(suffix, "leader")) {
-        if (put)
-            ec_leader_log_put(&n->llog, kv->create_revision, (const char *)kv->value,
-                              kv->value_len);
-        else
-            ec_leader_log_delete(&n->llog, kv->mod_revision);
-        if (!put && n->leader_id && strcmp(n->leader_id, n->node_id)) {
-            free(n->gone_leader);
-            n->gone_leader = strdup(n->leader_id);
-            n->gone_leader_rev = kv->mod_revision;
-        }
-        free(n->leader_id);
-        n->leader_id = put ? strndup((char *)kv->value, kv->value_len) : NULL;
-        n->leader_create_rev = put ? kv->create_revision : 0;
-        n->leader_lease = put ? kv->lease : 0;
-        n->leader_mod_rev = put ? kv->mod_revision : 0;
-        if (!put)
-            n->leader_deleted_rev = kv->mod_revision;
-        if (kv->mod_revision > n->leader_through) {
-            n->leader_through = kv->mod_revision;
-            resolve_pending(n);
-        }
-    } else if (!strcmp(suffix, "epoch")) {
-        if (put) {
-            model_put_epoch(n, kv);
-        } else {
-            ec_log(EC_LOG_ERROR, "the epoch key %s was deleted by someone; the leader will "
-                                 "restore it", kv->key);
-            n->epoch_mod_rev = 0;
-            n->epoch_bad = true;
-        }
-    } else if (!strcmp(suffix, "status")) {
-        free(n->status_raw);
-        n->status_raw = NULL;
-        n->status_raw_len = 0;
-        n->status_mod_rev = put ? kv->mod_revision : 0;
-        if (put && (n->status_raw = malloc(kv->value_len + 1))) {
-            memcpy(n->status_raw, kv->value, kv->value_len);
-            n->status_raw_len = kv->value_len;
-        }
-        /* What the planning needs of it: whether a run ended, and which. */
-        n->status_state = 0;
-        n->status_run = 0;
-        ec_job_status_t *st = NULL;
-        if (put && ec_job_status_decode(kv->value, kv->value_len, kv->key, &st, NULL) == 0) {
-            n->status_state = st->state;
-            n->status_run = st->run;
-        }
-        ec_job_status_free(st);
-    } else if (!strncmp(suffix, "epochs/", 7) && strstr(suffix, "/suspect/")) {
-        uint64_t num = 0;
-        if (ec_key_parse_epoch(&n->keys, kv->key, kv->key_len, &num) != EC_KEY_EPOCH_WORKER)
-            return;
-        /* <reporter> (its agent) or <reporter>/<source> (one of its
-         * processes): one entry per key, every one counting for the node */
-        const char *src = strstr(suffix, "/suspect/") + 9;
-        size_t replen = strcspn(src, "/");
-        for (size_t i = 0; i < n->nsus; i++)
-            if (n->sus[i].epoch == num && !strcmp(n->sus[i].src, src)) {
-                free(n->sus[i].ids);
-                n->sus[i].ids = put ? strndup((char *)kv->value, kv->value_len) : strdup("");
-                n->sus[i].mod_rev = put ? kv->mod_revision : n->sus[i].mod_rev;
-                n->sus[i].seen_ms = ec_mono_ms();
-                n->dirty = true;
-                return;
-            }
-        if (!put)
-            return;
-        struct suspect *ns = realloc(n->sus, (n->nsus + 1) * sizeof(*ns));
-        if (!ns)
-            return;
-        n->sus = ns;
-        n->sus[n->nsus].epoch = num;
-        n->sus[n->nsus].src = strdup(src);
-        n->sus[n->nsus].reporter = strndup(src, replen);
-        n->sus[n->nsus].ids = strndup((char *)kv->value, kv->value_len);
-        n->sus[n->nsus].mod_rev = kv->mod_revision;
-        n->sus[n->nsus].seen_ms = ec_mono_ms();
-        n->nsus++;
-        n->dirty = true;
-        return;
-    } else if (!strncmp(suffix, "failures/", 9)) {
-        model_failure(n, put, kv->key, kv->key_len);
-        return; /* not part of the decision model: only counted, for pruning */
-    } else {
-        return; /* other epochs/ keys: not part of the decision model */
-    }
-    n->changed_at_ms = ec_wall_ms();
-    n->dirty = true;
 }
 
 /* Whether key is one of the current epoch's suspicion reports. */
@@ -648,8 +200,8 @@ static int whole_epoch(ec_node_t *n, bool wide, const ec_kv_t *kv, void **whole,
 static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
 {
     pthread_mutex_lock(&n->lock);
-    bool skip = n->model_wide || ev->revision <= n->list_rev;
-    ec_epoch_t *base = skip || !n->epoch ? NULL : ec_epoch_dup(n->epoch);
+    bool skip = n->m.wide || ev->revision <= n->list_rev;
+    ec_epoch_t *base = skip || !n->m.epoch ? NULL : ec_epoch_dup(n->m.epoch);
     pthread_mutex_unlock(&n->lock);
     if (skip)
         return;
@@ -731,7 +283,7 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     case EC_WATCH_PUT:
     case EC_WATCH_DELETE: {
         /* A follower's suspicion reports have a listing of their own. */
-        int64_t listed = !n->model_wide && is_suspect_key(n, ev->kv) ? n->sus_list_rev
+        int64_t listed = !n->m.wide && is_suspect_key(n, ev->kv) ? n->sus_list_rev
                                                                      : n->list_rev;
         if (ev->revision > listed) {
             model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
@@ -1004,18 +556,13 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
         }
     }
     if (rc == 0) {
-        ec__node_model_clear(n);
-        n->model_wide = wide;
-        /* One watch delivers every change in order: the leader log is
-         * complete.  Separate watches: complete up to the listing. */
-        n->leader_through = wide ? INT64_MAX : l.revision;
+        ec_model_reset(&n->m, wide, l.revision);
         /* The leader key first: the epoch sorts before it, and its check
          * needs the leadership. */
-        ec_leader_log_reset(&n->llog, l.revision);
         for (size_t i = 0; i < l.n; i++)
             if (!strcmp(l.kvs[i].key, n->k_leader))
-                ec_leader_log_put(&n->llog, l.kvs[i].create_revision, (const char *)l.kvs[i].value,
-                                  l.kvs[i].value_len);
+                ec_leader_log_put(&n->m.llog, l.kvs[i].create_revision,
+                                  (const char *)l.kvs[i].value, l.kvs[i].value_len);
         bool again = false;
         for (size_t i = 0; i < l.n; i++) {
             /* a split epoch is read whole (its chunks: one more range
@@ -1054,8 +601,8 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
 int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
 {
     pthread_mutex_lock(&n->lock);
-    uint64_t cur = n->epoch ? n->epoch->number : 0;
-    bool skip = n->model_wide || !cur || cur == n->sus_watched;
+    uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
+    bool skip = n->m.wide || !cur || cur == n->sus_watched;
     int base = n->watches_created;
     if (!skip)
         n->sus_list_rev = INT64_MAX; /* the new watch's events wait for its listing */
@@ -1096,14 +643,14 @@ int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
 void ec__node_note_gone_leader(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
-    char *id = n->gone_leader;
-    int64_t rev = n->gone_leader_rev;
-    n->gone_leader = NULL;
+    char *id = n->m.gone_leader;
+    int64_t rev = n->m.gone_leader_rev;
+    n->m.gone_leader = NULL;
     bool found = false;
-    if (id)
+    if (id) {
         ec__node_mnode_find(n, id, &found);
-    for (size_t i = 0; id && i < n->nleft && !found; i++)
-        found = !strcmp(n->left[i], id);
+        found = found || ec_model_has_left(&n->m, id);
+    }
     pthread_mutex_unlock(&n->lock);
     if (!id || found || rev < 2) {
         free(id);
@@ -1118,12 +665,10 @@ void ec__node_note_gone_leader(ec_node_t *n)
         if (ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0 &&
             (rec->state == EC_NODE_LEAVING || rec->state == EC_NODE_DONE)) {
             pthread_mutex_lock(&n->lock);
-            char **nl = realloc(n->left, (n->nleft + 1) * sizeof(char *));
-            if (nl) {
-                n->left = nl;
-                n->left[n->nleft++] = strdup(id);
+            size_t had = n->m.nleft;
+            ec_model_add_left(&n->m, id);
+            if (n->m.nleft > had)
                 n->dirty = true;
-            }
             pthread_mutex_unlock(&n->lock);
             ec_log(EC_LOG_INFO, "-node %s left (the previous leader: its record said so at "
                    "revision %" PRId64 ")", id, rev - 1);
@@ -1153,18 +698,17 @@ bool ec__node_fetch_record(ec_node_t *n, const char *id)
     pthread_mutex_lock(&n->lock);
     bool ok = false;
     if (found) {
-        (void)model_put_node(n, id, &kv); /* read by the caller's pass: no wakeup */
+        /* read by the caller's pass: no wakeup (but our own record, if
+         * overwritten, is written again) */
+        ec_model_ctx_t ctx = ec__node_model_ctx(n);
+        ec_model_effects_t fx = {0};
+        (void)ec_model_put_node(&n->m, &ctx, id, &kv, &fx);
+        n->self_bad |= fx.self_bad;
         bool f;
         size_t i = ec__node_mnode_find(n, id, &f);
-        ok = f && n->nodes[i].rec;
-    } else {
-        bool f;
-        size_t i = ec__node_mnode_find(n, id, &f);
-        if (f && strcmp(id, n->node_id)) {
-            mnode_clear(&n->nodes[i]);
-            memmove(&n->nodes[i], &n->nodes[i + 1], (n->nnodes - i - 1) * sizeof(mnode_t));
-            n->nnodes--;
-        }
+        ok = f && n->m.nodes[i].rec;
+    } else if (strcmp(id, n->node_id)) {
+        ec_model_drop_node(&n->m, id);
     }
     pthread_mutex_unlock(&n->lock);
     if (found)
@@ -1200,14 +744,7 @@ bool ec__node_check_history(ec_node_t *n)
                   " (its data was lost); rebuilding the job from what its agents register",
                   seen, rev);
     pthread_mutex_lock(&n->lock);
-    if (n->epoch)
-        note_seen(n, n->epoch->number);
-    ec_epoch_free(n->epoch);
-    n->epoch = NULL;
-    n->epoch_gen++;
-    free(n->epoch_raw);
-    n->epoch_raw = NULL;
-    n->epoch_raw_len = 0;
+    ec_model_forget_epoch(&n->m);
     n->max_rev = rev;
     n->relist = true;
     n->self_pending = true; /* our record again, with the epoch we saw */

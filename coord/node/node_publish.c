@@ -119,7 +119,7 @@ static int write_parts(ec_node_t *n, const pub_t *p, ec_error_t *err)
 }
 
 /* Build the epoch record for decision d; lock held. */
-static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan_nodes,
+static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, ec_model_node_t **plan_nodes,
                        int64_t planner_us, uint64_t run, bool new_run, pub_t *p, ec_error_t *err)
 {
     ec_epoch_t *ep = ec_epoch_new((int)d->n_members, n->o.nproc);
@@ -128,7 +128,7 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     /* Above every number seen, valid or not: a rejected epoch's number is
      * never reused, and after etcd lost its data the job numbers on above
      * what its members saw. */
-    ep->number = d->epoch > n->epoch_seen_max ? d->epoch : n->epoch_seen_max + 1;
+    ep->number = d->epoch > n->m.epoch_seen_max ? d->epoch : n->m.epoch_seen_max + 1;
     ep->job_id = strdup(n->job_id);
     ep->np_min = n->o.np_min;
     ep->np_max = n->o.np_max;
@@ -145,7 +145,7 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     }
     ep->leader_id = strdup(n->node_id);
     ep->leader_rev = n->my_leader_rev;
-    ep->observed_at_ms = n->changed_at_ms;
+    ep->observed_at_ms = n->m.changed_at_ms;
     ep->decided_at_ms = ec_wall_ms();
     ep->planner_us = planner_us;
     for (size_t i = 0; i < d->n_members; i++) {
@@ -178,18 +178,19 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan
     /* Followers' coordinators read the delta from the epoch they hold; its
      * digest covers the whole epoch, split or not. */
     if (rc == 0 && (rc = ec_epoch_encode_whole(ep, &whole, &wlen, err)) == 0 &&
-        ec_epoch_delta_encode(n->epoch, ep, whole, wlen, &p->dbuf, &p->dlen, err) < 0)
+        ec_epoch_delta_encode(n->m.epoch, ep, whole, wlen, &p->dbuf, &p->dlen, err) < 0)
         rc = err->code;
     free(whole);
     p->number = p->parts_of = ep->number;
     ec_epoch_free(ep);
-    p->expect_mod = n->epoch_mod_rev;
-    p->first = n->epoch == NULL || new_run; /* a run starts: status running */
+    p->expect_mod = n->m.epoch_mod_rev;
+    p->first = n->m.epoch == NULL || new_run; /* a run starts: status running */
     p->run = run;
     return rc;
 }
 
-static void plan_refusals(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **plan_nodes, pub_t *p)
+static void plan_refusals(ec_node_t *n, const ec_plan_decision_t *d, ec_model_node_t **plan_nodes,
+                          pub_t *p)
 {
     if (!d->n_refused)
         return;
@@ -197,7 +198,7 @@ static void plan_refusals(ec_node_t *n, const ec_plan_decision_t *d, mnode_t **p
     if (!p->ref)
         return;
     for (size_t i = 0; i < d->n_refused; i++) {
-        mnode_t *m = plan_nodes[d->refused[i].node];
+        ec_model_node_t *m = plan_nodes[d->refused[i].node];
         if (!m->rec || (m->rec->state == EC_NODE_FAILED && m->rec->reason &&
                         !strcmp(m->rec->reason, d->refused[i].why)))
             continue; /* already says so */
@@ -222,10 +223,10 @@ static void prune_failures(ec_node_t *n)
 {
     char first_kept[EC_KEY_MAX], prefix[EC_KEY_MAX];
     pthread_mutex_lock(&n->lock);
-    bool over = n->nfails > EC_FAILURES_KEEP;
+    bool over = n->m.nfails > EC_FAILURES_KEEP;
     if (over)
-        snprintf(first_kept, sizeof(first_kept), "%s", n->fails[n->nfails - EC_FAILURES_KEEP]);
-    size_t excess = over ? n->nfails - EC_FAILURES_KEEP : 0;
+        snprintf(first_kept, sizeof(first_kept), "%s", n->m.fails[n->m.nfails - EC_FAILURES_KEEP]);
+    size_t excess = over ? n->m.nfails - EC_FAILURES_KEEP : 0;
     pthread_mutex_unlock(&n->lock);
     if (!over)
         return;
@@ -273,8 +274,8 @@ static void refresh_cause(ec_node_t *n)
 {
     char key[EC_KEY_MAX] = "";
     pthread_mutex_lock(&n->lock);
-    if (n->nfails)
-        snprintf(key, sizeof(key), "%s", n->fails[n->nfails - 1]);
+    if (n->m.nfails)
+        snprintf(key, sizeof(key), "%s", n->m.fails[n->m.nfails - 1]);
     pthread_mutex_unlock(&n->lock);
     if (!key[0] || (n->cause_key && !strcmp(n->cause_key, key)))
         return;
@@ -302,17 +303,6 @@ static void refresh_cause(ec_node_t *n)
     free(n->cause_text);
     n->cause_key = strdup(key);
     n->cause_text = text;
-}
-
-ec_plan_node_t ec__node_plan_view(const char *id, const ec_node_rec_t *rec, int64_t create_rev)
-{
-    return (ec_plan_node_t){.node_id = id,
-                            .nproc = (uint32_t)rec->nproc,
-                            .incarnation = rec->incarnation,
-                            .create_revision = create_rev,
-                            .state = (ec_node_state_t)rec->state,
-                            .booting = rec->boot.phase == EC_BOOT_BOOTING,
-                            .place = rec->place};
 }
 
 void ec__node_plan_and_act(ec_node_t *n)
@@ -348,38 +338,40 @@ void ec__node_plan_and_act(ec_node_t *n)
      * its epoch's run is being launched again; its next epoch is the first
      * of run status_run + 1, formed only from agents of that run (agents of
      * the ended run are on their way out). */
-    bool final = ec_job_state_ended(n->status_state);
-    uint64_t epoch_run = n->epoch ? n->epoch->run : 0;
-    bool new_run = final && n->status_run >= epoch_run;
+    bool final = ec_job_state_ended(n->m.status_state);
+    uint64_t epoch_run = n->m.epoch ? n->m.epoch->run : 0;
+    bool new_run = final && n->m.status_run >= epoch_run;
     /* With neither an epoch nor a status (etcd lost its data), the run is
      * the one this agent registered for. */
-    uint64_t run = new_run ? n->status_run + 1
+    uint64_t run = new_run ? n->m.status_run + 1
                            : (epoch_run ? epoch_run
-                                        : (n->status_run ? n->status_run : (n->run ? n->run : 1)));
-    mnode_t **pn = calloc(n->nnodes ? n->nnodes : 1, sizeof(*pn));
-    ec_plan_node_t *nodes = calloc(n->nnodes ? n->nnodes : 1, sizeof(*nodes));
+                                        : (n->m.status_run ? n->m.status_run
+                                                           : (n->run ? n->run : 1)));
+    ec_model_node_t **pn = calloc(n->m.nnodes ? n->m.nnodes : 1, sizeof(*pn));
+    ec_plan_node_t *nodes = calloc(n->m.nnodes ? n->m.nnodes : 1, sizeof(*nodes));
     ec_plan_member_t *mem = NULL;
     size_t nn = 0;
     int64_t now = ec_mono_ms();
-    for (size_t i = 0; pn && nodes && i < n->nnodes; i++) {
+    for (size_t i = 0; pn && nodes && i < n->m.nnodes; i++) {
         /* A record without a lease was not written by an agent (ours are
          * all leased) and would never expire: never a member. */
-        if (!n->nodes[i].rec || n->nodes[i].rec->run != run || n->nodes[i].lease == 0)
+        if (!n->m.nodes[i].rec || n->m.nodes[i].rec->run != run || n->m.nodes[i].lease == 0)
             continue;
         /* Evicted as silent and not answering a probe since: not while
          * the members that reported it still cannot reach it. */
-        if (ec__node_held_out(n, n->nodes[i].id))
+        if (ec__node_held_out(n, n->m.nodes[i].id))
             continue;
-        pn[nn] = &n->nodes[i];
-        nodes[nn] = ec__node_plan_view(n->nodes[i].id, n->nodes[i].rec, n->nodes[i].create_rev);
+        pn[nn] = &n->m.nodes[i];
+        const ec_model_node_t *x = &n->m.nodes[i];
+        nodes[nn] = ec_model_plan_view(x->id, x->rec, x->create_rev);
         /* How long it has held up admissions: since we first saw it booting,
          * whatever its incarnation (a boot its agent restarts is one wait) */
         if (nodes[nn].booting) {
-            if (!n->nodes[i].boot_seen_ms)
-                n->nodes[i].boot_seen_ms = now;
-            nodes[nn].booting_ms = now - n->nodes[i].boot_seen_ms;
+            if (!n->m.nodes[i].boot_seen_ms)
+                n->m.nodes[i].boot_seen_ms = now;
+            nodes[nn].booting_ms = now - n->m.nodes[i].boot_seen_ms;
         } else {
-            n->nodes[i].boot_seen_ms = 0;
+            n->m.nodes[i].boot_seen_ms = 0;
         }
         nn++;
     }
@@ -393,18 +385,18 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.config.fail_fast = n->o.fail_fast;
     in.nodes = nodes;
     in.n_nodes = nn;
-    if (n->epoch) {
-        mem = calloc((size_t)n->epoch->nmembers, sizeof(*mem));
-        for (int i = 0; mem && i < n->epoch->nmembers; i++) {
-            mem[i].node_id = n->epoch->members[i].node_id;
-            mem[i].incarnation = n->epoch->members[i].incarnation;
+    if (n->m.epoch) {
+        mem = calloc((size_t)n->m.epoch->nmembers, sizeof(*mem));
+        for (int i = 0; mem && i < n->m.epoch->nmembers; i++) {
+            mem[i].node_id = n->m.epoch->members[i].node_id;
+            mem[i].incarnation = n->m.epoch->members[i].incarnation;
         }
-        in.epoch.number = n->epoch->number;
+        in.epoch.number = n->m.epoch->number;
         in.epoch.members = mem;
-        in.epoch.n_members = (size_t)n->epoch->nmembers;
-        cur_epoch = n->epoch->number;
+        in.epoch.n_members = (size_t)n->m.epoch->nmembers;
+        cur_epoch = n->m.epoch->number;
     }
-    if (!pn || !nodes || (n->epoch && n->epoch->nmembers > 0 && !mem)) {
+    if (!pn || !nodes || (n->m.epoch && n->m.epoch->nmembers > 0 && !mem)) {
         /* A plan without them would see no node, or no member, and could
          * publish an epoch without the job's nodes: plan again later. */
         ec__node_wake_by(n, now + EC_NODE_IDLE_MS);
@@ -414,7 +406,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         free(mem);
         ec_log(EC_LOG_ERROR, "out of memory planning job %s's next epoch (%zu nodes): not "
                              "planning now, trying again in 1 s; free memory on this machine",
-               n->job_id, n->nnodes);
+               n->job_id, n->m.nnodes);
         return;
     }
     uint64_t fp = ec_plan_fingerprint(&in.config, nodes, nn);
@@ -424,10 +416,10 @@ void ec__node_plan_and_act(ec_node_t *n)
     }
     in.since_eligible_change_ms = now - n->fp_since;
     in.since_member_missing_ms = n->missing_since < 0 ? -1 : now - n->missing_since;
-    in.left_ids = (const char *const *)n->left;
-    in.n_left = n->nleft;
-    in.new_run = new_run && n->epoch;
-    repair = n->epoch_bad && n->epoch_raw;
+    in.left_ids = (const char *const *)n->m.left;
+    in.n_left = n->m.nleft;
+    in.new_run = new_run && n->m.epoch;
+    repair = n->m.epoch_bad && n->m.epoch_raw;
     int64_t plan_t0 = ec_mono_us();
     n->plans++;
     int rc = ec_plan(&in, &d, &err);
@@ -465,7 +457,7 @@ void ec__node_plan_and_act(ec_node_t *n)
             /* Someone overwrote or deleted the epoch: put the last valid one
              * back, under our leadership (readers check that the epoch names
              * the leadership current at its revision). */
-            ec_epoch_t *ep = ec_epoch_dup(n->epoch);
+            ec_epoch_t *ep = ec_epoch_dup(n->m.epoch);
             if (ep) {
                 free(ep->leader_id);
                 free(ep->job_id);
@@ -477,7 +469,7 @@ void ec__node_plan_and_act(ec_node_t *n)
                 p.parts_of = ep->number;
                 ec_epoch_free(ep);
             }
-            p.expect_mod = n->epoch_mod_rev;
+            p.expect_mod = n->m.epoch_mod_rev;
             p.number = 0;
         }
     } else {
@@ -531,7 +523,7 @@ void ec__node_plan_and_act(ec_node_t *n)
          * create revision, the fencing token, stays): followers watch it
          * and the epoch separately, and its event at the epoch's revision
          * tells them, without a read, which leadership held the key when
-         * the epoch was written (node_model.c, resolve_pending). */
+         * the epoch was written (model.c, resolve_pending). */
         ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_leader, .value = n->node_id,
                                 .value_len = strlen(n->node_id), .lease = ec_node_lease(n)};
         if (p.number > 0 && p.dbuf)
@@ -611,9 +603,9 @@ void ec__node_plan_and_act(ec_node_t *n)
                     pthread_mutex_lock(&n->lock);
                     if (p.first)
                         n->wrote_final = false; /* a new run: its end is written again */
-                    for (size_t i = 0; i < n->nleft; i++)
-                        free(n->left[i]);
-                    n->nleft = 0;
+                    for (size_t i = 0; i < n->m.nleft; i++)
+                        free(n->m.left[i]);
+                    n->m.nleft = 0;
                     n->missing_since = -1;
                     pthread_mutex_unlock(&n->lock);
                 } else {
@@ -642,7 +634,7 @@ void ec__node_plan_and_act(ec_node_t *n)
          * or anything once the run is over (its nodes leaving). */
         bool quiet = (why && !strcmp(why, "steady")) ||
                      (n->wrote_final && action != EC_PLAN_FAIL && !complete) ||
-                     (ec_job_state_ended(n->status_state) && n->status_run >= run);
+                     (ec_job_state_ended(n->m.status_state) && n->m.status_run >= run);
         if (key && quiet) {
             free(n->last_wait);
             n->last_wait = key;

@@ -35,7 +35,7 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     r->reason = n->reason ? strdup(n->reason) : NULL;
     r->registered_at_ms = n->registered_at_ms;
     r->run = n->run;
-    r->epoch_seen = n->epoch_seen_max;
+    r->epoch_seen = n->m.epoch_seen_max;
     r->progress = n->progress;
     r->boot = n->boot;
     r->fence_stops = n->fence_stops;

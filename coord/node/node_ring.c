@@ -93,7 +93,7 @@ static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw, uint64_t *read_f
     size_t k = 0;
     uint64_t number = 0;
     pthread_mutex_lock(&n->lock);
-    ec_epoch_t *ep = n->epoch;
+    ec_epoch_t *ep = n->m.epoch;
     if (ep && ep->nmembers >= 2 && ec_epoch_find_member(ep, n->node_id) >= 0) {
         const char **ids = calloc((size_t)ep->nmembers, sizeof(char *));
         if (ids) {
