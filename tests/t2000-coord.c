@@ -1097,6 +1097,9 @@ static unsigned long long model_events(proc_t *p, int k)
     return node_stats(p, k).events;
 }
 
+static stats_t stats_until(proc_t *p, int *k, unsigned long long want_events,
+                           unsigned long long want_plans);
+
 /* Only the leader follows the node records: a change of one node's record
  * reaches the leader and that node, not every follower; and a follower gets
  * a new epoch as a delta from the one it holds (issue 16: O(N) bytes per
@@ -1120,9 +1123,8 @@ START_TEST(follower_model_skips_node_record_churn)
         ck_assert_int_eq(ec_etcd_put(c, key, "junk", 4, 0, NULL, NULL), 0);
     }
     /* the leader sees them all (the counter counts) ... */
-    unsigned long long l1 = 0;
-    for (int k = 2; k < 40 && (l1 = model_events(leader, k)) < l0 + 40; k++)
-        ;
+    int k = 2;
+    unsigned long long l1 = stats_until(leader, &k, l0 + 40, 0).events;
     ck_assert_uint_ge(l1, l0 + 40);
     /* ... the follower none of them */
     unsigned long long f1 = model_events(follower, 2);
@@ -1142,18 +1144,30 @@ START_TEST(follower_model_skips_node_record_churn)
 }
 END_TEST
 
+typedef struct {
+    proc_t *p;
+    int *k;
+    unsigned long long want_events, want_plans;
+    stats_t st;
+} stats_want_t;
+
+static bool stats_reach(void *arg)
+{
+    stats_want_t *w = arg;
+    w->st = node_stats(w->p, (*w->k)++);
+    return w->st.events >= w->want_events && w->st.plans >= w->want_plans;
+}
+
 /* Stats of p from the k-th on, until events >= want_events and plans >=
- * want_plans (or 40 lines); *k is the next line's number. */
+ * want_plans, or 10 s (scaled) passed: a count of lines would end early
+ * when the node answers fast and applies slowly (a loaded machine); *k is
+ * the next line's number. */
 static stats_t stats_until(proc_t *p, int *k, unsigned long long want_events,
                            unsigned long long want_plans)
 {
-    stats_t st = {0};
-    for (int i = 0; i < 40; i++) {
-        st = node_stats(p, (*k)++);
-        if (st.events >= want_events && st.plans >= want_plans)
-            break;
-    }
-    return st;
+    stats_want_t w = {p, k, want_events, want_plans, {0}};
+    ec_test_wait(stats_reach, &w, 10000);
+    return w.st;
 }
 
 /* The leader plans only when something its planner reads changed (issue
