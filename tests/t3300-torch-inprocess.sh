@@ -241,11 +241,16 @@ result $? "--rebuild=restart: the same program trains 20 steps at world 2 (env:/
     "$T/r.a.console" "$T/r/a/workerlog.0"
 
 # Debian's torchrun (1.13 on Python 3.11) fails with the default --redirects 0
-# (an enum iteration change): redirect stdout and tee it back.
-(cd "$T" && timeout $((120 * mult)) $PY -m torch.distributed.run --redirects 1 --tee 1 \
-    --log_dir "$T/trun" --nproc_per_node=2 --master_port="$(free_port)" "$PROG" --steps 10 \
-    > "$T/torchrun.out" 2>&1)
-rc=$?
+# (an enum iteration change): redirect stdout and tee it back.  torchrun is
+# the reference here, not the code under test: under a CPU hog it once did
+# not finish within 120 s (rc 124), so a timeout gets one more try.
+for try in 1 2; do
+    (cd "$T" && timeout $((150 * mult)) $PY -m torch.distributed.run --redirects 1 --tee 1 \
+        --log_dir "$T/trun$try" --nproc_per_node=2 --master_port="$(free_port)" "$PROG" \
+        --steps 10 > "$T/torchrun.out" 2>&1)
+    rc=$?
+    [ $rc = 124 ] || break
+done
 [ $rc = 0 ] && [ "$(grep -c 'torch_ddp done steps=10' "$T/torchrun.out")" = 2 ] &&
     grep -q 'torch_ddp step=10 .* world=2 ' "$T/torchrun.out"
 result $? "plain torchrun: the same program trains 10 steps at world 2 (rc $rc)" "$T/torchrun.out"
