@@ -7,6 +7,7 @@
 
 #include "ecoord.pb-c.h"
 #include "keys.h"
+#include "records_impl.h"
 
 const char *ec_depart_cause_name(ec_depart_cause_t c)
 {
@@ -18,17 +19,12 @@ const char *ec_depart_cause_name(ec_depart_cause_t c)
     return "?";
 }
 
+/* Encoding goes through the records' one packer (records_impl.h). */
 static int pack(const ProtobufCMessage *m, void **buf, size_t *len, const char *what,
                 ec_error_t *err)
 {
-    size_t n = protobuf_c_message_get_packed_size(m);
-    uint8_t *b = malloc(n ? n : 1);
-    if (!b)
-        return ec_errorf(err, EC_ENOMEM, "%s: out of memory encoding %zu bytes", what, n);
-    protobuf_c_message_pack(m, b);
-    *buf = b;
-    *len = n;
-    return 0;
+    vctx_t v = {err, EC_EINVAL, what, NULL};
+    return ec__rec_pack(m, &v, false, buf, len);
 }
 
 /* Every decode failure names the key and says what to do about it: the
