@@ -29,10 +29,10 @@ struct ec_barrier {
     char waiting_on[EC_NODE_ID_MAX + 1];
     int64_t waiting_lease, since_ms, gone_seen_ms;
     bool told;
-    /* our claim on holders/<claim_m> (claim_len 0: none) */
+    /* our claim on holders/<claim_m>, as written at claim_rev (0: none) */
     int claim_m;
-    void *claim;
-    size_t claim_len;
+    ec_rank_holder_t claim_h;
+    int64_t claim_rev;
 };
 
 ec_barrier_t *ec_barrier_new(ec_etcd_t *c, const ec_keys_t *keys, const char *self,
@@ -53,7 +53,6 @@ void ec_barrier_free(ec_barrier_t *b)
 {
     if (!b)
         return;
-    free(b->claim);
     free(b);
 }
 
@@ -159,15 +158,14 @@ static bool claim(ec_barrier_t *b, int64_t lease, int64_t mod)
         return false;
     }
     bool ok = r.succeeded;
+    int64_t rev = r.revision;
     ec_txn_result_free(&r);
-    if (!ok) { /* another holder came first: read again */
-        free(buf);
+    free(buf);
+    if (!ok) /* another holder came first: read again */
         return false;
-    }
-    free(b->claim);
-    b->claim = buf;
-    b->claim_len = len;
     b->claim_m = b->m_id;
+    b->claim_h = h;
+    b->claim_rev = rev;
     return true;
 }
 
@@ -236,29 +234,24 @@ bool ec_barrier_tick(ec_barrier_t *b, int64_t lease, int64_t *next_ms)
 
 void ec_barrier_stopped(ec_barrier_t *b)
 {
-    if (!b || !b->claim_len)
+    if (!b || !b->claim_rev)
         return;
-    ec_rank_holder_t h;
-    ec_error_t err = {0};
-    char key[EC_KEY_MAX];
-    ec_key_holder(&b->keys, b->claim_m, key, sizeof(key));
-    if (ec_rank_holder_decode(b->claim, b->claim_len, key, &h, &err) < 0)
-        goto done;
+    int64_t rev = b->claim_rev;
+    b->claim_rev = 0; /* said once, whatever comes of it */
+    ec_rank_holder_t h = b->claim_h;
     h.stopped = true;
     void *buf = NULL;
     size_t len = 0;
+    ec_error_t err = {0};
+    char key[EC_KEY_MAX];
+    ec_key_holder(&b->keys, b->claim_m, key, sizeof(key));
     if (ec_rank_holder_encode(&h, &buf, &len, &err) < 0)
-        goto done;
-    ec_cmp_t cmp = {.key = key, .target = EC_CMP_VALUE, .result = EC_CMP_EQUAL,
-                    .value = b->claim, .value_len = b->claim_len};
+        return;
+    /* only if the claim is still ours, unchanged since we wrote it */
+    ec_cmp_t cmp = {.key = key, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL, .number = rev};
     ec_op_t put = {.type = EC_OP_PUT, .key = key, .value = buf, .value_len = len};
     if (ec_etcd_txn(b->c, &cmp, 1, &put, 1, NULL, 0, NULL, &err) < 0)
         ec_log(EC_LOG_WARN, "stop barrier: cannot confirm this node's stop on %s: %s (the next "
                "holder of these ranks waits for its bound instead)", key, err.msg);
     free(buf);
-done:
-    free(b->claim);
-    b->claim = NULL;
-    b->claim_len = 0;
-    b->claim_m = -1;
 }
