@@ -13,11 +13,12 @@
  *   holders/<m>     the last node that started processes for M_id m, in
  *                   which epoch, under which lease, and whether its agent
  *                   has confirmed they stopped;
- *   gone/<node>     written in the eviction's transaction: why the node was
- *                   evicted (its agent refused probes: gone with its
- *                   processes; silent; hung) and how long its processes
- *                   may live on at most (its lease's time left then), on
- *                   a lease of its own that outlasts that wait.
+ *   gone/<node>     written in the eviction's transaction of a silent or
+ *                   hung node (an agent that refused probes is gone with
+ *                   its processes: nothing to wait for, nothing written):
+ *                   how long its processes may live on at most (its
+ *                   lease's time left then), on a lease of its own that
+ *                   outlasts that wait.
  *
  * ec_barrier_decide is the rule, pure: coord/agent/barrier.c reads the keys
  * and acts on its answer. */

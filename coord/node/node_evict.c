@@ -348,47 +348,55 @@ static void probe_held(ec_node_t *n)
     pthread_mutex_unlock(&n->lock);
 }
 
+/* gone/<id> for the stop barrier of whoever takes id's ranks: how long its
+ * processes may live on at most (its lease's time left, read now), on a
+ * lease of its own that outlasts that wait (once it is gone the rule reads
+ * "no eviction": start, which is then true), so nothing accumulates.  A
+ * grant that fails leaves it unleased rather than unsaid.  Nothing for an
+ * agent that refused probes: it is gone with its processes, and "no
+ * eviction" says start at once just the same, without this write's two
+ * round trips on the path of a kill -9's recovery.  *buf (malloc'd) is the
+ * value; returns 0 with *buf NULL when nothing is to be written. */
+static int departure(ec_node_t *n, int64_t lease, ec_depart_cause_t cause, void **buf,
+                     size_t *len, int64_t *glease, ec_error_t *err)
+{
+    *buf = NULL;
+    *glease = 0;
+    if (cause == EC_DEPART_REFUSED)
+        return 0;
+    ec_departure_t d = {.lease = lease, .cause = cause,
+                        .wait_ms = (int64_t)n->o.lease_ttl_s * 1000};
+    ec_error_t e = {0};
+    int64_t ttl = 0;
+    if (lease && ec_etcd_lease_ttl(n->c, lease, &ttl, NULL, &e) == 0)
+        d.wait_ms = ttl < 0 ? 0 : (ttl + 1) * 1000; /* whole seconds, rounded down */
+    int rc = ec_departure_encode(&d, buf, len, err);
+    if (rc < 0)
+        return rc;
+    if (ec_etcd_lease_grant(n->c, (d.wait_ms + 999) / 1000 + n->o.lease_ttl_s, glease, NULL,
+                            &e) < 0)
+        *glease = 0;
+    return 0;
+}
+
 /* Remove a silent node: delete its record with a transaction fenced on what
  * entitles us to (the leader: our leadership; a follower evicting the leader:
  * the accused leadership still being the current one), then revoke its
  * lease so everything it held goes.  A leader deposed meanwhile, or a leader
  * that was already replaced, is never acted on.  The same transaction
- * writes gone/<id>: why, and how long the node's processes may live on at
- * most (its lease's time left, read just before), for the stop barrier of
- * whoever takes its ranks (coord/core/stop_barrier.h), on a lease of its
- * own that outlasts that wait. */
+ * writes gone/<id> (departure, above; coord/core/stop_barrier.h). */
 static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, bool accused_leader,
                  int64_t leader_rev, ec_depart_cause_t cause, ec_error_t *err)
 {
     char key[EC_KEY_MAX], kgone[EC_KEY_MAX];
     ec_key_node(&n->keys, id, key, sizeof(key));
     ec_key_gone(&n->keys, id, kgone, sizeof(kgone));
-    ec_departure_t d = {.lease = lease, .cause = cause,
-                        .wait_ms = (int64_t)n->o.lease_ttl_s * 1000};
-    if (cause == EC_DEPART_REFUSED) {
-        d.wait_ms = 0;
-    } else if (lease) {
-        int64_t ttl = 0;
-        ec_error_t e = {0};
-        if (ec_etcd_lease_ttl(n->c, lease, &ttl, NULL, &e) == 0)
-            d.wait_ms = ttl < 0 ? 0 : (ttl + 1) * 1000; /* whole seconds, rounded down */
-    }
     void *gbuf = NULL;
     size_t glen = 0;
-    int rc = ec_departure_encode(&d, &gbuf, &glen, err);
+    int64_t glease = 0;
+    int rc = departure(n, lease, cause, &gbuf, &glen, &glease, err);
     if (rc < 0)
         return rc;
-    /* gone/ lives on a lease of its own, past the wait it announces (once
-     * it is gone the rule reads "no eviction": start, which is then true):
-     * nothing accumulates, whoever evicts and whatever becomes of them.  A
-     * grant that fails leaves it unleased rather than unsaid. */
-    int64_t glease = 0;
-    {
-        ec_error_t e = {0};
-        if (ec_etcd_lease_grant(n->c, (d.wait_ms + 999) / 1000 + n->o.lease_ttl_s, &glease, NULL,
-                                &e) < 0)
-            glease = 0;
-    }
     ec_cmp_t cm[2];
     size_t ncm = 0;
     if (accused_leader)
@@ -401,8 +409,9 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
     ec_op_t ops[3];
     size_t nops = 0;
     ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = key};
-    ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = kgone, .value = gbuf, .value_len = glen,
-                            .lease = glease};
+    if (gbuf)
+        ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = kgone, .value = gbuf,
+                                .value_len = glen, .lease = glease};
     if (accused_leader)
         ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = n->k_leader};
     ec_txn_result_t r;
