@@ -23,12 +23,17 @@
 #    etcd client or of the core's I/O part (libeccore_io: epoch_fetch.c,
 #    probe.c, suspects.c), and no system call that reads, writes, opens or
 #    connects.
+# 8. The node coordinator's concerns own their state: each part of struct
+#    ec_node (coord/node/node_impl.h: n->loop, n->reg, n->feed, n->el,
+#    n->pub, n->ev, n->hang, n->ring) is named only in its owner's file; the
+#    others go through that file's ec__<concern>_* calls.  The check also
+#    refuses a synthetic breach, so a broken check cannot pass silently.
 set -u
 src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${EC_BUILDDIR:-$src}
 tmp=$(mktemp -d /tmp/ec-t0050-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-echo "1..7"
+echo "1..8"
 
 # layer_of FILE (a path under a tree root): prints the layer number and name
 layer_of() {
@@ -223,4 +228,31 @@ else
     else
         echo "ok 7 - the pure core (libeccore, $nobj objects) calls nothing of etcd, of libeccore_io or of the system's I/O"
     fi
+fi
+
+# 8: each concern's part of struct ec_node is named only in its own file.
+# owner_breaches DIR: "file:line: n->part. (owned by owner.c)" per breach.
+owner_breaches() {
+    for pair in loop:node.c reg:node_register.c feed:node_model.c el:node_election.c \
+        pub:node_publish.c ev:node_evict.c hang:node_hang.c ring:node_ring.c; do
+        part=${pair%%:*} owner=${pair#*:}
+        (cd "$1" && grep -n "n->$part\." node*.c node_impl.h 2>/dev/null) | grep -v "^$owner:" |
+            sed "s/\$/   [n->$part. is $owner's]/"
+    done
+}
+mkdir -p "$tmp/own"
+cp "$src"/coord/node/node*.c "$src"/coord/node/node_impl.h "$tmp/own/"
+echo 'static void breach(ec_node_t *n) { n->hang.at = 0; }' >>"$tmp/own/node_ring.c"
+owner_breaches "$src/coord/node" >"$tmp/own.out"
+owner_breaches "$tmp/own" >"$tmp/own.syn"
+nparts=$(grep -c '^    struct ec__[a-z]* [a-z]*;$' "$src/coord/node/node_impl.h")
+if [ -s "$tmp/own.out" ]; then
+    echo "not ok 8 - a concern's state is named outside its file (add a call to the owner instead):"
+    sed 's/^/# /' "$tmp/own.out"
+elif ! grep -q 'node_ring.c:.*n->hang\.' "$tmp/own.syn"; then
+    echo "not ok 8 - the check missed a synthetic breach (node_ring.c writing n->hang.at)"
+elif [ "$nparts" -ne 8 ]; then
+    echo "not ok 8 - struct ec_node has $nparts concern parts, the check knows 8: update it"
+else
+    echo "ok 8 - each of the $nparts concerns' parts of struct ec_node is named only in its own file"
 fi

@@ -32,19 +32,19 @@ void ec__node_emit(ec_node_t *n, const char *fmt, ...)
 
 void ec__node_phase(ec_node_t *n, ec_phase_event_t e, const char *why)
 {
-    int cur = atomic_load(&n->phase), next;
+    int cur = atomic_load(&n->loop.phase), next;
     do {
         next = (int)ec_node_phase_next((ec_node_phase_t)cur, e);
         if (next == cur)
             return;
-    } while (!atomic_compare_exchange_weak(&n->phase, &cur, next));
+    } while (!atomic_compare_exchange_weak(&n->loop.phase, &cur, next));
     ec__node_emit(n, "+phase %s -> %s: %s (%s)", ec_node_phase_name((ec_node_phase_t)cur),
                   ec_node_phase_name((ec_node_phase_t)next), why, ec_phase_event_name(e));
 }
 
 ec_node_phase_t ec_node_phase(ec_node_t *n)
 {
-    return (ec_node_phase_t)atomic_load(&n->phase);
+    return (ec_node_phase_t)atomic_load(&n->loop.phase);
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -76,8 +76,8 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
         ec_log(EC_LOG_WARN, "cannot check the job status written at revision %" PRId64
                             " against the leader key then: %s; will retry", rev, err.msg);
         pthread_mutex_lock(&n->lock);
-        if (n->delivered_status_rev == rev)
-            n->delivered_status_rev = 0;
+        if (n->loop.delivered_status_rev == rev)
+            n->loop.delivered_status_rev = 0;
         ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
         pthread_mutex_unlock(&n->lock);
         return false;
@@ -93,7 +93,7 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
         return true;
     ec_log(EC_LOG_ERROR, "%s", why);
     pthread_mutex_lock(&n->lock);
-    bool lead = n->am_leader;
+    bool lead = ec__elect_leads(n);
     uint64_t epoch = n->m.epoch ? n->m.epoch->number : 0;
     uint64_t run = n->run;
     pthread_mutex_unlock(&n->lock);
@@ -109,21 +109,21 @@ static void deliver(ec_node_t *n)
     ec__node_drain(n); /* (leader) an epoch may wait in the queue */
     uint8_t *raw = NULL, *sraw = NULL;
     size_t len = 0, slen = 0;
-    if (n->m.epoch && n->m.epoch->number > n->delivered_epoch && n->m.epoch_raw) {
+    if (n->m.epoch && n->m.epoch->number > n->loop.delivered_epoch && n->m.epoch_raw) {
         raw = malloc(n->m.epoch_raw_len);
         if (raw) {
             memcpy(raw, n->m.epoch_raw, n->m.epoch_raw_len);
             len = n->m.epoch_raw_len;
-            n->delivered_epoch = n->m.epoch->number;
+            n->loop.delivered_epoch = n->m.epoch->number;
         }
     }
     int64_t srev = 0;
-    if (n->m.status_raw && n->m.status_mod_rev != n->delivered_status_rev) {
+    if (n->m.status_raw && n->m.status_mod_rev != n->loop.delivered_status_rev) {
         sraw = malloc(n->m.status_raw_len + 1);
         if (sraw) {
             memcpy(sraw, n->m.status_raw, n->m.status_raw_len);
             slen = n->m.status_raw_len;
-            n->delivered_status_rev = srev = n->m.status_mod_rev;
+            n->loop.delivered_status_rev = srev = n->m.status_mod_rev;
         }
     }
     pthread_mutex_unlock(&n->lock);
@@ -157,6 +157,56 @@ static void deliver(ec_node_t *n)
     }
 }
 
+/* ---- the loop's state, for the other concerns --------------------------- */
+
+void ec__node_wake_by(ec_node_t *n, int64_t at)
+{
+    if (n->loop.wake_at < 0 || n->loop.wake_at > at)
+        n->loop.wake_at = at;
+}
+
+void ec__node_mark_dirty(ec_node_t *n)
+{
+    n->loop.dirty = true;
+}
+
+void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx)
+{
+    n->loop.dirty |= fx->dirty;
+    n->loop.touched |= fx->touched;
+    n->loop.self_bad |= fx->self_bad;
+}
+
+ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n)
+{
+    return (ec_model_ctx_t){.keys = &n->keys, .node_id = n->node_id, .job_id = n->job_id,
+                            .leaving = n->loop.leaving};
+}
+
+bool ec__node_stopped(const ec_node_t *n)
+{
+    return n->loop.stop;
+}
+
+bool ec__node_stopping(const ec_node_t *n)
+{
+    return n->loop.stop || n->loop.leaving;
+}
+
+void ec__node_beat(ec_node_t *n)
+{
+    atomic_store(&n->loop.beat_ms, ec_mono_ms());
+}
+
+void ec__node_wake_sleeper(ec_node_t *n)
+{
+    if (atomic_load(&n->loop.waiting)) {
+        pthread_mutex_lock(&n->lock);
+        pthread_cond_signal(&n->cond);
+        pthread_mutex_unlock(&n->lock);
+    }
+}
+
 bool ec__node_loop_alive(void *arg)
 {
     ec_node_t *n = arg;
@@ -166,7 +216,7 @@ bool ec__node_loop_alive(void *arg)
     int64_t limit = (int64_t)n->o.lease_ttl_s * 1000 * 2 / 3;
     if (limit < 1000)
         limit = 1000;
-    return ec_mono_ms() - atomic_load(&n->beat_ms) < limit;
+    return ec_mono_ms() - atomic_load(&n->loop.beat_ms) < limit;
 }
 
 static void *loop(void *arg)
@@ -175,56 +225,57 @@ static void *loop(void *arg)
     ec_error_t err = {0};
     int64_t retry_at = -1;
     for (;;) {
-        atomic_store(&n->beat_ms, ec_mono_ms());
+        atomic_store(&n->loop.beat_ms, ec_mono_ms());
         pthread_mutex_lock(&n->lock);
         /* quiet: this pass is only for record writes the planner does not
-         * read (n->touched): everything runs but the plan */
+         * read (n->loop.touched): everything runs but the plan */
         bool quiet = false;
         for (;;) {
             /* (leader) everything the root watch queued, at once: one pass
              * and one plan for a burst, however long the last plan took */
             ec__node_drain(n);
-            if (n->stop || n->dirty || n->relist || (n->lease_lost && !n->leaving) ||
-                n->am_leader != n->m.wide)
+            if (n->loop.stop || n->loop.dirty || ec__feed_relist(n) ||
+                (ec__reg_lease_lost(n) && !n->loop.leaving) || ec__elect_leads(n) != n->m.wide)
                 break;
             int64_t now = ec_mono_ms();
-            if (n->self_pending && (retry_at < 0 || retry_at <= now))
+            if (ec__reg_pending(n) && (retry_at < 0 || retry_at <= now))
                 break; /* our record must be written again */
             int64_t until = now + EC_NODE_IDLE_MS;
-            if (n->wake_at >= 0 && n->wake_at < until)
-                until = n->wake_at;
+            if (n->loop.wake_at >= 0 && n->loop.wake_at < until)
+                until = n->loop.wake_at;
             if (retry_at >= 0 && retry_at < until)
                 until = retry_at;
             if (until <= now)
                 break;
             /* a record write the planner does not read, or the hang
              * policy's own timer: a pass without a plan */
-            if (n->touched || (n->hang_at >= 0 && n->hang_at <= now)) {
+            int64_t hang_at = ec__hang_at(n);
+            if (n->loop.touched || (hang_at >= 0 && hang_at <= now)) {
                 quiet = true;
                 break;
             }
-            if (n->hang_at >= 0 && n->hang_at < until)
-                until = n->hang_at;
+            if (hang_at >= 0 && hang_at < until)
+                until = hang_at;
             int64_t d = until - now;
             struct timespec ts = ec_deadline_ts(d);
             /* asleep from here: an event queued after the check below wakes
              * us (on_watch_root reads loop_waiting after queueing) */
-            atomic_store(&n->loop_waiting, true);
-            if (atomic_load(&n->q_len) == 0)
+            atomic_store(&n->loop.waiting, true);
+            if (!ec__feed_queued(n))
                 pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-            atomic_store(&n->loop_waiting, false);
-            atomic_store(&n->beat_ms, ec_mono_ms());
+            atomic_store(&n->loop.waiting, false);
+            atomic_store(&n->loop.beat_ms, ec_mono_ms());
         }
-        bool stop = n->stop, relist = n->relist, lost = n->lease_lost && !n->leaving;
-        bool leaving = n->leaving;
-        n->dirty = n->touched = false;
+        bool stop = n->loop.stop, relist = ec__feed_relist(n);
+        bool lost = ec__reg_lease_lost(n) && !n->loop.leaving;
+        bool leaving = n->loop.leaving;
+        n->loop.dirty = n->loop.touched = false;
         int64_t woke = ec_mono_ms();
-        if (n->wake_at >= 0 && woke >= n->wake_at) {
-            n->wake_at = -1;
+        if (n->loop.wake_at >= 0 && woke >= n->loop.wake_at) {
+            n->loop.wake_at = -1;
             quiet = false; /* a timer came due meanwhile: it is the planner's too */
         }
-        if (n->hang_at >= 0 && woke >= n->hang_at)
-            n->hang_at = -1; /* the pass runs the policy, which sets it again */
+        ec__hang_take_due(n, woke);
         pthread_mutex_unlock(&n->lock);
         if (stop)
             break;
@@ -234,30 +285,20 @@ static void *loop(void *arg)
         if (lost) {
             ec__node_phase(n, EC_PEV_LEASE_LOST, "our lease was lost; registering again");
             ec__node_step_down(n, "our lease was lost");
-            pthread_mutex_lock(&n->lock);
-            ec_keepalive_t *ka = n->ka;
-            int64_t old = n->lease;
-            n->ka = NULL;
-            pthread_mutex_unlock(&n->lock);
-            ec_keepalive_stop(ka);
-            ec__node_emit(n, "-lease %llx lost; registering again", (unsigned long long)old);
-            if (ec__node_do_register(n, old, &err) < 0) {
+            if (ec__reg_renew(n, &err) < 0) {
                 ec_log(EC_LOG_WARN, "re-registering failed: %s; retrying", err.msg);
                 retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
                 continue;
             }
         }
-        pthread_mutex_lock(&n->lock);
-        bool check = n->check_history;
-        pthread_mutex_unlock(&n->lock);
-        if ((check || lost) && ec__node_check_history(n)) {
+        if (ec__node_check_history(n, lost)) {
             relist = true;
             ec__node_step_down(n, "etcd lost its data");
         }
         /* The model is the whole job's while this node leads, a follower's
          * otherwise (node_model.c). */
-        if ((relist || n->am_leader != n->m.wide) &&
-            ec__node_sync_model(n, n->am_leader, &err) < 0) {
+        if ((relist || ec__elect_leads(n) != n->m.wide) &&
+            ec__node_sync_model(n, ec__elect_leads(n), &err) < 0) {
             ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err.msg);
             retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
             continue;
@@ -270,8 +311,8 @@ static void *loop(void *arg)
         if (leaving)
             continue;
         pthread_mutex_lock(&n->lock);
-        bool self_bad = n->self_bad, self_pending = n->self_pending;
-        n->self_bad = n->self_pending = false;
+        bool self_bad = n->loop.self_bad, self_pending = ec__reg_take_pending(n);
+        n->loop.self_bad = false;
         pthread_mutex_unlock(&n->lock);
         if (self_bad)
             ec_log(EC_LOG_ERROR, "our record %s was overwritten with a value no agent writes "
@@ -281,12 +322,12 @@ static void *loop(void *arg)
              * would leave the job waiting for it: keep trying */
             ec_log(EC_LOG_WARN, "cannot write our record: %s; retrying", err.msg);
             pthread_mutex_lock(&n->lock);
-            n->self_pending = true;
+            ec__reg_mark_pending(n);
             pthread_mutex_unlock(&n->lock);
             retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
         }
         ec__node_elect(n);
-        if (n->am_leader && !n->m.wide) {
+        if (ec__elect_leads(n) && !n->m.wide) {
             /* Just won: list and watch the whole job before planning. */
             if (ec__node_sync_model(n, true, &err) < 0) {
                 ec_log(EC_LOG_WARN, "listing the job as its new leader failed: %s; retrying",
@@ -296,15 +337,10 @@ static void *loop(void *arg)
             }
             ec__node_note_gone_leader(n);
         }
-        if (ec__node_follow_suspects(n, &err) < 0) {
+        if (ec__node_follow_suspects(n, &err) < 0)
             ec_log(EC_LOG_WARN, "cannot follow the suspicion reports: %s; retrying", err.msg);
-            pthread_mutex_lock(&n->lock);
-            n->sus_watched = 0;
-            ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
-            pthread_mutex_unlock(&n->lock);
-        }
         ec__node_handle_suspicions(n);
-        if (n->am_leader && n->m.wide) {
+        if (ec__elect_leads(n) && n->m.wide) {
             if (!quiet)
                 ec__node_plan_and_act(n);
             ec__node_check_hangs(n); /* progress summaries: every pass */
@@ -517,27 +553,18 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
             n->devices[i] = strdup(o->device_ids[i]);
     }
     n->o.node_id = n->node_id;
-    n->state = EC_NODE_JOINING;
-    if (n->o.boot_gated) { /* fields past an older caller's size are zero */
-        n->boot.phase = EC_BOOT_BOOTING;
-        n->boot.started_at_ms = ec_wall_ms();
-        snprintf(n->boot.why, sizeof(n->boot.why), "%s",
-                 n->o.boot_why ? n->o.boot_why : "joining");
-    }
-    n->o.boot_why = NULL; /* borrowed: copied into boot.why */
-    n->incarnation = 1;
-    n->fp_since = ec_mono_ms();
-    n->missing_since = -1;
-    n->wake_at = -1;
-    n->hang_at = -1;
-    n->senior_read_for = -1;
+    n->loop.wake_at = -1;
+    ec__reg_init(n);
+    ec__elect_init(n);
+    ec__pub_on_lead(n); /* the planner's clocks start now */
+    ec__hang_init(n);
     pthread_mutex_init(&n->lock, NULL);
-    pthread_mutex_init(&n->qlock, NULL);
+    ec__feed_init(n);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&n->cond, &ca);
-    pthread_cond_init(&n->ring_cond, &ca);
+    ec__ring_init(n, &ca);
     pthread_condattr_destroy(&ca);
     if (ec_keys_init(&n->keys, o->etcd_prefix, o->job_id, err) < 0)
         goto fail;
@@ -553,97 +580,22 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
         goto fail;
     /* After registering: a duplicate node id is reported as such, not as a
      * busy probe port. */
-    if (o->probe_port) {
-        if (!(n->probe = ec_probe_serve(n->host, o->probe_port, n->node_id, n->probe_key.secret,
-                                        ec_node_lease(n), err)))
-            goto fail;
-    }
+    if (ec__reg_serve_probe(n, err) < 0)
+        goto fail;
     if (ec__node_sync_model(n, false, err) < 0)
         goto fail;
-    if (pthread_create(&n->thread, NULL, loop, n) != 0) {
+    if (pthread_create(&n->loop.thread, NULL, loop, n) != 0) {
         ec_errorf(err, EC_ESYS, "cannot start the coordinator thread");
         goto fail;
     }
-    n->thread_started = true;
+    n->loop.thread_started = true;
     if (ec__node_ring_start(n, err) < 0)
         goto fail;
     return n;
 fail:
-    if (n->lease)
-        ec_etcd_lease_revoke(n->c, n->lease, NULL);
+    ec__reg_abandon(n);
     ec_node_stop(n);
     return NULL;
-}
-
-/* Write our record; when that fails, the loop writes it again until it
- * succeeds (the error is still returned, for the log). */
-static int put_self_or_retry(ec_node_t *n, ec_error_t *err)
-{
-    int rc = ec__node_put_self(n, err);
-    if (rc < 0) {
-        pthread_mutex_lock(&n->lock);
-        n->self_pending = true;
-        pthread_cond_signal(&n->cond);
-        pthread_mutex_unlock(&n->lock);
-    }
-    return rc;
-}
-
-int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err)
-{
-    pthread_mutex_lock(&n->lock);
-    /* Unchanged: no write.  Every write reaches every node's watch, and the
-     * agent sets READY after each epoch. */
-    bool same = n->state == st && ((!reason && !n->reason) ||
-                                   (reason && n->reason && !strcmp(reason, n->reason)));
-    if (!same) {
-        n->state = st;
-        free(n->reason);
-        n->reason = dup_or_null(reason);
-    }
-    pthread_mutex_unlock(&n->lock);
-    return same ? 0 : put_self_or_retry(n, err);
-}
-
-void ec_node_count_fence_stop(ec_node_t *n)
-{
-    /* Written by the coordinator loop, never here: the fence trips when
-     * etcd is away, and a write here would hold the caller (the agent's
-     * loop, about to stop its processes) for the request's deadline. */
-    pthread_mutex_lock(&n->lock);
-    n->fence_stops++;
-    n->self_pending = true;
-    pthread_cond_signal(&n->cond);
-    pthread_mutex_unlock(&n->lock);
-}
-
-int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err)
-{
-    pthread_mutex_lock(&n->lock);
-    uint64_t seq = n->progress.seq + 1;
-    n->progress = *p;
-    n->progress.seq = seq;
-    pthread_mutex_unlock(&n->lock);
-    return put_self_or_retry(n, err);
-}
-
-int ec_node_set_boot(ec_node_t *n, const ec_node_boot_t *boot, bool bump, ec_error_t *err)
-{
-    pthread_mutex_lock(&n->lock);
-    n->boot = *boot;
-    n->boot.why[sizeof(n->boot.why) - 1] = '\0';
-    if (bump)
-        n->incarnation++;
-    pthread_mutex_unlock(&n->lock);
-    return put_self_or_retry(n, err);
-}
-
-ec_node_boot_t ec_node_boot(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    ec_node_boot_t b = n->boot;
-    pthread_mutex_unlock(&n->lock);
-    return b;
 }
 
 uint64_t ec_node_epoch_floor(ec_node_t *n)
@@ -656,30 +608,16 @@ uint64_t ec_node_epoch_floor(ec_node_t *n)
     return e + 1;
 }
 
-int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)
-{
-    pthread_mutex_lock(&n->lock);
-    n->incarnation++;
-    pthread_mutex_unlock(&n->lock);
-    return put_self_or_retry(n, err);
-}
-
 int ec_node_leave(ec_node_t *n, ec_error_t *err)
 {
     ec__node_phase(n, EC_PEV_LEAVE, "this node leaves the job");
     pthread_mutex_lock(&n->lock);
-    n->leaving = true;
-    pthread_cond_broadcast(&n->ring_cond); /* a leaving node watches nobody */
-    n->state = EC_NODE_LEAVING;
-    ec_keepalive_t *ka = n->ka;
-    n->ka = NULL;
-    int64_t lease = n->lease;
+    n->loop.leaving = true;
+    ec__ring_wake(n); /* a leaving node watches nobody */
     pthread_mutex_unlock(&n->lock);
-    int rc = ec__node_put_self(n, err);
-    ec_keepalive_stop(ka);
-    int rc2 = ec_etcd_lease_revoke(n->c, lease, err);
+    int rc = ec__reg_leave(n, err);
     ec__node_emit(n, "-node %s leaving: lease revoked", n->node_id);
-    return rc < 0 ? rc : rc2;
+    return rc;
 }
 
 int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
@@ -698,58 +636,6 @@ int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
     ec_key_failure(&n->keys, (uint64_t)f->time_ms, n->node_id, f->local_rank, key, sizeof(key));
     rc = ec_etcd_put(n->c, key, buf, len, 0, NULL, err);
     free(buf);
-    return rc;
-}
-
-int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids, size_t nids,
-                            ec_error_t *err)
-{
-    char key[EC_KEY_MAX];
-    if (ec_key_epoch_suspect(&n->keys, epoch, n->node_id, key, sizeof(key)) < 0)
-        return ec_errorf(err, EC_EINVAL, "cannot report suspects of epoch %llu",
-                         (unsigned long long)epoch);
-    /* One key per agent and epoch: its value is the union of everything
-     * this agent reported in the epoch (the ring, a dead local process, a
-     * follower confirming a silent leader), so a later report never takes
-     * back an earlier one; written again even when unchanged, as a newer
-     * sighting (the leader probes again on it). */
-    pthread_mutex_lock(&n->lock);
-    if (n->my_rep_epoch != epoch) {
-        free(n->my_rep);
-        n->my_rep = NULL;
-        n->my_rep_epoch = epoch;
-    }
-    size_t len = (n->my_rep ? strlen(n->my_rep) : 0) + 1;
-    for (size_t i = 0; i < nids; i++)
-        len += strlen(ids[i]) + 1;
-    char *val = calloc(1, len);
-    if (!val) {
-        pthread_mutex_unlock(&n->lock);
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
-    }
-    if (n->my_rep)
-        strcpy(val, n->my_rep);
-    for (size_t i = 0; i < nids; i++) {
-        bool dup = false;
-        char *list = strdup(val), *save = NULL;
-        for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && !dup;
-             t = strtok_r(NULL, ",", &save))
-            dup = !strcmp(t, ids[i]);
-        free(list);
-        if (dup)
-            continue;
-        if (*val)
-            strcat(val, ",");
-        strcat(val, ids[i]);
-    }
-    free(n->my_rep);
-    n->my_rep = strdup(val);
-    pthread_mutex_unlock(&n->lock);
-    int rc = ec_etcd_put(n->c, key, val, strlen(val), ec_node_lease(n), NULL, err);
-    if (rc == 0)
-        ec__node_emit(n, "+suspect %s in epoch %llu (reported by %s)", val, (unsigned long long)epoch,
-             n->node_id);
-    free(val);
     return rc;
 }
 
@@ -799,7 +685,8 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
         nd = ec_errorf(err, EC_ENOMEM, "out of memory");
     } else if (ep) {
         port_ctx_t x = {n, have_recs ? &recs : NULL};
-        nd = ec_probe_members(ep, n->node_id, member_port, &x, &n->probe_key.v, timeout_ms, dead);
+        nd = ec_probe_members(ep, n->node_id, member_port, &x, ec__reg_verify(n), timeout_ms,
+                              dead);
         if (nd < 0)
             ec_errorf(err, nd, "out of memory probing the members' agents");
     }
@@ -820,30 +707,19 @@ void ec_node_stop(ec_node_t *n)
         return;
     ec__node_phase(n, EC_PEV_STOP, "the coordinator stops");
     pthread_mutex_lock(&n->lock);
-    n->stop = true;
+    n->loop.stop = true;
     pthread_cond_broadcast(&n->cond);
-    pthread_cond_broadcast(&n->ring_cond);
+    ec__ring_wake(n);
     pthread_mutex_unlock(&n->lock);
     ec__node_ring_join(n);
-    if (n->thread_started)
-        pthread_join(n->thread, NULL);
-    for (size_t i = 0; i < n->nwatch; i++)
-        ec_watch_stop(n->watch[i]);
-    ec_watch_stop(n->sus_watch);
-    ec__node_queue_clear(n);
-    ec_keepalive_stop(n->ka);
-    ec_probe_server_stop(n->probe);
+    if (n->loop.thread_started)
+        pthread_join(n->loop.thread, NULL);
+    ec__feed_fini(n);
+    ec__reg_fini(n);
     ec_model_free(&n->m);
-    for (size_t i = 0; i < n->nprobed; i++)
-        free(n->probed[i].id);
-    free(n->probed);
-    free(n->my_rep);
-    for (size_t i = 0; i < n->nheld; i++) {
-        free(n->held[i].id);
-        free(n->held[i].by);
-    }
-    free(n->held);
+    ec__evict_fini(n);
     ec__node_hang_clear(n);
+    ec__pub_fini(n);
     for (int i = 0; n->devices && i < n->o.ndevices; i++)
         free(n->devices[i]);
     free(n->devices);
@@ -852,77 +728,16 @@ void ec_node_stop(ec_node_t *n)
     free(n->host);
     free(n->job_id);
     free(n->agent_version);
-    free(n->reason);
-    free(n->last_wait);
-    free(n->cause_key);
-    free(n->cause_text);
-    free(n->cause_told);
     pthread_mutex_destroy(&n->lock);
-    pthread_mutex_destroy(&n->qlock);
     pthread_cond_destroy(&n->cond);
-    pthread_cond_destroy(&n->ring_cond);
+    ec__ring_fini(n);
     free(n);
-}
-
-bool ec_node_is_leader(ec_node_t *n)
-{
-    /* any thread: am_leader is the coordinator thread's own */
-    return atomic_load_explicit(&n->leader_pub, memory_order_acquire);
-}
-
-int64_t ec_node_lease(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    int64_t l = n->lease;
-    pthread_mutex_unlock(&n->lock);
-    return l;
-}
-
-int64_t ec_node_lease_confirmed_ms(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    int64_t t = n->ka ? ec_keepalive_confirmed_ms(n->ka) : 0;
-    pthread_mutex_unlock(&n->lock);
-    return t;
-}
-
-uint64_t ec_node_incarnation(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    uint64_t i = n->incarnation;
-    pthread_mutex_unlock(&n->lock);
-    return i;
 }
 
 uint64_t ec_node_run(ec_node_t *n)
 {
     /* no lock: set by ec_node_start before any thread, never changed */
     return n->run;
-}
-
-uint64_t ec_node_watch_events(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    uint64_t e = n->watch_events;
-    pthread_mutex_unlock(&n->lock);
-    return e;
-}
-
-uint64_t ec_node_plans(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    uint64_t p = n->plans;
-    pthread_mutex_unlock(&n->lock);
-    return p;
-}
-
-int ec_node_watches_created(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    /* a listing in: the watches it starts from are open too */
-    int w = n->list_rev > 0 && n->list_rev != INT64_MAX ? n->watches_created : 0;
-    pthread_mutex_unlock(&n->lock);
-    return w;
 }
 
 uint64_t ec_node_epoch_number(ec_node_t *n)

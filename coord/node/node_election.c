@@ -15,8 +15,8 @@
 
 void ec__node_set_leader(ec_node_t *n, bool leader)
 {
-    n->am_leader = leader;
-    atomic_store_explicit(&n->leader_pub, leader, memory_order_release);
+    n->el.am_leader = leader;
+    atomic_store_explicit(&n->el.leader_pub, leader, memory_order_release);
     ec__node_phase(n, leader ? EC_PEV_WON : EC_PEV_STEPPED_DOWN,
                    leader ? "this node holds the leader key" : "this node no longer leads");
 }
@@ -35,11 +35,8 @@ void ec__node_campaign(ec_node_t *n)
     }
     if (r.succeeded) {
         ec__node_set_leader(n, true);
-        n->my_leader_rev = r.revision;
-        n->fp_since = ec_mono_ms();
-        n->fingerprint = 0;
-        n->missing_since = -1;
-        n->wrote_final = false;
+        n->el.my_leader_rev = r.revision;
+        ec__pub_on_lead(n);
         ec__node_emit(n, "+leader %s rev=%lld", n->node_id, (long long)r.revision);
     }
     ec_txn_result_free(&r);
@@ -47,10 +44,10 @@ void ec__node_campaign(ec_node_t *n)
 
 void ec__node_step_down(ec_node_t *n, const char *why)
 {
-    if (!n->am_leader)
+    if (!n->el.am_leader)
         return;
     ec__node_set_leader(n, false);
-    n->my_leader_rev = 0;
+    n->el.my_leader_rev = 0;
     ec__node_emit(n, "-leader %s: %s", n->node_id, why);
 }
 
@@ -58,7 +55,7 @@ void ec__node_step_down(ec_node_t *n, const char *why)
 ec_cmp_t ec__node_fence_leader(ec_node_t *n)
 {
     ec_cmp_t c = {.key = n->k_leader, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL,
-                  .number = n->my_leader_rev};
+                  .number = n->el.my_leader_rev};
     return c;
 }
 
@@ -68,7 +65,7 @@ int ec__node_write_status(ec_node_t *n, ec_job_state_t state, const char *reason
     ec_job_status_t st = {.state = state, .reason = (char *)reason, .epoch = epoch,
                           .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
                           .run = run, .leader_id = fenced ? n->node_id : NULL,
-                          .leader_rev = fenced ? n->my_leader_rev : 0};
+                          .leader_rev = fenced ? n->el.my_leader_rev : 0};
     void *buf;
     size_t len;
     ec_error_t err = {0};
@@ -151,7 +148,7 @@ static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
         size_t k = ec__node_mnode_find(n, n->node_id, &found);
         *junior = ec_epoch_find_member(ep, n->node_id) < 0 || !found || !n->m.nodes[k].rec ||
                   n->m.nodes[k].create_rev >= at;
-        *senior_alive = n->senior_read_for == n->m.leader_deleted_rev && n->senior_read;
+        *senior_alive = n->el.senior_read_for == n->m.leader_deleted_rev && n->el.senior_read;
         return;
     }
     for (int i = 0; i < ep->nmembers; i++) {
@@ -172,10 +169,10 @@ static void senior_check(ec_node_t *n)
 {
     pthread_mutex_lock(&n->lock);
     bool junior = false, senior_alive;
-    bool may = !n->m.wide && !n->am_leader && n->m.leader_create_rev == 0;
+    bool may = !n->m.wide && !n->el.am_leader && n->m.leader_create_rev == 0;
     if (may)
         seniority(n, &junior, &senior_alive);
-    bool need = may && junior && n->m.epoch && n->senior_read_for != n->m.leader_deleted_rev;
+    bool need = may && junior && n->m.epoch && n->el.senior_read_for != n->m.leader_deleted_rev;
     int64_t for_rev = n->m.leader_deleted_rev, at = n->m.epoch_mod_rev;
     ec_epoch_t *ep = need ? ec_epoch_dup(n->m.epoch) : NULL;
     pthread_mutex_unlock(&n->lock);
@@ -199,8 +196,8 @@ static void senior_check(ec_node_t *n)
     ec_kv_list_free(&l);
     ec_epoch_free(ep);
     pthread_mutex_lock(&n->lock);
-    n->senior_read_for = for_rev;
-    n->senior_read = alive;
+    n->el.senior_read_for = for_rev;
+    n->el.senior_read = alive;
     pthread_mutex_unlock(&n->lock);
 }
 
@@ -213,19 +210,19 @@ void ec__node_elect(ec_node_t *n)
         pthread_mutex_lock(&n->lock);
         int64_t now = ec_mono_ms();
         if (n->m.leader_create_rev != 0)
-            n->leader_absent_since = -1;
-        else if (n->leader_absent_since < 0)
-            n->leader_absent_since = now;
+            n->el.leader_absent_since = -1;
+        else if (n->el.leader_absent_since < 0)
+            n->el.leader_absent_since = now;
         /* Seniority matters only to a follower whose leader key is gone
          * (ec_elect_decide): the leader would look through every member's
          * record on every pass for nothing. */
         bool junior = true, senior_alive = false;
-        if (!n->am_leader && n->m.leader_create_rev == 0)
+        if (!n->el.am_leader && n->m.leader_create_rev == 0)
             seniority(n, &junior, &senior_alive);
         ec_elect_view_t v = {
-            .am_leader = n->am_leader,
-            .my_leader_rev = n->my_leader_rev,
-            .my_lease = n->lease,
+            .am_leader = n->el.am_leader,
+            .my_leader_rev = n->el.my_leader_rev,
+            .my_lease = ec__reg_lease(n),
             .key_present = n->m.leader_create_rev != 0,
             .key_names_me = n->m.leader_id && !strcmp(n->m.leader_id, n->node_id),
             .key_create_rev = n->m.leader_create_rev,
@@ -233,7 +230,7 @@ void ec__node_elect(ec_node_t *n)
             .key_deleted_rev = n->m.leader_deleted_rev,
             .junior = junior,
             .senior_alive = senior_alive,
-            .absent_ms = n->leader_absent_since < 0 ? 0 : now - n->leader_absent_since,
+            .absent_ms = n->el.leader_absent_since < 0 ? 0 : now - n->el.leader_absent_since,
             .defer_ms = EC_CAMPAIGN_DEFER_MS,
         };
         int64_t mod = n->m.leader_mod_rev;
@@ -256,11 +253,8 @@ void ec__node_elect(ec_node_t *n)
              * after a rejected publish failed): the key is ours, on our live
              * lease; leave it and the job would stay leaderless. */
             ec__node_set_leader(n, true);
-            n->my_leader_rev = v.key_create_rev;
-            n->fp_since = ec_mono_ms();
-            n->fingerprint = 0;
-            n->missing_since = -1;
-            n->wrote_final = false;
+            n->el.my_leader_rev = v.key_create_rev;
+            ec__pub_on_lead(n);
             ec__node_emit(n, "+leader %s rev=%lld adopted: the leader key names us on our lease",
                           n->node_id, (long long)v.key_create_rev);
             return;
@@ -276,4 +270,27 @@ void ec__node_elect(ec_node_t *n)
             return;
         }
     }
+}
+
+/* ---- election's state, for the loop and the other concerns -------------- */
+
+void ec__elect_init(ec_node_t *n)
+{
+    n->el.senior_read_for = -1;
+}
+
+bool ec__elect_leads(const ec_node_t *n)
+{
+    return n->el.am_leader;
+}
+
+int64_t ec__elect_rev(const ec_node_t *n)
+{
+    return n->el.my_leader_rev;
+}
+
+bool ec_node_is_leader(ec_node_t *n)
+{
+    /* any thread: am_leader is the coordinator thread's own */
+    return atomic_load_explicit(&n->el.leader_pub, memory_order_acquire);
 }

@@ -32,17 +32,17 @@ static uint64_t members_fp(const ec_epoch_t *ep)
  * (lock held).  Probes of an earlier member set are forgotten. */
 static struct probed *probed_of(ec_node_t *n, uint64_t members_epoch, const char *id)
 {
-    if (n->probed_epoch != members_epoch) {
-        for (size_t i = 0; i < n->nprobed; i++)
-            free(n->probed[i].id);
-        free(n->probed);
-        n->probed = NULL;
-        n->nprobed = 0;
-        n->probed_epoch = members_epoch;
+    if (n->ev.probed_epoch != members_epoch) {
+        for (size_t i = 0; i < n->ev.nprobed; i++)
+            free(n->ev.probed[i].id);
+        free(n->ev.probed);
+        n->ev.probed = NULL;
+        n->ev.nprobed = 0;
+        n->ev.probed_epoch = members_epoch;
     }
-    for (size_t i = 0; i < n->nprobed; i++)
-        if (!strcmp(n->probed[i].id, id))
-            return &n->probed[i];
+    for (size_t i = 0; i < n->ev.nprobed; i++)
+        if (!strcmp(n->ev.probed[i].id, id))
+            return &n->ev.probed[i];
     return NULL;
 }
 
@@ -63,7 +63,7 @@ static int64_t newest_report_of(ec_node_t *n, uint64_t cur, const char *id)
 {
     int64_t rev = 0;
     for (size_t i = 0; i < n->m.nsus; i++)
-        if (n->m.sus[i].epoch >= n->members_epoch && n->m.sus[i].epoch <= cur &&
+        if (n->m.sus[i].epoch >= n->ev.members_epoch && n->m.sus[i].epoch <= cur &&
             strcmp(n->m.sus[i].reporter, id) &&
             ec_epoch_find_member(n->m.epoch, n->m.sus[i].reporter) >= 0 &&
             n->m.sus[i].mod_rev > rev && names(n->m.sus[i].ids, id))
@@ -95,7 +95,7 @@ static bool confirm_wait(ec_node_t *n, uint64_t cur, const char *id, int64_t now
  * then.  Lock held. */
 static bool probe_due(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
 {
-    struct probed *p = probed_of(n, n->members_epoch, id);
+    struct probed *p = probed_of(n, n->ev.members_epoch, id);
     int64_t newest = newest_report_of(n, cur, id);
     bool due = ec_suspect_probe_due(p != NULL, newest, p ? p->rev : 0, p && p->silent,
                                     p ? now - p->at_ms : -1, EC_REPROBE_MIN_MS);
@@ -108,13 +108,13 @@ static bool probe_due(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
 /* Remember a probe of `id` for the reports up to `rev` (lock held). */
 static void note_probed(ec_node_t *n, const char *id, int64_t rev, bool silent, int64_t now)
 {
-    struct probed *p = probed_of(n, n->members_epoch, id);
+    struct probed *p = probed_of(n, n->ev.members_epoch, id);
     if (!p) {
-        struct probed *np = realloc(n->probed, (n->nprobed + 1) * sizeof(*np));
+        struct probed *np = realloc(n->ev.probed, (n->ev.nprobed + 1) * sizeof(*np));
         if (!np)
             return;
-        n->probed = np;
-        p = &n->probed[n->nprobed++];
+        n->ev.probed = np;
+        p = &n->ev.probed[n->ev.nprobed++];
         *p = (struct probed){.id = strdup(id)};
     }
     p->at_ms = now;
@@ -132,7 +132,7 @@ static size_t reporters_of(ec_node_t *n, uint64_t cur, const char *id)
 {
     size_t count = 0;
     for (size_t i = 0; i < n->m.nsus; i++) {
-        if (n->m.sus[i].epoch < n->members_epoch || n->m.sus[i].epoch > cur ||
+        if (n->m.sus[i].epoch < n->ev.members_epoch || n->m.sus[i].epoch > cur ||
             !strcmp(n->m.sus[i].reporter, id) ||
             ec_epoch_find_member(n->m.epoch, n->m.sus[i].reporter) < 0)
             continue;
@@ -150,7 +150,7 @@ static size_t reporters_of(ec_node_t *n, uint64_t cur, const char *id)
 static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const char *id)
 {
     for (size_t i = 0; i < n->m.nsus; i++)
-        if (n->m.sus[i].epoch >= n->members_epoch && n->m.sus[i].epoch <= cur &&
+        if (n->m.sus[i].epoch >= n->ev.members_epoch && n->m.sus[i].epoch <= cur &&
             !strcmp(n->m.sus[i].reporter, reporter) && names(n->m.sus[i].ids, id))
             return true;
     return false;
@@ -165,15 +165,15 @@ static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const 
 static void remember_silent(ec_node_t *n, const char *id, const char *by)
 {
     struct held *h = NULL;
-    for (size_t i = 0; i < n->nheld; i++)
-        if (!strcmp(n->held[i].id, id))
-            h = &n->held[i];
+    for (size_t i = 0; i < n->ev.nheld; i++)
+        if (!strcmp(n->ev.held[i].id, id))
+            h = &n->ev.held[i];
     if (!h) {
-        struct held *nh = realloc(n->held, (n->nheld + 1) * sizeof(*nh));
+        struct held *nh = realloc(n->ev.held, (n->ev.nheld + 1) * sizeof(*nh));
         if (!nh)
             return;
-        n->held = nh;
-        h = &n->held[n->nheld++];
+        n->ev.held = nh;
+        h = &n->ev.held[n->ev.nheld++];
         *h = (struct held){.id = strdup(id)};
     }
     free(h->by);
@@ -187,17 +187,17 @@ static void remember_silent(ec_node_t *n, const char *id, const char *by)
 
 static void forget_held(ec_node_t *n, size_t i)
 {
-    free(n->held[i].id);
-    free(n->held[i].by);
-    n->held[i] = n->held[--n->nheld];
+    free(n->ev.held[i].id);
+    free(n->ev.held[i].by);
+    n->ev.held[i] = n->ev.held[--n->ev.nheld];
 }
 
 bool ec__node_held_out(ec_node_t *n, const char *id)
 {
-    for (size_t i = 0; i < n->nheld; i++)
-        if (!strcmp(n->held[i].id, id))
-            return !n->held[i].answered &&
-                   ec_mono_ms() - n->held[i].at_ms < EC_HOLD_MAX_MS;
+    for (size_t i = 0; i < n->ev.nheld; i++)
+        if (!strcmp(n->ev.held[i].id, id))
+            return !n->ev.held[i].answered &&
+                   ec_mono_ms() - n->ev.held[i].at_ms < EC_HOLD_MAX_MS;
     return false;
 }
 
@@ -281,33 +281,33 @@ static void probe_held(ec_node_t *n)
     int failed = 0; /* the most readmission probes any of them failed */
     int64_t now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
-    for (size_t i = 0; i < n->nheld;) {
-        struct held *h = &n->held[i];
+    for (size_t i = 0; i < n->ev.nheld;) {
+        struct held *h = &n->ev.held[i];
         ec_readmit_action_t a =
             ec_readmit_decide(h->answered, now - h->at_ms, h->probed_ms < 0 ? -1 : now - h->probed_ms,
                               EC_HOLD_PROBE_EVERY_MS, EC_HOLD_MAX_MS);
         if (a == EC_READMIT_ADMIT || a == EC_READMIT_FORGET) {
-            if (a == EC_READMIT_FORGET && n->am_leader)
+            if (a == EC_READMIT_FORGET && ec__elect_leads(n))
                 ec__node_emit(n, "+hold %s dropped: evicted as silent %.1f s ago, no longer held out",
                               h->id, (double)(now - h->at_ms) / 1000.0);
             forget_held(n, i);
-            n->dirty = true;
+            ec__node_mark_dirty(n);
             continue;
         }
         bool found;
         size_t k = ec__node_mnode_find(n, h->id, &found);
-        if (a == EC_READMIT_PROBE && n->am_leader && nt < MAXH && found && n->m.nodes[k].rec &&
+        if (a == EC_READMIT_PROBE && ec__elect_leads(n) && nt < MAXH && found && n->m.nodes[k].rec &&
             n->m.nodes[k].rec->probe_port) {
             ids[nt] = strdup(h->id);
             failed = h->failed > failed ? h->failed : failed;
             hosts[nt] = strdup(n->m.nodes[k].rec->host);
             t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->m.nodes[k].rec->probe_port,
-                                        .expect_id = ids[nt], .verify = &n->probe_key.v,
+                                        .expect_id = ids[nt], .verify = ec__reg_verify(n),
                                         .expect_lease = n->m.nodes[k].lease};
             nt++;
         }
         /* the loop sleeps until something changes: wake it to probe again */
-        if (n->am_leader && found) {
+        if (ec__elect_leads(n) && found) {
             ec__node_wake_by(n, now + EC_HOLD_PROBE_EVERY_MS);
         }
         i++;
@@ -323,15 +323,15 @@ static void probe_held(ec_node_t *n)
     now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
-        for (size_t i = 0; i < n->nheld; i++) {
-            struct held *h = &n->held[i];
+        for (size_t i = 0; i < n->ev.nheld; i++) {
+            struct held *h = &n->ev.held[i];
             if (strcmp(h->id, ids[j]))
                 continue;
             h->probed_ms = now;
             h->failed += !t[j].ok;
             if (t[j].ok) {
                 h->answered = true;
-                n->dirty = true;
+                ec__node_mark_dirty(n);
                 ec__node_emit(n, "+readmit %s: evicted as silent %.1f s ago, now answers a probe "
                                  "(%.1f ms)", h->id, (double)(now - h->at_ms) / 1000.0,
                               (double)t[j].rtt_us / 1000.0);
@@ -422,8 +422,8 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
     bool ok = r.succeeded;
     if (ok && !accused_leader) {
         pthread_mutex_lock(&n->lock);
-        n->evicted_rev = r.revision;
-        n->evicted_at_ms = ec_mono_ms();
+        n->ev.evicted_rev = r.revision;
+        n->ev.evicted_at_ms = ec_mono_ms();
         pthread_mutex_unlock(&n->lock);
     }
     ec_txn_result_free(&r);
@@ -450,7 +450,7 @@ static void fetch_accused_leader(ec_node_t *n)
     pthread_mutex_lock(&n->lock);
     uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
     char *id = NULL;
-    if (!n->m.wide && !n->am_leader && cur && n->m.leader_id &&
+    if (!n->m.wide && !ec__elect_leads(n) && cur && n->m.leader_id &&
         strcmp(n->m.leader_id, n->node_id) &&
         ec_epoch_find_member(n->m.epoch, n->m.leader_id) >= 0 &&
         newest_report_of(n, cur, n->m.leader_id) > 0 &&
@@ -493,18 +493,18 @@ void ec__node_handle_suspicions(ec_node_t *n)
      * more; those of the restart epochs since (same members) still are: a
      * failure is reported in the epoch it happened in while the leader
      * already publishes the restart. */
-    if (n->members_fp_gen != n->m.epoch_gen) {
-        n->members_fp_now = members_fp(n->m.epoch);
-        n->members_fp_gen = n->m.epoch_gen;
+    if (n->ev.members_fp_gen != n->m.epoch_gen) {
+        n->ev.members_fp_now = members_fp(n->m.epoch);
+        n->ev.members_fp_gen = n->m.epoch_gen;
     }
-    uint64_t fp = n->members_fp_now;
-    if (!n->members_epoch || fp != n->members_fp || cur < n->members_epoch) {
-        n->members_fp = fp;
-        n->members_epoch = cur;
+    uint64_t fp = n->ev.members_fp_now;
+    if (!n->ev.members_epoch || fp != n->ev.members_fp || cur < n->ev.members_epoch) {
+        n->ev.members_fp = fp;
+        n->ev.members_epoch = cur;
     }
     size_t keep = 0;
     for (size_t i = 0; i < n->m.nsus; i++) {
-        if (n->m.sus[i].epoch >= n->members_epoch) {
+        if (n->m.sus[i].epoch >= n->ev.members_epoch) {
             n->m.sus[keep++] = n->m.sus[i];
         } else {
             free(n->m.sus[i].reporter);
@@ -520,7 +520,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
     size_t nmembers = n->m.epoch ? (size_t)n->m.epoch->nmembers : 0;
     int64_t now = ec_mono_ms();
     for (size_t i = 0; cur && i < n->m.nsus && nt < MAXS; i++) {
-        if (n->m.sus[i].epoch < n->members_epoch || n->m.sus[i].epoch > cur ||
+        if (n->m.sus[i].epoch < n->ev.members_epoch || n->m.sus[i].epoch > cur ||
             ec_epoch_find_member(n->m.epoch, n->m.sus[i].reporter) < 0)
             continue; /* only members of the current epoch may accuse */
         char *list = strdup(n->m.sus[i].ids), *save = NULL;
@@ -545,7 +545,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
              * the leader still cannot depose it: the others' probes are
              * answered and they add nothing). */
             bool quorum = false, quorum_with_ours = false;
-            if (!n->am_leader) {
+            if (!ec__elect_leads(n)) {
                 if (!is_leader)
                     continue;
                 quorum = ec_evict_leader_quorum((size_t)n->m.epoch->nmembers,
@@ -559,7 +559,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
             }
             /* The leader: evidence from more than one side (a leader cut
              * off from its peers sees them all silent). */
-            if (n->am_leader &&
+            if (ec__elect_leads(n) &&
                 !ec_evict_member_evidence((size_t)n->m.epoch->nmembers, reporters_of(n, cur, id),
                                           reported_by(n, cur, n->node_id, id)))
                 continue;
@@ -571,12 +571,12 @@ void ec__node_handle_suspicions(ec_node_t *n)
             leases[nt] = n->m.nodes[k].lease;
             mods[nt] = n->m.nodes[k].mod_rev;
             revs[nt] = newest_report_of(n, cur, id);
-            confirm[nt] = !n->am_leader && !quorum;
+            confirm[nt] = !ec__elect_leads(n) && !quorum;
             with_ours[nt] = quorum_with_ours;
             /* only an agent of this run under the record's lease proves
              * the node alive (a stranger on its port does not) */
             t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->m.nodes[k].rec->probe_port,
-                                        .expect_id = ids[nt], .verify = &n->probe_key.v,
+                                        .expect_id = ids[nt], .verify = ec__reg_verify(n),
                                         .expect_lease = leases[nt]};
             nt++;
         }
@@ -588,7 +588,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
     /* a follower probes only the leader, and all followers do: fewer
      * attempts each in a large job, so that their burst stays within the
      * leader's accept queue */
-    int f = n->am_leader ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
+    int f = ec__elect_leads(n) ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
     int to = (int)ec__node_confirm_probe(n, t, nt, f, true, 0);
     now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
@@ -615,7 +615,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
             remember_silent(n, ids[i], by[i]);
             pthread_mutex_unlock(&n->lock);
             ec_error_t err = {0};
-            int rc = evict(n, ids[i], leases[i], mods[i], !n->am_leader, leader_rev,
+            int rc = evict(n, ids[i], leases[i], mods[i], !ec__elect_leads(n), leader_rev,
                            t[i].refused ? EC_DEPART_REFUSED : EC_DEPART_SILENT, &err);
             ec__node_emit(n, "-node %s evicted: suspected by %s, %s to %d probes of %s:%u "
                              "within %d ms%s%s",
@@ -627,4 +627,82 @@ void ec__node_handle_suspicions(ec_node_t *n)
         free(hosts[i]);
         free(by[i]);
     }
+}
+
+/* ---- eviction's state, for the loop and the other concerns -------------- */
+
+bool ec__evict_unseen(ec_node_t *n)
+{
+    int64_t rev = n->ev.evicted_rev;
+    if (rev <= 0 || ec__feed_seen(n, rev) || ec_mono_ms() - n->ev.evicted_at_ms >= EC_EVICT_SEEN_WAIT_MS)
+        return false;
+    ec__node_wake_by(n, n->ev.evicted_at_ms + EC_EVICT_SEEN_WAIT_MS);
+    return true;
+}
+
+void ec__evict_fini(ec_node_t *n)
+{
+    for (size_t i = 0; i < n->ev.nprobed; i++)
+        free(n->ev.probed[i].id);
+    free(n->ev.probed);
+    free(n->ev.my_rep);
+    for (size_t i = 0; i < n->ev.nheld; i++) {
+        free(n->ev.held[i].id);
+        free(n->ev.held[i].by);
+    }
+    free(n->ev.held);
+}
+
+/* ---- eviction's public calls (node.h) ----------------------------------- */
+
+int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids, size_t nids,
+                            ec_error_t *err)
+{
+    char key[EC_KEY_MAX];
+    if (ec_key_epoch_suspect(&n->keys, epoch, n->node_id, key, sizeof(key)) < 0)
+        return ec_errorf(err, EC_EINVAL, "cannot report suspects of epoch %llu",
+                         (unsigned long long)epoch);
+    /* One key per agent and epoch: its value is the union of everything
+     * this agent reported in the epoch (the ring, a dead local process, a
+     * follower confirming a silent leader), so a later report never takes
+     * back an earlier one; written again even when unchanged, as a newer
+     * sighting (the leader probes again on it). */
+    pthread_mutex_lock(&n->lock);
+    if (n->ev.my_rep_epoch != epoch) {
+        free(n->ev.my_rep);
+        n->ev.my_rep = NULL;
+        n->ev.my_rep_epoch = epoch;
+    }
+    size_t len = (n->ev.my_rep ? strlen(n->ev.my_rep) : 0) + 1;
+    for (size_t i = 0; i < nids; i++)
+        len += strlen(ids[i]) + 1;
+    char *val = calloc(1, len);
+    if (!val) {
+        pthread_mutex_unlock(&n->lock);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    if (n->ev.my_rep)
+        strcpy(val, n->ev.my_rep);
+    for (size_t i = 0; i < nids; i++) {
+        bool dup = false;
+        char *list = strdup(val), *save = NULL;
+        for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && !dup;
+             t = strtok_r(NULL, ",", &save))
+            dup = !strcmp(t, ids[i]);
+        free(list);
+        if (dup)
+            continue;
+        if (*val)
+            strcat(val, ",");
+        strcat(val, ids[i]);
+    }
+    free(n->ev.my_rep);
+    n->ev.my_rep = strdup(val);
+    pthread_mutex_unlock(&n->lock);
+    int rc = ec_etcd_put(n->c, key, val, strlen(val), ec_node_lease(n), NULL, err);
+    if (rc == 0)
+        ec__node_emit(n, "+suspect %s in epoch %llu (reported by %s)", val, (unsigned long long)epoch,
+             n->node_id);
+    free(val);
+    return rc;
 }

@@ -56,15 +56,15 @@ struct ec_hang_seen {
 
 void ec__node_hang_clear(ec_node_t *n)
 {
-    for (size_t i = 0; i < n->nhang_seen; i++)
-        free(n->hang_seen[i].id);
-    free(n->hang_seen);
-    n->hang_seen = NULL;
-    n->nhang_seen = n->nhang_sorted = n->hang_cap = 0;
-    free(n->hang_last);
-    n->hang_last = NULL;
-    free(n->hang_told_id);
-    n->hang_told_id = NULL;
+    for (size_t i = 0; i < n->hang.nseen; i++)
+        free(n->hang.seen[i].id);
+    free(n->hang.seen);
+    n->hang.seen = NULL;
+    n->hang.nseen = n->hang.nsorted = n->hang.cap = 0;
+    free(n->hang.last);
+    n->hang.last = NULL;
+    free(n->hang.told_id);
+    n->hang.told_id = NULL;
 }
 
 /* The index of id's entry, added if new; -1 when out of memory.  An index,
@@ -76,10 +76,10 @@ void ec__node_hang_clear(ec_node_t *n)
  * one is never searched for among those appended. */
 static long seen_of(ec_node_t *n, const char *id)
 {
-    size_t lo = 0, hi = n->nhang_sorted;
+    size_t lo = 0, hi = n->hang.nsorted;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        int c = strcmp(n->hang_seen[mid].id, id);
+        int c = strcmp(n->hang.seen[mid].id, id);
         if (c == 0)
             return (long)mid;
         if (c < 0)
@@ -87,19 +87,19 @@ static long seen_of(ec_node_t *n, const char *id)
         else
             hi = mid;
     }
-    if (n->nhang_seen == n->hang_cap) {
-        size_t nc = n->hang_cap ? 2 * n->hang_cap : 64;
-        struct ec_hang_seen *s = realloc(n->hang_seen, nc * sizeof(*s));
+    if (n->hang.nseen == n->hang.cap) {
+        size_t nc = n->hang.cap ? 2 * n->hang.cap : 64;
+        struct ec_hang_seen *s = realloc(n->hang.seen, nc * sizeof(*s));
         if (!s)
             return -1;
-        n->hang_seen = s;
-        n->hang_cap = nc;
+        n->hang.seen = s;
+        n->hang.cap = nc;
     }
-    struct ec_hang_seen *s = &n->hang_seen[n->nhang_seen];
+    struct ec_hang_seen *s = &n->hang.seen[n->hang.nseen];
     *s = (struct ec_hang_seen){.id = strdup(id)};
     if (!s->id)
         return -1;
-    return (long)n->nhang_seen++;
+    return (long)n->hang.nseen++;
 }
 
 static int seen_cmp(const void *a, const void *b)
@@ -109,10 +109,10 @@ static int seen_cmp(const void *a, const void *b)
 
 static void seen_sort(ec_node_t *n)
 {
-    if (n->nhang_sorted == n->nhang_seen)
+    if (n->hang.nsorted == n->hang.nseen)
         return;
-    qsort(n->hang_seen, n->nhang_seen, sizeof(*n->hang_seen), seen_cmp);
-    n->nhang_sorted = n->nhang_seen;
+    qsort(n->hang.seen, n->hang.nseen, sizeof(*n->hang.seen), seen_cmp);
+    n->hang.nsorted = n->hang.nseen;
 }
 
 typedef struct snap {
@@ -121,7 +121,7 @@ typedef struct snap {
     ec_node_progress_t fresh; /* as published, when new (seq 0: not new) */
     int64_t lease, mod;
     int m_id;
-    long seen; /* index into n->hang_seen */
+    long seen; /* index into n->hang.seen */
 } snap_t;
 
 static void record_hung(ec_node_t *n, const snap_t *s, uint64_t epoch, const char *why,
@@ -220,20 +220,20 @@ void ec__node_check_hangs(ec_node_t *n)
         return;
     }
     uint64_t epoch = n->m.epoch->number;
-    if (epoch == n->hang_epoch && n->hang_ran_ms > 0 && now - n->hang_ran_ms < EC_HANG_EVERY_MS) {
-        int64_t at = n->hang_ran_ms + EC_HANG_EVERY_MS;
-        if (n->hang_at < 0 || n->hang_at > at)
-            n->hang_at = at;
+    if (epoch == n->hang.epoch && n->hang.ran_ms > 0 && now - n->hang.ran_ms < EC_HANG_EVERY_MS) {
+        int64_t at = n->hang.ran_ms + EC_HANG_EVERY_MS;
+        if (n->hang.at < 0 || n->hang.at > at)
+            n->hang.at = at;
         pthread_mutex_unlock(&n->lock);
         return;
     }
-    n->hang_ran_ms = now;
-    n->hang_at = -1;
-    if (epoch != n->hang_epoch) {
+    n->hang.ran_ms = now;
+    n->hang.at = -1;
+    if (epoch != n->hang.epoch) {
         /* A new epoch restarts or rebuilds every rank: silence published
          * before it says nothing about the ranks after it. */
-        n->hang_epoch = epoch;
-        n->hang_epoch_ms = now;
+        n->hang.epoch = epoch;
+        n->hang.epoch_ms = now;
     }
     size_t nm = (size_t)n->m.epoch->nmembers;
     snap_t *s = calloc(nm, sizeof(*s));
@@ -250,7 +250,7 @@ void ec__node_check_hangs(ec_node_t *n)
         long si = seen_of(n, id);
         if (si < 0 || !(s[k].id = strdup(id)))
             continue;
-        struct ec_hang_seen *seen = &n->hang_seen[si];
+        struct ec_hang_seen *seen = &n->hang.seen[si];
         const ec_node_progress_t *p = &n->m.nodes[j].rec->progress;
         if (p->seq != seen->seq) {
             seen->seq = p->seq;
@@ -260,8 +260,8 @@ void ec__node_check_hangs(ec_node_t *n)
         s[k].p = *p;
         if (p->seq && p->silent_ms > 0) {
             int64_t q = p->silent_ms + (now - seen->seen_ms);
-            if (q > now - n->hang_epoch_ms)
-                q = now - n->hang_epoch_ms;
+            if (q > now - n->hang.epoch_ms)
+                q = now - n->hang.epoch_ms;
             s[k].p.silent_ms = q > 0 ? q : 1;
         }
         s[k].lease = n->m.nodes[j].lease;
@@ -289,40 +289,40 @@ void ec__node_check_hangs(ec_node_t *n)
         /* its own timer: the planner has nothing to do then */
         pthread_mutex_lock(&n->lock);
         int64_t at = now + d->wait_ms;
-        if (n->hang_at < 0 || at < n->hang_at)
-            n->hang_at = at;
+        if (n->hang.at < 0 || at < n->hang.at)
+            n->hang.at = at;
         pthread_mutex_unlock(&n->lock);
     }
-    bool after_stall = d->action == EC_HANG_SUSPECT && !d->straggler && n->hang_last;
+    bool after_stall = d->action == EC_HANG_SUSPECT && !d->straggler && n->hang.last;
     if (!after_stall)
-        n->hang_settle_ms = 0;
-    else if (!n->hang_settle_ms)
-        n->hang_settle_ms = now;
-    if (after_stall && now - n->hang_settle_ms < EC_HANG_SETTLE_MS) {
+        n->hang.settle_ms = 0;
+    else if (!n->hang.settle_ms)
+        n->hang.settle_ms = now;
+    if (after_stall && now - n->hang.settle_ms < EC_HANG_SETTLE_MS) {
         /* the job resumes from a stall every node was in: the others'
          * summaries saying so may be a second behind; look again then */
         pthread_mutex_lock(&n->lock);
-        int64_t at = n->hang_settle_ms + EC_HANG_SETTLE_MS;
-        if (n->hang_at < 0 || at < n->hang_at)
-            n->hang_at = at;
+        int64_t at = n->hang.settle_ms + EC_HANG_SETTLE_MS;
+        if (n->hang.at < 0 || at < n->hang.at)
+            n->hang.at = at;
         pthread_mutex_unlock(&n->lock);
         ec_hang_decision_free(d);
         goto out;
     }
     if (d->action == EC_HANG_STALLED) {
-        if (!n->hang_last) {
+        if (!n->hang.last) {
             ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": %s", epoch, d->why);
-            n->hang_last = strdup("stalled");
+            n->hang.last = strdup("stalled");
         }
-    } else if (d->action != EC_HANG_SUSPECT && n->hang_last) {
-        free(n->hang_last);
-        n->hang_last = NULL;
+    } else if (d->action != EC_HANG_SUSPECT && n->hang.last) {
+        free(n->hang.last);
+        n->hang.last = NULL;
         ec__node_emit(n, "+hang-cleared epoch %" PRIu64 ": the job progresses again", epoch);
     }
     if (d->action == EC_HANG_SUSPECT) {
         for (size_t i = 0; i < d->nsuspects; i++) {
             snap_t *x = &s[d->suspects[i]];
-            struct ec_hang_seen *xs = &n->hang_seen[x->seen];
+            struct ec_hang_seen *xs = &n->hang.seen[x->seen];
             if (d->straggler && xs->straggled_ms &&
                 now - xs->straggled_ms < EC_STRAGGLER_HOLDOFF_MS)
                 continue;
@@ -339,30 +339,30 @@ void ec__node_check_hangs(ec_node_t *n)
                 continue;
             }
             int64_t to = ec_hang_timeout_for(&cfg, &x->p);
-            if (!d->straggler && n->hang_told_id && strcmp(n->hang_told_id, x->id) &&
-                now - n->hang_told_ms < 2 * to + EC_HANG_REACT_MS) {
+            if (!d->straggler && n->hang.told_id && strcmp(n->hang.told_id, x->id) &&
+                now - n->hang.told_ms < 2 * to + EC_HANG_REACT_MS) {
                 /* The node restarted for a hang a moment ago went on, and
                  * now another stops where it did: a phase every node runs
                  * (an evaluation, a checkpoint not declared), not a hang of
                  * either.  Said once; acted on no more until the job
                  * progresses again. */
-                if (!n->hang_last || strcmp(n->hang_last, "moved")) {
+                if (!n->hang.last || strcmp(n->hang.last, "moved")) {
                     ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": the silence moved from %s "
                                   "(its processes restarted %.1f s ago) to %s: not one node's "
                                   "hang, nothing is restarted (declare such a phase with "
                                   "ecw_progress_pause/resume or ecoord.progress.paused()): %s",
-                                  epoch, n->hang_told_id,
-                                  (double)(now - n->hang_told_ms) / 1000.0, x->id, d->why);
-                    free(n->hang_last);
-                    n->hang_last = strdup("moved");
+                                  epoch, n->hang.told_id,
+                                  (double)(now - n->hang.told_ms) / 1000.0, x->id, d->why);
+                    free(n->hang.last);
+                    n->hang.last = strdup("moved");
                 }
                 continue;
             }
             xs->acted_seq = xs->seq;
             if (!d->straggler) {
-                free(n->hang_told_id);
-                n->hang_told_id = strdup(x->id);
-                n->hang_told_ms = now;
+                free(n->hang.told_id);
+                n->hang.told_id = strdup(x->id);
+                n->hang.told_ms = now;
             }
             record_hung(n, x, epoch, d->why, d->straggler); /* the evidence, then the event */
             ec__node_emit(n, "%s %s epoch %" PRIu64 ": %s", d->straggler ? "+straggler" :
@@ -386,4 +386,22 @@ out:
         free(s[i].id);
     free(s);
     free(hm);
+}
+
+/* ---- the hang policy's timer, for the loop ------------------------------ */
+
+void ec__hang_init(ec_node_t *n)
+{
+    n->hang.at = -1;
+}
+
+int64_t ec__hang_at(const ec_node_t *n)
+{
+    return n->hang.at;
+}
+
+void ec__hang_take_due(ec_node_t *n, int64_t now)
+{
+    if (n->hang.at >= 0 && now >= n->hang.at)
+        n->hang.at = -1; /* the pass runs the policy, which sets it again */
 }

@@ -20,6 +20,13 @@
  * in node_policy.c, unit-tested in coord/node/test/test_node_policy.c, and the
  * model's changes are model.c's.
  *
+ * State: each file owns its part of struct ec_node below (n->loop, n->reg,
+ * n->feed, n->el, n->pub, n->ev, n->hang, n->ring), and names no other
+ * file's part: what one concern needs of another goes through the owner's
+ * ec__<concern>_* calls at the end of this header (tests/t0050-layering.sh
+ * checks it).  All of them read the context (options, ids, keys, the etcd
+ * client) and the job's model `m` under `lock`.
+ *
  * Threads: the coordinator thread runs the loop; the watch threads apply
  * events to the model (ec_model_apply) under `lock` and wake the loop (the
  * leader's watch of the whole job only queues them, and the loop applies
@@ -63,74 +70,121 @@ typedef struct ec__qev {
     ec_kv_t kv;
 } ec__qev_t;
 
-struct ec_node {
-    ec_node_opts_t o;
-    char *node_id, *host, *job_id, *agent_version;
-    uint16_t *ports;
-    char **devices;
-    ec_keys_t keys;
-    char k_node[EC_KEY_MAX], k_leader[EC_KEY_MAX], k_epoch[EC_KEY_MAX], k_status[EC_KEY_MAX],
-        k_epochs[EC_KEY_MAX], k_epochd[EC_KEY_MAX];
-    ec_etcd_t *c;
+/* The node's state, by concern.  Each concern's part is written and read
+ * only by the file that owns it (tests/t0050-layering.sh, rule 8); the
+ * others reach it through that file's calls (the ec__<concern>_* functions
+ * below).  What every concern reads is the context: set before the loop
+ * starts and read-only after (o .. run), and the job's model `m` under
+ * `lock`.  Each part says which thread or lock guards it. */
+
+/* node.c: the loop (under `lock` unless marked) */
+struct ec__loop {
     pthread_t thread;
-    bool thread_started;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    /* flags, under lock */
-    bool stop, dirty, lease_lost, relist, leaving;
-    bool self_bad; /* our record was overwritten with what no agent writes */
-    /* our registration, under lock */
+    bool thread_started; /* ec_node_start/ec_node_stop only */
+    bool stop, leaving;
+    /* a pass must plan (dirty), or only run the non-planning checks
+     * (touched: a record write the planner does not read, ec_plan_node_equiv) */
+    bool dirty, touched;
+    bool self_bad;   /* our record was overwritten with what no agent writes */
+    int64_t wake_at; /* monotonic ms: a pass by then (ec__node_wake_by); -1 none */
+    /* the loop's heartbeat (monotonic ms): the keepalive refreshes the lease
+     * only while the loop beats, so a wedged coordinator loses its lease */
+    _Atomic int64_t beat_ms;
+    /* the loop is (about to be) asleep on `cond`, so a queued event must wake
+     * it: checked against the feed's queue length in both orders (seq_cst),
+     * so no wakeup is lost and the watch thread takes `lock` only to wake a
+     * sleeping loop */
+    _Atomic bool waiting;
+    /* The loop's phase (node_policy.h: ec_node_phase_next), changed only by
+     * ec__node_phase from any thread (a compare-and-swap: no lock). */
+    _Atomic int phase;
+    /* coordinator thread: what was handed to on_epoch / on_job */
+    uint64_t delivered_epoch;
+    int64_t delivered_status_rev;
+};
+
+/* node_register.c: registration, our record and our lease (under `lock`;
+ * probe_key: written once before registering, read-only after) */
+struct ec__reg {
     int64_t lease;
     ec_keepalive_t *ka;
+    bool lease_lost; /* the keepalive reported it: the loop registers again */
+    bool pending;    /* our record must be written again (a put failed) */
     uint64_t incarnation;
     ec_node_state_t state;
     char *reason;
     int64_t registered_at_ms;
-    ec_node_boot_t boot;    /* phase 0: not gated */
-    uint32_t fence_stops;   /* our record's: times the fence stopped our processes */
-    /* the job's model (model.h), under lock */
-    ec_model_t m;
-    int64_t leader_absent_since; /* monotonic ms the leader key was first seen absent; -1 */
+    ec_node_boot_t boot;         /* phase 0: not gated */
+    uint32_t fence_stops;        /* our record's: times the fence stopped our processes */
+    ec_node_progress_t progress; /* our progress summary, written with our record */
+    ec_probe_server_t *probe;
+    /* the run's probe secret: proves this agent's answers and checks its
+     * peers' (probe_proof.h) */
+    ec_probe_key_t probe_key;
+};
+
+/* node_model.c: what feeds the model (under `lock` unless marked) */
+struct ec__feed {
+    bool relist; /* the watches broke or etcd lost its data: list again */
     /* etcd's history going backwards (it lost its data): the highest
      * revision seen, and whether to compare it with etcd's now */
     int64_t max_rev;
     bool check_history;
-    int64_t list_rev;       /* watch events at or below it are in the listing */
-    int watches_created;    /* CREATED events seen since the watches opened */
+    int64_t list_rev;    /* watch events at or below it are in the listing */
+    int watches_created; /* CREATED events seen since the watches opened */
     /* Narrow model: the epoch whose suspicion reports are watched, and the
      * revision of their listing */
     uint64_t sus_watched;
     int64_t sus_list_rev;
     ec_watch_t *sus_watch;
-    /* Narrow model, election: whether a member with an older record than
-     * ours is alive, read from nodes/ once per absence of the leader key */
-    int64_t senior_read_for; /* leader_deleted_rev it was read for; -1 none */
-    bool senior_read;
-    /* watch events applied to the model (ec_node_watch_events) */
-    uint64_t watch_events;
+    uint64_t watch_events; /* watch events applied to the model */
+    ec_watch_t *watch[5];  /* coordinator thread */
+    size_t nwatch;
     /* (leader) Coalescing.  The root watch's thread only queues its events
      * (under qlock, never under `lock`), and the coordinator thread applies
      * everything queued at once (ec__node_drain) before it plans: a burst of
      * writes that arrives while one plan runs costs one more plan, not one
      * each (a READY wave of 16,384 records planned per write took the
-     * leader 7 s of CPU).  loop_waiting: the loop is (about to be) asleep
-     * on `cond`, so a queued event must wake it; checked against q_len in
-     * both orders (seq_cst), so no wakeup is lost and the watch thread
-     * takes `lock` only to wake a sleeping loop. */
+     * leader 7 s of CPU). */
     pthread_mutex_t qlock;
     ec__qev_t *q_head, *q_tail;
     _Atomic size_t q_len;
-    _Atomic bool loop_waiting;
     /* the root watch's thread's own: the events of the response it is
      * delivering, queued together at its last (ev->more false) */
     ec__qev_t *st_head, *st_tail;
     size_t st_len;
-    /* a node record changed in nothing the planner reads (a progress
-     * summary, epoch_seen, ready after joining: ec_plan_node_equiv): the
-     * loop runs (hangs, suspicions) but does not plan for it (under lock) */
-    bool touched;
-    /* times the planner ran (ec_node_plans; under lock) */
-    uint64_t plans;
+};
+
+/* node_election.c: campaign and fence (coordinator thread unless marked) */
+struct ec__elect {
+    bool am_leader; /* changed only through ec__node_set_leader */
+    /* am_leader as other threads read it (ec_node_is_leader): no lock */
+    atomic_bool leader_pub;
+    int64_t my_leader_rev;
+    /* Narrow model: whether a member with an older record than ours is
+     * alive, read from nodes/ once per absence of the leader key */
+    int64_t senior_read_for; /* leader_deleted_rev it was read for; -1 none */
+    bool senior_read;
+    int64_t leader_absent_since; /* monotonic ms the leader key was first seen absent; -1 */
+};
+
+/* node_publish.c: (leader) the planner's inputs over time and what it last
+ * said (coordinator thread; plans under `lock`) */
+struct ec__pub {
+    uint64_t plans; /* times the planner ran (ec_node_plans) */
+    uint64_t fingerprint;
+    int64_t fp_since, missing_since;
+    bool wrote_final;
+    char *last_wait;
+    /* the newest failure record, read once, as a line ("node b local rank 1
+     * (rank 3) exited with code 3: ..."), and the key of the one an epoch's
+     * reason last named: an epoch that re-forms the job after a failure
+     * says which */
+    char *cause_key, *cause_text, *cause_told;
+};
+
+/* node_evict.c: suspicion, eviction and readmission (under `lock`) */
+struct ec__evict {
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
     uint64_t members_epoch, members_fp;
@@ -151,7 +205,7 @@ struct ec_node {
      * the planner waits until the model has seen it (the watch delivers the
      * deletion a moment after the transaction returns), so that an epoch
      * planned meanwhile for another reason (a restart) never lists the node
-     * just evicted; at most EC_EVICT_SEEN_WAIT_MS (under lock) */
+     * just evicted; at most EC_EVICT_SEEN_WAIT_MS (ec__evict_unseen) */
     int64_t evicted_rev, evicted_at_ms;
     /* what this node's agent reported in my_rep_epoch (a comma list): every
      * report of it writes the union (the ring, a dead local process, a
@@ -160,7 +214,7 @@ struct ec_node {
     char *my_rep;
     /* Nodes evicted as silent (or found silent on a quorum's reports), held
      * out of the planner's eligible nodes after they register again until
-     * they answer a probe (node_evict.c; under lock) */
+     * they answer a probe */
     struct held {
         char *id, *by;
         int64_t at_ms, probed_ms; /* monotonic; probed_ms -1: not yet */
@@ -168,69 +222,62 @@ struct ec_node {
         bool answered, told;
     } *held;
     size_t nheld;
-    ec_probe_server_t *probe;
-    /* the run's probe secret (node_register.c; read once, before
-     * registering, then read-only): proves this agent's answers and checks
-     * its peers' (probe_proof.h) */
-    ec_probe_key_t probe_key;
-    /* the thread watching peer agents (node_ring.c); woken by ring_cond */
-    pthread_t ring_thread;
-    bool ring_started;
-    pthread_cond_t ring_cond;
-    /* The loop's phase (node_policy.h: ec_node_phase_next), changed only
-     * by ec__node_phase from any thread (a compare-and-swap: no lock). */
-    _Atomic int phase;
-    /* am_leader as other threads read it (ec_node_is_leader): written by
-     * the coordinator thread with am_leader, read with no lock.  The
-     * coordinator's own reads stay plain ones of am_leader. */
-    atomic_bool leader_pub;
-    /* coordinator thread only (am_leader changes only through
-     * ec__node_set_leader, which publishes it in leader_pub) */
-    bool am_leader;
-    int64_t my_leader_rev;
-    uint64_t delivered_epoch;
-    int64_t delivered_status_rev;
-    uint64_t fingerprint;
-    int64_t fp_since, missing_since, wake_at;
-    char *last_wait;
-    bool wrote_final;
-    /* (leader, coordinator thread) the newest failure record, read once,
-     * as a line ("node b local rank 1 (rank 3) exited with code 3: ..."),
-     * and the key of the one an epoch's reason last named: an epoch that
-     * re-forms the job after a failure says which (node_publish.c) */
-    char *cause_key, *cause_text, *cause_told;
-    /* the run of the job this node takes part in (set before registering) */
-    uint64_t run;
-    /* our record must be written again (a put failed: retried by the loop) */
-    bool self_pending;
-    /* the loop's heartbeat (monotonic ms): the keepalive refreshes the lease
-     * only while the loop beats, so a wedged coordinator loses its lease */
-    _Atomic int64_t beat_ms;
-    ec_watch_t *watch[5];
-    size_t nwatch;
-    /* our progress summary, written with our record (under lock) */
-    ec_node_progress_t progress;
-    /* (leader) hang and straggler detection's memory (node_hang.c;
-     * coordinator thread) */
-    struct ec_hang_seen *hang_seen; /* the first nhang_sorted sorted by id */
-    size_t nhang_seen, nhang_sorted, hang_cap;
-    char *hang_last; /* the last stalled/suspect line logged */
+};
+
+/* node_hang.c: (leader) hang and straggler detection's memory (coordinator
+ * thread; `at` under `lock`) */
+struct ec__hang {
+    struct ec_hang_seen *seen; /* the first nsorted sorted by id */
+    size_t nseen, nsorted, cap;
+    char *last; /* the last stalled/suspect line logged */
     /* the last node told its ranks hung, and when (monotonic ms): a hang
-     * that moves to another node right after is no node's own (node_hang.c) */
-    char *hang_told_id;
-    int64_t hang_told_ms;
+     * that moves to another node right after is no node's own */
+    char *told_id;
+    int64_t told_ms;
     /* monotonic ms a suspect first showed after the job was stalled
      * together (0: none): as it resumes, nodes' summaries arrive up to a
      * second apart (their publish rate), so the first to resume makes the
      * others look hung for a moment */
-    int64_t hang_settle_ms;
-    uint64_t hang_epoch; /* the epoch hang_epoch_ms is about */
-    int64_t hang_ran_ms; /* monotonic: the policy's last run (0: none) */
-    int64_t hang_at;     /* monotonic: when it is to run again; -1: on the next
-                          * pass (under lock; a timer of the loop's that, unlike
-                          * wake_at, does not make it plan) */
-    int64_t hang_epoch_ms; /* monotonic: when the leader first saw it (silence
-                            * is never counted from before it) */
+    int64_t settle_ms;
+    uint64_t epoch;   /* the epoch epoch_ms is about */
+    int64_t ran_ms;   /* monotonic: the policy's last run (0: none) */
+    int64_t at;       /* monotonic: when it is to run again; -1: on the next
+                       * pass (a timer of the loop's that, unlike wake_at,
+                       * does not make it plan) */
+    int64_t epoch_ms; /* monotonic: when the leader first saw it (silence is
+                       * never counted from before it) */
+};
+
+/* node_ring.c: the thread watching peer agents, woken by cond */
+struct ec__ring {
+    pthread_t thread;
+    bool started;
+    pthread_cond_t cond;
+};
+
+struct ec_node {
+    /* context: set before the loop starts, read-only after */
+    ec_node_opts_t o;
+    char *node_id, *host, *job_id, *agent_version;
+    uint16_t *ports;
+    char **devices;
+    ec_keys_t keys;
+    char k_node[EC_KEY_MAX], k_leader[EC_KEY_MAX], k_epoch[EC_KEY_MAX], k_status[EC_KEY_MAX],
+        k_epochs[EC_KEY_MAX], k_epochd[EC_KEY_MAX];
+    ec_etcd_t *c;
+    uint64_t run; /* the run of the job this node takes part in */
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* wakes the loop */
+    ec_model_t m;        /* the job's model (model.h), under lock */
+    /* each concern's own */
+    struct ec__loop loop;
+    struct ec__reg reg;
+    struct ec__feed feed;
+    struct ec__elect el;
+    struct ec__pub pub;
+    struct ec__evict ev;
+    struct ec__hang hang;
+    struct ec__ring ring;
 };
 
 /* the event log (node.c; clocks: util/clock.h) */
@@ -248,19 +295,6 @@ bool ec__node_loop_alive(void *arg);
 static inline size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *found)
 {
     return ec_model_node_find(&n->m, id, found);
-}
-/* What the model needs to know of this node (lock held: `leaving`). */
-static inline ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n)
-{
-    return (ec_model_ctx_t){.keys = &n->keys, .node_id = n->node_id, .job_id = n->job_id,
-                            .leaving = n->leaving};
-}
-/* Act on what the model asked for (lock held). */
-static inline void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx)
-{
-    n->dirty |= fx->dirty;
-    n->touched |= fx->touched;
-    n->self_bad |= fx->self_bad;
 }
 /* (leader) Apply every queued watch event of the root watch to the model,
  * in order (lock held; coordinator thread). */
@@ -304,13 +338,14 @@ void ec__node_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int timeout_m
 int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver,
                                int64_t first_ms);
 /* Read the run's probe secret (runs/<run>/probe_secret), writing a fresh
- * one when this is the run's first agent, into n->probe_key (node_register.c).
+ * one when this is the run's first agent, into our registration's probe_key (node_register.c).
  * 0 or an EC_* code. */
 int ec__node_fetch_secret(ec_node_t *n, ec_error_t *err);
-/* Compare etcd's revision now with the highest seen (coordinator thread, no
- * lock held); when it went backwards, drop the model's epoch and ask for a
- * fresh listing.  Returns whether it did. */
-bool ec__node_check_history(ec_node_t *n);
+/* Compare etcd's revision now with the highest seen, when a watch asked
+ * for it or `force` (coordinator thread, no lock held); when it went
+ * backwards, drop the model's epoch and ask for a fresh listing.  Returns
+ * whether it did. */
+bool ec__node_check_history(ec_node_t *n, bool force);
 
 /* node_register.c */
 int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err);
@@ -368,12 +403,84 @@ void ec__node_ring_join(ec_node_t *n);
 /* a publish (or its chunks) that failed: the leader plans again this soon */
 #define EC_NODE_PUBLISH_RETRY_MS 200
 
+
+/* ---- each concern's calls for the others ---------------------------------
+ * A concern's part of struct ec_node is named only in its own file; what the
+ * others need of it goes through these (tests/t0050-layering.sh, rule 8). */
+
+/* node.c, the loop (lock held unless marked) */
 /* Have the loop run a pass by `at` (monotonic ms) at the latest: the one
- * way to set wake_at.  Lock held. */
-static inline void ec__node_wake_by(ec_node_t *n, int64_t at)
-{
-    if (n->wake_at < 0 || n->wake_at > at)
-        n->wake_at = at;
-}
+ * way to set wake_at. */
+void ec__node_wake_by(ec_node_t *n, int64_t at);
+/* The planner's input changed: the next pass plans. */
+void ec__node_mark_dirty(ec_node_t *n);
+/* Act on what the model asked for. */
+void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx);
+/* What the model needs to know of this node. */
+ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n);
+/* The node stops (ec_node_stop); or stops or leaves the job. */
+bool ec__node_stopped(const ec_node_t *n);
+bool ec__node_stopping(const ec_node_t *n);
+/* Any thread, no lock: the loop's heartbeat, kept while registration
+ * waits; and wake the loop if it sleeps (a watch queued events). */
+void ec__node_beat(ec_node_t *n);
+void ec__node_wake_sleeper(ec_node_t *n);
+
+/* node_register.c (lock held unless marked) */
+void ec__reg_init(ec_node_t *n);                     /* before any thread */
+void ec__reg_fini(ec_node_t *n);                     /* after every thread */
+int ec__reg_serve_probe(ec_node_t *n, ec_error_t *err); /* ec_node_start */
+void ec__reg_abandon(ec_node_t *n); /* ec_node_start failed: revoke our lease */
+/* Any thread, no lock: the run's probe verifier (read-only once registered). */
+const ec_probe_verifier_t *ec__reg_verify(const ec_node_t *n);
+/* Our record must be written again (the loop retries until it is). */
+void ec__reg_mark_pending(ec_node_t *n);
+bool ec__reg_pending(const ec_node_t *n);
+bool ec__reg_take_pending(ec_node_t *n);
+bool ec__reg_lease_lost(const ec_node_t *n);
+int64_t ec__reg_lease(const ec_node_t *n);
+/* Coordinator thread, no lock: our lease was lost; register under a new one. */
+int ec__reg_renew(ec_node_t *n, ec_error_t *err);
+/* No lock: write our record as leaving and revoke our lease. */
+int ec__reg_leave(ec_node_t *n, ec_error_t *err);
+
+/* node_model.c (lock held unless marked) */
+void ec__feed_init(ec_node_t *n); /* before any thread */
+void ec__feed_fini(ec_node_t *n); /* after the loop stopped: stops the watches */
+/* Whether the model has seen revision rev (a watch event or a listing). */
+bool ec__feed_seen(const ec_node_t *n, int64_t rev);
+/* The watches broke or etcd lost its data: the loop lists again. */
+bool ec__feed_relist(const ec_node_t *n);
+/* No lock: whether the root watch queued events for the loop. */
+bool ec__feed_queued(ec_node_t *n);
+
+/* node_election.c (coordinator thread) */
+void ec__elect_init(ec_node_t *n);
+bool ec__elect_leads(const ec_node_t *n);
+int64_t ec__elect_rev(const ec_node_t *n); /* our leader key's create revision; 0 */
+
+/* node_publish.c */
+/* (coordinator thread) We lead from now: the planner's clocks start again. */
+void ec__pub_on_lead(ec_node_t *n);
+void ec__pub_fini(ec_node_t *n);
+
+/* node_evict.c (lock held) */
+/* Whether our last eviction's deletion is still to reach the model (the
+ * planner waits for it, at most EC_EVICT_SEEN_WAIT_MS: the loop is woken
+ * then). */
+bool ec__evict_unseen(ec_node_t *n);
+void ec__evict_fini(ec_node_t *n);
+
+/* node_hang.c (lock held) */
+void ec__hang_init(ec_node_t *n);
+/* When the hang policy is to run again (monotonic ms; -1: on the next pass). */
+int64_t ec__hang_at(const ec_node_t *n);
+/* A pass at `now` runs it: its timer is cleared if due. */
+void ec__hang_take_due(ec_node_t *n, int64_t now);
+
+/* node_ring.c */
+void ec__ring_init(ec_node_t *n, const pthread_condattr_t *ca);
+void ec__ring_wake(ec_node_t *n); /* lock held: stop or leaving changed */
+void ec__ring_fini(ec_node_t *n);
 
 #endif

@@ -200,7 +200,7 @@ static int whole_epoch(ec_node_t *n, bool wide, const ec_kv_t *kv, void **whole,
 static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
 {
     pthread_mutex_lock(&n->lock);
-    bool skip = n->m.wide || ev->revision <= n->list_rev;
+    bool skip = n->m.wide || ev->revision <= n->feed.list_rev;
     ec_epoch_t *base = skip || !n->m.epoch ? NULL : ec_epoch_dup(n->m.epoch);
     pthread_mutex_unlock(&n->lock);
     if (skip)
@@ -253,16 +253,16 @@ static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
     }
     pthread_mutex_lock(&n->lock);
     if (relist)
-        n->relist = true;
-    if (full && ev->revision > n->list_rev) {
+        n->feed.relist = true;
+    if (full && ev->revision > n->feed.list_rev) {
         ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = full,
                       .value_len = flen, .mod_revision = ev->revision,
                       .create_revision = ev->kv->create_revision, .version = ev->kv->version};
         model_apply(n, true, &kv, NULL);
-        n->watch_events++;
+        n->feed.watch_events++;
     }
-    if (ev->revision > n->max_rev)
-        n->max_rev = ev->revision;
+    if (ev->revision > n->feed.max_rev)
+        n->feed.max_rev = ev->revision;
     pthread_cond_signal(&n->cond);
     pthread_mutex_unlock(&n->lock);
     free(full);
@@ -283,29 +283,29 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
     case EC_WATCH_PUT:
     case EC_WATCH_DELETE: {
         /* A follower's suspicion reports have a listing of their own. */
-        int64_t listed = !n->m.wide && is_suspect_key(n, ev->kv) ? n->sus_list_rev
-                                                                     : n->list_rev;
+        int64_t listed = !n->m.wide && is_suspect_key(n, ev->kv) ? n->feed.sus_list_rev
+                                                                     : n->feed.list_rev;
         if (ev->revision > listed) {
             model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
-            n->watch_events++;
+            n->feed.watch_events++;
         }
-        if (ev->revision > n->max_rev && ev->revision != INT64_MAX)
-            n->max_rev = ev->revision;
+        if (ev->revision > n->feed.max_rev && ev->revision != INT64_MAX)
+            n->feed.max_rev = ev->revision;
         break;
     }
     case EC_WATCH_COMPACTED:
-        n->relist = true;
+        n->feed.relist = true;
         break;
     case EC_WATCH_BROKEN:
         ec_log(EC_LOG_WARN, "etcd watch broke (%s); resuming", ev->message ? ev->message : "");
-        n->check_history = true; /* etcd may have come back without its data */
+        n->feed.check_history = true; /* etcd may have come back without its data */
         break;
     case EC_WATCH_CREATED:
-        n->watches_created++;
+        n->feed.watches_created++;
         /* re-created on an etcd whose revision is below one seen: it lost
          * its data (the loop checks, then lists again) */
-        if (ev->revision > 0 && ev->revision < n->max_rev)
-            n->check_history = true;
+        if (ev->revision > 0 && ev->revision < n->feed.max_rev)
+            n->feed.check_history = true;
         break;
     }
     pthread_cond_signal(&n->cond);
@@ -319,23 +319,19 @@ static void on_watch(const ec_watch_event_t *ev, void *arg)
  * sleeps.  The rest (created, compacted, broken) as on_watch. */
 static void queue_publish(ec_node_t *n)
 {
-    if (!n->st_head)
+    if (!n->feed.st_head)
         return;
-    pthread_mutex_lock(&n->qlock);
-    if (n->q_tail)
-        n->q_tail->next = n->st_head;
+    pthread_mutex_lock(&n->feed.qlock);
+    if (n->feed.q_tail)
+        n->feed.q_tail->next = n->feed.st_head;
     else
-        n->q_head = n->st_head;
-    n->q_tail = n->st_tail;
-    atomic_fetch_add(&n->q_len, n->st_len);
-    pthread_mutex_unlock(&n->qlock);
-    n->st_head = n->st_tail = NULL;
-    n->st_len = 0;
-    if (atomic_load(&n->loop_waiting)) {
-        pthread_mutex_lock(&n->lock);
-        pthread_cond_signal(&n->cond);
-        pthread_mutex_unlock(&n->lock);
-    }
+        n->feed.q_head = n->feed.st_head;
+    n->feed.q_tail = n->feed.st_tail;
+    atomic_fetch_add(&n->feed.q_len, n->feed.st_len);
+    pthread_mutex_unlock(&n->feed.qlock);
+    n->feed.st_head = n->feed.st_tail = NULL;
+    n->feed.st_len = 0;
+    ec__node_wake_sleeper(n);
 }
 
 static void on_watch_root(const ec_watch_event_t *ev, void *arg)
@@ -367,7 +363,7 @@ static void on_watch_root(const ec_watch_event_t *ev, void *arg)
         if (whole_epoch(n, true, ev->kv, &whole, &wlen, &relist) < 0) {
             /* not applied: the listing reads the epoch again */
             pthread_mutex_lock(&n->lock);
-            n->relist = true;
+            n->feed.relist = true;
             pthread_cond_signal(&n->cond);
             pthread_mutex_unlock(&n->lock);
             if (!ev->more)
@@ -386,7 +382,7 @@ static void on_watch_root(const ec_watch_event_t *ev, void *arg)
         /* an event lost: list the job again */
         ec_log(EC_LOG_ERROR, "out of memory queueing a watch event; listing the job again");
         pthread_mutex_lock(&n->lock);
-        n->relist = true;
+        n->feed.relist = true;
         pthread_cond_signal(&n->cond);
         pthread_mutex_unlock(&n->lock);
         return;
@@ -403,38 +399,38 @@ static void on_watch_root(const ec_watch_event_t *ev, void *arg)
         memcpy(q->kv.value, wkv.value, vl);
     q->kv.value[vl] = '\0';
     free(whole);
-    if (n->st_tail)
-        n->st_tail->next = q;
+    if (n->feed.st_tail)
+        n->feed.st_tail->next = q;
     else
-        n->st_head = q;
-    n->st_tail = q;
-    n->st_len++;
+        n->feed.st_head = q;
+    n->feed.st_tail = q;
+    n->feed.st_len++;
     if (!ev->more)
         queue_publish(n);
 }
 
 static ec__qev_t *queue_take(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->qlock);
-    ec__qev_t *q = n->q_head;
-    n->q_head = n->q_tail = NULL;
-    atomic_store(&n->q_len, 0);
-    pthread_mutex_unlock(&n->qlock);
+    pthread_mutex_lock(&n->feed.qlock);
+    ec__qev_t *q = n->feed.q_head;
+    n->feed.q_head = n->feed.q_tail = NULL;
+    atomic_store(&n->feed.q_len, 0);
+    pthread_mutex_unlock(&n->feed.qlock);
     return q;
 }
 
 void ec__node_drain(ec_node_t *n)
 {
-    if (atomic_load(&n->q_len) == 0)
+    if (atomic_load(&n->feed.q_len) == 0)
         return;
     for (ec__qev_t *q = queue_take(n), *next; q; q = next) {
         next = q->next;
-        if (q->revision > n->list_rev) {
+        if (q->revision > n->feed.list_rev) {
             model_apply(n, q->put, &q->kv, NULL);
-            n->watch_events++;
+            n->feed.watch_events++;
         }
-        if (q->revision > n->max_rev && q->revision != INT64_MAX)
-            n->max_rev = q->revision;
+        if (q->revision > n->feed.max_rev && q->revision != INT64_MAX)
+            n->feed.max_rev = q->revision;
         free(q);
     }
 }
@@ -451,9 +447,9 @@ void ec__node_queue_clear(ec_node_t *n)
 {
     free_list(queue_take(n));
     /* the root watch's thread is joined: its staging is ours */
-    free_list(n->st_head);
-    n->st_head = n->st_tail = NULL;
-    n->st_len = 0;
+    free_list(n->feed.st_head);
+    n->feed.st_head = n->feed.st_tail = NULL;
+    n->feed.st_len = 0;
 }
 
 /* Wait (lock held) until `want` watches were created since the count was
@@ -461,20 +457,20 @@ void ec__node_queue_clear(ec_node_t *n)
 static bool wait_created(ec_node_t *n, int base, int want)
 {
     int64_t deadline = ec_mono_ms() + 10000;
-    while (n->watches_created - base < want && !n->stop && ec_mono_ms() < deadline) {
+    while (n->feed.watches_created - base < want && !ec__node_stopped(n) && ec_mono_ms() < deadline) {
         struct timespec ts = ec_deadline_ts(50);
         pthread_cond_timedwait(&n->cond, &n->lock, &ts);
     }
-    return n->watches_created - base >= want;
+    return n->feed.watches_created - base >= want;
 }
 
 static void stop_watches(ec_node_t *n)
 {
-    for (size_t i = 0; i < n->nwatch; i++)
-        ec_watch_stop(n->watch[i]);
-    n->nwatch = 0;
-    ec_watch_stop(n->sus_watch);
-    n->sus_watch = NULL;
+    for (size_t i = 0; i < n->feed.nwatch; i++)
+        ec_watch_stop(n->feed.watch[i]);
+    n->feed.nwatch = 0;
+    ec_watch_stop(n->feed.sus_watch);
+    n->feed.sus_watch = NULL;
 }
 
 /* Watch, then list.  The watches are opened "from now" first and the
@@ -489,10 +485,10 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
     stop_watches(n);
     ec__node_queue_clear(n); /* the listing below has all of it */
     pthread_mutex_lock(&n->lock);
-    n->list_rev = INT64_MAX; /* nothing applies until the listing is in */
-    n->sus_list_rev = INT64_MAX;
-    n->sus_watched = 0;
-    int base = n->watches_created;
+    n->feed.list_rev = INT64_MAX; /* nothing applies until the listing is in */
+    n->feed.sus_list_rev = INT64_MAX;
+    n->feed.sus_watched = 0;
+    int base = n->feed.watches_created;
     pthread_mutex_unlock(&n->lock);
     /* No prev_kv: the model already holds every record's last value (a
      * leaving node's record said so before it vanished), and asking etcd
@@ -513,15 +509,15 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
     /* The leader: one watch of the root, its events queued (on_watch_root).
      * A follower: its four keys on one Watch stream (one per node in etcd,
      * not four; each key's events in order, one EC_WATCH_CREATED per key). */
-    n->watch[0] = wide ? ec_watch_start_ex(n->c, watched[0], true, 0, EC_WATCH_NO_PREV_KV,
+    n->feed.watch[0] = wide ? ec_watch_start_ex(n->c, watched[0], true, 0, EC_WATCH_NO_PREV_KV,
                                            on_watch_root, n, err)
                        : ec_watch_start_keys(n->c, watched, nk, 0, EC_WATCH_NO_PREV_KV, on_watch,
                                              n, err);
-    if (!n->watch[0]) {
+    if (!n->feed.watch[0]) {
         stop_watches(n);
         return err->code;
     }
-    n->nwatch = 1;
+    n->feed.nwatch = 1;
     pthread_mutex_lock(&n->lock);
     bool created = wait_created(n, base, (int)nk);
     pthread_mutex_unlock(&n->lock);
@@ -580,11 +576,11 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
             model_apply(n, true, &kv, NULL);
             free(whole);
         }
-        n->list_rev = l.revision;
-        if (l.revision > n->max_rev)
-            n->max_rev = l.revision;
-        n->relist = again;
-        n->dirty = true;
+        n->feed.list_rev = l.revision;
+        if (l.revision > n->feed.max_rev)
+            n->feed.max_rev = l.revision;
+        n->feed.relist = again;
+        ec__node_mark_dirty(n);
     }
     pthread_mutex_unlock(&n->lock);
     if (wide) {
@@ -598,26 +594,26 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
     return rc;
 }
 
-int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
+static int follow_suspects(ec_node_t *n, ec_error_t *err)
 {
     pthread_mutex_lock(&n->lock);
     uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
-    bool skip = n->m.wide || !cur || cur == n->sus_watched;
-    int base = n->watches_created;
+    bool skip = n->m.wide || !cur || cur == n->feed.sus_watched;
+    int base = n->feed.watches_created;
     if (!skip)
-        n->sus_list_rev = INT64_MAX; /* the new watch's events wait for its listing */
+        n->feed.sus_list_rev = INT64_MAX; /* the new watch's events wait for its listing */
     pthread_mutex_unlock(&n->lock);
     if (skip)
         return 0;
-    ec_watch_stop(n->sus_watch);
-    n->sus_watch = NULL;
+    ec_watch_stop(n->feed.sus_watch);
+    n->feed.sus_watch = NULL;
     char prefix[EC_KEY_MAX];
     int kl = ec_key_epoch_worker_prefix(&n->keys, cur, prefix, sizeof(prefix));
     if (kl < 0 || (size_t)kl + sizeof("suspect/") > sizeof(prefix))
         return ec_errorf(err, EC_EINVAL, "cannot build the suspicion prefix of epoch %" PRIu64, cur);
     strcat(prefix, "suspect/");
-    n->sus_watch = ec_watch_start_ex(n->c, prefix, true, 0, EC_WATCH_NO_PREV_KV, on_watch, n, err);
-    if (!n->sus_watch)
+    n->feed.sus_watch = ec_watch_start_ex(n->c, prefix, true, 0, EC_WATCH_NO_PREV_KV, on_watch, n, err);
+    if (!n->feed.sus_watch)
         return err->code;
     pthread_mutex_lock(&n->lock);
     bool created = wait_created(n, base, 1);
@@ -631,9 +627,9 @@ int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
     if (rc == 0) {
         for (size_t i = 0; i < l.n; i++)
             model_apply(n, true, &l.kvs[i], NULL);
-        n->sus_list_rev = l.revision;
-        n->sus_watched = cur;
-        n->dirty = true;
+        n->feed.sus_list_rev = l.revision;
+        n->feed.sus_watched = cur;
+        ec__node_mark_dirty(n);
         ec_kv_list_free(&l);
     }
     pthread_mutex_unlock(&n->lock);
@@ -668,7 +664,7 @@ void ec__node_note_gone_leader(ec_node_t *n)
             size_t had = n->m.nleft;
             ec_model_add_left(&n->m, id);
             if (n->m.nleft > had)
-                n->dirty = true;
+                ec__node_mark_dirty(n);
             pthread_mutex_unlock(&n->lock);
             ec_log(EC_LOG_INFO, "-node %s left (the previous leader: its record said so at "
                    "revision %" PRId64 ")", id, rev - 1);
@@ -703,7 +699,8 @@ bool ec__node_fetch_record(ec_node_t *n, const char *id)
         ec_model_ctx_t ctx = ec__node_model_ctx(n);
         ec_model_effects_t fx = {0};
         (void)ec_model_put_node(&n->m, &ctx, id, &kv, &fx);
-        n->self_bad |= fx.self_bad;
+        fx.dirty = fx.touched = false; /* read by the caller's pass */
+        ec__node_model_effects(n, &fx);
         bool f;
         size_t i = ec__node_mnode_find(n, id, &f);
         ok = f && n->m.nodes[i].rec;
@@ -716,11 +713,16 @@ bool ec__node_fetch_record(ec_node_t *n, const char *id)
     return ok;
 }
 
-bool ec__node_check_history(ec_node_t *n)
+bool ec__node_check_history(ec_node_t *n, bool force)
 {
     pthread_mutex_lock(&n->lock);
-    n->check_history = false;
-    int64_t seen = n->max_rev;
+    bool due = force || n->feed.check_history;
+    n->feed.check_history = false;
+    if (!due) {
+        pthread_mutex_unlock(&n->lock);
+        return false;
+    }
+    int64_t seen = n->feed.max_rev;
     pthread_mutex_unlock(&n->lock);
     ec_kv_t kv;
     bool found = false;
@@ -728,7 +730,7 @@ bool ec__node_check_history(ec_node_t *n)
     ec_error_t err = {0};
     if (ec_etcd_get(n->c, n->k_leader, &kv, &found, &rev, &err) < 0) {
         pthread_mutex_lock(&n->lock);
-        n->check_history = true; /* again on the next pass */
+        n->feed.check_history = true; /* again on the next pass */
         pthread_mutex_unlock(&n->lock);
         return false;
     }
@@ -745,9 +747,71 @@ bool ec__node_check_history(ec_node_t *n)
                   seen, rev);
     pthread_mutex_lock(&n->lock);
     ec_model_forget_epoch(&n->m);
-    n->max_rev = rev;
-    n->relist = true;
-    n->self_pending = true; /* our record again, with the epoch we saw */
+    n->feed.max_rev = rev;
+    n->feed.relist = true;
+    ec__reg_mark_pending(n); /* our record again, with the epoch we saw */
     pthread_mutex_unlock(&n->lock);
     return true;
+}
+
+int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
+{
+    int rc = follow_suspects(n, err);
+    if (rc < 0) { /* again, from a fresh watch, on a pass soon */
+        pthread_mutex_lock(&n->lock);
+        n->feed.sus_watched = 0;
+        ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
+        pthread_mutex_unlock(&n->lock);
+    }
+    return rc;
+}
+
+/* ---- the feed's state, for the loop and the other concerns -------------- */
+
+void ec__feed_init(ec_node_t *n)
+{
+    pthread_mutex_init(&n->feed.qlock, NULL);
+}
+
+void ec__feed_fini(ec_node_t *n)
+{
+    for (size_t i = 0; i < n->feed.nwatch; i++)
+        ec_watch_stop(n->feed.watch[i]);
+    ec_watch_stop(n->feed.sus_watch);
+    ec__node_queue_clear(n);
+    pthread_mutex_destroy(&n->feed.qlock);
+}
+
+bool ec__feed_seen(const ec_node_t *n, int64_t rev)
+{
+    return n->feed.max_rev >= rev || n->feed.list_rev >= rev;
+}
+
+bool ec__feed_relist(const ec_node_t *n)
+{
+    return n->feed.relist;
+}
+
+bool ec__feed_queued(ec_node_t *n)
+{
+    return atomic_load(&n->feed.q_len) != 0;
+}
+
+/* ---- the feed's public calls (node.h) ----------------------------------- */
+
+uint64_t ec_node_watch_events(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t e = n->feed.watch_events;
+    pthread_mutex_unlock(&n->lock);
+    return e;
+}
+
+int ec_node_watches_created(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    /* a listing in: the watches it starts from are open too */
+    int w = n->feed.list_rev > 0 && n->feed.list_rev != INT64_MAX ? n->feed.watches_created : 0;
+    pthread_mutex_unlock(&n->lock);
+    return w;
 }

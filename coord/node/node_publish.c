@@ -135,16 +135,16 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, ec_model_node_
     ep->reason = (ec_epoch_reason_t)d->reason;
     /* An epoch that re-forms the job after a process failed says which
      * (every node logs the reason): the newest failure record, once. */
-    bool cause = n->cause_text && d->reason != EC_REASON_START && d->reason != EC_REASON_JOIN &&
-                 (!n->cause_told || strcmp(n->cause_told, n->cause_key));
-    ep->reason_detail = cause ? ec_asprintf("%s; cause: %s", d->why ? d->why : "", n->cause_text)
+    bool cause = n->pub.cause_text && d->reason != EC_REASON_START && d->reason != EC_REASON_JOIN &&
+                 (!n->pub.cause_told || strcmp(n->pub.cause_told, n->pub.cause_key));
+    ep->reason_detail = cause ? ec_asprintf("%s; cause: %s", d->why ? d->why : "", n->pub.cause_text)
                               : d->why ? strdup(d->why) : NULL;
     if (cause) {
-        free(n->cause_told);
-        n->cause_told = strdup(n->cause_key);
+        free(n->pub.cause_told);
+        n->pub.cause_told = strdup(n->pub.cause_key);
     }
     ep->leader_id = strdup(n->node_id);
-    ep->leader_rev = n->my_leader_rev;
+    ep->leader_rev = ec__elect_rev(n);
     ep->observed_at_ms = n->m.changed_at_ms;
     ep->decided_at_ms = ec_wall_ms();
     ep->planner_us = planner_us;
@@ -268,7 +268,7 @@ static char *wait_key(const char *why)
     return k;
 }
 
-/* Keep n->cause_text the newest failure record's line: read when a newer
+/* Keep n->pub.cause_text the newest failure record's line: read when a newer
  * record appears (coordinator thread, no lock held). */
 static void refresh_cause(ec_node_t *n)
 {
@@ -277,7 +277,7 @@ static void refresh_cause(ec_node_t *n)
     if (n->m.nfails)
         snprintf(key, sizeof(key), "%s", n->m.fails[n->m.nfails - 1]);
     pthread_mutex_unlock(&n->lock);
-    if (!key[0] || (n->cause_key && !strcmp(n->cause_key, key)))
+    if (!key[0] || (n->pub.cause_key && !strcmp(n->pub.cause_key, key)))
         return;
     ec_kv_t kv;
     bool found = false;
@@ -299,10 +299,10 @@ static void refresh_cause(ec_node_t *n)
     ec_failure_free(f);
     if (found)
         ec_kv_free(&kv);
-    free(n->cause_key);
-    free(n->cause_text);
-    n->cause_key = strdup(key);
-    n->cause_text = text;
+    free(n->pub.cause_key);
+    free(n->pub.cause_text);
+    n->pub.cause_key = strdup(key);
+    n->pub.cause_text = text;
 }
 
 void ec__node_plan_and_act(ec_node_t *n)
@@ -312,12 +312,7 @@ void ec__node_plan_and_act(ec_node_t *n)
      * restart epoch would still list the node just evicted. */
     pthread_mutex_lock(&n->lock);
     ec__node_drain(n);
-    bool behind = n->evicted_rev > 0 && n->max_rev < n->evicted_rev &&
-                  n->list_rev < n->evicted_rev &&
-                  ec_mono_ms() - n->evicted_at_ms < EC_EVICT_SEEN_WAIT_MS;
-    if (behind) {
-        ec__node_wake_by(n, n->evicted_at_ms + EC_EVICT_SEEN_WAIT_MS);
-    }
+    bool behind = ec__evict_unseen(n);
     pthread_mutex_unlock(&n->lock);
     if (behind)
         return; /* the deletion's event wakes the loop */
@@ -410,18 +405,18 @@ void ec__node_plan_and_act(ec_node_t *n)
         return;
     }
     uint64_t fp = ec_plan_fingerprint(&in.config, nodes, nn);
-    if (fp != n->fingerprint) {
-        n->fingerprint = fp;
-        n->fp_since = now;
+    if (fp != n->pub.fingerprint) {
+        n->pub.fingerprint = fp;
+        n->pub.fp_since = now;
     }
-    in.since_eligible_change_ms = now - n->fp_since;
-    in.since_member_missing_ms = n->missing_since < 0 ? -1 : now - n->missing_since;
+    in.since_eligible_change_ms = now - n->pub.fp_since;
+    in.since_member_missing_ms = n->pub.missing_since < 0 ? -1 : now - n->pub.missing_since;
     in.left_ids = (const char *const *)n->m.left;
     in.n_left = n->m.nleft;
     in.new_run = new_run && n->m.epoch;
     repair = n->m.epoch_bad && n->m.epoch_raw;
     int64_t plan_t0 = ec_mono_us();
-    n->plans++;
+    n->pub.plans++;
     int rc = ec_plan(&in, &d, &err);
     int64_t planner_us = ec_mono_us() - plan_t0;
     if (rc == 0) {
@@ -429,10 +424,10 @@ void ec__node_plan_and_act(ec_node_t *n)
         wait_ms = d->wait_ms;
         why = d->why ? strdup(d->why) : NULL;
         complete = action == EC_PLAN_COMPLETE;
-        if (d->n_departed > 0 && n->missing_since < 0)
-            n->missing_since = now;
+        if (d->n_departed > 0 && n->pub.missing_since < 0)
+            n->pub.missing_since = now;
         else if (d->n_departed == 0)
-            n->missing_since = -1;
+            n->pub.missing_since = -1;
         plan_refusals(n, d, pn, &p);
         if (action == EC_PLAN_PUBLISH) {
             if (build_epoch(n, d, pn, planner_us, run, new_run, &p, &err) < 0) {
@@ -463,7 +458,7 @@ void ec__node_plan_and_act(ec_node_t *n)
                 free(ep->job_id);
                 ep->leader_id = strdup(n->node_id);
                 ep->job_id = strdup(n->job_id);
-                ep->leader_rev = n->my_leader_rev;
+                ep->leader_rev = ec__elect_rev(n);
                 if (split_epoch(n, ep, &p, NULL) < 0)
                     p.buf = NULL;
                 p.parts_of = ep->number;
@@ -572,7 +567,7 @@ void ec__node_plan_and_act(ec_node_t *n)
                 ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p.number,
                                       .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
                                       .run = p.run, .leader_id = n->node_id,
-                                      .leader_rev = n->my_leader_rev};
+                                      .leader_rev = ec__elect_rev(n)};
                 if (ec_job_status_encode(&st, &stbuf, &stlen, NULL) == 0)
                     ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_status, .value = stbuf,
                                             .value_len = stlen};
@@ -602,11 +597,11 @@ void ec__node_plan_and_act(ec_node_t *n)
                                   p.log && strstr(p.log, "(above epoch") ? " above every epoch seen" : "");
                     pthread_mutex_lock(&n->lock);
                     if (p.first)
-                        n->wrote_final = false; /* a new run: its end is written again */
+                        n->pub.wrote_final = false; /* a new run: its end is written again */
                     for (size_t i = 0; i < n->m.nleft; i++)
                         free(n->m.left[i]);
                     n->m.nleft = 0;
-                    n->missing_since = -1;
+                    n->pub.missing_since = -1;
                     pthread_mutex_unlock(&n->lock);
                 } else {
                     ec__node_emit(n, "+epoch-repaired: restored the last valid epoch over a bad value");
@@ -616,7 +611,7 @@ void ec__node_plan_and_act(ec_node_t *n)
                 ec_kv_t kv;
                 bool found = false;
                 ec_etcd_get(n->c, n->k_leader, &kv, &found, NULL, NULL);
-                if (!found || kv.create_revision != n->my_leader_rev)
+                if (!found || kv.create_revision != ec__elect_rev(n))
                     ec__node_step_down(n, "the leader key changed (epoch write fenced)");
                 else
                     ec_log(EC_LOG_INFO, "epoch changed under us; re-planning");
@@ -633,29 +628,55 @@ void ec__node_plan_and_act(ec_node_t *n)
         /* Nothing to tell: a plain steady state (right after every epoch),
          * or anything once the run is over (its nodes leaving). */
         bool quiet = (why && !strcmp(why, "steady")) ||
-                     (n->wrote_final && action != EC_PLAN_FAIL && !complete) ||
+                     (n->pub.wrote_final && action != EC_PLAN_FAIL && !complete) ||
                      (ec_job_state_ended(n->m.status_state) && n->m.status_run >= run);
         if (key && quiet) {
-            free(n->last_wait);
-            n->last_wait = key;
+            free(n->pub.last_wait);
+            n->pub.last_wait = key;
             key = NULL;
         }
-        if (key && (!n->last_wait || strcmp(n->last_wait, key))) {
+        if (key && (!n->pub.last_wait || strcmp(n->pub.last_wait, key))) {
             ec__node_emit(n, "%s %s",
                           action == EC_PLAN_FAIL ? "+fail:" : complete ? "+complete:" : "+wait:", why);
-            free(n->last_wait);
-            n->last_wait = key;
+            free(n->pub.last_wait);
+            n->pub.last_wait = key;
             key = NULL;
         }
         free(key);
         if (action == EC_PLAN_WAIT_UNTIL) {
             ec__node_wake_by(n, ec_mono_ms() + (wait_ms > 0 ? wait_ms : 1));
-        } else if ((complete || action == EC_PLAN_FAIL) && !n->wrote_final) {
+        } else if ((complete || action == EC_PLAN_FAIL) && !n->pub.wrote_final) {
             if (ec__node_write_status(n, complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
                                       complete ? NULL : why, cur_epoch, run, true) == 0)
-                n->wrote_final = true;
+                n->pub.wrote_final = true;
         }
     }
     free(why);
     pub_free(&p);
+}
+
+/* ---- publishing's state, for the loop and the other concerns ------------ */
+
+void ec__pub_on_lead(ec_node_t *n)
+{
+    n->pub.fp_since = ec_mono_ms();
+    n->pub.fingerprint = 0;
+    n->pub.missing_since = -1;
+    n->pub.wrote_final = false;
+}
+
+void ec__pub_fini(ec_node_t *n)
+{
+    free(n->pub.last_wait);
+    free(n->pub.cause_key);
+    free(n->pub.cause_text);
+    free(n->pub.cause_told);
+}
+
+uint64_t ec_node_plans(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t p = n->pub.plans;
+    pthread_mutex_unlock(&n->lock);
+    return p;
 }

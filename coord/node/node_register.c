@@ -30,15 +30,15 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     for (int i = 0; i < n->o.ndevices; i++)
         r->device_ids[i] = strdup(n->devices[i]);
     pthread_mutex_lock(&n->lock);
-    r->incarnation = n->incarnation;
-    r->state = n->state;
-    r->reason = n->reason ? strdup(n->reason) : NULL;
-    r->registered_at_ms = n->registered_at_ms;
+    r->incarnation = n->reg.incarnation;
+    r->state = n->reg.state;
+    r->reason = n->reg.reason ? strdup(n->reg.reason) : NULL;
+    r->registered_at_ms = n->reg.registered_at_ms;
     r->run = n->run;
     r->epoch_seen = n->m.epoch_seen_max;
-    r->progress = n->progress;
-    r->boot = n->boot;
-    r->fence_stops = n->fence_stops;
+    r->progress = n->reg.progress;
+    r->boot = n->reg.boot;
+    r->fence_stops = n->reg.fence_stops;
     pthread_mutex_unlock(&n->lock);
     r->agent_version = n->agent_version ? strdup(n->agent_version) : NULL;
     int rc = ec_node_rec_encode(r, buf, len, err);
@@ -50,8 +50,8 @@ static void on_lease_lost(int64_t lease, const char *why, void *arg)
 {
     ec_node_t *n = arg;
     pthread_mutex_lock(&n->lock);
-    if (lease == n->lease) {
-        n->lease_lost = true;
+    if (lease == n->reg.lease) {
+        n->reg.lease_lost = true;
         pthread_cond_signal(&n->cond);
     }
     pthread_mutex_unlock(&n->lock);
@@ -112,12 +112,12 @@ static bool take_away(ec_node_t *n, const existing_t *e, ec_error_t *err)
  * kept while registration waits. */
 static bool reg_pause(ec_node_t *n, int64_t ms)
 {
-    atomic_store(&n->beat_ms, ec_mono_ms());
+    ec__node_beat(n);
     pthread_mutex_lock(&n->lock);
     struct timespec ts = ec_deadline_ts(ms);
-    if (!n->stop)
+    if (!ec__node_stopped(n))
         pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-    bool stopping = n->stop;
+    bool stopping = ec__node_stopped(n);
     pthread_mutex_unlock(&n->lock);
     return !stopping;
 }
@@ -134,7 +134,7 @@ static int create_record(ec_node_t *n, bool take_own, int64_t *lease_out, ec_err
     void *buf = NULL;
     size_t len = 0;
     pthread_mutex_lock(&n->lock);
-    n->registered_at_ms = ec_wall_ms();
+    n->reg.registered_at_ms = ec_wall_ms();
     pthread_mutex_unlock(&n->lock);
     if ((rc = encode_self(n, &buf, &len, err)) < 0)
         goto fail;
@@ -196,7 +196,7 @@ int ec__node_fetch_secret(ec_node_t *n, ec_error_t *err)
         }
         secret = l->kvs[0].value;
     }
-    ec_probe_key_init(&n->probe_key, secret);
+    ec_probe_key_init(&n->reg.probe_key, secret);
     explicit_bzero(fresh, sizeof(fresh));
     ec_txn_result_free(&r);
     return 0;
@@ -244,7 +244,7 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
              * record's lease: a stranger on the old agent's port, or an
              * agent of an earlier run, is no live duplicate */
             ec_probe_target_t t = {.host = e.host, .port = e.probe_port, .expect_id = n->node_id,
-                                   .verify = &n->probe_key.v, .expect_lease = e.lease};
+                                   .verify = &n->reg.probe_key.v, .expect_lease = e.lease};
             /* several attempts, widened on a slow link: a live duplicate
              * behind a lossy link is not taken for dead */
             ec__node_confirm_probe(n, &t, 1, EC_DETECT_FANOUT, false, 0);
@@ -260,8 +260,8 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
              * perhaps host are new, so the job must re-form around it (the
              * planner sees a new incarnation: reason restart). */
             pthread_mutex_lock(&n->lock);
-            if (n->incarnation <= e.incarnation)
-                n->incarnation = e.incarnation + 1;
+            if (n->reg.incarnation <= e.incarnation)
+                n->reg.incarnation = e.incarnation + 1;
             pthread_mutex_unlock(&n->lock);
             if (take_away(n, &e, NULL))
                 ec__node_emit(n, "+node %s took over its record: the agent that held it (host "
@@ -291,7 +291,7 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
         }
     }
 registered:;
-    ec_probe_server_set_lease(n->probe, lease); /* answers name the new lease */
+    ec_probe_server_set_lease(n->reg.probe, lease); /* answers name the new lease */
     ec_keepalive_t *ka = ec_keepalive_start(n->c, lease, n->o.lease_ttl_s, on_lease_lost, n, err);
     if (!ka) {
         ec_etcd_lease_revoke(n->c, lease, NULL);
@@ -299,9 +299,9 @@ registered:;
     }
     ec_keepalive_set_gate(ka, ec__node_loop_alive, n);
     pthread_mutex_lock(&n->lock);
-    n->lease = lease;
-    n->ka = ka;
-    n->lease_lost = false;
+    n->reg.lease = lease;
+    n->reg.ka = ka;
+    n->reg.lease_lost = false;
     pthread_mutex_unlock(&n->lock);
     ec__node_emit(n, "+node %s registered host=%s nproc=%d lease=%llx run=%llu", n->node_id,
                   n->host, n->o.nproc, (unsigned long long)lease, (unsigned long long)n->run);
@@ -319,4 +319,204 @@ int ec__node_put_self(ec_node_t *n, ec_error_t *err)
     rc = ec_etcd_put(n->c, n->k_node, buf, len, ec_node_lease(n), NULL, err);
     free(buf);
     return rc;
+}
+
+/* ---- registration's state, for the loop and the other concerns ---------- */
+
+void ec__reg_init(ec_node_t *n)
+{
+    n->reg.state = EC_NODE_JOINING;
+    if (n->o.boot_gated) { /* fields past an older caller's size are zero */
+        n->reg.boot.phase = EC_BOOT_BOOTING;
+        n->reg.boot.started_at_ms = ec_wall_ms();
+        snprintf(n->reg.boot.why, sizeof(n->reg.boot.why), "%s",
+                 n->o.boot_why ? n->o.boot_why : "joining");
+    }
+    n->o.boot_why = NULL; /* borrowed: copied into boot.why */
+    n->reg.incarnation = 1;
+}
+
+int ec__reg_serve_probe(ec_node_t *n, ec_error_t *err)
+{
+    if (!n->o.probe_port)
+        return 0;
+    n->reg.probe = ec_probe_serve(n->host, n->o.probe_port, n->node_id, n->reg.probe_key.secret,
+                                  ec_node_lease(n), err);
+    return n->reg.probe ? 0 : err->code;
+}
+
+void ec__reg_abandon(ec_node_t *n)
+{
+    if (n->reg.lease)
+        ec_etcd_lease_revoke(n->c, n->reg.lease, NULL);
+}
+
+void ec__reg_fini(ec_node_t *n)
+{
+    ec_keepalive_stop(n->reg.ka);
+    ec_probe_server_stop(n->reg.probe);
+    free(n->reg.reason);
+}
+
+const ec_probe_verifier_t *ec__reg_verify(const ec_node_t *n)
+{
+    return &n->reg.probe_key.v;
+}
+
+void ec__reg_mark_pending(ec_node_t *n)
+{
+    n->reg.pending = true;
+}
+
+bool ec__reg_pending(const ec_node_t *n)
+{
+    return n->reg.pending;
+}
+
+bool ec__reg_take_pending(ec_node_t *n)
+{
+    bool p = n->reg.pending;
+    n->reg.pending = false;
+    return p;
+}
+
+bool ec__reg_lease_lost(const ec_node_t *n)
+{
+    return n->reg.lease_lost;
+}
+
+int64_t ec__reg_lease(const ec_node_t *n)
+{
+    return n->reg.lease;
+}
+
+int ec__reg_renew(ec_node_t *n, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    ec_keepalive_t *ka = n->reg.ka;
+    int64_t old = n->reg.lease;
+    n->reg.ka = NULL;
+    pthread_mutex_unlock(&n->lock);
+    ec_keepalive_stop(ka);
+    ec__node_emit(n, "-lease %llx lost; registering again", (unsigned long long)old);
+    return ec__node_do_register(n, old, err);
+}
+
+int ec__reg_leave(ec_node_t *n, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    n->reg.state = EC_NODE_LEAVING;
+    ec_keepalive_t *ka = n->reg.ka;
+    n->reg.ka = NULL;
+    int64_t lease = n->reg.lease;
+    pthread_mutex_unlock(&n->lock);
+    int rc = ec__node_put_self(n, err);
+    ec_keepalive_stop(ka);
+    int rc2 = ec_etcd_lease_revoke(n->c, lease, err);
+    return rc < 0 ? rc : rc2;
+}
+
+/* ---- registration's public calls (node.h) ------------------------------- */
+
+/* Write our record; when that fails, the loop writes it again until it
+ * succeeds (the error is still returned, for the log). */
+static int put_self_or_retry(ec_node_t *n, ec_error_t *err)
+{
+    int rc = ec__node_put_self(n, err);
+    if (rc < 0) {
+        pthread_mutex_lock(&n->lock);
+        n->reg.pending = true;
+        pthread_cond_signal(&n->cond);
+        pthread_mutex_unlock(&n->lock);
+    }
+    return rc;
+}
+
+int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    /* Unchanged: no write.  Every write reaches every node's watch, and the
+     * agent sets READY after each epoch. */
+    bool same = n->reg.state == st && ((!reason && !n->reg.reason) ||
+                                   (reason && n->reg.reason && !strcmp(reason, n->reg.reason)));
+    if (!same) {
+        n->reg.state = st;
+        free(n->reg.reason);
+        n->reg.reason = reason ? strdup(reason) : NULL;
+    }
+    pthread_mutex_unlock(&n->lock);
+    return same ? 0 : put_self_or_retry(n, err);
+}
+
+void ec_node_count_fence_stop(ec_node_t *n)
+{
+    /* Written by the coordinator loop, never here: the fence trips when
+     * etcd is away, and a write here would hold the caller (the agent's
+     * loop, about to stop its processes) for the request's deadline. */
+    pthread_mutex_lock(&n->lock);
+    n->reg.fence_stops++;
+    n->reg.pending = true;
+    pthread_cond_signal(&n->cond);
+    pthread_mutex_unlock(&n->lock);
+}
+
+int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t seq = n->reg.progress.seq + 1;
+    n->reg.progress = *p;
+    n->reg.progress.seq = seq;
+    pthread_mutex_unlock(&n->lock);
+    return put_self_or_retry(n, err);
+}
+
+int ec_node_set_boot(ec_node_t *n, const ec_node_boot_t *boot, bool bump, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    n->reg.boot = *boot;
+    n->reg.boot.why[sizeof(n->reg.boot.why) - 1] = '\0';
+    if (bump)
+        n->reg.incarnation++;
+    pthread_mutex_unlock(&n->lock);
+    return put_self_or_retry(n, err);
+}
+
+ec_node_boot_t ec_node_boot(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    ec_node_boot_t b = n->reg.boot;
+    pthread_mutex_unlock(&n->lock);
+    return b;
+}
+
+int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    n->reg.incarnation++;
+    pthread_mutex_unlock(&n->lock);
+    return put_self_or_retry(n, err);
+}
+
+int64_t ec_node_lease(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    int64_t l = n->reg.lease;
+    pthread_mutex_unlock(&n->lock);
+    return l;
+}
+
+int64_t ec_node_lease_confirmed_ms(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    int64_t t = n->reg.ka ? ec_keepalive_confirmed_ms(n->reg.ka) : 0;
+    pthread_mutex_unlock(&n->lock);
+    return t;
+}
+
+uint64_t ec_node_incarnation(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    uint64_t i = n->reg.incarnation;
+    pthread_mutex_unlock(&n->lock);
+    return i;
 }

@@ -52,10 +52,9 @@ static bool pause_ms(ec_node_t *n, int64_t ms)
 {
     struct timespec ts = ec_deadline_ts(ms);
     pthread_mutex_lock(&n->lock);
-    while (!n->stop && !n->leaving &&
-           pthread_cond_timedwait(&n->ring_cond, &n->lock, &ts) == 0)
+    while (!ec__node_stopping(n) && pthread_cond_timedwait(&n->ring.cond, &n->lock, &ts) == 0)
         ;
-    bool stop = n->stop || n->leaving;
+    bool stop = ec__node_stopping(n);
     pthread_mutex_unlock(&n->lock);
     return stop;
 }
@@ -157,7 +156,7 @@ static int64_t probe_round(ec_node_t *n, watched_t *w, size_t nw, const ec_detec
         count[i] = (size_t)ec_detect_attempts(&w[i].d);
         for (size_t k = 0; k < count[i]; k++)
             t[nt++] = (ec_probe_target_t){.host = w[i].host, .port = w[i].port,
-                                          .expect_id = w[i].id, .verify = &n->probe_key.v,
+                                          .expect_id = w[i].id, .verify = ec__reg_verify(n),
                                           .expect_lease = w[i].lease};
         int64_t di = ec_detect_deadline_ms(&w[i].d, o, health, ec_mono_ms());
         d = di > d ? di : d;
@@ -255,15 +254,30 @@ int ec__node_ring_start(ec_node_t *n, ec_error_t *err)
 {
     if (n->o.watch_peers_ms <= 0 || !n->o.probe_port)
         return 0; /* disabled; or this agent answers no probes, nor watches */
-    if (pthread_create(&n->ring_thread, NULL, ring, n) != 0)
+    if (pthread_create(&n->ring.thread, NULL, ring, n) != 0)
         return ec_errorf(err, EC_ESYS, "cannot start the thread that watches peer agents");
-    n->ring_started = true;
+    n->ring.started = true;
     return 0;
 }
 
 void ec__node_ring_join(ec_node_t *n)
 {
-    if (n->ring_started)
-        pthread_join(n->ring_thread, NULL);
-    n->ring_started = false;
+    if (n->ring.started)
+        pthread_join(n->ring.thread, NULL);
+    n->ring.started = false;
+}
+
+void ec__ring_init(ec_node_t *n, const pthread_condattr_t *ca)
+{
+    pthread_cond_init(&n->ring.cond, ca);
+}
+
+void ec__ring_wake(ec_node_t *n)
+{
+    pthread_cond_broadcast(&n->ring.cond);
+}
+
+void ec__ring_fini(ec_node_t *n)
+{
+    pthread_cond_destroy(&n->ring.cond);
 }
