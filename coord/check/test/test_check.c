@@ -444,7 +444,8 @@ START_TEST(missing_gpu_for_a_process)
     f[0].gpus_flag[1] = 1;
     f[0].ngpus_flag = 2;
     expect_compared(f, 2, 2, 2, "gpu-count", EC_CHECK_FAIL,
-                    "n1: --gpus names 2 GPUs, but no NVIDIA driver", "for a CPU-only run drop --gpus");
+                    "n1: --gpus names 2 GPUs, but no NVIDIA driver",
+                    "for a CPU-only run drop --gpus");
     free(f[0].gpus_flag);
     f[0].gpus_flag = NULL;
     f[0].ngpus_flag = 0;

@@ -151,14 +151,12 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("epoch_check");
-    TCase *tc = tcase_create("epoch_check");
-    tcase_add_test(tc, epoch_must_name_the_job_and_its_leadership);
-    tcase_add_test(tc, leader_log_tells_the_leadership_at_a_revision);
-    tcase_add_test(tc, skipped_numbers_need_the_history_to_show_them);
-    tcase_add_test(tc, only_the_leadership_of_the_time_ends_a_run);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("epoch_check", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              epoch_must_name_the_job_and_its_leadership,
+                              leader_log_tells_the_leadership_at_a_revision,
+                              skipped_numbers_need_the_history_to_show_them,
+                              only_the_leadership_of_the_time_ends_a_run));
 }
 
 EC_CHECK_MAIN(suite)

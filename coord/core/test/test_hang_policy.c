@@ -306,21 +306,19 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("hang_policy");
-    TCase *tc = tcase_create("hang_policy");
-    tcase_add_test(tc, the_node_that_stopped_while_the_others_wait_is_the_suspect);
-    tcase_add_test(tc, a_stopped_process_is_the_suspect_before_anyone_else);
-    tcase_add_test(tc, a_silent_node_among_progressing_ones_is_the_suspect);
-    tcase_add_test(tc, every_silent_node_inside_a_collective_is_stalled_without_a_suspect);
-    tcase_add_test(tc, all_equally_silent_is_stalled_one_clearly_longer_is_the_suspect);
-    tcase_add_test(tc, a_node_first_at_the_timeout_while_another_is_silent_too_is_no_suspect);
-    tcase_add_test(tc, a_declared_pause_is_no_hang);
-    tcase_add_test(tc, before_the_timeout_the_leader_is_told_when_to_look_again);
-    tcase_add_test(tc, auto_timeout_applies_only_to_nodes_that_report_progress);
-    tcase_add_test(tc, a_straggler_is_named_only_with_a_factor_and_three_nodes);
-    tcase_add_test(tc, the_agent_publishes_changes_at_a_bounded_rate_never_per_step);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("hang_policy", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              the_node_that_stopped_while_the_others_wait_is_the_suspect,
+                              a_stopped_process_is_the_suspect_before_anyone_else,
+                              a_silent_node_among_progressing_ones_is_the_suspect,
+                              every_silent_node_inside_a_collective_is_stalled_without_a_suspect,
+                              all_equally_silent_is_stalled_one_clearly_longer_is_the_suspect,
+                              a_node_first_at_the_timeout_while_another_is_silent_too_is_no_suspect,
+                              a_declared_pause_is_no_hang,
+                              before_the_timeout_the_leader_is_told_when_to_look_again,
+                              auto_timeout_applies_only_to_nodes_that_report_progress,
+                              a_straggler_is_named_only_with_a_factor_and_three_nodes,
+                              the_agent_publishes_changes_at_a_bounded_rate_never_per_step));
 }
 
 EC_CHECK_MAIN(suite)
