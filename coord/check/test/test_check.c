@@ -1047,33 +1047,31 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("check");
-    TCase *tc = tcase_create("compare");
-    tcase_add_test(tc, healthy_nodes_pass);
-    tcase_add_test(tc, nodes_missing_and_unfinished);
-    tcase_add_test(tc, unreadable_facts_named);
-    tcase_add_test(tc, duplicate_node_ids);
-    tcase_add_test(tc, etcd_unreachable_and_slow);
-    tcase_add_test(tc, clock_skew);
-    tcase_add_test(tc, duplicate_host_names);
-    tcase_add_test(tc, published_address);
-    tcase_add_test(tc, socket_ifname);
-    tcase_add_test(tc, blocked_port);
-    tcase_add_test(tc, gpus_healthy);
-    tcase_add_test(tc, missing_gpu_for_a_process);
-    tcase_add_test(tc, two_processes_one_gpu);
-    tcase_add_test(tc, busy_gpu_and_p2p);
-    tcase_add_test(tc, cuda_and_nccl_versions);
-    tcase_add_test(tc, small_shm_and_memlock);
-    tcase_add_test(tc, variables_differ);
-    tcase_add_test(tc, allreduce_results);
-    tcase_add_test(tc, embedded_etcd_with_several_nodes);
-    tcase_add_test(tc, facts_round_trip);
-    tcase_add_test(tc, corrupt_facts_refused);
-    tcase_add_test(tc, report_round_trip_and_forms);
-    tcase_add_test(tc, pure_helpers);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("check", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              healthy_nodes_pass,
+                              nodes_missing_and_unfinished,
+                              unreadable_facts_named,
+                              duplicate_node_ids,
+                              etcd_unreachable_and_slow,
+                              clock_skew,
+                              duplicate_host_names,
+                              published_address,
+                              socket_ifname,
+                              blocked_port,
+                              gpus_healthy,
+                              missing_gpu_for_a_process,
+                              two_processes_one_gpu,
+                              busy_gpu_and_p2p,
+                              cuda_and_nccl_versions,
+                              small_shm_and_memlock,
+                              variables_differ,
+                              allreduce_results,
+                              embedded_etcd_with_several_nodes,
+                              facts_round_trip,
+                              corrupt_facts_refused,
+                              report_round_trip_and_forms,
+                              pure_helpers));
 }
 
 EC_CHECK_MAIN(suite)
