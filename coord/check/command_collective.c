@@ -56,84 +56,95 @@ void ec__check_coll_job_id(const ck_t *x, const char *lnonce, char *buf, size_t 
     snprintf(buf, len, "%.*s.check-%.8s", EC_JOB_ID_MAX - 15, x->cfg->job_id, lnonce);
 }
 
-void ec__check_run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
+/* <log_dir>/check/<node_id>/ (several nodes may share a machine and a
+ * log_dir) and the launch's log in it. */
+static void coll_log_dir(ck_t *x, char *dir, size_t dlen, char *log, size_t llen)
+{
+    const char *log_dir = x->cfg->log_dir;
+    snprintf(dir, dlen, "%s/check", log_dir);
+    mkdir(log_dir, 0755);
+    mkdir(dir, 0755);
+    snprintf(dir, dlen, "%s/check/%s", log_dir, x->self.node_id);
+    mkdir(dir, 0755);
+    snprintf(log, llen, "%s/launch.log", dir);
+    snprintf(x->coll_log, sizeof(x->coll_log), "%s", log);
+}
+
+/* `ecoord launch`'s command line for the allreduce job, and the strings it
+ * points into. */
+typedef struct {
+    const char *argv[32];
+    int ac;
+    char eps[600], job[EC_JOB_ID_MAX + 32], np[32], nproc[32], host[128], id[300],
+        log[PATH_MAX + 16], to[48], ttl[48], bytes[48], gpus[1200], prefix[300],
+        ca[PATH_MAX + 20], cert[PATH_MAX + 20], key[PATH_MAX + 20], user[300],
+        pwf[PATH_MAX + 30];
+} coll_args_t;
+
+/* Adds "--flag=val" (kept in buf) when val is set. */
+static void pass_flag(coll_args_t *a, char *buf, size_t len, const char *flag, const char *val)
+{
+    if (!val || !*val)
+        return;
+    snprintf(buf, len, "--%s=%s", flag, val);
+    a->argv[a->ac++] = buf;
+}
+
+/* The flags the launch shares with this check: etcd, its credentials, the
+ * node, the GPUs. */
+static void coll_flags(ck_t *x, coll_args_t *a, int nnodes, const char *job, const char *dir)
 {
     const ec_config_t *cfg = x->cfg;
-    ec_check_facts_t *f = &x->self;
-    char prog[PATH_MAX], why[256] = "", exe[PATH_MAX];
-    ec_check_find_coll_prog(x->env, x->env_arg, prog, sizeof(prog), why, sizeof(why));
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (!prog[0] || n <= 0) {
-        f->coll = EC_CHECK_COLL_SKIP;
-        snprintf(f->coll_why, sizeof(f->coll_why), "%s", why[0] ? why : "no ecoord binary");
-        return;
-    }
-    exe[n] = '\0';
-    /* <log_dir>/check/<node_id>/: several nodes may share a machine and a log_dir */
-    char dir[PATH_MAX], log[PATH_MAX + 32];
-    snprintf(dir, sizeof(dir), "%s/check", cfg->log_dir);
-    mkdir(cfg->log_dir, 0755);
-    mkdir(dir, 0755);
-    snprintf(dir, sizeof(dir), "%s/check/%s", cfg->log_dir, f->node_id);
-    mkdir(dir, 0755);
-    snprintf(log, sizeof(log), "%s/launch.log", dir);
-    snprintf(x->coll_log, sizeof(x->coll_log), "%s", log);
-    char a_eps[600], a_job[EC_JOB_ID_MAX + 32], a_np[32], a_nproc[32], a_host[128], a_id[300],
-        a_log[PATH_MAX + 16], a_to[48], a_ttl[48], a_bytes[48], a_gpus[1200] = "",
-        a_prefix[300] = "", a_ca[PATH_MAX + 20] = "", a_cert[PATH_MAX + 20] = "",
-        a_key[PATH_MAX + 20] = "", a_user[300] = "", a_pwf[PATH_MAX + 30] = "";
-    snprintf(a_eps, sizeof(a_eps), "--elastic_server=%s", x->endpoints);
-    snprintf(a_job, sizeof(a_job), "--job_id=%s", job);
-    snprintf(a_np, sizeof(a_np), "--np=%d", nnodes);
-    snprintf(a_nproc, sizeof(a_nproc), "--nproc_per_node=%d", cfg->nproc_per_node);
-    snprintf(a_host, sizeof(a_host), "--host=%s", f->host);
+    const ec_check_facts_t *f = &x->self;
+    snprintf(a->eps, sizeof(a->eps), "--elastic_server=%s", x->endpoints);
+    snprintf(a->job, sizeof(a->job), "--job_id=%s", job);
+    snprintf(a->np, sizeof(a->np), "--np=%d", nnodes);
+    snprintf(a->nproc, sizeof(a->nproc), "--nproc_per_node=%d", cfg->nproc_per_node);
+    snprintf(a->host, sizeof(a->host), "--host=%s", f->host);
     /* the id this node published under (a duplicate got <id>.dup-<nonce>) */
     const char *pub_id = strrchr(x->k_self, '/') ? strrchr(x->k_self, '/') + 1 : f->node_id;
-    snprintf(a_id, sizeof(a_id), "--node_id=%s", pub_id);
-    snprintf(a_log, sizeof(a_log), "--log_dir=%s", dir);
-    snprintf(a_to, sizeof(a_to), "--elastic_timeout=%lld",
+    snprintf(a->id, sizeof(a->id), "--node_id=%s", pub_id);
+    snprintf(a->log, sizeof(a->log), "--log_dir=%s", dir);
+    snprintf(a->to, sizeof(a->to), "--elastic_timeout=%lld",
              (long long)(cfg->elastic_timeout_ms / 1000 + 1));
-    snprintf(a_ttl, sizeof(a_ttl), "--lease_ttl=%lld", (long long)(cfg->lease_ttl_ms / 1000));
-    snprintf(a_bytes, sizeof(a_bytes), "--bytes=%lld", gpus ? 256LL << 20 : 16LL << 20);
-    const char *argv[32];
-    int ac = 0;
-    argv[ac++] = exe;
-    argv[ac++] = "launch";
-    argv[ac++] = a_eps;
-    argv[ac++] = a_job;
-    argv[ac++] = a_np;
-    argv[ac++] = a_nproc;
-    argv[ac++] = a_host;
-    argv[ac++] = a_id;
-    argv[ac++] = a_log;
-    argv[ac++] = a_to;
-    argv[ac++] = a_ttl;
-    argv[ac++] = "--max_restart=0";
+    snprintf(a->ttl, sizeof(a->ttl), "--lease_ttl=%lld", (long long)(cfg->lease_ttl_ms / 1000));
+    const char *fixed[] = {a->eps, a->job, a->np, a->nproc, a->host, a->id, a->log, a->to,
+                           a->ttl, "--max_restart=0"};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        a->argv[a->ac++] = fixed[i];
     if (cfg->gpus.n) {
-        size_t used = (size_t)snprintf(a_gpus, sizeof(a_gpus), "--gpus=");
-        for (int i = 0; i < cfg->gpus.n && used < sizeof(a_gpus) - 8; i++)
-            used += (size_t)snprintf(a_gpus + used, sizeof(a_gpus) - used, "%s%d", i ? "," : "",
-                                     cfg->gpus.v[i]);
-        argv[ac++] = a_gpus;
+        size_t used = (size_t)snprintf(a->gpus, sizeof(a->gpus), "--gpus=");
+        for (int i = 0; i < cfg->gpus.n && used < sizeof(a->gpus) - 8; i++)
+            used += (size_t)snprintf(a->gpus + used, sizeof(a->gpus) - used, "%s%d",
+                                     i ? "," : "", cfg->gpus.v[i]);
+        a->argv[a->ac++] = a->gpus;
     }
-#define PASS_FLAG(buf, flag, val)                                     \
-    if ((val) && *(val)) {                                            \
-        snprintf(buf, sizeof(buf), "--" flag "=%s", (val));           \
-        argv[ac++] = buf;                                             \
-    }
-    PASS_FLAG(a_prefix, "etcd_prefix", cfg->etcd_prefix);
-    PASS_FLAG(a_ca, "etcd_cacert", cfg->etcd_cacert);
-    PASS_FLAG(a_cert, "etcd_cert", cfg->etcd_cert);
-    PASS_FLAG(a_key, "etcd_key", cfg->etcd_key);
-    PASS_FLAG(a_user, "etcd_user", cfg->etcd_user);
-    PASS_FLAG(a_pwf, "etcd_password_file", cfg->etcd_password_file);
-#undef PASS_FLAG
-    argv[ac++] = "--";
-    argv[ac++] = prog;
-    argv[ac++] = a_bytes;
-    argv[ac] = NULL;
+    pass_flag(a, a->prefix, sizeof(a->prefix), "etcd_prefix", cfg->etcd_prefix);
+    pass_flag(a, a->ca, sizeof(a->ca), "etcd_cacert", cfg->etcd_cacert);
+    pass_flag(a, a->cert, sizeof(a->cert), "etcd_cert", cfg->etcd_cert);
+    pass_flag(a, a->key, sizeof(a->key), "etcd_key", cfg->etcd_key);
+    pass_flag(a, a->user, sizeof(a->user), "etcd_user", cfg->etcd_user);
+    pass_flag(a, a->pwf, sizeof(a->pwf), "etcd_password_file", cfg->etcd_password_file);
+}
 
-    ec_log(EC_LOG_INFO, "running the allreduce job %s (%s; log %s)", job, prog, log);
+/* exe launch <flags> -- prog --bytes=N */
+static void coll_argv(ck_t *x, coll_args_t *a, const char *exe, const char *prog, int nnodes,
+                      bool gpus, const char *job, const char *dir)
+{
+    a->ac = 0;
+    a->argv[a->ac++] = exe;
+    a->argv[a->ac++] = "launch";
+    coll_flags(x, a, nnodes, job, dir);
+    snprintf(a->bytes, sizeof(a->bytes), "--bytes=%lld", gpus ? 256LL << 20 : 16LL << 20);
+    a->argv[a->ac++] = "--";
+    a->argv[a->ac++] = prog;
+    a->argv[a->ac++] = a->bytes;
+    a->argv[a->ac] = NULL;
+}
+
+/* Starts exe argv with stdout and stderr to log; the pid, or -1 with errno. */
+static pid_t coll_spawn(const char *exe, const char *const *argv, const char *log)
+{
     pid_t parent = getpid();
     sigset_t saved;
     ec_child_fork_begin(&saved);
@@ -152,31 +163,62 @@ void ec__check_run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
     int fork_errno = errno;
     ec_child_fork_end(&saved);
     errno = fork_errno;
+    return pid;
+}
+
+/* Waits for pid until COLL_EXTRA_MS or an abort; true and *st when it
+ * ended, false when it had to be stopped (SIGTERM, a grace, then SIGKILL). */
+static bool coll_wait(ck_t *x, pid_t pid, int *st)
+{
+    int64_t deadline = ec_mono_ms() + COLL_EXTRA_MS;
+    pid_t r = 0;
+    while ((r = waitpid(pid, st, WNOHANG)) == 0 && !*x->abort && ec_mono_ms() < deadline) {
+        struct timespec ts = {0, 50 * 1000000L}; /* polls the child: no event to wait on */
+        nanosleep(&ts, NULL);
+    }
+    if (r != 0)
+        return true;
+    kill(pid, SIGTERM);
+    int64_t grace = ec_mono_ms() + 3000;
+    while ((r = waitpid(pid, st, WNOHANG)) == 0 && ec_mono_ms() < grace) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, st, 0);
+    }
+    return false;
+}
+
+void ec__check_run_collective(ck_t *x, int nnodes, bool gpus, const char *job)
+{
+    ec_check_facts_t *f = &x->self;
+    char prog[PATH_MAX], why[256] = "", exe[PATH_MAX];
+    ec_check_find_coll_prog(x->env, x->env_arg, prog, sizeof(prog), why, sizeof(why));
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (!prog[0] || n <= 0) {
+        f->coll = EC_CHECK_COLL_SKIP;
+        snprintf(f->coll_why, sizeof(f->coll_why), "%s", why[0] ? why : "no ecoord binary");
+        return;
+    }
+    exe[n] = '\0';
+    char dir[PATH_MAX], log[PATH_MAX + 32];
+    coll_log_dir(x, dir, sizeof(dir), log, sizeof(log));
+    coll_args_t a;
+    coll_argv(x, &a, exe, prog, nnodes, gpus, job, dir);
+
+    ec_log(EC_LOG_INFO, "running the allreduce job %s (%s; log %s)", job, prog, log);
+    pid_t pid = coll_spawn(exe, a.argv, log);
     if (pid < 0) {
         f->coll = EC_CHECK_COLL_FAIL;
         snprintf(f->coll_why, sizeof(f->coll_why), "cannot start ecoord launch: %s",
                  strerror(errno));
         return;
     }
-    int64_t deadline = ec_mono_ms() + COLL_EXTRA_MS;
     int st = 0;
-    pid_t r = 0;
-    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && !*x->abort && ec_mono_ms() < deadline) {
-        struct timespec ts = {0, 50 * 1000000L}; /* polls the child: no event to wait on */
-        nanosleep(&ts, NULL);
-    }
-    if (r == 0) {
-        /* deadline or signal: stop it, give it its grace, then kill */
-        kill(pid, SIGTERM);
-        int64_t grace = ec_mono_ms() + 3000;
-        while ((r = waitpid(pid, &st, WNOHANG)) == 0 && ec_mono_ms() < grace) {
-            struct timespec ts = {0, 20 * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-        if (r == 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-        }
+    if (!coll_wait(x, pid, &st)) {
+        /* deadline or signal */
         f->coll = EC_CHECK_COLL_FAIL;
         snprintf(f->coll_why, sizeof(f->coll_why),
                  "the allreduce job did not finish within "

@@ -311,107 +311,140 @@ static int check_devices(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg
                         cfg->gpus.v, cfg->gpus.n, cfg->nproc_per_node, g_s, np_s, &g, err);
 }
 
-int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
-                       ec_error_t *err)
+/* --np: MIN >= 1 and MIN <= MAX. */
+static int check_np(const ec_config_t *cfg, ec_error_t *err)
 {
-    int rc;
-    char a[300], b[300], v[64];
-    if (!cfg || !ec_config_cmd(ec_config_cmd_name(cfg->cmd)))
-        return ec_errorf(err, EC_EINVAL, "ec_config_validate: cfg has not been parsed");
-    unsigned cmd = cfg->cmd;
+    char a[300], v[64];
+    snprintf(v, sizeof(v), "%d:%d", cfg->np.min, cfg->np.max);
+    origin(cfg, EC_K_NP, v, a, sizeof(a));
+    if (cfg->np.min < 1)
+        return ec_errorf(err, EC_EINVAL, "%s: the node count must be at least 1, e.g. --np=2:4",
+                         a);
+    if (cfg->np.min > cfg->np.max)
+        return ec_errorf(err, EC_EINVAL,
+                         "%s: MIN (%d) is greater than MAX (%d); write --np=MIN:MAX with "
+                         "MIN <= MAX, e.g. --np=2:4",
+                         a, cfg->np.min, cfg->np.max);
+    return 0;
+}
 
-    if (cmd & ec__knobs[EC_K_NP].cmds) {
-        snprintf(v, sizeof(v), "%d:%d", cfg->np.min, cfg->np.max);
-        origin(cfg, EC_K_NP, v, a, sizeof(a));
-        if (cfg->np.min < 1)
-            return ec_errorf(err, EC_EINVAL, "%s: the node count must be at least 1, e.g. --np=2:4",
-                             a);
-        if (cfg->np.min > cfg->np.max)
-            return ec_errorf(err, EC_EINVAL,
-                             "%s: MIN (%d) is greater than MAX (%d); write --np=MIN:MAX with "
-                             "MIN <= MAX, e.g. --np=2:4",
-                             a, cfg->np.min, cfg->np.max);
+/* --start_port or --port_range, not both, leaving the ports this node
+ * reserves. */
+static int check_ports(const ec_config_t *cfg, ec_error_t *err)
+{
+    char a[300], b[300], v[64];
+    if (cfg->src[EC_K_START_PORT].kind != EC_SRC_DEFAULT &&
+        cfg->src[EC_K_PORT_RANGE].kind != EC_SRC_DEFAULT) {
+        snprintf(v, sizeof(v), "%d", cfg->start_port);
+        origin(cfg, EC_K_START_PORT, v, a, sizeof(a));
+        snprintf(v, sizeof(v), "%d-%d", cfg->port_range.min, cfg->port_range.max);
+        origin(cfg, EC_K_PORT_RANGE, v, b, sizeof(b));
+        return ec_errorf(err, EC_EINVAL,
+                         "%s and %s both say where ports go; keep one (--port_range where "
+                         "only a fixed range is open)",
+                         a, b);
     }
-    if (cmd & ec__knobs[EC_K_GPUS].cmds) {
-        if ((rc = check_devices(cfg, env, env_arg, err)))
-            return rc;
-    }
-    if (cmd & ec__knobs[EC_K_PORT_RANGE].cmds) {
-        if (cfg->src[EC_K_START_PORT].kind != EC_SRC_DEFAULT &&
-            cfg->src[EC_K_PORT_RANGE].kind != EC_SRC_DEFAULT) {
-            snprintf(v, sizeof(v), "%d", cfg->start_port);
-            origin(cfg, EC_K_START_PORT, v, a, sizeof(a));
-            snprintf(v, sizeof(v), "%d-%d", cfg->port_range.min, cfg->port_range.max);
-            origin(cfg, EC_K_PORT_RANGE, v, b, sizeof(b));
-            return ec_errorf(err, EC_EINVAL,
-                             "%s and %s both say where ports go; keep one (--port_range where "
-                             "only a fixed range is open)",
-                             a, b);
-        }
-        /* One port per local process, plus one for the rendezvous store rank 0
-         * hosts (MASTER_PORT), plus (launch) one where the agent answers its
-         * peers' liveness probes: what launch.c and check/command.c reserve. */
-        int probe = cmd == EC_CMD_LAUNCH;
-        int need = cfg->nproc_per_node + 1 + probe, have = cfg->port_hi - cfg->port_lo + 1;
-        if (cfg->port_lo < 1 || have < need) {
-            int id = cfg->src[EC_K_PORT_RANGE].kind != EC_SRC_DEFAULT ? EC_K_PORT_RANGE
-                                                                      : EC_K_START_PORT;
-            if (id == EC_K_PORT_RANGE)
-                snprintf(v, sizeof(v), "%d-%d", cfg->port_lo, cfg->port_hi);
-            else
-                snprintf(v, sizeof(v), "%d", cfg->port_lo);
-            origin(cfg, id, v, a, sizeof(a));
-            return ec_errorf(err, EC_EINVAL,
-                             "%s leaves %d port%s but this node needs %d (one per process of "
-                             "--nproc_per_node=%d, one for the rendezvous store%s); widen the "
-                             "range",
-                             a, have < 0 ? 0 : have, have == 1 ? "" : "s", need,
-                             cfg->nproc_per_node,
-                             probe ? ", one where the agent answers liveness probes" : "");
-        }
-    }
-    if (cmd & ec__knobs[EC_K_ETCD_CERT].cmds) {
-        if (!cfg->etcd_cert[0] != !cfg->etcd_key[0])
-            return ec_errorf(err, EC_EINVAL,
-                             "%s is given without %s; a client certificate needs its key: pass "
-                             "both --etcd_cert=PATH and --etcd_key=PATH",
-                             cfg->etcd_cert[0] ? "--etcd_cert" : "--etcd_key",
-                             cfg->etcd_cert[0] ? "--etcd_key" : "--etcd_cert");
-        for (int i = 0; i < EC_K__COUNT; i++) {
-            const ec_knob_t *k = &ec__knobs[i];
-            if (!(k->flags & EC_KF_FILE) || !(k->cmds & cmd))
-                continue;
-            const char *path = *FIELD(cfg, k, char *);
-            if (path && path[0] && access(path, R_OK) != 0) {
-                origin(cfg, i, path, a, sizeof(a));
-                return ec_errorf(err, EC_EIO, "%s: cannot read it (%s); check the path", a,
-                                 strerror(errno));
-            }
+    /* One port per local process, plus one for the rendezvous store rank 0
+     * hosts (MASTER_PORT), plus (launch) one where the agent answers its
+     * peers' liveness probes: what launch.c and check/command.c reserve. */
+    int probe = cfg->cmd == EC_CMD_LAUNCH;
+    int need = cfg->nproc_per_node + 1 + probe, have = cfg->port_hi - cfg->port_lo + 1;
+    if (cfg->port_lo >= 1 && have >= need)
+        return 0;
+    int id = cfg->src[EC_K_PORT_RANGE].kind != EC_SRC_DEFAULT ? EC_K_PORT_RANGE
+                                                              : EC_K_START_PORT;
+    if (id == EC_K_PORT_RANGE)
+        snprintf(v, sizeof(v), "%d-%d", cfg->port_lo, cfg->port_hi);
+    else
+        snprintf(v, sizeof(v), "%d", cfg->port_lo);
+    origin(cfg, id, v, a, sizeof(a));
+    return ec_errorf(err, EC_EINVAL,
+                     "%s leaves %d port%s but this node needs %d (one per process of "
+                     "--nproc_per_node=%d, one for the rendezvous store%s); widen the "
+                     "range",
+                     a, have < 0 ? 0 : have, have == 1 ? "" : "s", need, cfg->nproc_per_node,
+                     probe ? ", one where the agent answers liveness probes" : "");
+}
+
+/* A client certificate with its key; every file knob of the command
+ * readable. */
+static int check_tls_files(const ec_config_t *cfg, ec_error_t *err)
+{
+    char a[300];
+    if (!cfg->etcd_cert[0] != !cfg->etcd_key[0])
+        return ec_errorf(err, EC_EINVAL,
+                         "%s is given without %s; a client certificate needs its key: pass "
+                         "both --etcd_cert=PATH and --etcd_key=PATH",
+                         cfg->etcd_cert[0] ? "--etcd_cert" : "--etcd_key",
+                         cfg->etcd_cert[0] ? "--etcd_key" : "--etcd_cert");
+    for (int i = 0; i < EC_K__COUNT; i++) {
+        const ec_knob_t *k = &ec__knobs[i];
+        if (!(k->flags & EC_KF_FILE) || !(k->cmds & cfg->cmd))
+            continue;
+        const char *path = *FIELD(cfg, k, char *);
+        if (path && path[0] && access(path, R_OK) != 0) {
+            origin(cfg, i, path, a, sizeof(a));
+            return ec_errorf(err, EC_EIO, "%s: cannot read it (%s); check the path", a,
+                             strerror(errno));
         }
     }
-    if (cmd & ec__knobs[EC_K_ETCD_USER].cmds) {
-        int has_pw = cfg->etcd_password && cfg->etcd_password[0];
-        if (cfg->etcd_user[0] && !has_pw)
-            return ec_errorf(err, EC_EINVAL,
-                             "--etcd_user=%s has no password; set ECOORD_ETCD_PASSWORD or pass "
-                             "--etcd_password_file=PATH",
-                             cfg->etcd_user);
-        if (!cfg->etcd_user[0] && has_pw)
-            return ec_errorf(err, EC_EINVAL,
-                             "an etcd password is set (%s) but no user; pass --etcd_user=NAME "
-                             "or drop the password",
-                             cfg->src[EC_K_ETCD_PASSWORD].kind == EC_SRC_FILE
-                                 ? "--etcd_password_file"
-                                 : EC_ENV_ETCD_PASSWORD);
-    }
-    if ((cmd & ec__knobs[EC_K_MODULE].cmds) && cfg->module && cfg->no_python)
+    return 0;
+}
+
+/* An etcd user and a password, both or neither. */
+static int check_auth(const ec_config_t *cfg, ec_error_t *err)
+{
+    int has_pw = cfg->etcd_password && cfg->etcd_password[0];
+    if (cfg->etcd_user[0] && !has_pw)
+        return ec_errorf(err, EC_EINVAL,
+                         "--etcd_user=%s has no password; set ECOORD_ETCD_PASSWORD or pass "
+                         "--etcd_password_file=PATH",
+                         cfg->etcd_user);
+    if (!cfg->etcd_user[0] && has_pw)
+        return ec_errorf(err, EC_EINVAL,
+                         "an etcd password is set (%s) but no user; pass --etcd_user=NAME "
+                         "or drop the password",
+                         cfg->src[EC_K_ETCD_PASSWORD].kind == EC_SRC_FILE
+                             ? "--etcd_password_file"
+                             : EC_ENV_ETCD_PASSWORD);
+    return 0;
+}
+
+/* What runs: a module is run by an interpreter; launch needs a program. */
+static int check_program(const ec_config_t *cfg, ec_error_t *err)
+{
+    if ((cfg->cmd & ec__knobs[EC_K_MODULE].cmds) && cfg->module && cfg->no_python)
         return ec_errorf(err, EC_EINVAL,
                          "--module and --no_python contradict each other: a module is run by "
                          "the interpreter (python -u -m PROGRAM); drop one");
-    if (cmd == EC_CMD_LAUNCH && cfg->prog_argc == 0)
+    if (cfg->cmd == EC_CMD_LAUNCH && cfg->prog_argc == 0)
         return ec_errorf(err, EC_EINVAL,
                          "ecoord launch needs the training program to run: ecoord launch "
                          "[FLAGS] [--] PROGRAM [ARGS...], e.g. ecoord launch --np=2:4 python "
                          "train.py");
     return 0;
+}
+
+int ec_config_validate(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
+                       ec_error_t *err)
+{
+    if (!cfg || !ec_config_cmd(ec_config_cmd_name(cfg->cmd)))
+        return ec_errorf(err, EC_EINVAL, "ec_config_validate: cfg has not been parsed");
+    /* Each check for the commands that have the knob it starts from, in
+     * this order: the first problem is the one reported. */
+    unsigned cmd = cfg->cmd;
+    int rc = 0;
+    if (!rc && (cmd & ec__knobs[EC_K_NP].cmds))
+        rc = check_np(cfg, err);
+    if (!rc && (cmd & ec__knobs[EC_K_GPUS].cmds))
+        rc = check_devices(cfg, env, env_arg, err);
+    if (!rc && (cmd & ec__knobs[EC_K_PORT_RANGE].cmds))
+        rc = check_ports(cfg, err);
+    if (!rc && (cmd & ec__knobs[EC_K_ETCD_CERT].cmds))
+        rc = check_tls_files(cfg, err);
+    if (!rc && (cmd & ec__knobs[EC_K_ETCD_USER].cmds))
+        rc = check_auth(cfg, err);
+    if (!rc)
+        rc = check_program(cfg, err);
+    return rc;
 }

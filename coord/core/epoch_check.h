@@ -49,12 +49,37 @@ void ec_leader_log_delete(ec_leader_log_t *l, int64_t rev);
  * before from_rev and no logged leadership covers it). */
 int ec_leader_log_at(const ec_leader_log_t *l, int64_t rev, const ec_leadership_t **out);
 
+/* Why a reader refuses an epoch or a job status, by a stable name (the
+ * tests assert on it; the sentence in why is for the log).  Negative, so
+ * that "< 0" and "!= 0" read as "refused".  X(code, value, name). */
+#define EC_REFUSAL_MAP(X)                                                                   \
+    X(NO_JOB, -1, "no-job")                     /* the epoch names no job */               \
+    X(OTHER_JOB, -2, "other-job")               /* it names another job */                 \
+    X(NO_LEADER, -3, "no-leader")               /* no leader key at its revision */        \
+    X(OTHER_LEADERSHIP, -4, "other-leadership") /* the key then was created elsewhen */    \
+    X(OTHER_LEADER, -5, "other-leader")         /* the key then names another node */      \
+    X(UNSHOWN_GAP, -6, "unshown-gap")           /* skipped numbers the history lacks */    \
+    X(NO_LEADERSHIP, -7, "no-leadership")       /* a run ended under no leadership */      \
+    X(INTERRUPTED_UNDER_LEADER, -8, "interrupted-under-leader") /* while a leader was */
+
+typedef enum {
+    EC_ACCEPTED = 0,
+#define EC_REFUSAL_ENUM(code, value, name) EC_REFUSED_##code = value,
+    EC_REFUSAL_MAP(EC_REFUSAL_ENUM)
+#undef EC_REFUSAL_ENUM
+} ec_refusal_t;
+
+/* "other-job", "no-leader" ... (EC_REFUSAL_MAP); "accepted" for 0. */
+const char *ec_refusal_name(ec_refusal_t r);
+
 /* Whether a reader of job job_id may apply ep, stored at mod_rev, when the
  * leader key at mod_rev was leader (NULL: absent; deleted_rev ignored).
- * 0 if so; -1 if not, with why (may be NULL) set to a sentence starting
- * "ignoring epoch N: written by X under leader revision R, but ...". */
-int ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
-                   const ec_leadership_t *leader, char *why, size_t why_len);
+ * EC_ACCEPTED (0) if so; if not a refusal (EC_REFUSED_NO_JOB, OTHER_JOB,
+ * NO_LEADER, OTHER_LEADERSHIP or OTHER_LEADER), with why (may be NULL) set
+ * to a sentence starting "ignoring epoch N: written by X under leader
+ * revision R, but ...". */
+ec_refusal_t ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
+                            const ec_leadership_t *leader, char *why, size_t why_len);
 
 /* Whether a reader that applied epoch last may apply ep, numbered more than
  * one above it (the reader missed epochs: a relisting; a leader numbering
@@ -64,21 +89,24 @@ int ec_epoch_check(const ec_epoch_t *ep, const char *job_id, int64_t mod_rev,
  * (prev_in_history), the reader's own last epoch's (last_in_history).  The
  * skip is believed when the history shows ep or its predecessor, or when it
  * no longer holds the reader's own epoch either (etcd lost its data, or
- * pruned it: nothing to check against).  0 if so; -1 with why ("ignoring
- * epoch N: ... which the job's history does not hold ...") if not.  Without
- * it a number is unbounded: UINT64_MAX would leave none for the next epoch. */
-int ec_epoch_gap_check(const ec_epoch_t *ep, uint64_t last, bool self_in_history,
-                       bool prev_in_history, bool last_in_history, char *why, size_t why_len);
+ * pruned it: nothing to check against).  EC_ACCEPTED (0) if so;
+ * EC_REFUSED_UNSHOWN_GAP with why ("ignoring epoch N: ... the job's history
+ * holds neither it nor them ...") if not.  Without it a number is
+ * unbounded: UINT64_MAX would leave none for the next epoch. */
+ec_refusal_t ec_epoch_gap_check(const ec_epoch_t *ep, uint64_t last, bool self_in_history,
+                                bool prev_in_history, bool last_in_history, char *why,
+                                size_t why_len);
 
 /* Whether a reader may act on a job status that ends a run (completed,
  * failed, interrupted: every agent of the run exits on it), stored at
  * mod_rev, when the leader key at mod_rev was leader (NULL: absent).  Only
  * the leader ends a run, under its leadership (st->leader_id, leader_rev);
  * a launcher marks a run interrupted only when no leader key exists
- * (leader_rev 0).  A running status ends nothing: always 0.  0 if so; -1 if
- * not, with why ("ignoring job status STATE of run R: written by X under
- * leader revision V, but ..."). */
-int ec_status_check(const ec_job_status_t *st, int64_t mod_rev, const ec_leadership_t *leader,
-                    char *why, size_t why_len);
+ * (leader_rev 0).  A running status ends nothing: always 0.  EC_ACCEPTED
+ * (0) if so; if not a refusal (EC_REFUSED_INTERRUPTED_UNDER_LEADER,
+ * NO_LEADERSHIP, NO_LEADER or OTHER_LEADERSHIP), with why ("ignoring job
+ * status STATE of run R: written by X under leader revision V, but ..."). */
+ec_refusal_t ec_status_check(const ec_job_status_t *st, int64_t mod_rev,
+                             const ec_leadership_t *leader, char *why, size_t why_len);
 
 #endif

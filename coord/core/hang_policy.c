@@ -1,6 +1,7 @@
 /* Hangs and stragglers: the leader's pure decision (see hang_policy.h). */
 #define _GNU_SOURCE
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,17 @@ const char *ec_hang_action_name(ec_hang_action_t a)
     case EC_HANG_WAIT_UNTIL: return "wait-until";
     case EC_HANG_SUSPECT: return "suspect";
     case EC_HANG_STALLED: return "stalled";
+    }
+    return "unknown";
+}
+
+const char *ec_hang_rule_name(ec_hang_rule_t r)
+{
+    switch (r) {
+#define EC_HANG_RULE_CASE(code, name, action)                                                   \
+    case EC_HANG_BY_##code: return name;
+        EC_HANG_RULE_MAP(EC_HANG_RULE_CASE)
+#undef EC_HANG_RULE_CASE
     }
     return "unknown";
 }
@@ -109,215 +121,301 @@ static void describe(sbuf_t *b, const ec_hang_member_t *m)
         add(b, ", not inside a collective");
 }
 
+/* One decision being made: its input, who is stalled, who may be blamed,
+ * and the evidence line. */
+typedef struct {
+    const ec_hang_config_t *cfg;
+    const ec_hang_member_t *m;
+    size_t n;
+    size_t *stalled, ns; /* at their timeout */
+    size_t *cand, nc;    /* of those, stopped or silent outside a collective */
+    int64_t wait;        /* until the next member reaches its timeout; -1: none */
+    ec_hang_decision_t *d;
+    sbuf_t b;
+} hang_t;
+
+static void decided(hang_t *h, ec_hang_action_t action, ec_hang_rule_t rule)
+{
+    h->d->action = action;
+    h->d->rule = rule;
+}
+
+static bool silent_outside(const ec_node_progress_t *p)
+{
+    return p->seq && p->silent_ms > 0 && !p->waiting;
+}
+
+/* The members idx[0..k) described, "; " between them. */
+static void describe_all(hang_t *h, const size_t *idx, size_t k)
+{
+    for (size_t j = 0; j < k; j++) {
+        add(&h->b, j ? "; " : "");
+        describe(&h->b, &h->m[idx[j]]);
+    }
+}
+
+/* Rule 1: a declared pause excuses everyone. */
+static bool anyone_paused(const hang_t *h)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (h->m[i].p.seq && h->m[i].p.paused)
+            return true;
+    return false;
+}
+
+/* Rule 2: who is stalled; when the next one would be. */
+static void find_stalled(hang_t *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const ec_node_progress_t *p = &h->m[i].p;
+        int64_t to = ec_hang_timeout_for(h->cfg, p);
+        if (!p->seq || to <= 0 || p->silent_ms <= 0)
+            continue;
+        if (p->silent_ms >= to)
+            h->stalled[h->ns++] = i;
+        else if (h->wait < 0 || to - p->silent_ms < h->wait)
+            h->wait = to - p->silent_ms;
+    }
+}
+
+/* Rule 3: the candidates, stopped or silent outside a collective; returns
+ * how many stalled members are stopped. */
+static size_t find_candidates(hang_t *h)
+{
+    size_t nstop = 0;
+    for (size_t k = 0; k < h->ns; k++) {
+        const ec_node_progress_t *p = &h->m[h->stalled[k]].p;
+        if (p->stopped || !p->waiting)
+            h->cand[h->nc++] = h->stalled[k];
+        nstop += p->stopped != 0;
+    }
+    return nstop;
+}
+
+/* Rule 3, no candidate: a member not yet at its timeout, silent outside a
+ * collective (or stopped), is likely whom the stalled ones wait for. */
+static bool culprit_coming(const hang_t *h)
+{
+    if (h->wait <= 0)
+        return false;
+    for (size_t i = 0; i < h->n; i++) {
+        const ec_node_progress_t *p = &h->m[i].p;
+        int64_t to = ec_hang_timeout_for(h->cfg, p);
+        if (p->seq && !p->paused && p->silent_ms > 0 && p->silent_ms < to &&
+            (p->stopped || !p->waiting))
+            return true;
+    }
+    return false;
+}
+
+static void stalled_in_collectives(hang_t *h)
+{
+    decided(h, EC_HANG_STALLED, EC_HANG_BY_WEDGED_COLLECTIVE);
+    add(&h->b, "%zu of %zu nodes made no progress for their timeout, every silent rank "
+               "inside a collective (a wedged collective: no single node to blame): ",
+        h->ns, h->n);
+    describe_all(h, h->stalled, h->ns);
+}
+
+/* The candidate silent longest (the first of equals), and whether by at
+ * least EC_HANG_MARGIN_MS more than every other member silent outside a
+ * collective. */
+static bool clearly_longest(const hang_t *h, size_t *best)
+{
+    const ec_hang_member_t *m = h->m;
+    size_t b = h->cand[0];
+    for (size_t k = 1; k < h->nc; k++)
+        if (m[h->cand[k]].p.silent_ms > m[b].p.silent_ms)
+            b = h->cand[k];
+    int64_t second = -1;
+    for (size_t i = 0; i < h->n; i++)
+        if (i != b && silent_outside(&m[i].p) && m[i].p.silent_ms > second)
+            second = m[i].p.silent_ms;
+    *best = b;
+    return m[b].p.silent_ms - second >= EC_HANG_MARGIN_MS;
+}
+
+/* Rule 4, nobody silent clearly longest: STALLED. */
+static void stalled_together(hang_t *h, size_t nout)
+{
+    if (h->nc == h->n) {
+        decided(h, EC_HANG_STALLED, EC_HANG_BY_ALL_SILENT);
+        add(&h->b, "all %zu nodes made no progress for their timeout, none inside a "
+                   "collective, none silent clearly longer than the others: ", h->n);
+        describe_all(h, h->cand, h->nc);
+        return;
+    }
+    decided(h, EC_HANG_STALLED, EC_HANG_BY_SHARED_PHASE);
+    add(&h->b, "%zu of %zu nodes silent outside a collective together, none silent "
+               "clearly longer than the others (a phase every rank runs: wrap it in a "
+               "declared pause): ", nout, h->n);
+    size_t shown = 0;
+    for (size_t i = 0; i < h->n && shown < 8; i++)
+        if (silent_outside(&h->m[i].p)) {
+            add(&h->b, shown++ ? "; " : "");
+            describe(&h->b, &h->m[i]);
+        }
+}
+
+/* Rule 4: narrow the candidates to the suspects; false (STALLED decided)
+ * when there is no one to blame. */
+static bool blame(hang_t *h, size_t nstop)
+{
+    if (nstop) {
+        size_t j = 0;
+        for (size_t k = 0; k < h->nc; k++)
+            if (h->m[h->cand[k]].p.stopped)
+                h->cand[j++] = h->cand[k];
+        h->nc = j;
+        decided(h, EC_HANG_SUSPECT, EC_HANG_BY_STOPPED);
+        return true;
+    }
+    size_t nout = 0; /* members silent outside a collective, at their timeout or not */
+    for (size_t i = 0; i < h->n; i++)
+        nout += silent_outside(&h->m[i].p);
+    /* Someone not at its timeout yet silent outside a collective too (an
+     * evaluation pass every rank runs, say), or every node stalled: the
+     * first to reach the timeout is no more to blame than the others,
+     * unless it has been silent clearly longer than every other. */
+    if (nout > h->nc || (h->nc == h->n && h->n > 1)) {
+        size_t best;
+        if (!clearly_longest(h, &best)) {
+            stalled_together(h, nout);
+            return false;
+        }
+        h->cand[0] = best;
+        h->nc = 1;
+        decided(h, EC_HANG_SUSPECT, EC_HANG_BY_LONGEST_SILENCE);
+        return true;
+    }
+    decided(h, EC_HANG_SUSPECT, EC_HANG_BY_SILENT_ALONE);
+    return true;
+}
+
+/* The candidates become the suspects (the decision owns them). */
+static void take_suspects(hang_t *h)
+{
+    h->d->suspects = h->cand;
+    h->d->nsuspects = h->nc;
+    h->cand = NULL;
+}
+
+/* Rule 4's evidence: the suspects, then what the others were doing. */
+static void suspects_evidence(hang_t *h)
+{
+    const ec_hang_decision_t *d = h->d;
+    describe_all(h, d->suspects, d->nsuspects);
+    size_t shown = 0;
+    for (size_t i = 0; i < h->n && shown < 8; i++) {
+        bool sus = false;
+        for (size_t k = 0; k < d->nsuspects; k++)
+            sus |= d->suspects[k] == i;
+        if (sus)
+            continue;
+        add(&h->b, shown++ ? ", " : "; meanwhile ");
+        const ec_hang_member_t *o = &h->m[i];
+        if (o->p.silent_ms > 0 && o->p.waiting)
+            add(&h->b, "%s waited %.1f s inside a collective", o->node_id,
+                (double)o->p.silent_ms / 1000.0);
+        else if (o->p.silent_ms > 0)
+            add(&h->b, "%s silent %.1f s", o->node_id, (double)o->p.silent_ms / 1000.0);
+        else
+            add(&h->b, "%s progressing", o->node_id);
+    }
+}
+
+/* Rules 2 to 4, with someone stalled. */
+static void judge_stalled(hang_t *h)
+{
+    size_t nstop = find_candidates(h);
+    if (h->nc == 0) {
+        if (culprit_coming(h)) {
+            decided(h, EC_HANG_WAIT_UNTIL, EC_HANG_BY_AWAITING_CULPRIT);
+            h->d->wait_ms = h->wait;
+        } else {
+            stalled_in_collectives(h);
+        }
+        return;
+    }
+    if (!blame(h, nstop))
+        return;
+    take_suspects(h);
+    suspects_evidence(h);
+}
+
+/* Rule 5: the members whose step time is more than the factor times the
+ * median; false if none (or too few step times to tell). */
+static bool find_stragglers(hang_t *h, int64_t *p50)
+{
+    size_t known = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        p50[i] = h->m[i].p.seq ? h->m[i].p.step_p50_us : 0;
+        known += p50[i] > 0;
+    }
+    int64_t med = ec_hang_median_us(p50, h->n);
+    if (known < 3 || med <= 0)
+        return false;
+    for (size_t i = 0; i < h->n; i++)
+        if (p50[i] > 0 && (double)p50[i] > h->cfg->straggler_factor * (double)med)
+            h->cand[h->nc++] = i;
+    if (!h->nc)
+        return false;
+    decided(h, EC_HANG_SUSPECT, EC_HANG_BY_STRAGGLER);
+    h->d->straggler = true;
+    take_suspects(h);
+    for (size_t k = 0; k < h->d->nsuspects; k++) {
+        const ec_hang_member_t *s = &h->m[h->d->suspects[k]];
+        add(&h->b, "%s%s: step time %.1f ms, %.2fx the median %.1f ms of %zu nodes "
+                   "(--straggler_factor=%.3g)",
+            k ? "; " : "", s->node_id, (double)s->p.step_p50_us / 1000.0,
+            (double)s->p.step_p50_us / (double)med, (double)med / 1000.0, known,
+            h->cfg->straggler_factor);
+        if (s->p.slowest_rank >= 0)
+            add(&h->b, ", slowest local rank %d at %.1f ms", s->p.slowest_rank,
+                (double)s->p.slowest_us / 1000.0);
+    }
+    return true;
+}
+
 int ec_hang_decide(const ec_hang_config_t *cfg, const ec_hang_member_t *m, size_t n,
                    ec_hang_decision_t **out, ec_error_t *err)
 {
     if (!out || !cfg || (n && !m))
         return ec_errorf(err, EC_EINVAL, "ec_hang_decide: NULL argument");
     *out = NULL;
-    ec_hang_decision_t *d = calloc(1, sizeof(*d));
-    size_t *stalled = calloc(n ? n : 1, sizeof(size_t));
-    size_t *cand = calloc(n ? n : 1, sizeof(size_t));
+    hang_t h = {.cfg = cfg, .m = m, .n = n, .wait = -1};
+    h.d = calloc(1, sizeof(*h.d));
+    h.stalled = calloc(n ? n : 1, sizeof(size_t));
+    h.cand = calloc(n ? n : 1, sizeof(size_t));
     int64_t *p50 = calloc(n ? n : 1, sizeof(int64_t));
-    if (!d || !stalled || !cand || !p50) {
-        free(d);
-        free(stalled);
-        free(cand);
-        free(p50);
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
-    }
-    d->action = EC_HANG_NONE;
-    sbuf_t b = {0};
-    size_t ns = 0, nc = 0, nstop = 0;
-    int64_t wait = -1;
-    /* 1. a declared pause excuses everyone */
-    for (size_t i = 0; i < n; i++)
-        if (m[i].p.seq && m[i].p.paused)
-            goto done;
-    /* 2. who is stalled; when the next one would be */
-    for (size_t i = 0; i < n; i++) {
-        const ec_node_progress_t *p = &m[i].p;
-        int64_t to = ec_hang_timeout_for(cfg, p);
-        if (!p->seq || to <= 0 || p->silent_ms <= 0)
-            continue;
-        if (p->silent_ms >= to) {
-            stalled[ns++] = i;
-        } else if (wait < 0 || to - p->silent_ms < wait) {
-            wait = to - p->silent_ms;
+    if (!h.d || !h.stalled || !h.cand || !p50)
+        goto nomem;
+    decided(&h, EC_HANG_NONE, EC_HANG_BY_NOTHING);
+    if (anyone_paused(&h)) {
+        decided(&h, EC_HANG_NONE, EC_HANG_BY_PAUSED);
+    } else {
+        find_stalled(&h);
+        if (h.ns)
+            judge_stalled(&h);
+        else if (!(cfg->straggler_factor > 1.0 && find_stragglers(&h, p50)) && h.wait > 0) {
+            decided(&h, EC_HANG_WAIT_UNTIL, EC_HANG_BY_NEXT_TIMEOUT);
+            h.d->wait_ms = h.wait;
         }
     }
-    if (ns) {
-        /* 3. candidates: stopped, or silent outside a collective */
-        for (size_t k = 0; k < ns; k++) {
-            const ec_node_progress_t *p = &m[stalled[k]].p;
-            if (p->stopped || !p->waiting)
-                cand[nc++] = stalled[k];
-            nstop += p->stopped != 0;
-        }
-        if (nc == 0 && wait > 0) {
-            /* a member not yet at its timeout, silent outside a collective
-             * (or stopped), is likely whom they wait for: wait for it */
-            for (size_t i = 0; i < n && d->action == EC_HANG_NONE; i++) {
-                const ec_node_progress_t *p = &m[i].p;
-                int64_t to = ec_hang_timeout_for(cfg, p);
-                if (p->seq && !p->paused && p->silent_ms > 0 && p->silent_ms < to &&
-                    (p->stopped || !p->waiting)) {
-                    d->action = EC_HANG_WAIT_UNTIL;
-                    d->wait_ms = wait;
-                }
-            }
-            if (d->action == EC_HANG_WAIT_UNTIL)
-                goto done;
-        }
-        if (nc == 0) {
-            d->action = EC_HANG_STALLED;
-            add(&b, "%zu of %zu nodes made no progress for their timeout, every silent rank "
-                    "inside a collective (a wedged collective: no single node to blame): ", ns, n);
-            for (size_t k = 0; k < ns; k++) {
-                add(&b, k ? "; " : "");
-                describe(&b, &m[stalled[k]]);
-            }
-            goto done;
-        }
-        /* 4. who is to blame */
-        size_t nout = 0; /* members silent outside a collective, at their timeout or not */
-        for (size_t i = 0; i < n; i++)
-            nout += m[i].p.seq && m[i].p.silent_ms > 0 && !m[i].p.waiting;
-        if (nstop) {
-            size_t j = 0;
-            for (size_t k = 0; k < nc; k++)
-                if (m[cand[k]].p.stopped)
-                    cand[j++] = cand[k];
-            nc = j;
-        } else if (nout > nc) {
-            /* Someone not at its timeout yet is silent outside a collective
-             * too (an evaluation pass every rank runs, say): the first to
-             * reach the timeout is no more to blame than it, unless it has
-             * been silent clearly longer than every other such member. */
-            size_t best = cand[0];
-            for (size_t k = 1; k < nc; k++)
-                if (m[cand[k]].p.silent_ms > m[best].p.silent_ms)
-                    best = cand[k];
-            int64_t second = -1;
-            for (size_t i = 0; i < n; i++)
-                if (i != best && m[i].p.seq && m[i].p.silent_ms > 0 && !m[i].p.waiting &&
-                    m[i].p.silent_ms > second)
-                    second = m[i].p.silent_ms;
-            if (m[best].p.silent_ms - second < EC_HANG_MARGIN_MS) {
-                d->action = EC_HANG_STALLED;
-                add(&b, "%zu of %zu nodes silent outside a collective together, none silent "
-                        "clearly longer than the others (a phase every rank runs: wrap it in a "
-                        "declared pause): ", nout, n);
-                size_t shown = 0;
-                for (size_t i = 0; i < n && shown < 8; i++)
-                    if (m[i].p.seq && m[i].p.silent_ms > 0 && !m[i].p.waiting) {
-                        add(&b, shown++ ? "; " : "");
-                        describe(&b, &m[i]);
-                    }
-                goto done;
-            }
-            cand[0] = best;
-            nc = 1;
-        } else if (nc == n && n > 1) {
-            size_t best = cand[0];
-            int64_t second = -1;
-            for (size_t k = 1; k < nc; k++) {
-                size_t i = cand[k];
-                if (m[i].p.silent_ms > m[best].p.silent_ms) {
-                    if (m[best].p.silent_ms > second)
-                        second = m[best].p.silent_ms;
-                    best = i;
-                } else if (m[i].p.silent_ms > second) {
-                    second = m[i].p.silent_ms;
-                }
-            }
-            if (m[best].p.silent_ms - second < EC_HANG_MARGIN_MS) {
-                d->action = EC_HANG_STALLED;
-                add(&b, "all %zu nodes made no progress for their timeout, none inside a "
-                        "collective, none silent clearly longer than the others: ", n);
-                for (size_t k = 0; k < nc; k++) {
-                    add(&b, k ? "; " : "");
-                    describe(&b, &m[cand[k]]);
-                }
-                goto done;
-            }
-            cand[0] = best;
-            nc = 1;
-        }
-        d->action = EC_HANG_SUSPECT;
-        d->suspects = cand;
-        d->nsuspects = nc;
-        cand = NULL;
-        for (size_t k = 0; k < d->nsuspects; k++) {
-            add(&b, k ? "; " : "");
-            describe(&b, &m[d->suspects[k]]);
-        }
-        /* what the others were doing: the rest of the evidence */
-        size_t shown = 0;
-        for (size_t i = 0; i < n && shown < 8; i++) {
-            bool sus = false;
-            for (size_t k = 0; k < d->nsuspects; k++)
-                sus |= d->suspects[k] == i;
-            if (sus)
-                continue;
-            add(&b, shown++ ? ", " : "; meanwhile ");
-            const ec_node_progress_t *p = &m[i].p;
-            if (p->silent_ms > 0 && p->waiting)
-                add(&b, "%s waited %.1f s inside a collective", m[i].node_id,
-                    (double)p->silent_ms / 1000.0);
-            else if (p->silent_ms > 0)
-                add(&b, "%s silent %.1f s", m[i].node_id, (double)p->silent_ms / 1000.0);
-            else
-                add(&b, "%s progressing", m[i].node_id);
-        }
-        goto done;
-    }
-    /* 5. stragglers */
-    if (cfg->straggler_factor > 1.0) {
-        size_t known = 0;
-        for (size_t i = 0; i < n; i++) {
-            p50[i] = m[i].p.seq ? m[i].p.step_p50_us : 0;
-            known += p50[i] > 0;
-        }
-        int64_t med = ec_hang_median_us(p50, n);
-        if (known >= 3 && med > 0) {
-            for (size_t i = 0; i < n; i++)
-                if (p50[i] > 0 && (double)p50[i] > cfg->straggler_factor * (double)med)
-                    cand[nc++] = i;
-            if (nc) {
-                d->action = EC_HANG_SUSPECT;
-                d->straggler = true;
-                d->suspects = cand;
-                d->nsuspects = nc;
-                cand = NULL;
-                for (size_t k = 0; k < d->nsuspects; k++) {
-                    const ec_hang_member_t *s = &m[d->suspects[k]];
-                    add(&b, "%s%s: step time %.1f ms, %.2fx the median %.1f ms of %zu nodes "
-                            "(--straggler_factor=%.3g)",
-                        k ? "; " : "", s->node_id, (double)s->p.step_p50_us / 1000.0,
-                        (double)s->p.step_p50_us / (double)med, (double)med / 1000.0, known,
-                        cfg->straggler_factor);
-                    if (s->p.slowest_rank >= 0)
-                        add(&b, ", slowest local rank %d at %.1f ms", s->p.slowest_rank,
-                            (double)s->p.slowest_us / 1000.0);
-                }
-                goto done;
-            }
-        }
-    }
-    if (wait > 0) {
-        d->action = EC_HANG_WAIT_UNTIL;
-        d->wait_ms = wait;
-    }
-done:
-    d->why = b.s ? b.s : strdup("");
-    free(stalled);
-    free(cand);
+    h.d->why = h.b.s ? h.b.s : strdup("");
+    h.b.s = NULL;
+    if (!h.d->why)
+        goto nomem;
+    free(h.stalled);
+    free(h.cand);
     free(p50);
-    if (!d->why) {
-        ec_hang_decision_free(d);
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
-    }
-    *out = d;
+    *out = h.d;
     return 0;
+nomem:
+    ec_hang_decision_free(h.d);
+    free(h.b.s);
+    free(h.stalled);
+    free(h.cand);
+    free(p50);
+    return ec_errorf(err, EC_ENOMEM, "out of memory");
 }

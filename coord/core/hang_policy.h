@@ -59,8 +59,31 @@ typedef enum {
     EC_HANG_STALLED = 4,    /* the job is stalled, no single node to blame */
 } ec_hang_action_t;
 
+/* Which rule of the list above decided, by a stable name: the tests assert on
+ * it, and a log line can carry it, so neither depends on the evidence's
+ * prose.  X(code, name, action it goes with). */
+#define EC_HANG_RULE_MAP(X)                                                                   \
+    X(NOTHING, "nothing", NONE)                     /* 2: nobody silent with a timeout */    \
+    X(PAUSED, "paused", NONE)                       /* 1: a declared pause */                \
+    X(NEXT_TIMEOUT, "next-timeout", WAIT_UNTIL)     /* 2: someone silent, not yet stalled */ \
+    X(AWAITING_CULPRIT, "awaiting-culprit", WAIT_UNTIL) /* 3: the one the waiters wait on */ \
+    X(WEDGED_COLLECTIVE, "wedged-collective", STALLED)  /* 3: all inside collectives */      \
+    X(SHARED_PHASE, "shared-phase", STALLED)        /* 4: silent together, none longest */   \
+    X(ALL_SILENT, "all-silent", STALLED)            /* 4: every node stalled alike */        \
+    X(STOPPED, "stopped", SUSPECT)                  /* 4: SIGSTOP or a debugger */           \
+    X(SILENT_ALONE, "silent-alone", SUSPECT)        /* 4: the others progress or wait */     \
+    X(LONGEST_SILENCE, "longest-silence", SUSPECT)  /* 4: silent clearly longest */          \
+    X(STRAGGLER, "straggler", SUSPECT)              /* 5 */
+
+typedef enum {
+#define EC_HANG_RULE_ENUM(code, name, action) EC_HANG_BY_##code,
+    EC_HANG_RULE_MAP(EC_HANG_RULE_ENUM)
+#undef EC_HANG_RULE_ENUM
+} ec_hang_rule_t;
+
 typedef struct ec_hang_decision {
     ec_hang_action_t action;
+    ec_hang_rule_t rule; /* why this action (EC_HANG_RULE_MAP) */
     int64_t wait_ms;
     size_t *suspects; /* indices into the members */
     size_t nsuspects;
@@ -82,5 +105,7 @@ int64_t ec_hang_median_us(const int64_t *p50_us, size_t n);
 
 /* "+hang-suspect", "+hang-stalled", "+straggler" ... */
 const char *ec_hang_action_name(ec_hang_action_t a);
+/* "wedged-collective", "stopped" ... (EC_HANG_RULE_MAP); "unknown" otherwise. */
+const char *ec_hang_rule_name(ec_hang_rule_t r);
 
 #endif

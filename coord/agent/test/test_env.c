@@ -226,16 +226,14 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("env");
-    TCase *t = tcase_create("env");
-    tcase_add_test(t, lists_are_set_while_they_fit_one_environment_string);
-    tcase_add_test(t, lists_too_long_for_execve_are_left_out);
-    tcase_add_test(t, a_view_of_a_split_epoch_gives_every_computable_variable);
-    tcase_add_test(t, a_process_started_before_admission_gets_no_epochs_variables);
-    tcase_add_test(t, proxy_variables_are_removed_and_named);
-    tcase_add_test(t, async_error_handling_uses_the_name_the_programs_torch_reads);
-    suite_add_tcase(s, t);
-    return s;
+    return ec_check_suite("env", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              lists_are_set_while_they_fit_one_environment_string,
+                              lists_too_long_for_execve_are_left_out,
+                              a_view_of_a_split_epoch_gives_every_computable_variable,
+                              a_process_started_before_admission_gets_no_epochs_variables,
+                              proxy_variables_are_removed_and_named,
+                              async_error_handling_uses_the_name_the_programs_torch_reads));
 }
 
 EC_CHECK_MAIN(suite)

@@ -102,14 +102,12 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("errorfile");
-    TCase *tc = tcase_create("errorfile");
-    tcase_add_test(tc, torch_record_format_gives_message_frames_and_time);
-    tcase_add_test(tc, plain_message_and_escapes);
-    tcase_add_test(tc, anything_else_is_refused);
-    tcase_add_test(tc, read_from_file);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("errorfile", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              torch_record_format_gives_message_frames_and_time,
+                              plain_message_and_escapes,
+                              anything_else_is_refused,
+                              read_from_file));
 }
 
 EC_CHECK_MAIN(suite)

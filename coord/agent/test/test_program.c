@@ -354,19 +354,16 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("program");
-    TCase *tc = tcase_create("program");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, py_program_runs_under_the_interpreter);
-    tcase_add_test(tc, anything_else_runs_as_given);
-    tcase_add_test(tc, torchrun_takes_the_first_python3_on_path_that_imports_torch);
-    tcase_add_test(tc, no_interpreter_with_torch_names_those_tried_and_the_fix);
-    tcase_add_test(tc, a_named_interpreter_must_import_what_the_program_needs);
-    tcase_add_test(tc, a_paddle_program_needs_an_interpreter_with_paddle);
-    tcase_add_test(tc, the_probe_asks_with_a_deadline);
-    tcase_add_test(tc, unrunnable_says_what_is_missing);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("program", setup, teardown,
+                          EC_CHECK_TESTS(
+                              py_program_runs_under_the_interpreter,
+                              anything_else_runs_as_given,
+                              torchrun_takes_the_first_python3_on_path_that_imports_torch,
+                              no_interpreter_with_torch_names_those_tried_and_the_fix,
+                              a_named_interpreter_must_import_what_the_program_needs,
+                              a_paddle_program_needs_an_interpreter_with_paddle,
+                              the_probe_asks_with_a_deadline,
+                              unrunnable_says_what_is_missing));
 }
 
 EC_CHECK_MAIN(suite)

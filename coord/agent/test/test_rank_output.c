@@ -125,16 +125,14 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("rank_output");
-    TCase *tc = tcase_create("rank_output");
-    tcase_add_test(tc, paddle_shows_local_rank_0_and_logs_every_rank);
-    tcase_add_test(tc, torchrun_shows_every_rank_as_is_and_writes_no_file);
-    tcase_add_test(tc, redirects_send_streams_to_files_and_tee_to_both_with_the_prefix);
-    tcase_add_test(tc, per_rank_pairs_and_unlisted_ranks);
-    tcase_add_test(tc, ranks_filter_keeps_other_ranks_off_the_console_only);
-    tcase_add_test(tc, malformed_forms_are_refused);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("rank_output", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              paddle_shows_local_rank_0_and_logs_every_rank,
+                              torchrun_shows_every_rank_as_is_and_writes_no_file,
+                              redirects_send_streams_to_files_and_tee_to_both_with_the_prefix,
+                              per_rank_pairs_and_unlisted_ranks,
+                              ranks_filter_keeps_other_ranks_off_the_console_only,
+                              malformed_forms_are_refused));
 }
 
 EC_CHECK_MAIN(suite)

@@ -62,13 +62,16 @@ static void probe_all(ec_check_facts_t *f, int n)
             }
 }
 
-/* Three healthy nodes on three machines. */
-static void healthy(ec_check_facts_t f[3])
+/* n healthy nodes n1, n2 ... on machines b1, b2 ..., every one probed. */
+static void healthy(ec_check_facts_t *f, int n)
 {
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    mk(&f[2], "n3", "b3", 36020);
-    probe_all(f, 3);
+    for (int i = 0; i < n; i++) {
+        char id[16], boot[16];
+        snprintf(id, sizeof(id), "n%d", i + 1);
+        snprintf(boot, sizeof(boot), "b%d", i + 1);
+        mk(&f[i], id, boot, 36000 + 10 * i);
+    }
+    probe_all(f, n);
 }
 
 static void clear_all(ec_check_facts_t *f, int n)
@@ -109,6 +112,15 @@ static void expect(const ec_check_report_t *rep, const char *name, ec_check_stat
         ck_assert_msg(!r->fix[0], "%s is %s with a fix", name, ec_check_status_name(st));
 }
 
+/* Compares f[0..n) and expects of the named check what expect() does. */
+static void expect_compared(ec_check_facts_t *f, int n, int np_min, int np_max, const char *name,
+                            ec_check_status_t st, const char *found_has, const char *fix_has)
+{
+    ec_check_report_t rep = compare(f, n, np_min, np_max);
+    expect(&rep, name, st, found_has, fix_has);
+    ec_check_report_clear(&rep);
+}
+
 static int concerns(const ec_check_report_t *rep, const char *name, const char *node)
 {
     const ec_check_result_t *r = ec_check_report_find(rep, name);
@@ -121,7 +133,7 @@ static int concerns(const ec_check_report_t *rep, const char *name, const char *
 START_TEST(healthy_nodes_pass)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     ec_check_report_t rep = compare(f, 3, 3, 3);
     int c[4];
     ec_check_report_counts(&rep, c);
@@ -148,7 +160,7 @@ END_TEST
 START_TEST(nodes_missing_and_unfinished)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     ec_check_report_t rep = compare(f, 2, 3, 3);
     expect(&rep, "nodes", EC_CHECK_FAIL, "2 of --np=3 nodes arrived within 1.5 s (n1, n2); 1 never "
                                          "arrived", "same --elastic_server and --job_id");
@@ -163,9 +175,7 @@ START_TEST(nodes_missing_and_unfinished)
     expect(&rep, "nodes", EC_CHECK_FAIL, "1 never arrived: n3 (known to the job", NULL);
     ck_assert(concerns(&rep, "nodes", "n3"));
     ec_check_report_clear(&rep);
-    rep = compare(f, 2, 2, 3);
-    expect(&rep, "nodes", EC_CHECK_WARN, "training can start with 2", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 3, "nodes", EC_CHECK_WARN, "training can start with 2", NULL);
     f[2].phase = EC_CHECK_PHASE_LOCAL;
     f[2].gone = 1;
     rep = compare(f, 3, 3, 3);
@@ -219,7 +229,7 @@ END_TEST
 START_TEST(duplicate_node_ids)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     snprintf(f[1].node_id, sizeof(f[1].node_id), "n1");
     ec_check_report_t rep = compare(f, 3, 3, 3);
     expect(&rep, "node-ids", EC_CHECK_FAIL, "node id n1 is used by 2 processes",
@@ -232,7 +242,7 @@ END_TEST
 START_TEST(etcd_unreachable_and_slow)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     ec_check_input_t in = {.job_id = "job1", .np_min = 3, .np_max = 3, .facts = f, .nfacts = 1,
                            .final_phase = EC_CHECK_PHASE_LOCAL, .leader = "n1",
                            .etcd_error = "--elastic_server=10.0.0.9:2379: connection refused",
@@ -256,9 +266,7 @@ END_TEST
 START_TEST(clock_skew)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     for (int i = 0; i < f[0].nprobes; i++)
         if (!strcmp(f[0].probes[i].peer, "n2"))
             f[0].probes[i].offset_us = 2000000;
@@ -268,9 +276,7 @@ START_TEST(clock_skew)
     for (int i = 0; i < f[0].nprobes; i++)
         if (!strcmp(f[0].probes[i].peer, "n2"))
             f[0].probes[i].offset_us = -90000000;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "clock", EC_CHECK_FAIL, "90.00 s", "synchronize the clocks");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "clock", EC_CHECK_FAIL, "90.00 s", "synchronize the clocks");
     clear_all(f, 2);
 }
 END_TEST
@@ -278,7 +284,7 @@ END_TEST
 START_TEST(duplicate_host_names)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     snprintf(f[1].hostname, sizeof(f[1].hostname), "host-b1");
     ec_check_report_t rep = compare(f, 3, 3, 3);
     expect(&rep, "host-names", EC_CHECK_FAIL, "host name host-b1 is used by 2 different machines",
@@ -287,15 +293,11 @@ START_TEST(duplicate_host_names)
     ec_check_report_clear(&rep);
     /* one machine, several agents: fine */
     snprintf(f[1].boot_id, sizeof(f[1].boot_id), "b1");
-    rep = compare(f, 3, 3, 3);
-    expect(&rep, "host-names", EC_CHECK_PASS, "3 nodes on 2 machines", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 3, 3, 3, "host-names", EC_CHECK_PASS, "3 nodes on 2 machines", NULL);
     /* NCCL_HOSTID tells NCCL they are different hosts */
     snprintf(f[0].host_id, sizeof(f[0].host_id), "a");
     snprintf(f[1].host_id, sizeof(f[1].host_id), "b");
-    rep = compare(f, 3, 3, 3);
-    expect(&rep, "host-names", EC_CHECK_FAIL, "NCCL_HOSTID b", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 3, 3, 3, "host-names", EC_CHECK_FAIL, "NCCL_HOSTID b", NULL);
     clear_all(f, 3);
 }
 END_TEST
@@ -303,7 +305,7 @@ END_TEST
 START_TEST(published_address)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     snprintf(f[0].host, sizeof(f[0].host), "127.0.0.1");
     snprintf(f[0].ifname, sizeof(f[0].ifname), "lo");
     ec_check_report_t rep = compare(f, 3, 3, 3);
@@ -312,13 +314,11 @@ START_TEST(published_address)
     ec_check_report_clear(&rep);
     snprintf(f[0].host, sizeof(f[0].host), "172.17.0.2");
     snprintf(f[0].ifname, sizeof(f[0].ifname), "docker0");
-    rep = compare(f, 3, 3, 3);
-    expect(&rep, "address", EC_CHECK_FAIL, "host-only container bridge", "--network=host");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 3, 3, 3, "address", EC_CHECK_FAIL, "host-only container bridge",
+                    "--network=host");
     snprintf(f[0].ports_err, sizeof(f[0].ports_err), "only 0 of the 2 ports this node needs");
-    rep = compare(f, 3, 3, 3);
-    expect(&rep, "address", EC_CHECK_FAIL, "n1 cannot use 172.17.0.2", "pass --host");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 3, 3, 3, "address", EC_CHECK_FAIL, "n1 cannot use 172.17.0.2",
+                    "pass --host");
     /* loopback is right when every node shares the machine */
     f[0].ports_err[0] = '\0';
     for (int i = 0; i < 3; i++) {
@@ -326,9 +326,7 @@ START_TEST(published_address)
         snprintf(f[i].host, sizeof(f[i].host), "127.0.0.1");
         snprintf(f[i].ifname, sizeof(f[i].ifname), "lo");
     }
-    rep = compare(f, 3, 3, 3);
-    expect(&rep, "address", EC_CHECK_PASS, "every node on one machine", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 3, 3, 3, "address", EC_CHECK_PASS, "every node on one machine", NULL);
     clear_all(f, 3);
 }
 END_TEST
@@ -336,9 +334,7 @@ END_TEST
 START_TEST(socket_ifname)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     ec_check_facts_add_env(&f[0], "NCCL_SOCKET_IFNAME", "nosuchif0");
     ec_check_report_t rep = compare(f, 2, 2, 2);
     expect(&rep, "socket-ifname", EC_CHECK_FAIL,
@@ -348,29 +344,22 @@ START_TEST(socket_ifname)
     ec_check_facts_clear(&f[0]);
     mk(&f[0], "n1", "b1", 36000);
     ec_check_facts_add_env(&f[0], "GLOO_SOCKET_IFNAME", "eth0,ib9");
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "socket-ifname", EC_CHECK_FAIL, "interface ib9 does not exist",
-           "set GLOO_SOCKET_IFNAME");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "socket-ifname", EC_CHECK_FAIL, "interface ib9 does not exist",
+                    "set GLOO_SOCKET_IFNAME");
     ec_check_facts_clear(&f[0]);
     mk(&f[0], "n1", "b1", 36000);
     ec_check_facts_add_env(&f[0], "NCCL_SOCKET_IFNAME", "^lo,docker");
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "socket-ifname", EC_CHECK_PASS, "NCCL=^lo,docker", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "socket-ifname", EC_CHECK_PASS, "NCCL=^lo,docker", NULL);
     ec_check_facts_clear(&f[0]);
     mk(&f[0], "n1", "b1", 36000);
     ec_check_facts_add_env(&f[0], "NCCL_SOCKET_IFNAME", "lo");
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "socket-ifname", EC_CHECK_FAIL, "selects only lo", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "socket-ifname", EC_CHECK_FAIL, "selects only lo", NULL);
     /* Gloo without a setting binds the host name's address */
     ec_check_facts_clear(&f[0]);
     mk(&f[0], "n1", "b1", 36000);
     snprintf(f[0].hostname_addr, sizeof(f[0].hostname_addr), "127.0.1.1");
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "socket-ifname", EC_CHECK_FAIL, "resolves to 127.0.1.1", "/etc/hosts");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "socket-ifname", EC_CHECK_FAIL, "resolves to 127.0.1.1",
+                    "/etc/hosts");
     clear_all(f, 2);
 }
 END_TEST
@@ -378,7 +367,7 @@ END_TEST
 START_TEST(blocked_port)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     for (int i = 0; i < f[0].nprobes; i++)
         if (f[0].probes[i].port == 36011) {
             f[0].probes[i].ok = 0;
@@ -425,7 +414,7 @@ static void with_gpus(ec_check_facts_t *f, int n, int nproc)
 START_TEST(gpus_healthy)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     with_gpus(f, 3, 2);
     ec_check_report_t rep = compare(f, 3, 3, 3);
     expect(&rep, "gpu-count", EC_CHECK_PASS, "n1: 8 visible for 2 processes", NULL);
@@ -442,9 +431,7 @@ END_TEST
 START_TEST(missing_gpu_for_a_process)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     f[0].nproc = 2;
     f[0].cvd_set = 1; /* CUDA_VISIBLE_DEVICES="" with two processes */
     ec_check_report_t rep = compare(f, 2, 2, 2);
@@ -456,10 +443,9 @@ START_TEST(missing_gpu_for_a_process)
     f[0].gpus_flag = calloc(2, sizeof(int));
     f[0].gpus_flag[1] = 1;
     f[0].ngpus_flag = 2;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "gpu-count", EC_CHECK_FAIL, "n1: --gpus names 2 GPUs, but no NVIDIA driver",
-           "for a CPU-only run drop --gpus");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "gpu-count", EC_CHECK_FAIL,
+                    "n1: --gpus names 2 GPUs, but no NVIDIA driver",
+                    "for a CPU-only run drop --gpus");
     free(f[0].gpus_flag);
     f[0].gpus_flag = NULL;
     f[0].ngpus_flag = 0;
@@ -467,17 +453,14 @@ START_TEST(missing_gpu_for_a_process)
     f[0].cvd_set = 0;
     with_gpus(f, 2, 2);
     f[1].visible = 1;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "gpu-count", EC_CHECK_FAIL, "n2: CUDA sees 1 GPU for 2 processes",
-           "lower --nproc_per_node");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "gpu-count", EC_CHECK_FAIL, "n2: CUDA sees 1 GPU for 2 processes",
+                    "lower --nproc_per_node");
     /* a node without the driver among GPU nodes */
     f[1].visible = 8;
     f[1].driver = 0;
     snprintf(f[1].driver_why, sizeof(f[1].driver_why), "cuInit failed");
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "gpu-count", EC_CHECK_FAIL, "n2 has no usable NVIDIA driver", "--gpus all");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "gpu-count", EC_CHECK_FAIL, "n2 has no usable NVIDIA driver",
+                    "--gpus all");
     clear_all(f, 2);
 }
 END_TEST
@@ -495,10 +478,8 @@ START_TEST(two_processes_one_gpu)
     ec_check_report_clear(&rep);
     snprintf(f[1].boot_id, sizeof(f[1].boot_id), "b2");
     snprintf(f[0].gpus[1].bus_id, sizeof(f[0].gpus[1].bus_id), "%s", f[0].gpus[0].bus_id);
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "gpu-devices", EC_CHECK_FAIL, "n1: local ranks 0 and 1 both use GPU 0",
-           "NCCL error 5");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "gpu-devices", EC_CHECK_FAIL,
+                    "n1: local ranks 0 and 1 both use GPU 0", "NCCL error 5");
     /* --gpus against CUDA_VISIBLE_DEVICES */
     snprintf(f[0].gpus[1].bus_id, sizeof(f[0].gpus[1].bus_id), "0000:99:00.0");
     f[0].cvd_set = 1;
@@ -508,10 +489,8 @@ START_TEST(two_processes_one_gpu)
     f[0].gpus_flag[0] = 1;
     f[0].gpus_flag[1] = 3;
     f[0].ngpus_flag = 2;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "gpu-devices", EC_CHECK_FAIL, "--gpus names GPU 3, which "
-                                               "CUDA_VISIBLE_DEVICES='0,1' hides", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "gpu-devices", EC_CHECK_FAIL,
+                    "--gpus names GPU 3, which CUDA_VISIBLE_DEVICES='0,1' hides", NULL);
     clear_all(f, 2);
 }
 END_TEST
@@ -519,9 +498,7 @@ END_TEST
 START_TEST(busy_gpu_and_p2p)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     with_gpus(f, 2, 2);
     f[1].gpus[1].nprocs = 1;
     snprintf(f[1].gpus[1].procs, sizeof(f[1].gpus[1].procs), "pid 4242 (30000 MiB)");
@@ -539,9 +516,7 @@ END_TEST
 START_TEST(cuda_and_nccl_versions)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     with_gpus(f, 2, 1);
     f[1].cudart_version = 12060;
     ec_check_report_t rep = compare(f, 2, 2, 2);
@@ -550,22 +525,16 @@ START_TEST(cuda_and_nccl_versions)
     ec_check_report_clear(&rep);
     f[1].cudart_version = 12040;
     f[1].cuda_driver_version = 12060;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "cuda", EC_CHECK_WARN, "(CUDA 12.6) on n2", "same driver and CUDA runtime");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "cuda", EC_CHECK_WARN, "(CUDA 12.6) on n2",
+                    "same driver and CUDA runtime");
     f[1].nccl_version = 21805;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "nccl", EC_CHECK_FAIL, "NCCL 2.21.5 on n1; NCCL 2.18.5 on n2",
-           "one NCCL version on every node");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "nccl", EC_CHECK_FAIL, "NCCL 2.21.5 on n1; NCCL 2.18.5 on n2",
+                    "one NCCL version on every node");
     f[0].nccl_version = f[1].nccl_version = ec_check_nccl_version_norm(2708);
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "nccl", EC_CHECK_FAIL, "NCCL 2.7.8 on every node", "NCCL 2.8.0 or newer");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "nccl", EC_CHECK_FAIL, "NCCL 2.7.8 on every node",
+                    "NCCL 2.8.0 or newer");
     f[0].nccl_version = f[1].nccl_version = 0;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "nccl", EC_CHECK_WARN, "NCCL not found", "LD_LIBRARY_PATH");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "nccl", EC_CHECK_WARN, "NCCL not found", "LD_LIBRARY_PATH");
     clear_all(f, 2);
 }
 END_TEST
@@ -573,9 +542,7 @@ END_TEST
 START_TEST(small_shm_and_memlock)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     f[0].shm_bytes = 16LL << 20;
     f[0].shm_free = 16LL << 20;
     ec_check_report_t rep = compare(f, 2, 2, 2);
@@ -584,18 +551,12 @@ START_TEST(small_shm_and_memlock)
     ck_assert_str_eq(r->details[0], "n1: /dev/shm is 16 MiB, below 256 MiB");
     ec_check_report_clear(&rep);
     f[0].shm_bytes = 512LL << 20;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "shm", EC_CHECK_WARN, "512 MiB", "at least 1.0 GiB");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "shm", EC_CHECK_WARN, "512 MiB", "at least 1.0 GiB");
     f[1].nib = 2;
     f[1].memlock_cur = 64 << 10;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "memlock", EC_CHECK_FAIL, "64 KiB on n2", "--ulimit memlock=-1");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "memlock", EC_CHECK_FAIL, "64 KiB on n2", "--ulimit memlock=-1");
     f[1].nib = 0;
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "memlock", EC_CHECK_PASS, "no RDMA devices", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "memlock", EC_CHECK_PASS, "no RDMA devices", NULL);
     clear_all(f, 2);
 }
 END_TEST
@@ -603,9 +564,7 @@ END_TEST
 START_TEST(variables_differ)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     ec_check_facts_add_env(&f[1], "NCCL_IB_DISABLE", "1");
     ec_check_report_t rep = compare(f, 2, 2, 2);
     expect(&rep, "environment", EC_CHECK_FAIL, "1 variable differs between nodes: NCCL_IB_DISABLE",
@@ -619,9 +578,8 @@ START_TEST(variables_differ)
     ec_check_facts_add_env(&f[1], "NCCL_SOCKET_IFNAME", "eth0"); /* per machine: a warning */
     free(f[1].env[0].value);
     f[1].env[0].value = strdup("/opt/lib"); /* LD_LIBRARY_PATH */
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "environment", EC_CHECK_WARN, "LD_LIBRARY_PATH, NCCL_SOCKET_IFNAME", NULL);
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "environment", EC_CHECK_WARN, "LD_LIBRARY_PATH, NCCL_SOCKET_IFNAME",
+                    NULL);
     clear_all(f, 2);
 }
 END_TEST
@@ -629,9 +587,7 @@ END_TEST
 START_TEST(allreduce_results)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     for (int i = 0; i < 2; i++) {
         f[i].coll = EC_CHECK_COLL_OK;
         snprintf(f[i].coll_backend, sizeof(f[i].coll_backend), "gloo");
@@ -647,9 +603,7 @@ START_TEST(allreduce_results)
     ec_check_report_clear(&rep);
     f[1].coll = EC_CHECK_COLL_FAIL;
     snprintf(f[1].coll_why, sizeof(f[1].coll_why), "result mismatch at element 7");
-    rep = compare(f, 2, 2, 2);
-    expect(&rep, "allreduce", EC_CHECK_FAIL, "failed on 1 node", "NCCL_DEBUG=INFO");
-    ec_check_report_clear(&rep);
+    expect_compared(f, 2, 2, 2, "allreduce", EC_CHECK_FAIL, "failed on 1 node", "NCCL_DEBUG=INFO");
     clear_all(f, 2);
 }
 END_TEST
@@ -674,9 +628,7 @@ END_TEST
 START_TEST(facts_round_trip)
 {
     ec_check_facts_t f[2];
-    mk(&f[0], "n1", "b1", 36000);
-    mk(&f[1], "n2", "b2", 36010);
-    probe_all(f, 2);
+    healthy(f, 2);
     with_gpus(f, 1, 2);
     ec_check_facts_add_env(&f[0], "NCCL_WEIRD", "a b%c\nd\te ");
     ec_check_facts_add_env(&f[0], "NCCL_EMPTY", "");
@@ -940,7 +892,7 @@ static void report_refused(const void *buf, size_t len, const char *want)
 START_TEST(report_round_trip_and_forms)
 {
     ec_check_facts_t f[3];
-    healthy(f);
+    healthy(f, 3);
     f[0].shm_bytes = 16LL << 20;
     ec_check_facts_add_env(&f[1], "NCCL_IB_DISABLE", "1");
     ec_check_report_t rep = compare(f, 3, 3, 3);
@@ -1095,33 +1047,31 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("check");
-    TCase *tc = tcase_create("compare");
-    tcase_add_test(tc, healthy_nodes_pass);
-    tcase_add_test(tc, nodes_missing_and_unfinished);
-    tcase_add_test(tc, unreadable_facts_named);
-    tcase_add_test(tc, duplicate_node_ids);
-    tcase_add_test(tc, etcd_unreachable_and_slow);
-    tcase_add_test(tc, clock_skew);
-    tcase_add_test(tc, duplicate_host_names);
-    tcase_add_test(tc, published_address);
-    tcase_add_test(tc, socket_ifname);
-    tcase_add_test(tc, blocked_port);
-    tcase_add_test(tc, gpus_healthy);
-    tcase_add_test(tc, missing_gpu_for_a_process);
-    tcase_add_test(tc, two_processes_one_gpu);
-    tcase_add_test(tc, busy_gpu_and_p2p);
-    tcase_add_test(tc, cuda_and_nccl_versions);
-    tcase_add_test(tc, small_shm_and_memlock);
-    tcase_add_test(tc, variables_differ);
-    tcase_add_test(tc, allreduce_results);
-    tcase_add_test(tc, embedded_etcd_with_several_nodes);
-    tcase_add_test(tc, facts_round_trip);
-    tcase_add_test(tc, corrupt_facts_refused);
-    tcase_add_test(tc, report_round_trip_and_forms);
-    tcase_add_test(tc, pure_helpers);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("check", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              healthy_nodes_pass,
+                              nodes_missing_and_unfinished,
+                              unreadable_facts_named,
+                              duplicate_node_ids,
+                              etcd_unreachable_and_slow,
+                              clock_skew,
+                              duplicate_host_names,
+                              published_address,
+                              socket_ifname,
+                              blocked_port,
+                              gpus_healthy,
+                              missing_gpu_for_a_process,
+                              two_processes_one_gpu,
+                              busy_gpu_and_p2p,
+                              cuda_and_nccl_versions,
+                              small_shm_and_memlock,
+                              variables_differ,
+                              allreduce_results,
+                              embedded_etcd_with_several_nodes,
+                              facts_round_trip,
+                              corrupt_facts_refused,
+                              report_round_trip_and_forms,
+                              pure_helpers));
 }
 
 EC_CHECK_MAIN(suite)

@@ -1420,52 +1420,49 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("config");
-    TCase *tc = tcase_create("config");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, table_rows_are_complete_and_consistent);
-    tcase_add_test(tc, every_spelling_in_every_form);
-    tcase_add_test(tc, every_env_alias_applies_when_flag_absent);
-    tcase_add_test(tc, defaults_for_launch);
-    tcase_add_test(tc, no_job_id_warning_when_given);
-    tcase_add_test(tc, flag_beats_env);
-    tcase_add_test(tc, flag_at_default_value_still_beats_env);
-    tcase_add_test(tc, env_applies_only_at_default);
-    tcase_add_test(tc, ecoord_alias_beats_paddle_alias);
-    tcase_add_test(tc, empty_env_is_unset);
-    tcase_add_test(tc, bad_env_value_names_the_variable);
-    tcase_add_test(tc, np_forms);
-    tcase_add_test(tc, np_is_never_nproc_per_node);
-    tcase_add_test(tc, no_prefix_matching_anywhere);
-    tcase_add_test(tc, job_id_validation);
-    tcase_add_test(tc, gpus_parsing_and_counts);
-    tcase_add_test(tc, cuda_visible_devices_checks);
-    tcase_add_test(tc, port_range_parsing);
-    tcase_add_test(tc, bounds_and_types);
-    tcase_add_test(tc, missing_values);
-    tcase_add_test(tc, strings_with_rules);
-    tcase_add_test(tc, node_id_resolution);
-    tcase_add_test(tc, program_args_pass_through);
-    tcase_add_test(tc, subcommand_scoping);
-    tcase_add_test(tc, single_dash_and_unsupported_flags);
-    tcase_add_test(tc, paddle_master_etcd_url_is_elastic_server);
-    tcase_add_test(tc, run_mode_collective_only);
-    tcase_add_test(tc, paddle_launcher_env_aliases_apply);
-    tcase_add_test(tc, help_flag_stops_parsing);
-    tcase_add_test(tc, help_mentions_every_knob_of_its_subcommand);
-    tcase_add_test(tc, a_failure_stops_the_job_unless_fault_tolerance_is_asked_for);
-    tcase_add_test(tc, help_lists_every_exit_code);
-    tcase_add_test(tc, password_never_on_command_line);
-    tcase_add_test(tc, dump_hides_password_and_marks_sources);
-    tcase_add_test(tc, auth_and_tls_pairs);
-    tcase_add_test(tc, repeated_flag_last_wins_with_warning);
-    tcase_add_test(tc, lifecycle);
-    tcase_add_test(tc, hang_knobs_resolve_and_refuse_nonsense);
-    tcase_add_test(tc, environment_read_only_through_the_table);
-    tcase_add_test(tc, default_ports_lie_below_the_ephemeral_range);
-    tcase_add_test(tc, etcd_proxy_takes_an_http_url);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("config", setup, teardown,
+                          EC_CHECK_TESTS(
+                              table_rows_are_complete_and_consistent,
+                              every_spelling_in_every_form,
+                              every_env_alias_applies_when_flag_absent,
+                              defaults_for_launch,
+                              no_job_id_warning_when_given,
+                              flag_beats_env,
+                              flag_at_default_value_still_beats_env,
+                              env_applies_only_at_default,
+                              ecoord_alias_beats_paddle_alias,
+                              empty_env_is_unset,
+                              bad_env_value_names_the_variable,
+                              np_forms,
+                              np_is_never_nproc_per_node,
+                              no_prefix_matching_anywhere,
+                              job_id_validation,
+                              gpus_parsing_and_counts,
+                              cuda_visible_devices_checks,
+                              port_range_parsing,
+                              bounds_and_types,
+                              missing_values,
+                              strings_with_rules,
+                              node_id_resolution,
+                              program_args_pass_through,
+                              subcommand_scoping,
+                              single_dash_and_unsupported_flags,
+                              paddle_master_etcd_url_is_elastic_server,
+                              run_mode_collective_only,
+                              paddle_launcher_env_aliases_apply,
+                              help_flag_stops_parsing,
+                              help_mentions_every_knob_of_its_subcommand,
+                              a_failure_stops_the_job_unless_fault_tolerance_is_asked_for,
+                              help_lists_every_exit_code,
+                              password_never_on_command_line,
+                              dump_hides_password_and_marks_sources,
+                              auth_and_tls_pairs,
+                              repeated_flag_last_wins_with_warning,
+                              lifecycle,
+                              hang_knobs_resolve_and_refuse_nonsense,
+                              environment_read_only_through_the_table,
+                              default_ports_lie_below_the_ephemeral_range,
+                              etcd_proxy_takes_an_http_url));
 }
 
 EC_CHECK_MAIN(suite)

@@ -419,23 +419,20 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("torchrun_args");
-    TCase *tc = tcase_create("torchrun_args");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, torchrun_flags_land_on_knobs);
-    tcase_add_test(tc, nproc_per_node_words);
-    tcase_add_test(tc, torchrun_defaults_where_they_differ);
-    tcase_add_test(tc, refused_with_why);
-    tcase_add_test(tc, static_rendezvous_node_rank_0_serves_the_etcd_the_others_use);
-    tcase_add_test(tc, c10d_rendezvous_the_endpoint_node_serves_the_etcd);
-    tcase_add_test(tc, pet_variables_are_read_as_torchrun_reads_them);
-    tcase_add_test(tc, console_and_files_as_torchrun);
-    tcase_add_test(tc, accepted_with_a_warning);
-    tcase_add_test(tc, program_found_as_torchrun_finds_it);
-    tcase_add_test(tc, no_prefix_matching_and_did_you_mean);
-    tcase_add_test(tc, help_and_lifecycle);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("torchrun_args", setup, teardown,
+                          EC_CHECK_TESTS(
+                              torchrun_flags_land_on_knobs,
+                              nproc_per_node_words,
+                              torchrun_defaults_where_they_differ,
+                              refused_with_why,
+                              static_rendezvous_node_rank_0_serves_the_etcd_the_others_use,
+                              c10d_rendezvous_the_endpoint_node_serves_the_etcd,
+                              pet_variables_are_read_as_torchrun_reads_them,
+                              console_and_files_as_torchrun,
+                              accepted_with_a_warning,
+                              program_found_as_torchrun_finds_it,
+                              no_prefix_matching_and_did_you_mean,
+                              help_and_lifecycle));
 }
 
 EC_CHECK_MAIN(suite)

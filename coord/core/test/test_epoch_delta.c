@@ -434,16 +434,14 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("epoch_delta");
-    TCase *t = tcase_create("delta");
-    tcase_add_test(t, loss_compacting_mids_is_two_runs);
-    tcase_add_test(t, standby_join_restart_and_header_only);
-    tcase_add_test(t, without_the_base_read_the_epoch_key);
-    tcase_add_test(t, epoch_above_one_value_goes_as_a_delta);
-    tcase_add_test(t, a_view_follows_losses_joins_and_restarts_through_deltas);
-    tcase_add_test(t, a_view_checks_member_0_and_its_own_chunk);
-    suite_add_tcase(s, t);
-    return s;
+    return ec_check_suite("epoch_delta", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              loss_compacting_mids_is_two_runs,
+                              standby_join_restart_and_header_only,
+                              without_the_base_read_the_epoch_key,
+                              epoch_above_one_value_goes_as_a_delta,
+                              a_view_follows_losses_joins_and_restarts_through_deltas,
+                              a_view_checks_member_0_and_its_own_chunk));
 }
 
 EC_CHECK_MAIN(suite)

@@ -362,27 +362,24 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("history");
-    TCase *tc = tcase_create("history");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, accepts_good_history);
-    tcase_add_test(tc, accepts_decoded_history);
-    tcase_add_test(tc, numbers_must_increase);
-    tcase_add_test(tc, gaps_only_with_consecutive);
-    tcase_add_test(tc, world_size_must_match_members);
-    tcase_add_test(tc, m_ids_must_cover_ranks);
-    tcase_add_test(tc, no_node_twice);
-    tcase_add_test(tc, nproc_constant);
-    tcase_add_test(tc, node_count_within_bounds);
-    tcase_add_test(tc, writer_must_hold_leader_key);
-    tcase_add_test(tc, fencing_revision_never_goes_down);
-    tcase_add_test(tc, bad_arguments);
-    tcase_add_test(tc, older_opts_struct);
-    tcase_add_test(tc, deposed_leader_write_is_reported);
-    tcase_add_test(tc, writes_inside_a_leadership_pass);
-    tcase_add_test(tc, good_history_with_write_revisions);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("history", setup, teardown,
+                          EC_CHECK_TESTS(
+                              accepts_good_history,
+                              accepts_decoded_history,
+                              numbers_must_increase,
+                              gaps_only_with_consecutive,
+                              world_size_must_match_members,
+                              m_ids_must_cover_ranks,
+                              no_node_twice,
+                              nproc_constant,
+                              node_count_within_bounds,
+                              writer_must_hold_leader_key,
+                              fencing_revision_never_goes_down,
+                              bad_arguments,
+                              older_opts_struct,
+                              deposed_leader_write_is_reported,
+                              writes_inside_a_leadership_pass,
+                              good_history_with_write_revisions));
 }
 
 EC_CHECK_MAIN(suite)

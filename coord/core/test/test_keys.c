@@ -410,22 +410,20 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("keys");
-    TCase *tc = tcase_create("keys");
-    tcase_add_test(tc, root_and_prefix_handling);
-    tcase_add_test(tc, every_key_builder);
-    tcase_add_test(tc, invalid_arguments_refused);
-    tcase_add_test(tc, small_buffer_is_too_large_not_truncated);
-    tcase_add_test(tc, key_max_fits_longest_key);
-    tcase_add_test(tc, job_ids);
-    tcase_add_test(tc, node_ids);
-    tcase_add_test(tc, bad_prefixes_refused);
-    tcase_add_test(tc, job1_never_sees_job10);
-    tcase_add_test(tc, padding_sorts_numerically);
-    tcase_add_test(tc, parse_node_key);
-    tcase_add_test(tc, parse_epoch_key);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("keys", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              root_and_prefix_handling,
+                              every_key_builder,
+                              invalid_arguments_refused,
+                              small_buffer_is_too_large_not_truncated,
+                              key_max_fits_longest_key,
+                              job_ids,
+                              node_ids,
+                              bad_prefixes_refused,
+                              job1_never_sees_job10,
+                              padding_sorts_numerically,
+                              parse_node_key,
+                              parse_epoch_key));
 }
 
 EC_CHECK_MAIN(suite)

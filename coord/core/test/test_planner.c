@@ -1598,6 +1598,50 @@ START_TEST(random_cases_keep_invariants)
 }
 END_TEST
 
+/* The caller's clocks, kept exactly as planner.h tells it to: the
+ * fingerprint of the eligible set and when it last changed; since when a
+ * member is missing (n_departed). */
+typedef struct {
+    int64_t now, t_change, t_missing;
+    uint64_t fp;
+} caller_t;
+
+/* One plan by the caller: its clocks brought to now, the decision checked
+ * against the invariants, the missing clock moved by n_departed. */
+static ec_plan_decision_t *caller_plan(caller_t *c, rcase_t *rc, const int64_t *boot_since)
+{
+    for (size_t i = 0; i < rc->in.n_nodes; i++)
+        rc->nodes[i].booting_ms = c->now - boot_since[i];
+    uint64_t f = ec_plan_fingerprint(&rc->in.config, rc->nodes, rc->in.n_nodes);
+    if (f != c->fp) {
+        c->fp = f;
+        c->t_change = c->now;
+    }
+    rc->in.since_eligible_change_ms = c->now - c->t_change;
+    rc->in.since_member_missing_ms = c->t_missing < 0 ? -1 : c->now - c->t_missing;
+    ec_plan_decision_t *d = plan_ok(&rc->in);
+    check_invariants(&rc->in, d);
+    if (d->n_departed == 0)
+        c->t_missing = -1;
+    else if (c->t_missing < 0)
+        c->t_missing = c->now;
+    return d;
+}
+
+/* The caller applies a published epoch: its members are ready members. */
+static void caller_publish(caller_t *c, rcase_t *rc, const ec_plan_decision_t *d)
+{
+    rc->in.epoch.number = d->epoch;
+    rc->in.epoch.n_members = d->n_members;
+    for (size_t m = 0; m < d->n_members; m++) {
+        ec_plan_node_t *n = &rc->nodes[d->members[m]];
+        n->state = EC_NODE_READY;
+        rc->mem[m] = (ec_plan_member_t){n->node_id, n->incarnation};
+    }
+    rc->in.n_left = 0;
+    c->t_missing = -1;
+}
+
 /* A caller's loop over a changing cluster: the caller keeps the two clocks
  * exactly as planner.h tells it to (fingerprint for the eligible set,
  * n_departed for the missing clock) and applies each publish.  Every epoch
@@ -1621,14 +1665,14 @@ START_TEST(simulated_caller_converges)
                                           (int64_t)rndn(&r, 3) * 500, (int64_t)rndn(&r, 3) * 500,
                                           (int64_t)rndn(&r, 3) * 300, false};
         rc.in.epoch.members = rc.mem;
-        int64_t now = 0, t_change = 0, t_missing = -1, rev = 0;
-        uint64_t fp = ec_plan_fingerprint(&rc.in.config, rc.nodes, 0);
+        int64_t rev = 0;
+        caller_t c = {.t_missing = -1, .fp = ec_plan_fingerprint(&rc.in.config, rc.nodes, 0)};
         for (int step = 0; step < 120; step++) {
             /* Mutate the cluster now and then. */
             size_t op = rndn(&r, 10);
             if (op < 3 && rc.in.n_nodes < 60 && next_id < 4000) {
                 snprintf(ids[next_id], sizeof(ids[0]), "s%zu", next_id);
-                boot_since[rc.in.n_nodes] = now;
+                boot_since[rc.in.n_nodes] = c.now;
                 rc.nodes[rc.in.n_nodes++] = (ec_plan_node_t){
                     ids[next_id++], (uint32_t)rc.in.config.nproc, 1, ++rev, EC_NODE_JOINING,
                     rndn(&r, 3) == 0, 0, 0};
@@ -1644,39 +1688,16 @@ START_TEST(simulated_caller_converges)
                 size_t i = rndn(&r, rc.in.n_nodes); /* its agent replaces a process */
                 rc.nodes[i].booting = true;
                 rc.nodes[i].incarnation++;
-                boot_since[i] = now;
+                boot_since[i] = c.now;
             } else if (op == 4 && rc.in.n_nodes) {
                 rc.nodes[rndn(&r, rc.in.n_nodes)].incarnation++;
             } else if (op == 5 && rc.in.n_nodes && rndn(&r, 4) == 0) {
                 rc.nodes[rndn(&r, rc.in.n_nodes)].state = EC_NODE_LEAVING;
             }
-            /* The caller's clocks. */
-            for (size_t i = 0; i < rc.in.n_nodes; i++)
-                rc.nodes[i].booting_ms = now - boot_since[i];
-            uint64_t f = ec_plan_fingerprint(&rc.in.config, rc.nodes, rc.in.n_nodes);
-            if (f != fp) {
-                fp = f;
-                t_change = now;
-            }
-            rc.in.since_eligible_change_ms = now - t_change;
-            rc.in.since_member_missing_ms = t_missing < 0 ? -1 : now - t_missing;
-            ec_plan_decision_t *d = plan_ok(&rc.in);
-            check_invariants(&rc.in, d);
-            if (d->n_departed == 0)
-                t_missing = -1;
-            else if (t_missing < 0)
-                t_missing = now;
+            ec_plan_decision_t *d = caller_plan(&c, &rc, boot_since);
             if (d->action == EC_PLAN_PUBLISH) {
                 publishes++;
-                rc.in.epoch.number = d->epoch;
-                rc.in.epoch.n_members = d->n_members;
-                for (size_t m = 0; m < d->n_members; m++) {
-                    ec_plan_node_t *n = &rc.nodes[d->members[m]];
-                    n->state = EC_NODE_READY;
-                    rc.mem[m] = (ec_plan_member_t){n->node_id, n->incarnation};
-                }
-                rc.in.n_left = 0;
-                t_missing = -1;
+                caller_publish(&c, &rc, d);
                 /* Right after a publish the same cluster is steady: no loop. */
                 ec_plan_decision_free(d);
                 rc.in.since_member_missing_ms = -1;
@@ -1684,9 +1705,9 @@ START_TEST(simulated_caller_converges)
                 ck_assert_msg(d->action == EC_PLAN_WAIT && strncmp(d->why, "steady", 6) == 0,
                               "not steady after a publish: %s", d->log);
             } else if (d->action == EC_PLAN_WAIT_UNTIL) {
-                now += rndn(&r, 2) ? d->wait_ms : (int64_t)rndn(&r, (size_t)d->wait_ms);
+                c.now += rndn(&r, 2) ? d->wait_ms : (int64_t)rndn(&r, (size_t)d->wait_ms);
             }
-            now += (int64_t)rndn(&r, 50);
+            c.now += (int64_t)rndn(&r, 50);
             ec_plan_decision_free(d);
         }
         /* Left alone, the caller settles in at most five plans (a publish,
@@ -1694,36 +1715,13 @@ START_TEST(simulated_caller_converges)
          * runs out), then waits. */
         int settled = 0;
         for (int round = 0; round < 6 && !settled; round++) {
-            for (size_t i = 0; i < rc.in.n_nodes; i++)
-                rc.nodes[i].booting_ms = now - boot_since[i];
-            uint64_t f = ec_plan_fingerprint(&rc.in.config, rc.nodes, rc.in.n_nodes);
-            if (f != fp) {
-                fp = f;
-                t_change = now;
-            }
-            rc.in.since_eligible_change_ms = now - t_change;
-            rc.in.since_member_missing_ms = t_missing < 0 ? -1 : now - t_missing;
-            ec_plan_decision_t *d = plan_ok(&rc.in);
-            check_invariants(&rc.in, d);
-            if (d->n_departed == 0)
-                t_missing = -1;
-            else if (t_missing < 0)
-                t_missing = now;
-            if (d->action == EC_PLAN_PUBLISH) {
-                rc.in.epoch.number = d->epoch;
-                rc.in.epoch.n_members = d->n_members;
-                for (size_t m = 0; m < d->n_members; m++) {
-                    ec_plan_node_t *n = &rc.nodes[d->members[m]];
-                    n->state = EC_NODE_READY;
-                    rc.mem[m] = (ec_plan_member_t){n->node_id, n->incarnation};
-                }
-                rc.in.n_left = 0;
-                t_missing = -1;
-            } else if (d->action == EC_PLAN_WAIT_UNTIL) {
-                now += d->wait_ms;
-            } else {
+            ec_plan_decision_t *d = caller_plan(&c, &rc, boot_since);
+            if (d->action == EC_PLAN_PUBLISH)
+                caller_publish(&c, &rc, d);
+            else if (d->action == EC_PLAN_WAIT_UNTIL)
+                c.now += d->wait_ms;
+            else
                 settled = 1;
-            }
             ec_plan_decision_free(d);
         }
         ck_assert_msg(settled, "run %d did not settle", run);

@@ -146,14 +146,12 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("probe_proof");
-    TCase *tc = tcase_create("probe_proof");
-    tcase_add_test(tc, the_right_answer_passes);
-    tcase_add_test(tc, wrong_secret_nonce_id_or_lease_fails);
-    tcase_add_test(tc, truncated_altered_or_old_answers_fail);
-    tcase_add_test(tc, request_round_trip);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("probe_proof", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              the_right_answer_passes,
+                              wrong_secret_nonce_id_or_lease_fails,
+                              truncated_altered_or_old_answers_fail,
+                              request_round_trip));
 }
 
 EC_CHECK_MAIN(suite)

@@ -158,17 +158,15 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("stop_barrier");
-    TCase *tc = tcase_create("stop_barrier");
-    tcase_add_test(tc, no_holder_own_or_confirmed_clears_at_once);
-    tcase_add_test(tc, a_registered_holder_is_waited_for_up_to_the_ttl);
-    tcase_add_test(tc, an_agent_evicted_as_gone_clears_at_once);
-    tcase_add_test(tc, a_silent_or_hung_holder_is_waited_for_its_lease_time_left);
-    tcase_add_test(tc, a_departure_of_another_lease_is_not_this_holders);
-    tcase_add_test(tc, a_newer_epochs_holder_means_this_epoch_is_superseded);
-    tcase_add_test(tc, records_round_trip_and_garbage_is_refused_with_the_fix);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("stop_barrier", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              no_holder_own_or_confirmed_clears_at_once,
+                              a_registered_holder_is_waited_for_up_to_the_ttl,
+                              an_agent_evicted_as_gone_clears_at_once,
+                              a_silent_or_hung_holder_is_waited_for_its_lease_time_left,
+                              a_departure_of_another_lease_is_not_this_holders,
+                              a_newer_epochs_holder_means_this_epoch_is_superseded,
+                              records_round_trip_and_garbage_is_refused_with_the_fix));
 }
 
 EC_CHECK_MAIN(suite)

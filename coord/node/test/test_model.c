@@ -788,24 +788,22 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("model");
-    TCase *tc = tcase_create("model");
-    tcase_add_test(tc, node_records_put_and_deleted);
-    tcase_add_test(tc, epochs_seen_in_leased_records_are_never_reused);
-    tcase_add_test(tc, corrupt_or_foreign_records_are_kept_unplanned);
-    tcase_add_test(tc, own_record_overwritten_without_a_lease_is_rewritten);
-    tcase_add_test(tc, generated_node_streams_match_a_reference);
-    tcase_add_test(tc, leader_key_and_its_log);
-    tcase_add_test(tc, epochs_under_the_current_leadership_are_installed_in_order);
-    tcase_add_test(tc, epoch_skipping_numbers_waits_for_the_history);
-    tcase_add_test(tc, epochs_of_another_job_or_leadership_are_refused);
-    tcase_add_test(tc, follower_epoch_ahead_of_its_leader_events);
-    tcase_add_test(tc, job_status);
-    tcase_add_test(tc, suspicion_reports_one_entry_per_key);
-    tcase_add_test(tc, failures_kept_sorted);
-    tcase_add_test(tc, reset_for_a_new_listing);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("model", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              node_records_put_and_deleted,
+                              epochs_seen_in_leased_records_are_never_reused,
+                              corrupt_or_foreign_records_are_kept_unplanned,
+                              own_record_overwritten_without_a_lease_is_rewritten,
+                              generated_node_streams_match_a_reference,
+                              leader_key_and_its_log,
+                              epochs_under_the_current_leadership_are_installed_in_order,
+                              epoch_skipping_numbers_waits_for_the_history,
+                              epochs_of_another_job_or_leadership_are_refused,
+                              follower_epoch_ahead_of_its_leader_events,
+                              job_status,
+                              suspicion_reports_one_entry_per_key,
+                              failures_kept_sorted,
+                              reset_for_a_new_listing));
 }
 
 EC_CHECK_MAIN(suite)

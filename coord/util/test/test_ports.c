@@ -206,16 +206,13 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("ports");
-    TCase *tc = tcase_create("ports");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, released_ports_leave_no_lock_file);
-    tcase_add_test(tc, ports_tried_and_not_taken_leave_no_lock_file);
-    tcase_add_test(tc, stale_lock_files_are_reclaimed_and_held_ones_kept);
-    tcase_add_test(tc, a_host_not_of_this_machine_is_refused_at_once);
-    tcase_add_test(tc, running_out_of_file_descriptors_is_said_so);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("ports", setup, teardown,
+                          EC_CHECK_TESTS(
+                              released_ports_leave_no_lock_file,
+                              ports_tried_and_not_taken_leave_no_lock_file,
+                              stale_lock_files_are_reclaimed_and_held_ones_kept,
+                              a_host_not_of_this_machine_is_refused_at_once,
+                              running_out_of_file_descriptors_is_said_so));
 }
 
 EC_CHECK_MAIN(suite)

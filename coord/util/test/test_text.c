@@ -113,12 +113,10 @@ END_TEST
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("text");
-    TCase *tc = tcase_create("text");
-    tcase_add_test(tc, strbuf_appends_and_takes);
-    tcase_add_test(tc, json_strings_always_parse);
-    suite_add_tcase(s, tc);
-    return s;
+    return ec_check_suite("text", NULL, NULL,
+                          EC_CHECK_TESTS(
+                              strbuf_appends_and_takes,
+                              json_strings_always_parse));
 }
 
 EC_CHECK_MAIN(suite)
