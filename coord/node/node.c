@@ -219,132 +219,188 @@ bool ec__node_loop_alive(void *arg)
     return ec_mono_ms() - atomic_load(&n->loop.beat_ms) < limit;
 }
 
+/* What a pass of the loop is for, read as it wakes. */
+typedef struct {
+    bool stop;   /* the node stops */
+    bool relist; /* the model must be listed again */
+    bool lost;   /* our lease was lost (not while leaving) */
+    bool quiet;  /* only record writes the planner does not read: no plan */
+} pass_t;
+
+/* Sleep until a pass is due (the lock held on entry and exit): something
+ * changed, our record must be written again, or a timer came due (wake_at,
+ * the hang policy's, or retry_at, the retry of a failed pass). */
+static pass_t await_pass(ec_node_t *n, int64_t retry_at)
+{
+    pass_t p = {0};
+    for (;;) {
+        /* (leader) everything the root watch queued, at once: one pass
+         * and one plan for a burst, however long the last plan took */
+        ec__node_drain(n);
+        if (n->loop.stop || n->loop.dirty || ec__feed_relist(n) ||
+            (ec__reg_lease_lost(n) && !n->loop.leaving) || ec__elect_leads(n) != n->m.wide)
+            break;
+        int64_t now = ec_mono_ms();
+        if (ec__reg_pending(n) && (retry_at < 0 || retry_at <= now))
+            break; /* our record must be written again */
+        int64_t until = now + EC_NODE_IDLE_MS;
+        if (n->loop.wake_at >= 0 && n->loop.wake_at < until)
+            until = n->loop.wake_at;
+        if (retry_at >= 0 && retry_at < until)
+            until = retry_at;
+        if (until <= now)
+            break;
+        /* a record write the planner does not read, or the hang
+         * policy's own timer: a pass without a plan */
+        int64_t hang_at = ec__hang_at(n);
+        if (n->loop.touched || (hang_at >= 0 && hang_at <= now)) {
+            p.quiet = true;
+            break;
+        }
+        if (hang_at >= 0 && hang_at < until)
+            until = hang_at;
+        struct timespec ts = ec_deadline_ts(until - now);
+        /* asleep from here: an event queued after the check below wakes
+         * us (ec__node_wake_sleeper reads `waiting` after queueing) */
+        atomic_store(&n->loop.waiting, true);
+        if (!ec__feed_queued(n))
+            pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+        atomic_store(&n->loop.waiting, false);
+        ec__node_beat(n);
+    }
+    p.stop = n->loop.stop;
+    p.relist = ec__feed_relist(n);
+    p.lost = ec__reg_lease_lost(n) && !n->loop.leaving;
+    n->loop.dirty = n->loop.touched = false;
+    int64_t woke = ec_mono_ms();
+    if (n->loop.wake_at >= 0 && woke >= n->loop.wake_at) {
+        n->loop.wake_at = -1;
+        p.quiet = false; /* a timer came due meanwhile: it is the planner's too */
+    }
+    ec__hang_take_due(n, woke);
+    return p;
+}
+
+/* Every phase's but registering's: the model current (listed again when
+ * asked, or when etcd lost its data; the whole job's while this node leads,
+ * a follower's otherwise: node_model.c), its epoch verified, and what it
+ * says handed on.  False: retry the pass. */
+static bool pass_model(ec_node_t *n, const pass_t *p, ec_error_t *err)
+{
+    bool relist = p->relist;
+    if (ec__node_check_history(n, p->lost)) {
+        relist = true;
+        ec__node_step_down(n, "etcd lost its data");
+    }
+    if ((relist || ec__elect_leads(n) != n->m.wide) &&
+        ec__node_sync_model(n, ec__elect_leads(n), err) < 0) {
+        ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err->msg);
+        return false;
+    }
+    if (!ec__node_verify_epoch(n))
+        return false;
+    deliver(n);
+    return true;
+}
+
+/* A member's pass (follower or leader): our record written again when it
+ * must be, the election, and the suspicion reports.  A record write that
+ * fails sets *retry_at and the pass goes on.  False: retry the pass. */
+static bool pass_member(ec_node_t *n, int64_t *retry_at, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->lock);
+    bool self_bad = n->loop.self_bad, self_pending = ec__reg_take_pending(n);
+    n->loop.self_bad = false;
+    pthread_mutex_unlock(&n->lock);
+    if (self_bad)
+        ec_log(EC_LOG_ERROR, "our record %s was overwritten with a value no agent writes "
+                             "(another tool?); writing it again", n->k_node);
+    if ((self_bad || self_pending) && ec__node_put_self(n, err) < 0) {
+        /* an incarnation bump or a state change that did not reach etcd
+         * would leave the job waiting for it: keep trying */
+        ec_log(EC_LOG_WARN, "cannot write our record: %s; retrying", err->msg);
+        pthread_mutex_lock(&n->lock);
+        ec__reg_mark_pending(n);
+        pthread_mutex_unlock(&n->lock);
+        *retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
+    }
+    ec__node_elect(n);
+    if (ec__elect_leads(n) && !n->m.wide) {
+        /* Just won: list and watch the whole job before planning. */
+        if (ec__node_sync_model(n, true, err) < 0) {
+            ec_log(EC_LOG_WARN, "listing the job as its new leader failed: %s; retrying",
+                   err->msg);
+            return false;
+        }
+        ec__node_note_gone_leader(n);
+    }
+    if (ec__node_follow_suspects(n, err) < 0)
+        ec_log(EC_LOG_WARN, "cannot follow the suspicion reports: %s; retrying", err->msg);
+    ec__node_handle_suspicions(n);
+    return true;
+}
+
+/* The leader's pass, on its model of the whole job: plan (unless the pass
+ * is quiet) and check the members' progress (every pass). */
+static void pass_leader(ec_node_t *n, const pass_t *p)
+{
+    if (!n->m.wide)
+        return;
+    if (!p->quiet)
+        ec__node_plan_and_act(n);
+    ec__node_check_hangs(n);
+}
+
+/* The coordinator loop: one pass per wake-up, chosen by the phase
+ * (node_policy.h; its changes are logged as "+phase a -> b: why"):
+ *   registering  register again under a fresh lease, then as a follower;
+ *   follower     the model, our record, the election, the suspicions;
+ *   leader       the same, then plan and check hangs;
+ *   leaving      the model only: epochs are still handed on;
+ *   stopped      the loop ends. */
 static void *loop(void *arg)
 {
     ec_node_t *n = arg;
     ec_error_t err = {0};
     int64_t retry_at = -1;
     for (;;) {
-        atomic_store(&n->loop.beat_ms, ec_mono_ms());
+        ec__node_beat(n);
         pthread_mutex_lock(&n->lock);
-        /* quiet: this pass is only for record writes the planner does not
-         * read (n->loop.touched): everything runs but the plan */
-        bool quiet = false;
-        for (;;) {
-            /* (leader) everything the root watch queued, at once: one pass
-             * and one plan for a burst, however long the last plan took */
-            ec__node_drain(n);
-            if (n->loop.stop || n->loop.dirty || ec__feed_relist(n) ||
-                (ec__reg_lease_lost(n) && !n->loop.leaving) || ec__elect_leads(n) != n->m.wide)
-                break;
-            int64_t now = ec_mono_ms();
-            if (ec__reg_pending(n) && (retry_at < 0 || retry_at <= now))
-                break; /* our record must be written again */
-            int64_t until = now + EC_NODE_IDLE_MS;
-            if (n->loop.wake_at >= 0 && n->loop.wake_at < until)
-                until = n->loop.wake_at;
-            if (retry_at >= 0 && retry_at < until)
-                until = retry_at;
-            if (until <= now)
-                break;
-            /* a record write the planner does not read, or the hang
-             * policy's own timer: a pass without a plan */
-            int64_t hang_at = ec__hang_at(n);
-            if (n->loop.touched || (hang_at >= 0 && hang_at <= now)) {
-                quiet = true;
-                break;
-            }
-            if (hang_at >= 0 && hang_at < until)
-                until = hang_at;
-            int64_t d = until - now;
-            struct timespec ts = ec_deadline_ts(d);
-            /* asleep from here: an event queued after the check below wakes
-             * us (on_watch_root reads loop_waiting after queueing) */
-            atomic_store(&n->loop.waiting, true);
-            if (!ec__feed_queued(n))
-                pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-            atomic_store(&n->loop.waiting, false);
-            atomic_store(&n->loop.beat_ms, ec_mono_ms());
-        }
-        bool stop = n->loop.stop, relist = ec__feed_relist(n);
-        bool lost = ec__reg_lease_lost(n) && !n->loop.leaving;
-        bool leaving = n->loop.leaving;
-        n->loop.dirty = n->loop.touched = false;
-        int64_t woke = ec_mono_ms();
-        if (n->loop.wake_at >= 0 && woke >= n->loop.wake_at) {
-            n->loop.wake_at = -1;
-            quiet = false; /* a timer came due meanwhile: it is the planner's too */
-        }
-        ec__hang_take_due(n, woke);
+        pass_t p = await_pass(n, retry_at);
         pthread_mutex_unlock(&n->lock);
-        if (stop)
+        if (p.stop)
             break;
-        if (retry_at >= 0 && ec_mono_ms() < retry_at && !relist)
+        if (retry_at >= 0 && ec_mono_ms() < retry_at && !p.relist)
             continue;
         retry_at = -1;
-        if (lost) {
+        if (p.lost) {
             ec__node_phase(n, EC_PEV_LEASE_LOST, "our lease was lost; registering again");
             ec__node_step_down(n, "our lease was lost");
+        }
+        bool ok = true;
+        switch (ec_node_phase(n)) {
+        case EC_PHASE_REGISTERING:
             if (ec__reg_renew(n, &err) < 0) {
                 ec_log(EC_LOG_WARN, "re-registering failed: %s; retrying", err.msg);
-                retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
-                continue;
+                ok = false;
+                break;
             }
+            /* registered (+phase registering -> follower): a member's pass */
+            __attribute__((fallthrough));
+        case EC_PHASE_FOLLOWER:
+        case EC_PHASE_LEADER:
+            ok = pass_model(n, &p, &err) && pass_member(n, &retry_at, &err);
+            if (ok && ec_node_phase(n) == EC_PHASE_LEADER)
+                pass_leader(n, &p);
+            break;
+        case EC_PHASE_LEAVING:
+            ok = pass_model(n, &p, &err);
+            break;
+        case EC_PHASE_STOPPED:
+            return NULL;
         }
-        if (ec__node_check_history(n, lost)) {
-            relist = true;
-            ec__node_step_down(n, "etcd lost its data");
-        }
-        /* The model is the whole job's while this node leads, a follower's
-         * otherwise (node_model.c). */
-        if ((relist || ec__elect_leads(n) != n->m.wide) &&
-            ec__node_sync_model(n, ec__elect_leads(n), &err) < 0) {
-            ec_log(EC_LOG_WARN, "re-listing the job failed: %s; retrying", err.msg);
+        if (!ok)
             retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
-            continue;
-        }
-        if (!ec__node_verify_epoch(n)) {
-            retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
-            continue;
-        }
-        deliver(n);
-        if (leaving)
-            continue;
-        pthread_mutex_lock(&n->lock);
-        bool self_bad = n->loop.self_bad, self_pending = ec__reg_take_pending(n);
-        n->loop.self_bad = false;
-        pthread_mutex_unlock(&n->lock);
-        if (self_bad)
-            ec_log(EC_LOG_ERROR, "our record %s was overwritten with a value no agent writes "
-                                 "(another tool?); writing it again", n->k_node);
-        if ((self_bad || self_pending) && ec__node_put_self(n, &err) < 0) {
-            /* an incarnation bump or a state change that did not reach etcd
-             * would leave the job waiting for it: keep trying */
-            ec_log(EC_LOG_WARN, "cannot write our record: %s; retrying", err.msg);
-            pthread_mutex_lock(&n->lock);
-            ec__reg_mark_pending(n);
-            pthread_mutex_unlock(&n->lock);
-            retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
-        }
-        ec__node_elect(n);
-        if (ec__elect_leads(n) && !n->m.wide) {
-            /* Just won: list and watch the whole job before planning. */
-            if (ec__node_sync_model(n, true, &err) < 0) {
-                ec_log(EC_LOG_WARN, "listing the job as its new leader failed: %s; retrying",
-                       err.msg);
-                retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
-                continue;
-            }
-            ec__node_note_gone_leader(n);
-        }
-        if (ec__node_follow_suspects(n, &err) < 0)
-            ec_log(EC_LOG_WARN, "cannot follow the suspicion reports: %s; retrying", err.msg);
-        ec__node_handle_suspicions(n);
-        if (ec__elect_leads(n) && n->m.wide) {
-            if (!quiet)
-                ec__node_plan_and_act(n);
-            ec__node_check_hangs(n); /* progress summaries: every pass */
-        }
     }
     return NULL;
 }
