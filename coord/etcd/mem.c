@@ -743,18 +743,17 @@ static void drop_below(ec_etcd_mem_t *m, int64_t rev)
         if (r->tomb)
             r->dropped = true;
     }
+    /* a version kept below rev: no event of it is replayed, so what it
+     * replaced (dropped) is never asked for.  Before any is freed. */
+    for (size_t i = 0; i < m->nlog; i++)
+        if (!m->log[i]->dropped && m->log[i]->prev && m->log[i]->prev->dropped)
+            m->log[i]->prev = NULL;
     size_t k = 0;
     for (size_t i = 0; i < m->nlog; i++) {
-        ec__mem_rec_t *r = m->log[i];
-        if (r->dropped) {
-            rec_free(r);
-            continue;
-        }
-        /* a version kept below rev: no event of it is replayed, so what it
-         * replaced (dropped) is never asked for */
-        if (r->prev && r->prev->dropped)
-            r->prev = NULL;
-        m->log[k++] = r;
+        if (m->log[i]->dropped)
+            rec_free(m->log[i]);
+        else
+            m->log[k++] = m->log[i];
     }
     m->nlog = k;
 }
