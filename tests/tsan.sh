@@ -34,12 +34,14 @@ fi
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 
 # The unit tests with threads of ours (probe server, metrics prober, port
-# listeners), the worker library's off-thread calls and Gloo shim (below,
-# where Gloo is), the etcd client's lease keepalive and watch threads
+# listeners, the in-memory etcd's reaper, keepalives and watches, and every
+# coordinator thread on it), the worker library's off-thread calls and Gloo
+# shim (below, where Gloo is), the etcd client's lease keepalive and watch threads
 # (t1100, t1200), t2000 (every coordinator thread) and the cases of t4000
 # that run every worker library thread (CASES).
 UNIT="coord/node/test/test_probe coord/agent/test/test_metrics coord/check/test/test_check \
-coord/node/test/test_node_policy worker/test/test_offthread"
+coord/node/test/test_node_policy worker/test/test_offthread coord/etcd/test/test_etcd_mem \
+coord/node/test/test_node_mem"
 INTEG="tests/t1100-etcd-lease tests/t1200-etcd-watch tests/t2000-coord tests/t4000-worker"
 # t2000's and t4000's cases, by name (EC_TEST_ONLY; no other test above
 # selects by it).  t2000 whole (its names read from its source): 75 s under

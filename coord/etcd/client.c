@@ -578,11 +578,38 @@ error:
     return NULL;
 }
 
+/* A client of the in-memory store: no channel, no gRPC (mem.h). */
+ec_etcd_t *ec_etcd_create_mem(ec_etcd_mem_t *m, ec_error_t *err)
+{
+    if (!m) {
+        ec_errorf(err, EC_EINVAL, "ec_etcd_create_mem: no store (make one with ec_etcd_mem_new)");
+        return NULL;
+    }
+    ec_etcd_t *c = calloc(1, sizeof(*c));
+    if (!c || !(c->endpoints = strdup("mem"))) {
+        free(c);
+        ec_errorf(err, EC_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->mem = m;
+    c->call_timeout_ms = 5000;
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
+}
+
 void ec_etcd_destroy(ec_etcd_t *c)
 {
     if (!c)
         return;
     int saved = errno;
+    if (c->mem) {
+        /* no gRPC was started for it: nothing to shut down */
+        free(c->endpoints);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        errno = saved;
+        return;
+    }
     if (c->channel)
         grpc_channel_destroy(c->channel);
     if (c->password) {
@@ -617,6 +644,8 @@ void ec_etcd_set_call_timeout(ec_etcd_t *c, int ms)
 
 int ec_etcd_status(ec_etcd_t *c, int64_t *revision, char *version, size_t vlen, ec_error_t *err)
 {
+    if (c->mem)
+        return ec__mem_status(c->mem, revision, version, vlen, err);
     Etcdserverpb__StatusRequest req = ETCDSERVERPB__STATUS_REQUEST__INIT;
     Etcdserverpb__StatusResponse *r = NULL;
     int rc = ec__unary(c, "/etcdserverpb.Maintenance/Status", &req.base,

@@ -1,4 +1,5 @@
-/* ec_etcd: a small etcd v3 client over gRPC core.
+/* ec_etcd: a small etcd v3 client over gRPC core (or, for unit tests, over
+ * an in-memory store in this process: the end of this file).
  *
  * It knows etcd and nothing of jobs, epochs or ranks.  Every call has a
  * deadline (ec_etcd_opts_t.call_timeout_ms); every failure returns a negative
@@ -265,5 +266,39 @@ void ec_watch_stop(ec_watch_t *w);
 /* Next revision the watch will deliver from (last seen + 1; several keys:
  * the lowest of theirs). */
 int64_t ec_watch_next_revision(ec_watch_t *w);
+
+/* ---- an in-memory store, for unit tests ---------------------------- */
+
+/* An etcd of our own in this process, behind this same interface: code
+ * written against ec_etcd_t (the node coordinator, the stop barrier) runs
+ * on it unchanged in unit tests, with no etcd process and no socket.  It
+ * keeps what the coordinator relies on: one revision per write, each key's
+ * create/mod revision, version and lease, history and compaction,
+ * transactions, leases that expire by the monotonic clock, keepalives and
+ * watches on threads of their own.  It has no raft, no auth, no TLS, no
+ * network between a client and it (docs/testing.md).  Several clients may
+ * share one store: the agents of one job in one test process. */
+typedef struct ec_etcd_mem ec_etcd_mem_t;
+
+/* A new, empty store at revision 1, with its lease reaper thread.  NULL with
+ * err filled when memory or the thread cannot be had. */
+ec_etcd_mem_t *ec_etcd_mem_new(ec_error_t *err);
+/* Stops the reaper and frees everything.  Destroy the store's clients, and
+ * stop their watches and keepalives, first.  Accepts NULL; preserves errno. */
+void ec_etcd_mem_free(ec_etcd_mem_t *m);
+/* A client of store m (borrowed: it outlives the client).  Every ec_etcd_*,
+ * ec_keepalive_* and ec_watch_* call on it is served by the store; its
+ * endpoints read "mem".  ec_etcd_destroy frees it. */
+ec_etcd_t *ec_etcd_create_mem(ec_etcd_mem_t *m, ec_error_t *err);
+/* Test hook: expire lease id now, as etcd does when its TTL runs out: its
+ * keys go in one revision and its keepalives learn it at their next
+ * refresh.  EC_ENOTFOUND when there is no such lease. */
+int ec_etcd_mem_expire_lease(ec_etcd_mem_t *m, int64_t id, ec_error_t *err);
+/* Test hook: etcd stopped (true) or back (false).  While down, every call
+ * fails with EC_EUNAVAILABLE, keepalive refreshes fail, watches report
+ * EC_WATCH_BROKEN once, and no lease expires; back up, the watches are
+ * re-created and resume where they were, and every lease gets its full TTL
+ * again, as etcd gives them when it restarts. */
+void ec_etcd_mem_set_down(ec_etcd_mem_t *m, bool down);
 
 #endif

@@ -14,9 +14,13 @@
 #include "etcd.h"
 #include "clock.h"
 #include "kv.pb-c.h"
+#include "mem.h"
 #include "rpc.pb-c.h"
 
 struct ec_etcd {
+    /* A memory client (ec_etcd_create_mem): every call goes to this store
+     * (mem.h) and nothing below is used but endpoints ("mem"). */
+    ec_etcd_mem_t *mem;
     grpc_channel *channel;
     char *endpoints;       /* as given, for messages */
     char target[1024];

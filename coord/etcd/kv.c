@@ -50,6 +50,8 @@ int ec_etcd_get_at(ec_etcd_t *c, const char *key, int64_t at, ec_kv_t *out, bool
     *found = false;
     if (!key || !*key)
         return ec_errorf(err, EC_EINVAL, "ec_etcd_get: empty key");
+    if (c->mem)
+        return ec__mem_get_at(c->mem, key, at, out, found, revision, err);
     Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
     req.key.data = (uint8_t *)key;
     req.key.len = strlen(key);
@@ -75,6 +77,8 @@ int ec_etcd_get_prefix(ec_etcd_t *c, const char *prefix, size_t page, ec_kv_list
     memset(out, 0, sizeof(*out));
     if (!prefix || !*prefix)
         return ec_errorf(err, EC_EINVAL, "ec_etcd_get_prefix: empty prefix");
+    if (c->mem)
+        return ec__mem_get_prefix(c->mem, prefix, out, err);
     size_t plen = strlen(prefix);
     uint8_t *end = malloc(plen + 1);
     char *from = malloc(plen + 1);
@@ -137,6 +141,8 @@ int ec_etcd_put(ec_etcd_t *c, const char *key, const void *value, size_t len, in
 {
     if (!key || !*key)
         return ec_errorf(err, EC_EINVAL, "ec_etcd_put: empty key");
+    if (c->mem)
+        return ec__mem_put(c->mem, key, value, len, lease, revision, err);
     Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
     req.key.data = (uint8_t *)key;
     req.key.len = strlen(key);
@@ -162,6 +168,8 @@ int ec_etcd_delete(ec_etcd_t *c, const char *key, bool prefix, int64_t *deleted,
 {
     if (!key || !*key)
         return ec_errorf(err, EC_EINVAL, "ec_etcd_delete: empty key");
+    if (c->mem)
+        return ec__mem_delete(c->mem, key, prefix, deleted, err);
     size_t klen = strlen(key);
     uint8_t *end = prefix ? malloc(klen + 1) : NULL;
     Etcdserverpb__DeleteRangeRequest req = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
@@ -188,6 +196,8 @@ int ec_etcd_delete(ec_etcd_t *c, const char *key, bool prefix, int64_t *deleted,
 
 int ec_etcd_compact(ec_etcd_t *c, int64_t revision, bool physical, ec_error_t *err)
 {
+    if (c->mem)
+        return ec__mem_compact(c->mem, revision, err);
     Etcdserverpb__CompactionRequest req = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
     req.revision = revision;
     req.physical = physical;
@@ -289,6 +299,8 @@ int ec_etcd_txn(ec_etcd_t *c, const ec_cmp_t *cmps, size_t ncmp, const ec_op_t *
                 size_t nthen, const ec_op_t *else_ops, size_t nelse, ec_txn_result_t *out,
                 ec_error_t *err)
 {
+    if (c->mem)
+        return ec__mem_txn(c->mem, cmps, ncmp, then_ops, nthen, else_ops, nelse, out, err);
     if (out)
         memset(out, 0, sizeof(*out));
     int rc = 0;

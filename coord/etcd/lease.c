@@ -26,6 +26,8 @@ int ec_etcd_lease_grant(ec_etcd_t *c, int64_t ttl_s, int64_t *id, int64_t *grant
     if (ttl_s < 1)
         return ec_errorf(err, EC_EINVAL, "lease TTL must be at least 1 s (got %lld)",
                          (long long)ttl_s);
+    if (c->mem)
+        return ec__mem_lease_grant(c->mem, ttl_s, id, granted, err);
     Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
     req.ttl = ttl_s;
     Etcdserverpb__LeaseGrantResponse *r = NULL;
@@ -44,6 +46,8 @@ int ec_etcd_lease_grant(ec_etcd_t *c, int64_t ttl_s, int64_t *id, int64_t *grant
 
 int ec_etcd_lease_revoke(ec_etcd_t *c, int64_t id, ec_error_t *err)
 {
+    if (c->mem)
+        return ec__mem_lease_revoke(c->mem, id, err);
     Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
     req.id = id;
     Etcdserverpb__LeaseRevokeResponse *r = NULL;
@@ -58,6 +62,8 @@ int ec_etcd_lease_revoke(ec_etcd_t *c, int64_t id, ec_error_t *err)
 
 int ec_etcd_lease_ttl(ec_etcd_t *c, int64_t id, int64_t *ttl, int64_t *granted, ec_error_t *err)
 {
+    if (c->mem)
+        return ec__mem_lease_ttl(c->mem, id, ttl, granted, err);
     Etcdserverpb__LeaseTimeToLiveRequest req = ETCDSERVERPB__LEASE_TIME_TO_LIVE_REQUEST__INIT;
     req.id = id;
     Etcdserverpb__LeaseTimeToLiveResponse *r = NULL;
@@ -76,6 +82,7 @@ int ec_etcd_lease_ttl(ec_etcd_t *c, int64_t id, int64_t *ttl, int64_t *granted, 
 /* ---- keepalive --------------------------------------------------------- */
 
 struct ec_keepalive {
+    ec__mem_ka_t *mem; /* a memory client's keepalive (mem_stream.c): nothing below is used */
     ec_etcd_t *c;
     int64_t id, ttl_ms;
     ec_lease_lost_cb cb;
@@ -243,6 +250,13 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
         ec_errorf(err, EC_ENOMEM, "out of memory");
         return NULL;
     }
+    if (c->mem) {
+        if (!(ka->mem = ec__mem_ka_start(c->mem, id, ttl_s, cb, arg, err))) {
+            free(ka);
+            return NULL;
+        }
+        return ka;
+    }
     ka->c = c;
     ka->id = id;
     ka->ttl_ms = ttl_s * 1000;
@@ -270,6 +284,10 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
 
 void ec_keepalive_set_gate(ec_keepalive_t *ka, ec_keepalive_gate_cb gate, void *arg)
 {
+    if (ka->mem) {
+        ec__mem_ka_set_gate(ka->mem, gate, arg);
+        return;
+    }
     pthread_mutex_lock(&ka->lock);
     ka->gate = gate;
     ka->gate_arg = arg;
@@ -280,6 +298,11 @@ void ec_keepalive_stop(ec_keepalive_t *ka)
 {
     if (!ka)
         return;
+    if (ka->mem) {
+        ec__mem_ka_stop(ka->mem);
+        free(ka);
+        return;
+    }
     pthread_mutex_lock(&ka->lock);
     ka->stop = true;
     if (ka->stream && ka->stream->call)
@@ -294,6 +317,8 @@ void ec_keepalive_stop(ec_keepalive_t *ka)
 
 bool ec_keepalive_alive(ec_keepalive_t *ka)
 {
+    if (ka->mem)
+        return ec__mem_ka_alive(ka->mem);
     pthread_mutex_lock(&ka->lock);
     bool a = ka->alive;
     pthread_mutex_unlock(&ka->lock);
@@ -302,6 +327,8 @@ bool ec_keepalive_alive(ec_keepalive_t *ka)
 
 uint64_t ec_keepalive_count(ec_keepalive_t *ka)
 {
+    if (ka->mem)
+        return ec__mem_ka_count(ka->mem);
     pthread_mutex_lock(&ka->lock);
     uint64_t n = ka->count;
     pthread_mutex_unlock(&ka->lock);
@@ -310,6 +337,8 @@ uint64_t ec_keepalive_count(ec_keepalive_t *ka)
 
 int64_t ec_keepalive_confirmed_ms(ec_keepalive_t *ka)
 {
+    if (ka->mem)
+        return ec__mem_ka_confirmed_ms(ka->mem);
     pthread_mutex_lock(&ka->lock);
     int64_t t = ka->confirmed_ms;
     pthread_mutex_unlock(&ka->lock);

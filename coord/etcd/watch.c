@@ -34,6 +34,7 @@ typedef struct wkey {
 } wkey_t;
 
 struct ec_watch {
+    ec__mem_watch_t *mem; /* a memory client's watch (mem_stream.c): nothing below is used */
     ec_etcd_t *c;
     wkey_t k[EC_WATCH_KEYS_MAX];
     size_t nk;
@@ -83,6 +84,8 @@ static int64_t get_next(ec_watch_t *w, const wkey_t *k)
 
 int64_t ec_watch_next_revision(ec_watch_t *w)
 {
+    if (w->mem)
+        return ec__mem_watch_next_revision(w->mem);
     /* the lowest of the keys': every event below it was delivered */
     pthread_mutex_lock(&w->lock);
     int64_t r = w->k[0].next_rev;
@@ -333,6 +336,14 @@ static ec_watch_t *start(ec_etcd_t *c, const char *const *keys, size_t n, bool p
         ec_errorf(err, EC_ENOMEM, "out of memory");
         return NULL;
     }
+    if (c->mem) {
+        w->mem = ec__mem_watch_start(c->mem, keys, n, prefix, start_revision, flags, cb, arg, err);
+        if (!w->mem) {
+            free(w);
+            return NULL;
+        }
+        return w;
+    }
     for (size_t i = 0; i < n; i++) {
         w->nk = i + 1;
         if (!set_key(w, i, keys[i], prefix)) {
@@ -382,6 +393,11 @@ void ec_watch_stop(ec_watch_t *w)
 {
     if (!w)
         return;
+    if (w->mem) {
+        ec__mem_watch_stop(w->mem);
+        free(w);
+        return;
+    }
     pthread_mutex_lock(&w->lock);
     w->stop = true;
     if (w->stream && w->stream->call)

@@ -1,0 +1,399 @@
+/* Rules checked: the real node coordinator (node.h), several of them in one
+ * process, each with a client of its own to one in-memory store (etcd.h,
+ * ec_etcd_create_mem), forms and re-forms a job with no etcd process and no
+ * socket.  Three nodes elect one leader, which publishes one epoch with all
+ * three in registration order and their ports; a crashed node (stopped, its
+ * lease expired at once by the store) is left out of the next epoch, with
+ * reason lost; a graceful leave re-forms at once, with reason leave; a
+ * crashed leader is replaced by another node, which publishes the next
+ * number; a live node whose lease expires registers again and comes back.
+ * Every test ends with the epoch-history checker (tests/lib/harness.h). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ec_check.h"
+#include "etcd.h"
+#include "harness.h"
+#include "log.h"
+#include "node.h"
+#include "records.h"
+
+#define NMAX 4
+
+typedef struct {
+    char id[16];
+    ec_etcd_t *c;
+    ec_node_t *n;
+    uint16_t ports[4];
+} node_t;
+
+static ec_etcd_mem_t *store;
+static ec_etcd_t *c; /* the test's own client: reads and the history checker */
+static node_t nodes[NMAX];
+static int nnodes;
+
+/* Every node's events and the coordinator's log lines, in order. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char logbuf[1 << 18];
+static size_t loglen;
+
+static void log_add(const char *who, const char *msg)
+{
+    pthread_mutex_lock(&log_lock);
+    int n = snprintf(logbuf + loglen, sizeof(logbuf) - loglen, "%s: %s\n", who, msg);
+    if (n > 0 && loglen + (size_t)n < sizeof(logbuf))
+        loglen += (size_t)n;
+    pthread_mutex_unlock(&log_lock);
+}
+
+static void on_event(const char *ev, void *arg)
+{
+    log_add(((node_t *)arg)->id, ev);
+}
+
+static void on_log(ec_log_level_t level, const char *msg, void *arg)
+{
+    (void)level;
+    (void)arg;
+    log_add("log", msg);
+}
+
+static bool log_has(void *needle)
+{
+    pthread_mutex_lock(&log_lock);
+    bool y = strstr(logbuf, needle) != NULL;
+    pthread_mutex_unlock(&log_lock);
+    return y;
+}
+
+static void wait_log(const char *needle, long ms)
+{
+    ck_assert_msg(ec_test_wait(log_has, (void *)needle, ms), "no '%s' within %ld ms; log:\n%s",
+                  needle, ms, logbuf);
+}
+
+static void setup(void)
+{
+    ec_error_t err = {0};
+    store = ec_etcd_mem_new(&err);
+    ck_assert_msg(store, "%s", err.msg);
+    c = ec_etcd_create_mem(store, &err);
+    ck_assert_msg(c, "%s", err.msg);
+    nnodes = 0;
+    loglen = 0;
+    logbuf[0] = '\0';
+    ec_log_set_sink(on_log, NULL, EC_LOG_INFO);
+}
+
+static void teardown(void)
+{
+    ec_test_obs_stop_all();
+    for (int i = 0; i < nnodes; i++) {
+        ec_node_stop(nodes[i].n);
+        ec_etcd_destroy(nodes[i].c);
+    }
+    ec_etcd_destroy(c);
+    ec_etcd_mem_free(store);
+    ec_log_set_sink(NULL, NULL, EC_LOG_INFO);
+}
+
+/* Start a coordinator with a client of its own, as an agent of its own
+ * would have: no probe server (probe_port 0) and no ring, which need
+ * sockets; fake ports, distinct per node. */
+static node_t *start_node(const char *job, const char *id, int min, int max, int nproc,
+                          int64_t elastic_ms, int ttl)
+{
+    ck_assert_int_lt(nnodes, NMAX);
+    node_t *x = &nodes[nnodes];
+    memset(x, 0, sizeof(*x));
+    snprintf(x->id, sizeof(x->id), "%s", id);
+    for (int i = 0; i < nproc; i++)
+        x->ports[i] = (uint16_t)(20000 + nnodes * 10 + i);
+    ec_error_t err = {0};
+    x->c = ec_etcd_create_mem(store, &err);
+    ck_assert_msg(x->c, "%s", err.msg);
+    ec_node_opts_t o = EC_NODE_OPTS_INIT;
+    o.etcd = x->c;
+    o.job_id = job;
+    o.node_id = x->id;
+    o.host = "127.0.0.1";
+    o.nproc = nproc;
+    o.ports = x->ports;
+    o.master_port = (uint16_t)(x->ports[0] + 9);
+    o.np_min = min;
+    o.np_max = max;
+    o.elastic_timeout_ms = elastic_ms;
+    o.lease_ttl_s = ttl;
+    o.agent_version = "test";
+    o.on_event = on_event;
+    o.arg = x;
+    x->n = ec_node_start(&o, &err);
+    ck_assert_msg(x->n, "node %s did not start: %s", id, err.msg);
+    nnodes++;
+    return x;
+}
+
+static node_t *by_id(const char *id)
+{
+    for (int i = 0; i < nnodes; i++)
+        if (!strcmp(nodes[i].id, id))
+            return &nodes[i];
+    ck_abort_msg("no node %s", id);
+    return NULL;
+}
+
+/* A crash: the coordinator stops (its lease is not revoked), and the store
+ * expires the lease at once instead of after its TTL. */
+static void crash(node_t *x)
+{
+    int64_t lease = ec_node_lease(x->n);
+    ec_node_stop(x->n);
+    x->n = NULL;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_etcd_mem_expire_lease(store, lease, &err) == 0, "%s", err.msg);
+}
+
+typedef struct {
+    const char *root;
+    uint64_t number;     /* epoch number at least */
+    int world;           /* world size exactly */
+    const char *without; /* a node id that must not be a member, or NULL */
+} want_t;
+
+static bool epoch_matches(void *arg)
+{
+    want_t *w = arg;
+    ec_epoch_t *ep = ec_test_epoch(c, w->root);
+    bool ok = ep && ep->number >= w->number && ep->world_size == w->world &&
+              (!w->without || ec_epoch_find_member(ep, w->without) < 0);
+    ec_epoch_free(ep);
+    return ok;
+}
+
+static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, const char *without,
+                              long ms)
+{
+    want_t w = {root, number, world, without};
+    ck_assert_msg(ec_test_wait(epoch_matches, &w, ms),
+                  "no epoch >= %llu with world %d%s%s within %ld ms; log:\n%s",
+                  (unsigned long long)number, world, without ? " without " : "",
+                  without ? without : "", ms, logbuf);
+    return ec_test_epoch(c, root);
+}
+
+static char *leader_of(const char *root)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%sleader", root);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert_msg(found, "no leader key");
+    char *id = strndup((char *)kv.value, kv.value_len);
+    ec_kv_free(&kv);
+    return id;
+}
+
+static int leaders(void)
+{
+    int n = 0;
+    for (int i = 0; i < nnodes; i++)
+        n += nodes[i].n && ec_node_is_leader(nodes[i].n);
+    return n;
+}
+
+/* Three nodes of job, and their first epoch at MAX (elastic timeout long:
+ * only MAX can publish it), checked member by member. */
+static ec_epoch_t *form_three(const char *job, const char *root, int nproc, int ttl)
+{
+    const char *ids[] = {"n1", "n2", "n3"};
+    for (int i = 0; i < 3; i++)
+        start_node(job, ids[i], 1, 3, nproc, 600000, ttl);
+    ec_epoch_t *ep = wait_epoch(root, 1, 3 * nproc, NULL, 10000);
+    ck_assert_int_eq(ep->number, 1);
+    ck_assert_int_eq(ep->reason, EC_REASON_START);
+    ck_assert_int_eq(ep->nmembers, 3);
+    for (int i = 0; i < 3; i++) {
+        ec_member_t *mb = &ep->members[i];
+        ck_assert_str_eq(mb->node_id, ids[i]); /* registration order */
+        ck_assert_int_eq(mb->m_id, i);         /* ranks m_id * nproc + local */
+        for (int r = 0; r < nproc; r++)
+            ck_assert_int_eq(mb->ports[r], by_id(ids[i])->ports[r]);
+    }
+    return ep;
+}
+
+/* Every running node handed on epoch `number` (the store has it before
+ * their watches do). */
+static bool all_saw(void *number)
+{
+    for (int i = 0; i < nnodes; i++)
+        if (nodes[i].n && ec_node_epoch_number(nodes[i].n) < *(uint64_t *)number)
+            return false;
+    return true;
+}
+
+START_TEST(three_nodes_one_leader_one_epoch)
+{
+    const char *root = "/j3/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    ec_epoch_t *ep = form_three("j3", root, 2, 10);
+    ck_assert_int_eq(ep->world_size, 6);
+    char *l = leader_of(root);
+    ck_assert_str_eq(ep->leader_id, l);
+    ck_assert(ec_node_is_leader(by_id(l)->n));
+    ck_assert_int_eq(leaders(), 1);
+    char ev[64];
+    snprintf(ev, sizeof(ev), "%s: +leader %s", l, l);
+    ck_assert(log_has(ev));
+    /* emitted once the transaction returned: maybe after the test read it */
+    snprintf(ev, sizeof(ev), "%s: +published epoch 1", l);
+    wait_log(ev, 5000);
+    uint64_t one = 1;
+    ck_assert_msg(ec_test_wait(all_saw, &one, 5000), "a node did not see epoch 1");
+    ec_epoch_free(ep);
+    free(l);
+    ck_assert_int_eq(ec_test_obs_check(o, 1, 3, 2), 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(crashed_node_lease_expiry_reforms_without_it)
+{
+    const char *root = "/jloss/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    /* TTL 60 s: only the store's expiry can explain a new epoch in time */
+    ec_epoch_free(form_three("jloss", root, 2, 60));
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "n2") ? "n2" : "n3";
+    crash(by_id(victim));
+    ec_epoch_t *ep = wait_epoch(root, 2, 4, victim, 10000);
+    ck_assert_int_eq(ep->number, 2);
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ck_assert_str_eq(ep->leader_id, l);
+    char line[64];
+    snprintf(line, sizeof(line), "-node %s lease expired", victim);
+    wait_log(line, 5000);
+    uint64_t two = 2;
+    ck_assert(ec_test_wait(all_saw, &two, 5000));
+    ec_epoch_free(ep);
+    free(l);
+    ck_assert_int_eq(ec_test_obs_check(o, 1, 3, 2), 2);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(graceful_leave_reforms_at_once)
+{
+    const char *root = "/jleave/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    ec_epoch_free(form_three("jleave", root, 1, 60));
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "n2") ? "n2" : "n3";
+    node_t *x = by_id(victim);
+    ec_error_t err = {0};
+    ck_assert_msg(ec_node_leave(x->n, &err) == 0, "%s", err.msg);
+    char line[64];
+    snprintf(line, sizeof(line), "%s: -node %s leaving: lease revoked", victim, victim);
+    ck_assert(log_has(line));
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
+    ck_assert_int_eq(ep->number, 2);
+    ec_epoch_free(ep);
+    free(l);
+    ck_assert_int_eq(ec_test_obs_check(o, 1, 3, 1), 2);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+START_TEST(crashed_leader_replaced)
+{
+    const char *root = "/jldr/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    ec_epoch_free(form_three("jldr", root, 1, 60));
+    char *old = leader_of(root);
+    crash(by_id(old));
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, old, 15000);
+    ck_assert_int_eq(ep->number, 2); /* numbering goes on from the stored epoch */
+    ck_assert_str_ne(ep->leader_id, old);
+    char *now = leader_of(root);
+    ck_assert_str_eq(ep->leader_id, now);
+    ck_assert(ec_node_is_leader(by_id(now)->n));
+    ck_assert_int_eq(leaders(), 1);
+    char line[64];
+    snprintf(line, sizeof(line), "%s: +leader %s", now, now);
+    ck_assert(log_has(line));
+    snprintf(line, sizeof(line), "%s: +published epoch 2", now);
+    wait_log(line, 5000);
+    free(now);
+    free(old);
+    ec_epoch_free(ep);
+    ck_assert_int_eq(ec_test_obs_check(o, 1, 3, 1), 2);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+typedef struct {
+    node_t *x;
+    int64_t old;
+} lease_t;
+
+static bool has_new_lease(void *arg)
+{
+    lease_t *l = arg;
+    int64_t now = ec_node_lease(l->x->n);
+    return now != 0 && now != l->old;
+}
+
+START_TEST(live_node_whose_lease_expired_comes_back)
+{
+    const char *root = "/jback/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    /* a short elastic timeout: the job re-forms below MAX, then takes the
+     * node back */
+    const char *ids[] = {"n1", "n2", "n3"};
+    for (int i = 0; i < 3; i++)
+        start_node("jback", ids[i], 1, 3, 1, 1000, 10);
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    const char *victim = strcmp(l, "n2") ? "n2" : "n3";
+    node_t *x = by_id(victim);
+    int64_t old = ec_node_lease(x->n);
+    ck_assert_int_eq(ec_etcd_mem_expire_lease(store, old, NULL), 0);
+    /* its keepalive learns it at its next refresh (TTL/3), and it
+     * registers again with a new lease */
+    char line[96];
+    snprintf(line, sizeof(line), "%s: -lease %llx lost; registering again", victim,
+             (unsigned long long)old);
+    wait_log(line, 10000);
+    ec_epoch_t *ep = wait_epoch(root, 2, 3, NULL, 15000);
+    ck_assert_int_ge(ep->number, 2);
+    ck_assert_int_ge(ec_epoch_find_member(ep, victim), 0);
+    /* its record (and so that epoch) may come before it keeps the lease */
+    lease_t nl = {x, old};
+    ck_assert_msg(ec_test_wait(has_new_lease, &nl, 5000), "%s kept its old lease", victim);
+    ec_epoch_free(ep);
+    free(l);
+    ec_test_obs_check(o, 1, 3, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("node_mem");
+    TCase *tc = tcase_create("node_mem");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, ec_test_ms(60));
+    tcase_add_test(tc, three_nodes_one_leader_one_epoch);
+    tcase_add_test(tc, crashed_node_lease_expiry_reforms_without_it);
+    tcase_add_test(tc, graceful_leave_reforms_at_once);
+    tcase_add_test(tc, crashed_leader_replaced);
+    tcase_add_test(tc, live_node_whose_lease_expired_comes_back);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+EC_CHECK_MAIN(suite)
