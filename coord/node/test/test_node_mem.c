@@ -248,6 +248,15 @@ START_TEST(three_nodes_one_leader_one_epoch)
     char ev[64];
     snprintf(ev, sizeof(ev), "%s: +leader %s", l, l);
     ck_assert(log_has(ev));
+    /* the phase machine's trace: every node registered, one won */
+    snprintf(ev, sizeof(ev), "%s: +phase follower -> leader", l);
+    ck_assert(log_has(ev));
+    for (int i = 0; i < nnodes; i++) {
+        snprintf(ev, sizeof(ev), "%s: +phase registering -> follower", nodes[i].id);
+        ck_assert_msg(log_has(ev), "no '%s'", ev);
+        ck_assert_int_eq(ec_node_phase(nodes[i].n),
+                         strcmp(nodes[i].id, l) ? EC_PHASE_FOLLOWER : EC_PHASE_LEADER);
+    }
     /* emitted once the transaction returned: maybe after the test read it */
     snprintf(ev, sizeof(ev), "%s: +published epoch 1", l);
     wait_log(ev, 5000);
@@ -367,6 +376,11 @@ START_TEST(live_node_whose_lease_expired_comes_back)
     char line[96];
     snprintf(line, sizeof(line), "%s: -lease %llx lost; registering again", victim,
              (unsigned long long)old);
+    wait_log(line, 10000);
+    /* through the phase machine: follower -> registering -> follower */
+    snprintf(line, sizeof(line), "%s: +phase follower -> registering", victim);
+    wait_log(line, 1000);
+    snprintf(line, sizeof(line), "%s: +phase registering -> follower", victim);
     wait_log(line, 10000);
     ec_epoch_t *ep = wait_epoch(root, 2, 3, NULL, 15000);
     ck_assert_int_ge(ep->number, 2);
