@@ -6,10 +6,12 @@
  * detector_sim.h's model: a handshake packet after 1 s then 2 s, a data
  * packet after 200 ms plus the round trip); a lost handshake still shows
  * the prober a completed handshake at once, which makes the relay harsher
- * on the detector than a real link (no backoff).  One watcher, the
- * leader's confirmation and the readmission probe are played as node_ring.c
- * and node_evict.c do, for the detector and for the rule it replaced (one
- * probe of 250 ms, two misses, one confirmation of 250 ms).
+ * on the detector than a real link (no backoff; bench_detector_link runs
+ * the same over an emulated link that delays and loses every packet).  One
+ * watcher, the leader's confirmation and the readmission probe are played
+ * as node_ring.c and node_evict.c do (tests/lib/detector_play.h), for the
+ * detector and for the rule it replaced (one probe of 250 ms, two misses,
+ * one confirmation of 250 ms).
  *
  *   tests/bench/bench_detector_relay [seconds per condition, default 30]
  */
@@ -29,6 +31,7 @@
 
 #include "clock.h"
 #include "detector.h"
+#include "detector_play.h"
 #include "probe.h"
 #include "probe_proof.h"
 #include "probe_server.h"
@@ -180,102 +183,23 @@ static uint16_t relay_start(void)
 static ec_probe_key_t key;
 static uint16_t relay_port;
 
-/* One set of f attempts under deadline d: its outcome and round trip. */
-static ec_probe_outcome_t probe_set(int f, int64_t d, int64_t *rtt)
+static ec_play_t player(bool legacy, int64_t tolerance_ms)
 {
-    ec_probe_target_t t[EC_DETECT_FANOUT];
-    for (int i = 0; i < f; i++)
-        t[i] = (ec_probe_target_t){.host = "127.0.0.1", .port = relay_port, .expect_id = ID,
-                                   .verify = &key.v, .expect_lease = LEASE};
-    ec_probe_many(t, (size_t)f, (int)d);
-    ec_probe_outcome_t r = ec_probe_set_outcome(t, (size_t)f, rtt);
-    return r;
+    return (ec_play_t){.target = {.host = "127.0.0.1", .port = relay_port, .expect_id = ID,
+                                  .verify = &key.v, .expect_lease = LEASE},
+                       .legacy = legacy, .interval_ms = 250, .tolerance_ms = tolerance_ms};
 }
 
-/* The leader's confirmation (failed < 0) or a readmission probe after
- * `failed` ones: whether it answered. */
-static bool confirm(bool legacy, int failed, int64_t tolerance_ms)
+static ec_play_result_t watch(bool legacy, int64_t ms, int64_t dead_at_ms, int64_t tolerance_ms)
 {
-    int64_t rtt, d = legacy ? 250
-                     : failed > 0 ? ec_detect_readmit_deadline_ms(failed, tolerance_ms, 0)
-                                  : ec_detect_confirm_deadline_ms(0, 0);
-    int f = legacy ? 1 : EC_DETECT_FANOUT;
-    ec_probe_outcome_t r = probe_set(f, d, &rtt);
-    for (int sets = 1; !legacy && r != EC_PROBE_ANSWERED; sets++) {
-        d = ec_detect_confirm_again_ms(r, rtt, d, sets);
-        if (!d)
-            break;
-        r = probe_set(f, d, &rtt);
-    }
-    return r == EC_PROBE_ANSWERED;
+    ec_play_t p = player(legacy, tolerance_ms);
+    return ec_play_watch(&p, ms, dead_at_ms);
 }
 
-typedef struct result {
-    int reports, evictions;
-    int64_t found_ms, readmit_ms;
-} result_t;
-
-/* Held out after an eviction: a readmission probe every second until it
- * answers (at most 20 s here); how long it took. */
 static int64_t readmit(bool legacy, int64_t tolerance_ms)
 {
-    int64_t t0 = ec_mono_ms();
-    for (int failed = 0; ec_mono_ms() - t0 < 20000; failed++) {
-        if (confirm(legacy, failed, tolerance_ms))
-            return ec_mono_ms() - t0;
-        sleep_ms(1000);
-    }
-    return -1;
-}
-
-/* Watch the node for `ms` (until found, when dead_at_ms >= 0). */
-static result_t watch(bool legacy, int64_t ms, int64_t dead_at_ms, int64_t tolerance_ms)
-{
-    result_t res = {.found_ms = -1, .readmit_ms = -1};
-    ec_detect_opts_t o = {.interval_ms = 250, .tolerance_ms = tolerance_ms};
-    ec_detect_peer_t p;
-    int64_t start = ec_mono_ms(), wait = 250;
-    ec_detect_start(&p, start);
-    int misses = 0, health = 0;
-    bool reported = false;
-    while (ec_mono_ms() - start < ms) {
-        int64_t slept = ec_mono_ms();
-        sleep_ms(wait);
-        health = ec_detect_health(health, ec_mono_ms() - slept - wait, 250);
-        int64_t rtt, d = legacy ? 250 : ec_detect_deadline_ms(&p, &o, health, ec_mono_ms());
-        ec_probe_outcome_t r = probe_set(legacy ? 1 : ec_detect_attempts(&p), d, &rtt);
-        bool report;
-        if (legacy) {
-            misses = r == EC_PROBE_ANSWERED ? 0 : misses + 1;
-            report = misses >= 2;
-        } else {
-            ec_detect_observe(&p, r, rtt, d, ec_mono_ms());
-            report = ec_detect_verdict(&p, ec_mono_ms(), &o, health) == EC_DETECT_REPORT;
-            wait = ec_detect_next_ms(&p, &o);
-        }
-        if (!report) {
-            reported = false;
-            continue;
-        }
-        if (reported)
-            continue;
-        reported = true;
-        res.reports++;
-        if (confirm(legacy, -1, tolerance_ms))
-            continue;
-        res.evictions++;
-        if (dead_at_ms >= 0) {
-            res.found_ms = ec_mono_ms() - dead_at_ms;
-            return res;
-        }
-        int64_t in = readmit(legacy, tolerance_ms);
-        if (in > res.readmit_ms)
-            res.readmit_ms = in;
-        ec_detect_start(&p, ec_mono_ms());
-        misses = 0;
-        reported = false;
-    }
-    return res;
+    ec_play_t p = player(legacy, tolerance_ms);
+    return ec_play_readmit(&p, 20000);
 }
 
 static void set_link(double l, int64_t d)
@@ -311,7 +235,7 @@ int main(int argc, char **argv)
     const char *rules[] = {"old", "detector"};
     for (int r = 0; r < 2; r++) {
         set_link(0.3, 0);
-        result_t x = watch(r == 0, secs * 1000LL, -1, 700);
+        ec_play_result_t x = watch(r == 0, secs * 1000LL, -1, 700);
         printf("30%% loss            %-8s reports %.1f/min, evictions %.1f/min, readmission worst %lld ms\n",
                rules[r], x.reports * 60.0 / secs, x.evictions * 60.0 / secs,
                (long long)x.readmit_ms);
@@ -319,7 +243,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < 2; r++) {
         set_link(0, 200);
         int64_t in = readmit(r == 0, 700);
-        result_t x = watch(r == 0, secs * 1000LL, -1, 700);
+        ec_play_result_t x = watch(r == 0, secs * 1000LL, -1, 700);
         printf("200 ms one way      %-8s held node readmitted after %lld ms (-1: not in 20 s); "
                "then evictions %.1f/min\n", rules[r], (long long)in, x.evictions * 60.0 / secs);
         if (r == 0)
@@ -341,7 +265,7 @@ int main(int argc, char **argv)
             pthread_mutex_lock(&mu);
             frozen = true;
             pthread_mutex_unlock(&mu);
-            result_t x = watch(r == 0, 10000, ec_mono_ms(), 700);
+            ec_play_result_t x = watch(r == 0, 10000, ec_mono_ms(), 700);
             sum += x.found_ms;
             worst = x.found_ms > worst ? x.found_ms : worst;
         }
