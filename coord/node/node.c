@@ -640,11 +640,14 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
         goto fail;
     if (ec__node_sync_model(n, false, err) < 0)
         goto fail;
+    /* set before the thread runs: it shares a word with the flags the loop
+     * reads (a write after pthread_create raced with those reads, TSan) */
+    n->loop.thread_started = true;
     if (pthread_create(&n->loop.thread, NULL, loop, n) != 0) {
+        n->loop.thread_started = false;
         ec_errorf(err, EC_ESYS, "cannot start the coordinator thread");
         goto fail;
     }
-    n->loop.thread_started = true;
     if (ec__node_ring_start(n, err) < 0)
         goto fail;
     return n;

@@ -254,9 +254,11 @@ int ec__node_ring_start(ec_node_t *n, ec_error_t *err)
 {
     if (n->o.watch_peers_ms <= 0 || !n->o.probe_port)
         return 0; /* disabled; or this agent answers no probes, nor watches */
-    if (pthread_create(&n->ring.thread, NULL, ring, n) != 0)
+    n->ring.started = true; /* before the thread runs, as the loop's */
+    if (pthread_create(&n->ring.thread, NULL, ring, n) != 0) {
+        n->ring.started = false;
         return ec_errorf(err, EC_ESYS, "cannot start the thread that watches peer agents");
-    n->ring.started = true;
+    }
     return 0;
 }
 
