@@ -42,6 +42,17 @@ const char *ec_plan_action_name(ec_plan_action_t action)
     return "unknown";
 }
 
+const char *ec_plan_why_name(ec_plan_why_t why)
+{
+    switch (why) {
+#define EC_PLAN_WHY_CASE(code, name, action)                                                    \
+    case EC_PLAN_WHY_##code: return name;
+        EC_PLAN_WHY_MAP(EC_PLAN_WHY_CASE)
+#undef EC_PLAN_WHY_CASE
+    }
+    return "unknown";
+}
+
 /* Joining or ready with the job's N: eligible, or pending while booting. */
 static int alive(const ec_plan_config_t *cfg, const ec_plan_node_t *node)
 {
@@ -294,7 +305,8 @@ static int64_t elapsed(int64_t ms)
     return ms < 0 ? 0 : ms;
 }
 
-static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wait_ms);
+static void decide(ec_plan_decision_t *d, ec_plan_why_t by, ec_plan_action_t action,
+                   int64_t wait_ms);
 
 /* "waiting for n2, n3 to be ready (booting for up to 300 ms; up to 4700 ms
  * more)": the booting nodes still waited for. */
@@ -321,24 +333,28 @@ static void sb_late(ec_strbuf_t *sb, const plan_t *p)
 
 /* Wait for the booting nodes in pend[]: until the first is no longer waited
  * for when that publishes (can_publish), else until something changes. */
-static void wait_pending(plan_t *p, ec_plan_decision_t *d, bool can_publish)
+static void wait_pending(plan_t *p, ec_plan_decision_t *d, ec_plan_why_t by, bool can_publish)
 {
     if (can_publish && p->cfg->join_ready_timeout_ms > 0)
-        set_wait(d, EC_PLAN_WAIT_UNTIL, p->pend_left > 0 ? p->pend_left : 1);
+        decide(d, by, EC_PLAN_WAIT_UNTIL, p->pend_left > 0 ? p->pend_left : 1);
     else
-        set_wait(d, EC_PLAN_WAIT, 0);
+        decide(d, by, EC_PLAN_WAIT, 0);
 }
 
-static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wait_ms)
+/* The action, by which rule (EC_PLAN_WHY_MAP), and for WAIT_UNTIL how long. */
+static void decide(ec_plan_decision_t *d, ec_plan_why_t by, ec_plan_action_t action,
+                   int64_t wait_ms)
 {
     d->action = action;
+    d->why_code = by;
     d->wait_ms = action == EC_PLAN_WAIT_UNTIL ? wait_ms : 0;
 }
 
 /* Build members[] for a publish: current members in M_id order with departed
  * slots refilled from the candidates, then the remaining candidates up to
  * np_max; compose why.  reason applies when no member departed. */
-static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_epoch_reason_t reason)
+static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_plan_why_t by,
+                   ec_epoch_reason_t reason)
 {
     const ec_plan_node_t *nodes = p->in->nodes;
     size_t max = (size_t)p->cfg->np_max;
@@ -411,7 +427,7 @@ static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_epoch_
     if (p->n_departed)
         reason = dropped ? (any_lost ? EC_REASON_LOST : EC_REASON_LEAVE)
                          : EC_REASON_SPARE_PROMOTED;
-    d->action = EC_PLAN_PUBLISH;
+    decide(d, by, EC_PLAN_PUBLISH, 0);
     d->reason = reason;
     d->n_members = n;
     d->world_size = (int64_t)n * p->cfg->nproc;
@@ -434,7 +450,7 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                 ec_strbuf_printf(why, " (and %zu booting)", np);
             ec_strbuf_printf(why, ", need np_min=%d", c->np_min);
             sb_late(why, p);
-            set_wait(d, EC_PLAN_WAIT, 0);
+            decide(d, EC_PLAN_WHY_NEED_NODES, EC_PLAN_WAIT, 0);
             return 0;
         }
         int64_t since = elapsed(p->in->since_eligible_change_ms);
@@ -451,13 +467,13 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                     wait = p->pend_left > 0 ? p->pend_left : 1;
             }
             sb_late(why, p);
-            set_wait(d, EC_PLAN_WAIT_UNTIL, wait);
+            decide(d, EC_PLAN_WHY_START_WAIT, EC_PLAN_WAIT_UNTIL, wait);
             return 0;
         }
         if (np) {
             sb_pending(why, p);
             ec_strbuf_printf(why, ": starting with %zu nodes once every one is", n + np);
-            wait_pending(p, d, n >= min);
+            wait_pending(p, d, EC_PLAN_WHY_START_BOOTING, n >= min);
             return 0;
         }
     }
@@ -471,7 +487,7 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
     if (n > w)
         ec_strbuf_printf(why, "; %zu standby%s", n - w, n - w == 1 ? "" : "s");
     sb_late(why, p);
-    d->action = EC_PLAN_PUBLISH;
+    decide(d, EC_PLAN_WHY_START, EC_PLAN_PUBLISH, 0);
     d->reason = EC_REASON_START;
     d->n_members = w;
     d->world_size = (int64_t)w * c->nproc;
@@ -488,7 +504,7 @@ static int wait_below_min(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
     ec_strbuf_printf(why, "waiting for %zu more node%s: have %zu, need np_min=%d (epoch %" PRIu64
               " has %zu member%s)", min - have, plural(min - have), have, p->cfg->np_min,
               p->in->epoch.number, p->n_mem, plural(p->n_mem));
-    set_wait(d, EC_PLAN_WAIT, 0);
+    decide(d, EC_PLAN_WHY_BELOW_MIN, EC_PLAN_WAIT, 0);
     return 0;
 }
 
@@ -511,7 +527,7 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 
     if (unfilled == 0)
         return publish_size(p) < min ? wait_below_min(p, d, why)
-                                     : publish(p, d, why, EC_REASON_UNKNOWN);
+                                     : publish(p, d, why, EC_PLAN_WHY_REPLACED, EC_REASON_UNKNOWN);
 
     if (remain < min || c->np_min == c->np_max) {
         ec_strbuf_printf(why, "waiting for %zu more node%s: ", min - remain, plural(min - remain));
@@ -523,7 +539,7 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
             ec_strbuf_printf(why, "np=%d (fixed size)", c->np_min);
         else
             ec_strbuf_printf(why, "np_min=%d", c->np_min);
-        set_wait(d, EC_PLAN_WAIT, 0);
+        decide(d, EC_PLAN_WHY_NEED_REPLACEMENTS, EC_PLAN_WAIT, 0);
         return 0;
     }
     int64_t since = elapsed(p->in->since_member_missing_ms);
@@ -533,10 +549,10 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                   " departed: waiting %" PRId64 " ms more for %zu replacement%s before"
                   " continuing with %zu nodes",
                   c->replace_wait_ms - since, unfilled, plural(unfilled), remain);
-        set_wait(d, EC_PLAN_WAIT_UNTIL, c->replace_wait_ms - since);
+        decide(d, EC_PLAN_WHY_REPLACE_WAIT, EC_PLAN_WAIT_UNTIL, c->replace_wait_ms - since);
         return 0;
     }
-    return publish(p, d, why, EC_REASON_UNKNOWN);
+    return publish(p, d, why, EC_PLAN_WHY_SHRINK, EC_REASON_UNKNOWN);
 }
 
 /* Rules 7-9: nobody departed. */
@@ -549,19 +565,19 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
         return wait_below_min(p, d, why);
 
     if (p->n_restarted)
-        return publish(p, d, why, EC_REASON_RESTART);
+        return publish(p, d, why, EC_PLAN_WHY_RESTART, EC_REASON_RESTART);
 
     if (p->n_cand && p->n_mem < max) {
         int64_t since = elapsed(p->in->since_eligible_change_ms);
         if (p->n_mem + p->n_cand >= max || (since >= c->elastic_timeout_ms && !p->n_pend))
-            return publish(p, d, why, EC_REASON_JOIN);
+            return publish(p, d, why, EC_PLAN_WHY_JOIN, EC_REASON_JOIN);
         if (since >= c->elastic_timeout_ms) {
             /* joiners that registered with them are admitted together */
             sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
             ec_strbuf_printf(why, " ready; ");
             sb_pending(why, p);
             ec_strbuf_printf(why, " before admitting %zu nodes", p->n_cand + p->n_pend);
-            wait_pending(p, d, true);
+            wait_pending(p, d, EC_PLAN_WHY_JOIN_BOOTING, true);
             return 0;
         }
         sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
@@ -569,7 +585,7 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                   " joined: publishing %zu nodes in %" PRId64 " ms unless more join"
                   " (np_max=%d)",
                   p->n_mem + p->n_cand, c->elastic_timeout_ms - since, c->np_max);
-        set_wait(d, EC_PLAN_WAIT_UNTIL, c->elastic_timeout_ms - since);
+        decide(d, EC_PLAN_WHY_JOIN_WAIT, EC_PLAN_WAIT_UNTIL, c->elastic_timeout_ms - since);
         return 0;
     }
     ec_strbuf_printf(why, "steady");
@@ -590,7 +606,7 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
         }
         ec_strbuf_printf(why, "): each joins once ready");
     }
-    set_wait(d, EC_PLAN_WAIT, 0);
+    decide(d, EC_PLAN_WHY_STEADY, EC_PLAN_WAIT, 0);
     return 0;
 }
 
@@ -804,7 +820,7 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
 
     /* 1. configuration */
     if (check_config(p.cfg, &why) < 0) {
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_INVALID_CONFIG, EC_PLAN_FAIL, 0);
         goto done;
     }
     rc = plan_prepare(&p, d, err);
@@ -820,7 +836,7 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         ec_strbuf_printf(&why, "every member of epoch %" PRIu64 " failed: ", in->epoch.number);
         sb_members_with(&why, &p, MEM_DEPARTED, 0);
         ec_strbuf_printf(&why, "; see their logs and failure records");
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_ALL_FAILED, EC_PLAN_FAIL, 0);
     } else if (p.cfg->fail_fast && p.n_failed > 0) {
         /* 2b. fault tolerance off: one member's failure ends the job */
         size_t shown = 0;
@@ -835,19 +851,19 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
                                "failure records, or restart failed processes with "
                                "--max_restart or --elastic_level=1",
                          in->epoch.number);
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_FAILED_NO_TOLERANCE, EC_PLAN_FAIL, 0);
     } else if (p.n_mem > (size_t)p.cfg->np_max) {
         /* 3. another agent wrote this epoch with a larger --np */
         ec_strbuf_printf(&why,
                   "epoch %" PRIu64 " has %zu members but np_max=%d: every agent of a job"
                   " must run with the same --np",
                   in->epoch.number, p.n_mem, p.cfg->np_max);
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_OVER_NP_MAX, EC_PLAN_FAIL, 0);
     } else if (p.n_done == p.n_mem) {
         /* 5. training finished: do not promote standbys into a finished job */
         ec_strbuf_printf(&why, "all %zu members of epoch %" PRIu64 " are done", p.n_mem,
                   in->epoch.number);
-        set_wait(d, EC_PLAN_COMPLETE, 0);
+        decide(d, EC_PLAN_WHY_ALL_DONE, EC_PLAN_COMPLETE, 0);
     } else if (p.n_departed) {
         rc = plan_departed(&p, d, &why);
     } else {
