@@ -233,6 +233,7 @@ typedef struct {
     int64_t pend_longest;   /* the longest boot among pend[] (ms) */
     int64_t pend_left;      /* time until the first of pend[] is no longer waited for (ms) */
     size_t n_departed, n_restarted, n_failed, n_done;
+    idtab_t by_node, by_member; /* in scratch */
 } plan_t;
 
 static const char *member_name(const plan_t *p, size_t m)
@@ -674,25 +675,19 @@ static int check_input(const ec_plan_input_t *in, ec_error_t *err)
     return 0;
 }
 
-/* Classify nodes and members; collect refusals and the candidates. */
-static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
+/* The scratch block: the two id tables and the per-node and per-member
+ * arrays, one zeroed allocation, largest alignment first. */
+static int plan_alloc(plan_t *p)
 {
-    const ec_plan_input_t *in = p->in;
-    const ec_plan_node_t *nodes = in->nodes;
-    size_t nn = in->n_nodes, nm = p->n_mem;
+    size_t nn = p->in->n_nodes, nm = p->n_mem;
     size_t cap_n = idtab_cap(nn), cap_m = idtab_cap(nm);
-
-    if (nn >= UINT32_MAX || nm >= UINT32_MAX)
-        return ec_errorf(err, EC_EINVAL, "planner input: %zu nodes, %zu members: too many",
-                         nn, nm);
-    /* One zeroed block, largest alignment first. */
     size_t sz = (cap_n + cap_m) * sizeof(slot_t) + (nm + 3 * nn) * sizeof(size_t) + nn + 2 * nm;
     char *b = p->scratch = calloc(1, sz);
     if (!b)
         return EC_ENOMEM;
-    idtab_t tn = {(slot_t *)b, cap_n - 1, (const char *)nodes, sizeof(*nodes)};
+    p->by_node = (idtab_t){(slot_t *)b, cap_n - 1, (const char *)p->in->nodes, sizeof(*p->in->nodes)};
     b += cap_n * sizeof(slot_t);
-    idtab_t tm = {(slot_t *)b, cap_m - 1, (const char *)p->mem, sizeof(*p->mem)};
+    p->by_member = (idtab_t){(slot_t *)b, cap_m - 1, (const char *)p->mem, sizeof(*p->mem)};
     b += cap_m * sizeof(slot_t);
     p->mem_node = (size_t *)b;
     b += nm * sizeof(size_t);
@@ -705,52 +700,80 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
     p->elig = (unsigned char *)b;
     p->mstat = p->elig + nn;
     p->graceful = p->mstat + nm;
+    return 0;
+}
 
-    for (size_t m = 0; m < nm; m++) {
+/* The members by id; a member listed twice is malformed input. */
+static int index_members(plan_t *p, ec_error_t *err)
+{
+    for (size_t m = 0; m < p->n_mem; m++) {
         p->mem_node[m] = SIZE_MAX;
-        size_t dup = idtab_put(&tm, id_hash(p->mem[m].node_id), m);
+        size_t dup = idtab_put(&p->by_member, id_hash(p->mem[m].node_id), m);
         if (dup != SIZE_MAX)
             return ec_errorf(err, EC_EINVAL,
                              "epoch %" PRIu64 " lists node %s twice (M_id %zu and %zu)",
-                             in->epoch.number, p->mem[m].node_id, dup, m);
+                             p->in->epoch.number, p->mem[m].node_id, dup, m);
     }
-    size_t n_refused = 0;
-    for (size_t i = 0; i < nn; i++) {
+    return 0;
+}
+
+/* A booting non-member: still waited for (pend[]) or past
+ * join_ready_timeout_ms (late[]). */
+static void note_booting(plan_t *p, size_t i)
+{
+    int64_t t = elapsed(p->in->nodes[i].booting_ms), limit = p->cfg->join_ready_timeout_ms;
+    if (limit > 0 && t >= limit) {
+        p->late[p->n_late++] = i;
+        return;
+    }
+    if (!p->n_pend || t > p->pend_longest)
+        p->pend_longest = t;
+    if (limit > 0 && (!p->n_pend || limit - t < p->pend_left))
+        p->pend_left = limit - t;
+    p->pend[p->n_pend++] = i;
+}
+
+/* Each node: by id (a node registered twice is malformed input), eligible
+ * or not, a member's node, a candidate or a booting non-member; pend[],
+ * cand[] and late[] then in registration order.  *n_refused: the alive
+ * nodes with another nproc. */
+static int classify_nodes(plan_t *p, size_t *n_refused, ec_error_t *err)
+{
+    const ec_plan_node_t *nodes = p->in->nodes;
+    *n_refused = 0;
+    for (size_t i = 0; i < p->in->n_nodes; i++) {
         const ec_plan_node_t *nd = &nodes[i];
         uint64_t h = id_hash(nd->node_id);
-        size_t dup = idtab_put(&tn, h, i);
+        size_t dup = idtab_put(&p->by_node, h, i);
         if (dup != SIZE_MAX)
             return ec_errorf(err, EC_EINVAL, "node %s is registered twice (entries %zu and %zu)",
                              nd->node_id, dup, i);
         p->elig[i] = (unsigned char)ec_plan_node_eligible(p->cfg, nd);
         bool pending = ec_plan_node_pending(p->cfg, nd);
-        n_refused += !p->elig[i] && !pending &&
-                     (nd->state == EC_NODE_JOINING || nd->state == EC_NODE_READY);
-        size_t mid = idtab_get(&tm, nd->node_id, h);
-        if (mid != SIZE_MAX) {
+        *n_refused += !p->elig[i] && !pending &&
+                      (nd->state == EC_NODE_JOINING || nd->state == EC_NODE_READY);
+        size_t mid = idtab_get(&p->by_member, nd->node_id, h);
+        if (mid != SIZE_MAX)
             p->mem_node[mid] = i;
-        } else if (p->elig[i]) {
+        else if (p->elig[i])
             p->cand[p->n_cand++] = i;
-        } else if (pending) {
-            int64_t t = elapsed(nd->booting_ms), limit = p->cfg->join_ready_timeout_ms;
-            if (limit > 0 && t >= limit) {
-                p->late[p->n_late++] = i;
-            } else {
-                if (!p->n_pend || t > p->pend_longest)
-                    p->pend_longest = t;
-                if (limit > 0 && (!p->n_pend || limit - t < p->pend_left))
-                    p->pend_left = limit - t;
-                p->pend[p->n_pend++] = i;
-            }
-        }
+        else if (pending)
+            note_booting(p, i);
     }
     qsort_r(p->cand, p->n_cand, sizeof(*p->cand), regorder_cmp, (void *)nodes);
     qsort_r(p->pend, p->n_pend, sizeof(*p->pend), regorder_cmp, (void *)nodes);
     qsort_r(p->late, p->n_late, sizeof(*p->late), regorder_cmp, (void *)nodes);
+    return 0;
+}
 
+/* d->refused[]: the n_refused alive nodes with another nproc, each with
+ * the message for its record. */
+static int refuse_mismatched(plan_t *p, ec_plan_decision_t *d, size_t n_refused)
+{
+    const ec_plan_node_t *nodes = p->in->nodes;
     if (n_refused && !(d->refused = calloc(n_refused, sizeof(*d->refused))))
         return EC_ENOMEM;
-    for (size_t i = 0; n_refused && i < nn; i++) {
+    for (size_t i = 0; n_refused && i < p->in->n_nodes; i++) {
         const ec_plan_node_t *nd = &nodes[i];
         if (p->elig[i] || ec_plan_node_pending(p->cfg, nd) ||
             (nd->state != EC_NODE_JOINING && nd->state != EC_NODE_READY))
@@ -764,8 +787,15 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
         if (!(d->refused[d->n_refused++].why = ec_strbuf_take(&sb)))
             return EC_ENOMEM;
     }
+    return 0;
+}
 
-    for (size_t m = 0; m < nm; m++) {
+/* Each member: alive, restarted (a new incarnation) or departed, and for a
+ * departed one whether it went gracefully. */
+static void classify_members(plan_t *p)
+{
+    const ec_plan_node_t *nodes = p->in->nodes;
+    for (size_t m = 0; m < p->n_mem; m++) {
         size_t i = p->mem_node[m];
         if (i == SIZE_MAX) {
             p->mstat[m] = MEM_DEPARTED;
@@ -790,12 +820,31 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
         p->n_restarted += p->mstat[m] == MEM_RESTARTED;
     }
     /* A vanished member left gracefully if the caller saw it leaving. */
-    for (size_t j = 0; j < in->n_left; j++) {
-        size_t m = idtab_get(&tm, in->left_ids[j], id_hash(in->left_ids[j]));
+    for (size_t j = 0; j < p->in->n_left; j++) {
+        const char *id = p->in->left_ids[j];
+        size_t m = idtab_get(&p->by_member, id, id_hash(id));
         if (m != SIZE_MAX && p->mem_node[m] == SIZE_MAX)
             p->graceful[m] = 1;
     }
-    return 0;
+}
+
+/* Classify nodes and members; collect refusals and the candidates. */
+static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
+{
+    size_t nn = p->in->n_nodes, nm = p->n_mem, n_refused;
+    if (nn >= UINT32_MAX || nm >= UINT32_MAX)
+        return ec_errorf(err, EC_EINVAL, "planner input: %zu nodes, %zu members: too many",
+                         nn, nm);
+    int rc = plan_alloc(p);
+    if (rc == 0)
+        rc = index_members(p, err);
+    if (rc == 0)
+        rc = classify_nodes(p, &n_refused, err);
+    if (rc == 0)
+        rc = refuse_mismatched(p, d, n_refused);
+    if (rc == 0)
+        classify_members(p);
+    return rc;
 }
 
 int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err)
