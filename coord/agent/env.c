@@ -281,6 +281,139 @@ static int add_epoch(envb_t *b, const ec_epoch_t *ep, int m_id, int n_id, const 
     return 0;
 }
 
+/* The inherited environment, less what is withheld.  -1 when out of memory. */
+static int copy_base(envb_t *b, char *const *base)
+{
+    for (size_t i = 0; base && base[i]; i++) {
+        if (withheld(base[i]))
+            continue;
+        if (b->n + 2 > b->cap) {
+            size_t nc = b->cap ? b->cap * 2 : 128;
+            char **nv = realloc(b->v, nc * sizeof(char *));
+            if (!nv)
+                return -1;
+            b->v = nv;
+            b->cap = nc;
+        }
+        if (!(b->v[b->n] = strdup(base[i])))
+            return -1;
+        b->v[++b->n] = NULL;
+    }
+    return 0;
+}
+
+/* Paddle: this process's place on its node (N processes), and its GPU. */
+static void add_node_place(envb_t *b, int n_id, int N, const ec_env_ctx_t *ctx,
+                           char *const *base)
+{
+    add(b, "PADDLE_RANK_IN_NODE", "%d", n_id);
+    add(b, "PADDLE_LOCAL_SIZE", "%d", N);
+    add(b, EC_ENV_PADDLE_LOCAL_RANK, "%d", n_id);
+    add(b, EC_ENV_PADDLE_JOB_ID, "%s", ctx->job_id);
+    add(b, "PADDLE_LOG_DIR", "%s", ctx->log_dir);
+    add(b, EC_ENV_POD_NAME, "%s", ctx->node_id);
+    if (n_id < ctx->ngpus) {
+        /* The node's GPUs narrowed to the ones it uses, so an index into
+         * them is the local rank (coord/util/gpus.h); a process's ids
+         * comma-separated (fleet's launch_utils.py). */
+        if (ctx->visible_devices)
+            add(b, "CUDA_VISIBLE_DEVICES", "%s", ctx->visible_devices);
+        add(b, EC_ENV_SELECTED_GPUS, "%d", n_id);
+        add(b, "PADDLE_LOCAL_DEVICE_IDS", "%d", n_id);
+        if (!ec_env_get(base, "PADDLE_DISTRI_BACKEND"))
+            add(b, "PADDLE_DISTRI_BACKEND", "nccl");
+    } else {
+        add(b, "PADDLE_DISTRI_BACKEND", "gloo");
+    }
+}
+
+/* torchrun's per-process variables and defaults. */
+static void add_torchrun(envb_t *b, int n_id, int N, const ec_env_ctx_t *ctx, char *const *base)
+{
+    add(b, EC_ENV_LOCAL_RANK, "%d", n_id);
+    add(b, "LOCAL_WORLD_SIZE", "%d", N);
+    add(b, "ROLE_NAME", "%s", ctx->role && *ctx->role ? ctx->role : "default");
+    add(b, "TORCHELASTIC_RESTART_COUNT", "%d", ctx->restart_count);
+    add(b, "TORCHELASTIC_MAX_RESTARTS", "%d", ctx->max_restarts);
+    add(b, "TORCHELASTIC_RUN_ID", "%s", ctx->job_id);
+    /* the program's env:// rendezvous hosts its own store on rank 0 (at
+     * MASTER_PORT): there is no agent store to use, whatever was inherited */
+    add(b, "TORCHELASTIC_USE_AGENT_STORE", "False");
+    if (ctx->error_file)
+        add(b, "TORCHELASTIC_ERROR_FILE", "%s", ctx->error_file);
+    /* torchrun's: a NCCL error or timeout tears the process down instead of
+     * leaving it hung in a collective.  torch 2.2 and later read the second
+     * name and warn that the first is deprecated; older ones read only the
+     * first, which is set too when the program's torch is known to be one.
+     * A user who set either keeps exactly theirs. */
+    if (!ec_env_get(base, "NCCL_ASYNC_ERROR_HANDLING") &&
+        !ec_env_get(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
+        add(b, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+        if (ec_env_torch_before(ctx->torch_version, 2, 2))
+            add(b, "NCCL_ASYNC_ERROR_HANDLING", "1");
+    }
+    /* torchrun's default against N processes each starting a thread per core */
+    if (ec_env_omp_default(N, base))
+        add(b, "OMP_NUM_THREADS", "1");
+}
+
+/* ecoord: what the worker library needs to follow epochs itself. */
+static void add_ecoord(envb_t *b, const ec_epoch_t *ep, const ec_env_ctx_t *ctx)
+{
+    add(b, EC_ENV_ELASTIC_SERVER, "%s", ctx->elastic_server ? ctx->elastic_server : "");
+    add(b, EC_ENV_ETCD_PREFIX, "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
+    add(b, EC_ENV_JOB_ID, "%s", ctx->job_id);
+    add(b, EC_ENV_EPOCH, "%llu", (unsigned long long)(ep ? ep->number : ctx->start_epoch));
+    add(b, EC_ENV_NODE_ID, "%s", ctx->node_id);
+    if (ctx->incarnation)
+        add(b, EC_ENV_INCARNATION, "%llu", (unsigned long long)ctx->incarnation);
+    add(b, EC_ENV_LEASE, "%llx", ctx->lease);
+    if (ctx->lease_ttl_ms > 0) {
+        add(b, EC_ENV_LEASE_TTL_MS, "%lld", ctx->lease_ttl_ms);
+        add(b, EC_ENV_LEASE_MARGIN_MS, "%lld", ctx->lease_margin_ms);
+    }
+    add(b, EC_ENV_REBUILD, "%s", ctx->rebuild ? ctx->rebuild : "restart");
+    if (ctx->progress_file)
+        add(b, EC_ENV_PROGRESS_FILE, "%s", ctx->progress_file);
+}
+
+/* etcd's TLS and authentication, as the agent connects.  -1 (err filled)
+ * when the password file cannot be written. */
+static int add_etcd_auth(envb_t *b, const ec_env_ctx_t *ctx, ec_error_t *err)
+{
+    const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();
+    if (!cfg)
+        return 0;
+    const char *files[][2] = {{EC_ENV_ETCD_CACERT, cfg->etcd_cacert},
+                              {EC_ENV_ETCD_CERT, cfg->etcd_cert},
+                              {EC_ENV_ETCD_KEY, cfg->etcd_key}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char p[PATH_MAX] = "";
+        if (files[i][1] && *files[i][1])
+            abs_path(files[i][1], p, sizeof(p));
+        add(b, files[i][0], "%s", p);
+    }
+    add(b, EC_ENV_ETCD_USER, "%s", cfg->etcd_user ? cfg->etcd_user : "");
+    const char *pwf = "";
+    char p[PATH_MAX];
+    if (cfg->etcd_user && *cfg->etcd_user && cfg->etcd_password && *cfg->etcd_password) {
+        if (cfg->etcd_password_file && *cfg->etcd_password_file) {
+            abs_path(cfg->etcd_password_file, p, sizeof(p));
+            pwf = p;
+        } else if (!(pwf = pw_file(cfg->etcd_password, err))) {
+            return -1;
+        }
+    }
+    add(b, EC_ENV_ETCD_PASSWORD_FILE, "%s", pwf);
+    /* the proxy etcd is reached through, only when one is given: the
+     * processes have none of the environment's (proxy_vars) */
+    if (cfg->etcd_proxy && *cfg->etcd_proxy)
+        add(b, EC_ENV_ETCD_PROXY, "%s", cfg->etcd_proxy);
+    else
+        drop(b, EC_ENV_ETCD_PROXY);
+    return 0;
+}
+
 int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *ctx,
                  char *const *base, char ***out, ec_error_t *err)
 {
@@ -292,21 +425,8 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
         return ec_errorf(err, EC_EINVAL, "no local rank %d on a node of %d processes", n_id,
                          ctx->nproc);
     envb_t b = {0};
-    for (size_t i = 0; base && base[i]; i++) {
-        if (withheld(base[i]))
-            continue;
-        if (b.n + 2 > b.cap) {
-            size_t nc = b.cap ? b.cap * 2 : 128;
-            char **nv = realloc(b.v, nc * sizeof(char *));
-            if (!nv)
-                goto oom;
-            b.v = nv;
-            b.cap = nc;
-        }
-        if (!(b.v[b.n] = strdup(base[i])))
-            goto oom;
-        b.v[++b.n] = NULL;
-    }
+    if (copy_base(&b, base) < 0)
+        goto oom;
     int N = ep ? ep->nproc : ctx->nproc;
     if (ep) {
         if (add_epoch(&b, ep, m_id, n_id, ctx, err) < 0)
@@ -322,100 +442,11 @@ int ec_env_build(const ec_epoch_t *ep, int m_id, int n_id, const ec_env_ctx_t *c
         if (ec_endpoint_format(ctx->host, ctx->port, cur, sizeof(cur)) > 0)
             add(&b, EC_ENV_PADDLE_CURRENT_ENDPOINT, "%s", cur);
     }
-
-    /* Paddle: this process's place on its node */
-    add(&b, "PADDLE_RANK_IN_NODE", "%d", n_id);
-    add(&b, "PADDLE_LOCAL_SIZE", "%d", N);
-    add(&b, EC_ENV_PADDLE_LOCAL_RANK, "%d", n_id);
-    add(&b, EC_ENV_PADDLE_JOB_ID, "%s", ctx->job_id);
-    add(&b, "PADDLE_LOG_DIR", "%s", ctx->log_dir);
-    add(&b, EC_ENV_POD_NAME, "%s", ctx->node_id);
-    if (n_id < ctx->ngpus) {
-        /* The node's GPUs narrowed to the ones it uses, so an index into
-         * them is the local rank (coord/util/gpus.h); a process's ids
-         * comma-separated (fleet's launch_utils.py). */
-        if (ctx->visible_devices)
-            add(&b, "CUDA_VISIBLE_DEVICES", "%s", ctx->visible_devices);
-        add(&b, EC_ENV_SELECTED_GPUS, "%d", n_id);
-        add(&b, "PADDLE_LOCAL_DEVICE_IDS", "%d", n_id);
-        if (!ec_env_get(base, "PADDLE_DISTRI_BACKEND"))
-            add(&b, "PADDLE_DISTRI_BACKEND", "nccl");
-    } else {
-        add(&b, "PADDLE_DISTRI_BACKEND", "gloo");
-    }
-    /* torchrun */
-    add(&b, EC_ENV_LOCAL_RANK, "%d", n_id);
-    add(&b, "LOCAL_WORLD_SIZE", "%d", N);
-    add(&b, "ROLE_NAME", "%s", ctx->role && *ctx->role ? ctx->role : "default");
-    add(&b, "TORCHELASTIC_RESTART_COUNT", "%d", ctx->restart_count);
-    add(&b, "TORCHELASTIC_MAX_RESTARTS", "%d", ctx->max_restarts);
-    add(&b, "TORCHELASTIC_RUN_ID", "%s", ctx->job_id);
-    /* the program's env:// rendezvous hosts its own store on rank 0 (at
-     * MASTER_PORT): there is no agent store to use, whatever was inherited */
-    add(&b, "TORCHELASTIC_USE_AGENT_STORE", "False");
-    if (ctx->error_file)
-        add(&b, "TORCHELASTIC_ERROR_FILE", "%s", ctx->error_file);
-    /* torchrun's: a NCCL error or timeout tears the process down instead of
-     * leaving it hung in a collective.  torch 2.2 and later read the second
-     * name and warn that the first is deprecated; older ones read only the
-     * first, which is set too when the program's torch is known to be one.
-     * A user who set either keeps exactly theirs. */
-    if (!ec_env_get(base, "NCCL_ASYNC_ERROR_HANDLING") &&
-        !ec_env_get(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) {
-        add(&b, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-        if (ec_env_torch_before(ctx->torch_version, 2, 2))
-            add(&b, "NCCL_ASYNC_ERROR_HANDLING", "1");
-    }
-    /* torchrun's default against N processes each starting a thread per core */
-    if (ec_env_omp_default(N, base))
-        add(&b, "OMP_NUM_THREADS", "1");
-    /* ecoord: what the worker library needs to follow epochs itself */
-    add(&b, EC_ENV_ELASTIC_SERVER, "%s", ctx->elastic_server ? ctx->elastic_server : "");
-    add(&b, EC_ENV_ETCD_PREFIX, "%s", ctx->etcd_prefix ? ctx->etcd_prefix : "");
-    add(&b, EC_ENV_JOB_ID, "%s", ctx->job_id);
-    add(&b, EC_ENV_EPOCH, "%llu", (unsigned long long)(ep ? ep->number : ctx->start_epoch));
-    add(&b, EC_ENV_NODE_ID, "%s", ctx->node_id);
-    if (ctx->incarnation)
-        add(&b, EC_ENV_INCARNATION, "%llu", (unsigned long long)ctx->incarnation);
-    add(&b, EC_ENV_LEASE, "%llx", ctx->lease);
-    if (ctx->lease_ttl_ms > 0) {
-        add(&b, EC_ENV_LEASE_TTL_MS, "%lld", ctx->lease_ttl_ms);
-        add(&b, EC_ENV_LEASE_MARGIN_MS, "%lld", ctx->lease_margin_ms);
-    }
-    add(&b, EC_ENV_REBUILD, "%s", ctx->rebuild ? ctx->rebuild : "restart");
-    if (ctx->progress_file)
-        add(&b, EC_ENV_PROGRESS_FILE, "%s", ctx->progress_file);
-    /* etcd's TLS and authentication, as the agent connects */
-    const ec_config_t *cfg = ctx->etcd ? ctx->etcd : ec_connect_config();
-    if (cfg) {
-        const char *files[][2] = {{EC_ENV_ETCD_CACERT, cfg->etcd_cacert},
-                                  {EC_ENV_ETCD_CERT, cfg->etcd_cert},
-                                  {EC_ENV_ETCD_KEY, cfg->etcd_key}};
-        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-            char p[PATH_MAX] = "";
-            if (files[i][1] && *files[i][1])
-                abs_path(files[i][1], p, sizeof(p));
-            add(&b, files[i][0], "%s", p);
-        }
-        add(&b, EC_ENV_ETCD_USER, "%s", cfg->etcd_user ? cfg->etcd_user : "");
-        const char *pwf = "";
-        char p[PATH_MAX];
-        if (cfg->etcd_user && *cfg->etcd_user && cfg->etcd_password && *cfg->etcd_password) {
-            if (cfg->etcd_password_file && *cfg->etcd_password_file) {
-                abs_path(cfg->etcd_password_file, p, sizeof(p));
-                pwf = p;
-            } else if (!(pwf = pw_file(cfg->etcd_password, err))) {
-                goto fail;
-            }
-        }
-        add(&b, EC_ENV_ETCD_PASSWORD_FILE, "%s", pwf);
-        /* the proxy etcd is reached through, only when one is given: the
-         * processes have none of the environment's (proxy_vars) */
-        if (cfg->etcd_proxy && *cfg->etcd_proxy)
-            add(&b, EC_ENV_ETCD_PROXY, "%s", cfg->etcd_proxy);
-        else
-            drop(&b, EC_ENV_ETCD_PROXY);
-    }
+    add_node_place(&b, n_id, N, ctx, base);
+    add_torchrun(&b, n_id, N, ctx, base);
+    add_ecoord(&b, ep, ctx);
+    if (add_etcd_auth(&b, ctx, err) < 0)
+        goto fail;
     if (b.oom)
         goto oom;
     *out = b.v;

@@ -1258,59 +1258,153 @@ static void on_progress(const char *node_id, const ec_node_progress_t *p, void *
         ec_metrics_progress(a->metrics, node_id, p);
 }
 
-static int run(agent_t *a)
+/* Sleep until a signal, the processes' output or wait_ms; then move what
+ * the processes wrote to their logs and the console. */
+static void await_wake(agent_t *a, int64_t wait_ms)
+{
+    struct pollfd pf[2] = {{a->pipefd[0], POLLIN, 0}, {ec_procs_out_fd(a->procs), POLLIN, 0}};
+    int n = poll(pf, pf[1].fd >= 0 ? 2 : 1, (int)wait_ms);
+    if (n > 0 && (pf[0].revents & POLLIN)) {
+        char buf[64];
+        while (read(a->pipefd[0], buf, sizeof(buf)) > 0)
+            ;
+    }
+    ec_procs_pump(a->procs);
+}
+
+/* A stop signal: the first stops the processes (up to --grace_period) and
+ * leaves the job, a second kills them at once and leaves the lease to
+ * expire.  The exit code, or -1 without one. */
+static int on_stop_signal(agent_t *a)
 {
     const ec_config_t *cfg = a->cfg;
     ec_error_t err = {0};
+    if (!sig_term)
+        return -1;
+    int s = sig_last;
+    if (!sig_kill_now) {
+        ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes (up to "
+                            "--grace_period=%.3gs), leaving the job; send it again to "
+                            "kill them at once",
+               cfg->node_id, strsignal(s), (double)cfg->grace_period_ms / 1000.0);
+        ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
+        stop_all(a, cfg->grace_period_ms); /* cut short by a second */
+    }
+    if (sig_kill_now) {
+        ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now and exiting "
+                            "without leaving the job (the others re-form when its lease "
+                            "expires)",
+               cfg->node_id, strsignal(sig_last));
+        ec_procs_kill_all(a->procs);
+        set_outcome(a, "stopped by a second %s: processes killed, the lease left to "
+                    "expire", strsignal(s));
+        return 128 + s;
+    }
+    ec_node_leave(a->node, &err);
+    set_outcome(a, "stopped by %s: this node left the job gracefully", strsignal(s));
+    return 128 + s;
+}
+
+/* --join_timeout: the job never formed (no epoch at all).  1 (the node
+ * left), or -1. */
+static int check_join_timeout(agent_t *a)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
+    if (cfg->join_timeout_ms <= 0 || a->epochs_seen != 0 ||
+        ec_mono_ms() - a->start_ms < cfg->join_timeout_ms)
+        return -1;
+    char t[32];
+    snprintf(t, sizeof(t), "%.3g", (double)cfg->join_timeout_ms / 1000.0);
+    ec_log(EC_LOG_ERROR, "-node %s: job %s did not form within --join_timeout=%s: it "
+                         "needs at least %d nodes registered under the same --job_id "
+                         "and --elastic_server; `ecoord status --job_id=%s` shows who "
+                         "did. Leaving (exit 1)",
+           cfg->node_id, cfg->job_id, t, cfg->np.min, cfg->job_id);
+    ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
+    ec_node_leave(a->node, &err);
+    set_outcome(a, "the job did not form within --join_timeout=%ss", t);
+    return 1;
+}
+
+/* The job completed, failed, or this node's run was marked interrupted:
+ * stop the processes, say so, leave.  The exit code. */
+static int on_job_ended(agent_t *a, ec_job_state_t js, const char *why)
+{
+    const ec_config_t *cfg = a->cfg;
+    ec_error_t err = {0};
+    stop_all(a, cfg->grace_period_ms);
+    double wall = (double)(ec_mono_ms() - a->start_ms) / 1000.0;
+    if (js == EC_JOB_COMPLETED)
+        ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
+                            "this node, %.1f s", cfg->job_id, a->epochs_seen, a->restarts, wall);
+    else if (js == EC_JOB_INTERRUPTED)
+        /* A later launch found no agent of our run alive: this node
+         * was cut from etcd past its lease meanwhile. */
+        ec_log(EC_LOG_ERROR, "job %s: this node's run was marked interrupted (%s); "
+                             "the job goes on as a new run: start this node again to "
+                             "join it", cfg->job_id, why ? why : "no reason given");
+    else
+        ec_log(EC_LOG_ERROR, "job %s failed: %s", cfg->job_id, why ? why : "no reason given");
+    if (js == EC_JOB_COMPLETED)
+        set_outcome(a, "the job completed: every process of every member exited 0 "
+                    "(%.1f s, %" PRIu64 " epochs, %d restarts on this node)", wall,
+                    a->epochs_seen, a->restarts);
+    else if (js == EC_JOB_INTERRUPTED)
+        set_outcome(a, "this node's run was marked interrupted: %s", why ? why : "?");
+    else
+        set_outcome(a, "the job failed: %s", why ? why : "no reason given");
+    ec_node_leave(a->node, &err);
+    return js == EC_JOB_COMPLETED ? 0 : 1;
+}
+
+/* A local rank's failure folded into a membership change and no new epoch
+ * came within FOLD_WAIT_MS: the peer answered the leader after all, so the
+ * failure is this node's own.  An exit code, or -1 to go on. */
+static int check_fold_timeout(agent_t *a)
+{
+    if (!a->fold_until || ec_mono_ms() < a->fold_until)
+        return -1;
+    ec_log(EC_LOG_WARN, "no new epoch within %d ms of the failure of local rank %d "
+                        "folded into a membership change: counting it as this node's",
+           FOLD_WAIT_MS, a->fold_rank);
+    a->fold_until = 0;
+    /* in place: the other folded ranks start with this one */
+    uint64_t others = a->fold_ranks & ~(1ULL << (a->fold_rank % 64));
+    a->fold_ranks = 0;
+    int rc = count_restart(a, a->fold_rank);
+    if (rc >= 0)
+        return rc;
+    start_folded(a, others);
+    return -1;
+}
+
+/* A new epoch: apply it, then start the ranks whose failures waited for
+ * it.  An exit code, or -1 to go on. */
+static int on_new_epoch(agent_t *a, ec_epoch_t *ep)
+{
+    a->fold_until = 0; /* the epoch a folded failure waited for */
+    uint64_t folded = a->fold_ranks;
+    a->fold_ranks = 0;
+    int64_t t0 = ec_mono_ms();
+    int rc = apply_epoch(a, ep);
+    ec_metrics_epoch(a->metrics, a->epoch, a->m_id, ec_mono_ms() - t0);
+    if (rc >= 0)
+        return rc;
+    start_folded(a, folded);
+    return -1;
+}
+
+static int run(agent_t *a)
+{
     int64_t wait_ms = 200;
     for (;;) {
-        struct pollfd pf[2] = {{a->pipefd[0], POLLIN, 0}, {ec_procs_out_fd(a->procs), POLLIN, 0}};
-        int n = poll(pf, pf[1].fd >= 0 ? 2 : 1, (int)wait_ms);
-        if (n > 0 && (pf[0].revents & POLLIN)) {
-            char buf[64];
-            while (read(a->pipefd[0], buf, sizeof(buf)) > 0)
-                ;
-        }
-        ec_procs_pump(a->procs);
-        if (sig_term) {
-            int s = sig_last;
-            if (!sig_kill_now) {
-                ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes (up to "
-                                    "--grace_period=%.3gs), leaving the job; send it again to "
-                                    "kill them at once",
-                       cfg->node_id, strsignal(s), (double)cfg->grace_period_ms / 1000.0);
-                ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
-                stop_all(a, cfg->grace_period_ms); /* cut short by a second */
-            }
-            if (sig_kill_now) {
-                ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now and exiting "
-                                    "without leaving the job (the others re-form when its lease "
-                                    "expires)",
-                       cfg->node_id, strsignal(sig_last));
-                ec_procs_kill_all(a->procs);
-                set_outcome(a, "stopped by a second %s: processes killed, the lease left to "
-                            "expire", strsignal(s));
-                return 128 + s;
-            }
-            ec_node_leave(a->node, &err);
-            set_outcome(a, "stopped by %s: this node left the job gracefully", strsignal(s));
-            return 128 + s;
-        }
-        /* --join_timeout: the job never formed (no epoch at all) */
-        if (cfg->join_timeout_ms > 0 && a->epochs_seen == 0 &&
-            ec_mono_ms() - a->start_ms >= cfg->join_timeout_ms) {
-            char t[32];
-            snprintf(t, sizeof(t), "%.3g", (double)cfg->join_timeout_ms / 1000.0);
-            ec_log(EC_LOG_ERROR, "-node %s: job %s did not form within --join_timeout=%s: it "
-                                 "needs at least %d nodes registered under the same --job_id "
-                                 "and --elastic_server; `ecoord status --job_id=%s` shows who "
-                                 "did. Leaving (exit 1)",
-                   cfg->node_id, cfg->job_id, t, cfg->np.min, cfg->job_id);
-            ec_metrics_state(a->metrics, EC_MSTATE_FAILED);
-            ec_node_leave(a->node, &err);
-            set_outcome(a, "the job did not form within --join_timeout=%ss", t);
-            return 1;
-        }
+        await_wake(a, wait_ms);
+        int rc = on_stop_signal(a);
+        if (rc < 0)
+            rc = check_join_timeout(a);
+        if (rc >= 0)
+            return rc;
         /* The fence before the reap: an agent thawed after a freeze fences
          * (its lease is unconfirmed) and so does not count the ranks its
          * janitor killed meanwhile as failures. */
@@ -1326,7 +1420,7 @@ static int run(agent_t *a)
             wait_ms = bw;
         int r, st;
         while (ec_procs_reap(a->procs, &r, &st)) {
-            int rc = on_child_exit(a, r, st);
+            rc = on_child_exit(a, r, st);
             if (rc >= 0)
                 return rc;
         }
@@ -1338,57 +1432,15 @@ static int run(agent_t *a)
         pthread_mutex_unlock(&a->lock);
         if (ec_job_state_ended(js)) {
             ec_epoch_free(ep);
-            stop_all(a, cfg->grace_period_ms);
-            double wall = (double)(ec_mono_ms() - a->start_ms) / 1000.0;
-            if (js == EC_JOB_COMPLETED)
-                ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
-                                    "this node, %.1f s", cfg->job_id, a->epochs_seen, a->restarts, wall);
-            else if (js == EC_JOB_INTERRUPTED)
-                /* A later launch found no agent of our run alive: this node
-                 * was cut from etcd past its lease meanwhile. */
-                ec_log(EC_LOG_ERROR, "job %s: this node's run was marked interrupted (%s); "
-                                     "the job goes on as a new run: start this node again to "
-                                     "join it", cfg->job_id, why ? why : "no reason given");
-            else
-                ec_log(EC_LOG_ERROR, "job %s failed: %s", cfg->job_id, why ? why : "no reason given");
-            if (js == EC_JOB_COMPLETED)
-                set_outcome(a, "the job completed: every process of every member exited 0 "
-                            "(%.1f s, %" PRIu64 " epochs, %d restarts on this node)", wall,
-                            a->epochs_seen, a->restarts);
-            else if (js == EC_JOB_INTERRUPTED)
-                set_outcome(a, "this node's run was marked interrupted: %s", why ? why : "?");
-            else
-                set_outcome(a, "the job failed: %s", why ? why : "no reason given");
+            rc = on_job_ended(a, js, why);
             free(why);
-            ec_node_leave(a->node, &err);
-            return js == EC_JOB_COMPLETED ? 0 : 1;
+            return rc;
         }
         free(why);
-        if (!ep && a->fold_until && ec_mono_ms() >= a->fold_until) {
-            /* the peer answered the leader after all: our own failure */
-            ec_log(EC_LOG_WARN, "no new epoch within %d ms of the failure of local rank %d "
-                                "folded into a membership change: counting it as this node's",
-                   FOLD_WAIT_MS, a->fold_rank);
-            a->fold_until = 0;
-            /* in place: the other folded ranks start with this one */
-            uint64_t others = a->fold_ranks & ~(1ULL << (a->fold_rank % 64));
-            a->fold_ranks = 0;
-            int rc = count_restart(a, a->fold_rank);
-            if (rc >= 0)
-                return rc;
-            start_folded(a, others);
-        }
-        if (ep) {
-            a->fold_until = 0; /* the epoch a folded failure waited for */
-            uint64_t folded = a->fold_ranks;
-            a->fold_ranks = 0;
-            int64_t t0 = ec_mono_ms();
-            int rc = apply_epoch(a, ep);
-            ec_metrics_epoch(a->metrics, a->epoch, a->m_id, ec_mono_ms() - t0);
-            if (rc >= 0)
-                return rc;
-            start_folded(a, folded);
-        }
+        if (!ep && (rc = check_fold_timeout(a)) >= 0)
+            return rc;
+        if (ep && (rc = on_new_epoch(a, ep)) >= 0)
+            return rc;
         int brc = barrier_tick(a, &wait_ms);
         if (brc >= 0)
             return brc;

@@ -714,23 +714,28 @@ static int open_file(ec_procs_t *p, int r, int si, int attempt)
     return fd;
 }
 
-int ec_procs_start(ec_procs_t *p, int r, int attempt, char *const *envp, const char *marker,
-                   ec_error_t *err)
+/* Close what is left of a start that failed: the pipes' ends still open
+ * (-1: closed) and the rank's log files. */
+static void start_undo(ec_procs_t *p, rank_t *k, int pipes[2][2])
 {
-    rank_t *k = &p->r[r];
-    bool torch = p->style == EC_PROCS_TORCHRUN;
-    /* what an earlier run of this rank left: its pipes go with it (a
-     * descendant still writing to them gets EPIPE) */
     for (int si = 0; si < 2; si++) {
-        drain(p, r, si, 1u << 20);
+        for (int end = 0; end < 2; end++)
+            if (pipes[si][end] >= 0)
+                close(pipes[si][end]);
         stream_close(p, &k->s[si]);
     }
+}
+
+/* The rank's log files and output pipes (piped: through us), the marker
+ * written first, and the pipe the child reports a failed exec on.  0, or an
+ * error with everything closed again. */
+static int start_streams(ec_procs_t *p, int r, int attempt, const char *marker, bool piped,
+                         int pipes[2][2], int errp[2], ec_error_t *err)
+{
+    rank_t *k = &p->r[r];
     int nstreams = k->plan.merged ? 1 : 2;
-    int pipes[2][2] = {{-1, -1}, {-1, -1}}, direct = -1, errp[2] = {-1, -1};
     ec_stream_plan_t *sp[2] = {&k->plan.out, &k->plan.err};
     int e = 0, rc = 0;
-    /* Paddle's ranks but 0: straight into the file, nothing through us */
-    bool piped = torch || sp[0]->con != EC_CON_NONE;
     for (int si = 0; si < nstreams && !e; si++) {
         if (sp[si]->file && (k->s[si].file = open_file(p, r, si, attempt)) < 0) {
             e = errno;
@@ -743,10 +748,8 @@ int ec_procs_start(ec_procs_t *p, int r, int attempt, char *const *envp, const c
             rc = ec_errorf(err, EC_ESYS, "pipe: %s", strerror(e));
         }
     }
-    if (!e && !piped)
-        direct = k->s[0].file;
     if (!e && marker) {
-        if (torch)
+        if (p->style == EC_PROCS_TORCHRUN)
             ring_put(k, marker, strlen(marker)); /* torchrun's files hold the program's output */
         else if (k->s[0].file >= 0) {
             ssize_t w = write(k->s[0].file, marker, strlen(marker));
@@ -757,18 +760,77 @@ int ec_procs_start(ec_procs_t *p, int r, int attempt, char *const *envp, const c
         e = errno;
         rc = ec_errorf(err, EC_ESYS, "pipe: %s", strerror(e));
     }
-    if (e) {
-        for (int si = 0; si < 2; si++) {
-            if (pipes[si][0] >= 0) {
-                close(pipes[si][0]);
-                close(pipes[si][1]);
-            }
-            stream_close(p, &k->s[si]);
+    if (e)
+        start_undo(p, k, pipes);
+    return rc;
+}
+
+/* EOF: exec succeeded (the pipe is close-on-exec); an errno: it failed.
+ * A program on a hung filesystem may take long to exec: past the
+ * deadline it counts as started, and a failure shows as its exit. */
+static int await_exec(int fd)
+{
+    int child_errno = 0;
+    struct pollfd pf = {fd, POLLIN, 0};
+    int64_t deadline = ec_mono_ms() + 10000;
+    for (;;) {
+        int n = poll(&pf, 1, (int)(deadline - ec_mono_ms() > 0 ? deadline - ec_mono_ms() : 0));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n > 0) {
+            ssize_t got;
+            do
+                got = read(fd, &child_errno, sizeof(child_errno));
+            while (got < 0 && errno == EINTR);
+            if (got != (ssize_t)sizeof(child_errno))
+                child_errno = 0;
         }
-        return rc;
+        break;
     }
-    int child_out = direct >= 0 ? direct : pipes[0][1];
-    int child_err = nstreams == 2 ? pipes[1][1] : child_out;
+    return child_errno;
+}
+
+/* The started rank's output: each pipe read without blocking and watched
+ * with epoll, its lines queued for the console. */
+static void watch_streams(ec_procs_t *p, int r, int pipes[2][2])
+{
+    rank_t *k = &p->r[r];
+    int nstreams = k->plan.merged ? 1 : 2;
+    ec_stream_plan_t *sp[2] = {&k->plan.out, &k->plan.err};
+    for (int si = 0; si < 2; si++) {
+        stream_t *st = &k->s[si];
+        st->con = si < nstreams ? sp[si]->con : EC_CON_NONE;
+        st->q = p->style == EC_PROCS_TORCHRUN && si == 1 && p->err_q ? p->err_q : p->console;
+        st->bol = true;
+        if (pipes[si][0] < 0)
+            continue;
+        st->fd = pipes[si][0];
+        fcntl(st->fd, F_SETFL, O_NONBLOCK);
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)(r * 2 + si)};
+        if (p->ep >= 0 && epoll_ctl(p->ep, EPOLL_CTL_ADD, st->fd, &ev) < 0)
+            ec_log(EC_LOG_WARN, "cannot watch local rank %d's output (%s): it is read only when "
+                                "the rank exits", r, strerror(errno));
+    }
+}
+
+int ec_procs_start(ec_procs_t *p, int r, int attempt, char *const *envp, const char *marker,
+                   ec_error_t *err)
+{
+    rank_t *k = &p->r[r];
+    /* what an earlier run of this rank left: its pipes go with it (a
+     * descendant still writing to them gets EPIPE) */
+    for (int si = 0; si < 2; si++) {
+        drain(p, r, si, 1u << 20);
+        stream_close(p, &k->s[si]);
+    }
+    int pipes[2][2] = {{-1, -1}, {-1, -1}}, errp[2] = {-1, -1};
+    /* Paddle's ranks but 0: straight into the file, nothing through us */
+    bool piped = p->style == EC_PROCS_TORCHRUN || k->plan.out.con != EC_CON_NONE;
+    int rc = start_streams(p, r, attempt, marker, piped, pipes, errp, err);
+    if (rc)
+        return rc;
+    int child_out = piped ? pipes[0][1] : k->s[0].file;
+    int child_err = !k->plan.merged ? pipes[1][1] : child_out;
     /* No signal handler of ours may run in the child before it resets them. */
     sigset_t saved;
     ec_child_fork_begin(&saved);
@@ -780,72 +842,34 @@ int ec_procs_start(ec_procs_t *p, int r, int attempt, char *const *envp, const c
     ec_child_fork_end(&saved);
     close(errp[1]);
     for (int si = 0; si < 2; si++)
-        if (pipes[si][1] >= 0)
+        if (pipes[si][1] >= 0) {
             close(pipes[si][1]);
+            pipes[si][1] = -1;
+        }
     if (pid < 0) {
         close(errp[0]);
-        for (int si = 0; si < 2; si++) {
-            if (pipes[si][0] >= 0)
-                close(pipes[si][0]);
-            stream_close(p, &k->s[si]);
-        }
+        start_undo(p, k, pipes);
         return ec_errorf(err, EC_ESYS, "fork: %s", strerror(fork_errno));
     }
     setpgid(pid, pid);
     /* Announced at once, while the child is unreaped: were the agent killed
      * now, what the program starts would otherwise be missed. */
     ec_janitor_group(p->jan, pid);
-    /* EOF: exec succeeded (the pipe is close-on-exec); an errno: it failed.
-     * A program on a hung filesystem may take long to exec: past the
-     * deadline it counts as started, and a failure shows as its exit. */
-    int child_errno = 0;
-    struct pollfd pf = {errp[0], POLLIN, 0};
-    int64_t deadline = ec_mono_ms() + 10000;
-    for (;;) {
-        int n = poll(&pf, 1, (int)(deadline - ec_mono_ms() > 0 ? deadline - ec_mono_ms() : 0));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n > 0) {
-            ssize_t got;
-            do
-                got = read(errp[0], &child_errno, sizeof(child_errno));
-            while (got < 0 && errno == EINTR);
-            if (got != (ssize_t)sizeof(child_errno))
-                child_errno = 0;
-        }
-        break;
-    }
+    int child_errno = await_exec(errp[0]);
     close(errp[0]);
     if (child_errno) {
         if (!reap_within(pid, NULL, EC_PROCS_KILL_WAIT_MS))
             kill(pid, SIGKILL); /* left to ec_procs_reap as an orphan */
         else
             group_reaped(p, pid);
-        for (int si = 0; si < 2; si++) {
-            if (pipes[si][0] >= 0)
-                close(pipes[si][0]);
-            stream_close(p, &k->s[si]);
-        }
+        start_undo(p, k, pipes);
         return ec_errorf(err, EC_ESYS,
                          "cannot run '%s': %s (check the program after '--': that it exists on "
                          "this node, is in PATH or given with its path, and is executable)",
                          p->argv[0], strerror(child_errno));
     }
     k->pid = pid;
-    for (int si = 0; si < 2; si++) {
-        stream_t *st = &k->s[si];
-        st->con = si < nstreams ? sp[si]->con : EC_CON_NONE;
-        st->q = torch && si == 1 && p->err_q ? p->err_q : p->console;
-        st->bol = true;
-        if (pipes[si][0] < 0)
-            continue;
-        st->fd = pipes[si][0];
-        fcntl(st->fd, F_SETFL, O_NONBLOCK);
-        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)(r * 2 + si)};
-        if (p->ep >= 0 && epoll_ctl(p->ep, EPOLL_CTL_ADD, st->fd, &ev) < 0)
-            ec_log(EC_LOG_WARN, "cannot watch local rank %d's output (%s): it is read only when "
-                                "the rank exits", r, strerror(errno));
-    }
+    watch_streams(p, r, pipes);
     if (!piped) {
         close(k->s[0].file); /* the child has it */
         k->s[0].file = -1;

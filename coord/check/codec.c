@@ -142,166 +142,223 @@ static int count_ok(const vctx_t *v, const char *field, size_t n, size_t max)
 
 /* ---- facts -------------------------------------------------------------- */
 
+/* The arrays an encoded message points into, with their lengths (each
+ * allocated one longer, so that none is NULL); freed together. */
+typedef struct {
+    size_t nports, nflag, nif, ngpu, np2p, nenv, nprobe;
+    uint32_t *ports, *flag;
+    Ecoord__CheckIface *ifs, **ifp;
+    Ecoord__CheckGpu *gpus, **gpup;
+    Ecoord__CheckP2p *p2p, **p2pp;
+    Ecoord__CheckEnv *env, **envp;
+    Ecoord__CheckProbe *pr, **prp;
+} facts_pb_t;
+
+static size_t count_of(int n)
+{
+    return n > 0 ? (size_t)n : 0;
+}
+
+static void facts_pb_free(facts_pb_t *a)
+{
+    free(a->ports);
+    free(a->flag);
+    free(a->ifs);
+    free(a->ifp);
+    free(a->gpus);
+    free(a->gpup);
+    free(a->p2p);
+    free(a->p2pp);
+    free(a->env);
+    free(a->envp);
+    free(a->pr);
+    free(a->prp);
+}
+
+/* 0, or -1 when out of memory; the caller frees with facts_pb_free either way. */
+static int facts_pb_alloc(facts_pb_t *a, const ec_check_facts_t *f)
+{
+    a->nports = count_of(f->nports);
+    a->nflag = count_of(f->ngpus_flag);
+    a->nif = count_of(f->nifaces);
+    a->ngpu = count_of(f->ngpus);
+    a->np2p = count_of(f->np2p);
+    a->nenv = count_of(f->nenv);
+    a->nprobe = count_of(f->nprobes);
+    a->ports = calloc(a->nports + 1, sizeof(*a->ports));
+    a->flag = calloc(a->nflag + 1, sizeof(*a->flag));
+    a->ifs = calloc(a->nif + 1, sizeof(*a->ifs));
+    a->ifp = calloc(a->nif + 1, sizeof(*a->ifp));
+    a->gpus = calloc(a->ngpu + 1, sizeof(*a->gpus));
+    a->gpup = calloc(a->ngpu + 1, sizeof(*a->gpup));
+    a->p2p = calloc(a->np2p + 1, sizeof(*a->p2p));
+    a->p2pp = calloc(a->np2p + 1, sizeof(*a->p2pp));
+    a->env = calloc(a->nenv + 1, sizeof(*a->env));
+    a->envp = calloc(a->nenv + 1, sizeof(*a->envp));
+    a->pr = calloc(a->nprobe + 1, sizeof(*a->pr));
+    a->prp = calloc(a->nprobe + 1, sizeof(*a->prp));
+    return a->ports && a->flag && a->ifs && a->ifp && a->gpus && a->gpup && a->p2p && a->p2pp &&
+                   a->env && a->envp && a->pr && a->prp
+               ? 0
+               : -1;
+}
+
+/* The single-valued fields: identity, etcd, address, GPU driver and
+ * libraries, memory, the collective's outcome. */
+static void scalars_to_pb(const ec_check_facts_t *f, Ecoord__CheckFacts *m)
+{
+    m->version = EC_CHECK_FACTS_VERSION;
+    m->phase = f->phase > 0 ? (uint32_t)f->phase : 0;
+    m->node_id = PB_STR(f->node_id);
+    m->nonce = PB_STR(f->nonce);
+    m->hostname = PB_STR(f->hostname);
+    m->boot_id = PB_STR(f->boot_id);
+    m->host_id = PB_STR(f->host_id);
+    m->pid = f->pid;
+    m->pidns = PB_STR(f->pidns);
+    m->wall_ms = f->wall_ms;
+    m->etcd = PB_STR(f->etcd);
+    m->etcd_version = PB_STR(f->etcd_version);
+    m->etcd_rtt_us = f->etcd_rtt_us;
+    m->etcd_rtt_max_us = f->etcd_rtt_max_us;
+    m->host = PB_STR(f->host);
+    m->host_given = f->host_given != 0;
+    m->ifname = PB_STR(f->ifname);
+    m->ports_err = PB_STR(f->ports_err);
+    m->hostname_addr = PB_STR(f->hostname_addr);
+    m->nproc = f->nproc > 0 ? (uint32_t)f->nproc : 0;
+    m->cvd_set = f->cvd_set != 0;
+    m->cvd = PB_STR(f->cvd);
+    m->cvd_count = f->cvd_count;
+    m->driver = f->driver != 0;
+    m->driver_why = PB_STR(f->driver_why);
+    m->driver_version = PB_STR(f->driver_version);
+    m->cuda_driver_version = f->cuda_driver_version;
+    m->visible = f->visible;
+    m->cudart_version = f->cudart_version;
+    m->cudart_path = PB_STR(f->cudart_path);
+    m->nccl_version = f->nccl_version;
+    m->nccl_path = PB_STR(f->nccl_path);
+    m->shm_path = PB_STR(f->shm_path);
+    m->shm_bytes = f->shm_bytes;
+    m->shm_free = f->shm_free;
+    m->shm_err = PB_STR(f->shm_err);
+    m->memlock_cur = f->memlock_cur;
+    m->nib = f->nib;
+    m->coll_prog = f->coll_prog != 0;
+    m->coll = (Ecoord__CheckColl)f->coll;
+    m->coll_why = PB_STR(f->coll_why);
+    m->coll_backend = PB_STR(f->coll_backend);
+    m->coll_ranks = f->coll_ranks;
+    m->coll_bytes = f->coll_bytes;
+    m->coll_seconds = f->coll_seconds;
+    m->coll_busbw_gbps = f->coll_busbw_gbps;
+}
+
+/* The reserved ports and the interfaces. */
+static void net_lists_to_pb(const ec_check_facts_t *f, Ecoord__CheckFacts *m, facts_pb_t *a)
+{
+    for (size_t i = 0; i < a->nports; i++)
+        a->ports[i] = f->ports[i] > 0 ? (uint32_t)f->ports[i] : 0;
+    m->n_ports = a->nports;
+    m->ports = a->ports;
+    for (size_t i = 0; i < a->nif; i++) {
+        ecoord__check_iface__init(&a->ifs[i]);
+        a->ifs[i].name = PB_STR(f->ifaces[i].name);
+        a->ifs[i].addr = PB_STR(f->ifaces[i].addr);
+        a->ifs[i].up = f->ifaces[i].up != 0;
+        a->ifp[i] = &a->ifs[i];
+    }
+    m->n_ifaces = a->nif;
+    m->ifaces = a->ifp;
+}
+
+/* --gpus, each rank's GPU and the peer-to-peer pairs. */
+static void gpu_lists_to_pb(const ec_check_facts_t *f, Ecoord__CheckFacts *m, facts_pb_t *a)
+{
+    for (size_t i = 0; i < a->nflag; i++)
+        a->flag[i] = f->gpus_flag[i] > 0 ? (uint32_t)f->gpus_flag[i] : 0;
+    m->n_gpus_flag = a->nflag;
+    m->gpus_flag = a->flag;
+    for (size_t i = 0; i < a->ngpu; i++) {
+        const ec_check_gpu_t *g = &f->gpus[i];
+        Ecoord__CheckGpu *e = &a->gpus[i];
+        ecoord__check_gpu__init(e);
+        e->rank = g->rank > 0 ? (uint32_t)g->rank : 0;
+        e->ordinal = g->ordinal;
+        e->physical = g->physical;
+        e->bus_id = PB_STR(g->bus_id);
+        e->name = PB_STR(g->name);
+        e->nprocs = g->nprocs > 0 ? (uint32_t)g->nprocs : 0;
+        e->procs = PB_STR(g->procs);
+        e->mem_used_mib = g->mem_used_mib;
+        e->mem_total_mib = g->mem_total_mib;
+        a->gpup[i] = e;
+    }
+    m->n_gpus = a->ngpu;
+    m->gpus = a->gpup;
+    for (size_t i = 0; i < a->np2p; i++) {
+        ecoord__check_p2p__init(&a->p2p[i]);
+        a->p2p[i].a = f->p2p[i].a > 0 ? (uint32_t)f->p2p[i].a : 0;
+        a->p2p[i].b = f->p2p[i].b > 0 ? (uint32_t)f->p2p[i].b : 0;
+        a->p2p[i].ok = f->p2p[i].ok != 0;
+        a->p2p[i].status = PB_STR(f->p2p[i].status);
+        a->p2pp[i] = &a->p2p[i];
+    }
+    m->n_p2p = a->np2p;
+    m->p2p = a->p2pp;
+}
+
+/* The environment kept and the probes of the peers. */
+static void env_probes_to_pb(const ec_check_facts_t *f, Ecoord__CheckFacts *m, facts_pb_t *a)
+{
+    for (size_t i = 0; i < a->nenv; i++) {
+        ecoord__check_env__init(&a->env[i]);
+        a->env[i].name = PB_STR(f->env[i].name ? f->env[i].name : "");
+        a->env[i].value = PB_STR(f->env[i].value ? f->env[i].value : "");
+        a->envp[i] = &a->env[i];
+    }
+    m->n_env = a->nenv;
+    m->env = a->envp;
+    for (size_t i = 0; i < a->nprobe; i++) {
+        const ec_check_probe_t *p = &f->probes[i];
+        Ecoord__CheckProbe *e = &a->pr[i];
+        ecoord__check_probe__init(e);
+        e->peer = PB_STR(p->peer);
+        e->nonce = PB_STR(p->nonce);
+        e->addr = PB_STR(p->addr);
+        e->port = p->port > 0 ? (uint32_t)p->port : 0;
+        e->ok = p->ok != 0;
+        e->why = PB_STR(p->why);
+        e->rtt_us = p->rtt_us;
+        e->offset_us = p->offset_us;
+        a->prp[i] = e;
+    }
+    m->n_probes = a->nprobe;
+    m->probes = a->prp;
+}
+
 int ec_check_facts_encode(const ec_check_facts_t *f, void **buf, size_t *len, ec_error_t *err)
 {
     vctx_t v = {err, "check facts", NULL};
     Ecoord__CheckFacts m = ECOORD__CHECK_FACTS__INIT;
-    int rc = EC_ENOMEM;
-    size_t nports = f->nports > 0 ? (size_t)f->nports : 0;
-    size_t nflag = f->ngpus_flag > 0 ? (size_t)f->ngpus_flag : 0;
-    size_t nif = f->nifaces > 0 ? (size_t)f->nifaces : 0;
-    size_t ngpu = f->ngpus > 0 ? (size_t)f->ngpus : 0;
-    size_t np2p = f->np2p > 0 ? (size_t)f->np2p : 0;
-    size_t nenv = f->nenv > 0 ? (size_t)f->nenv : 0;
-    size_t nprobe = f->nprobes > 0 ? (size_t)f->nprobes : 0;
-    uint32_t *ports = calloc(nports + 1, sizeof(*ports));
-    uint32_t *flag = calloc(nflag + 1, sizeof(*flag));
-    Ecoord__CheckIface *ifs = calloc(nif + 1, sizeof(*ifs));
-    Ecoord__CheckIface **ifp = calloc(nif + 1, sizeof(*ifp));
-    Ecoord__CheckGpu *gpus = calloc(ngpu + 1, sizeof(*gpus));
-    Ecoord__CheckGpu **gpup = calloc(ngpu + 1, sizeof(*gpup));
-    Ecoord__CheckP2p *p2p = calloc(np2p + 1, sizeof(*p2p));
-    Ecoord__CheckP2p **p2pp = calloc(np2p + 1, sizeof(*p2pp));
-    Ecoord__CheckEnv *env = calloc(nenv + 1, sizeof(*env));
-    Ecoord__CheckEnv **envp = calloc(nenv + 1, sizeof(*envp));
-    Ecoord__CheckProbe *pr = calloc(nprobe + 1, sizeof(*pr));
-    Ecoord__CheckProbe **prp = calloc(nprobe + 1, sizeof(*prp));
-    if (!ports || !flag || !ifs || !ifp || !gpus || !gpup || !p2p || !p2pp || !env || !envp ||
-        !pr || !prp) {
+    facts_pb_t a = {0};
+    int rc;
+    if (facts_pb_alloc(&a, f) < 0) {
         rc = enomem(&v, "encoding");
-        goto out;
+    } else {
+        scalars_to_pb(f, &m);
+        net_lists_to_pb(f, &m, &a);
+        gpu_lists_to_pb(f, &m, &a);
+        env_probes_to_pb(f, &m, &a);
+        rc = pack(&m.base, &v, buf, len);
     }
-    m.version = EC_CHECK_FACTS_VERSION;
-    m.phase = f->phase > 0 ? (uint32_t)f->phase : 0;
-    m.node_id = PB_STR(f->node_id);
-    m.nonce = PB_STR(f->nonce);
-    m.hostname = PB_STR(f->hostname);
-    m.boot_id = PB_STR(f->boot_id);
-    m.host_id = PB_STR(f->host_id);
-    m.pid = f->pid;
-    m.pidns = PB_STR(f->pidns);
-    m.wall_ms = f->wall_ms;
-    m.etcd = PB_STR(f->etcd);
-    m.etcd_version = PB_STR(f->etcd_version);
-    m.etcd_rtt_us = f->etcd_rtt_us;
-    m.etcd_rtt_max_us = f->etcd_rtt_max_us;
-    m.host = PB_STR(f->host);
-    m.host_given = f->host_given != 0;
-    m.ifname = PB_STR(f->ifname);
-    for (size_t i = 0; i < nports; i++)
-        ports[i] = f->ports[i] > 0 ? (uint32_t)f->ports[i] : 0;
-    m.n_ports = nports;
-    m.ports = ports;
-    m.ports_err = PB_STR(f->ports_err);
-    m.hostname_addr = PB_STR(f->hostname_addr);
-    for (size_t i = 0; i < nif; i++) {
-        ecoord__check_iface__init(&ifs[i]);
-        ifs[i].name = PB_STR(f->ifaces[i].name);
-        ifs[i].addr = PB_STR(f->ifaces[i].addr);
-        ifs[i].up = f->ifaces[i].up != 0;
-        ifp[i] = &ifs[i];
-    }
-    m.n_ifaces = nif;
-    m.ifaces = ifp;
-    m.nproc = f->nproc > 0 ? (uint32_t)f->nproc : 0;
-    for (size_t i = 0; i < nflag; i++)
-        flag[i] = f->gpus_flag[i] > 0 ? (uint32_t)f->gpus_flag[i] : 0;
-    m.n_gpus_flag = nflag;
-    m.gpus_flag = flag;
-    m.cvd_set = f->cvd_set != 0;
-    m.cvd = PB_STR(f->cvd);
-    m.cvd_count = f->cvd_count;
-    m.driver = f->driver != 0;
-    m.driver_why = PB_STR(f->driver_why);
-    m.driver_version = PB_STR(f->driver_version);
-    m.cuda_driver_version = f->cuda_driver_version;
-    m.visible = f->visible;
-    for (size_t i = 0; i < ngpu; i++) {
-        const ec_check_gpu_t *g = &f->gpus[i];
-        ecoord__check_gpu__init(&gpus[i]);
-        gpus[i].rank = g->rank > 0 ? (uint32_t)g->rank : 0;
-        gpus[i].ordinal = g->ordinal;
-        gpus[i].physical = g->physical;
-        gpus[i].bus_id = PB_STR(g->bus_id);
-        gpus[i].name = PB_STR(g->name);
-        gpus[i].nprocs = g->nprocs > 0 ? (uint32_t)g->nprocs : 0;
-        gpus[i].procs = PB_STR(g->procs);
-        gpus[i].mem_used_mib = g->mem_used_mib;
-        gpus[i].mem_total_mib = g->mem_total_mib;
-        gpup[i] = &gpus[i];
-    }
-    m.n_gpus = ngpu;
-    m.gpus = gpup;
-    for (size_t i = 0; i < np2p; i++) {
-        ecoord__check_p2p__init(&p2p[i]);
-        p2p[i].a = f->p2p[i].a > 0 ? (uint32_t)f->p2p[i].a : 0;
-        p2p[i].b = f->p2p[i].b > 0 ? (uint32_t)f->p2p[i].b : 0;
-        p2p[i].ok = f->p2p[i].ok != 0;
-        p2p[i].status = PB_STR(f->p2p[i].status);
-        p2pp[i] = &p2p[i];
-    }
-    m.n_p2p = np2p;
-    m.p2p = p2pp;
-    m.cudart_version = f->cudart_version;
-    m.cudart_path = PB_STR(f->cudart_path);
-    m.nccl_version = f->nccl_version;
-    m.nccl_path = PB_STR(f->nccl_path);
-    m.shm_path = PB_STR(f->shm_path);
-    m.shm_bytes = f->shm_bytes;
-    m.shm_free = f->shm_free;
-    m.shm_err = PB_STR(f->shm_err);
-    m.memlock_cur = f->memlock_cur;
-    m.nib = f->nib;
-    for (size_t i = 0; i < nenv; i++) {
-        ecoord__check_env__init(&env[i]);
-        env[i].name = PB_STR(f->env[i].name ? f->env[i].name : "");
-        env[i].value = PB_STR(f->env[i].value ? f->env[i].value : "");
-        envp[i] = &env[i];
-    }
-    m.n_env = nenv;
-    m.env = envp;
-    for (size_t i = 0; i < nprobe; i++) {
-        const ec_check_probe_t *p = &f->probes[i];
-        ecoord__check_probe__init(&pr[i]);
-        pr[i].peer = PB_STR(p->peer);
-        pr[i].nonce = PB_STR(p->nonce);
-        pr[i].addr = PB_STR(p->addr);
-        pr[i].port = p->port > 0 ? (uint32_t)p->port : 0;
-        pr[i].ok = p->ok != 0;
-        pr[i].why = PB_STR(p->why);
-        pr[i].rtt_us = p->rtt_us;
-        pr[i].offset_us = p->offset_us;
-        prp[i] = &pr[i];
-    }
-    m.n_probes = nprobe;
-    m.probes = prp;
-    m.coll_prog = f->coll_prog != 0;
-    m.coll = (Ecoord__CheckColl)f->coll;
-    m.coll_why = PB_STR(f->coll_why);
-    m.coll_backend = PB_STR(f->coll_backend);
-    m.coll_ranks = f->coll_ranks;
-    m.coll_bytes = f->coll_bytes;
-    m.coll_seconds = f->coll_seconds;
-    m.coll_busbw_gbps = f->coll_busbw_gbps;
-    rc = pack(&m.base, &v, buf, len);
-out:
-    free(ports);
-    free(flag);
-    free(ifs);
-    free(ifp);
-    free(gpus);
-    free(gpup);
-    free(p2p);
-    free(p2pp);
-    free(env);
-    free(envp);
-    free(pr);
-    free(prp);
+    facts_pb_free(&a);
     return rc;
 }
 
-/* The scalar fields and the lists of a decoded message into f. */
-static int facts_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_facts_t *f)
+/* The single-valued fields of a decoded message into f, each in its range. */
+static int scalars_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_facts_t *f)
 {
     int rc;
 #define STR(field)                                                                   \
@@ -372,16 +429,12 @@ static int facts_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_
     f->coll_busbw_gbps = m->coll_busbw_gbps;
 #undef STR
 #undef INT
+    return 0;
+}
 
-    /* lists: counts first, then each entry */
-    if ((rc = count_ok(v, "ports", m->n_ports, EC_CHECK_MAX_PORTS)) < 0 ||
-        (rc = count_ok(v, "gpus_flag", m->n_gpus_flag, EC_CHECK_MAX_GPUS)) < 0 ||
-        (rc = count_ok(v, "ifaces", m->n_ifaces, EC_CHECK_MAX_IFACES)) < 0 ||
-        (rc = count_ok(v, "gpus", m->n_gpus, EC_CHECK_MAX_GPUS)) < 0 ||
-        (rc = count_ok(v, "p2p", m->n_p2p, EC_CHECK_MAX_P2P)) < 0 ||
-        (rc = count_ok(v, "env", m->n_env, EC_CHECK_MAX_ENV)) < 0 ||
-        (rc = count_ok(v, "probes", m->n_probes, EC_CHECK_MAX_PROBES)) < 0)
-        return rc;
+/* The reserved ports and --gpus, each in its range. */
+static int int_lists_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_facts_t *f)
+{
     if (m->n_ports) {
         if (!(f->ports = calloc(m->n_ports, sizeof(int))))
             return enomem(v, "decoding");
@@ -400,6 +453,12 @@ static int facts_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_
             else
                 f->gpus_flag[i] = (int)m->gpus_flag[i];
     }
+    return 0;
+}
+
+static int ifaces_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_facts_t *f)
+{
+    int rc;
     for (size_t i = 0; i < m->n_ifaces; i++) {
         const Ecoord__CheckIface *e = m->ifaces[i];
         ec_check_iface_t x = {0};
@@ -409,6 +468,13 @@ static int facts_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_
         if (ec_check_facts_add_iface(f, x.name, x.addr, e->up) < 0)
             return enomem(v, "decoding");
     }
+    return 0;
+}
+
+/* Each rank's GPU, then the peer-to-peer pairs. */
+static int gpus_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_facts_t *f)
+{
+    int rc;
     for (size_t i = 0; i < m->n_gpus; i++) {
         const Ecoord__CheckGpu *e = m->gpus[i];
         ec_check_gpu_t g = {0};
@@ -438,6 +504,13 @@ static int facts_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_
         if (ec_check_facts_add_p2p(f, &p) < 0)
             return enomem(v, "decoding");
     }
+    return 0;
+}
+
+/* The environment kept, then the probes of the peers. */
+static int env_probes_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_facts_t *f)
+{
+    int rc;
     for (size_t i = 0; i < m->n_env; i++) {
         const Ecoord__CheckEnv *e = m->env[i];
         if (!e->name || !e->name[0])
@@ -460,6 +533,26 @@ static int facts_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_
         if (ec_check_facts_add_probe(f, &p) < 0)
             return enomem(v, "decoding");
     }
+    return 0;
+}
+
+/* The scalar fields and the lists of a decoded message into f: the
+ * scalars, then the lists' counts, then each entry. */
+static int facts_from_pb(const vctx_t *v, const Ecoord__CheckFacts *m, ec_check_facts_t *f)
+{
+    int rc;
+    if ((rc = scalars_from_pb(v, m, f)) < 0 ||
+        (rc = count_ok(v, "ports", m->n_ports, EC_CHECK_MAX_PORTS)) < 0 ||
+        (rc = count_ok(v, "gpus_flag", m->n_gpus_flag, EC_CHECK_MAX_GPUS)) < 0 ||
+        (rc = count_ok(v, "ifaces", m->n_ifaces, EC_CHECK_MAX_IFACES)) < 0 ||
+        (rc = count_ok(v, "gpus", m->n_gpus, EC_CHECK_MAX_GPUS)) < 0 ||
+        (rc = count_ok(v, "p2p", m->n_p2p, EC_CHECK_MAX_P2P)) < 0 ||
+        (rc = count_ok(v, "env", m->n_env, EC_CHECK_MAX_ENV)) < 0 ||
+        (rc = count_ok(v, "probes", m->n_probes, EC_CHECK_MAX_PROBES)) < 0)
+        return rc;
+    if ((rc = int_lists_from_pb(v, m, f)) < 0 || (rc = ifaces_from_pb(v, m, f)) < 0 ||
+        (rc = gpus_from_pb(v, m, f)) < 0 || (rc = env_probes_from_pb(v, m, f)) < 0)
+        return rc;
     return 0;
 }
 

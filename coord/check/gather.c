@@ -260,16 +260,31 @@ static const char *p2p_status_name(int s)
     }
 }
 
-static void gather_gpus(const ec_check_gather_in_t *x, ec_check_facts_t *f)
+/* The GPU libraries gather_gpus loaded and what it looked up in them. */
+typedef struct {
+    int cvd_ids[1024]; /* CUDA_VISIBLE_DEVICES, parsed */
+    int ncvd;
+    void *hcu;         /* libcuda, kept loaded (unloading it after cuInit is not supported) */
+    int cu_rc;         /* cuInit's result; -1 without libcuda */
+    cu_get_fn cuget;   /* these with cuInit done */
+    cu_busid_fn cubus;
+    void *hnv;         /* libnvidia-ml */
+    bool nv;           /* NVML initialised */
+    nvml_bybus_fn bybus; /* these with NVML initialised */
+    nvml_name_fn nname;
+    nvml_mem_fn nmem;
+    nvml_procs_fn nprocs;
+} gpu_probe_t;
+
+/* CUDA_VISIBLE_DEVICES and --gpus, as the job would see them. */
+static void gather_gpu_config(const ec_check_gather_in_t *x, ec_check_facts_t *f, gpu_probe_t *pr)
 {
     const ec_config_t *cfg = x->cfg;
     const char *cvd = x->env("CUDA_VISIBLE_DEVICES", x->env_arg);
-    int cvd_ids[1024];
-    int ncvd = 0;
     if (cvd) {
         f->cvd_set = 1;
         snprintf(f->cvd, sizeof(f->cvd), "%s", cvd);
-        ncvd = f->cvd_count = ec_check_cvd_parse(cvd, cvd_ids, 1024);
+        pr->ncvd = f->cvd_count = ec_check_cvd_parse(cvd, pr->cvd_ids, 1024);
     }
     for (int i = 0; i < cfg->gpus.n; i++) {
         int *e = realloc(f->gpus_flag, (size_t)(f->ngpus_flag + 1) * sizeof(int));
@@ -279,131 +294,153 @@ static void gather_gpus(const ec_check_gather_in_t *x, ec_check_facts_t *f)
         f->gpus_flag[f->ngpus_flag++] = cfg->gpus.v[i];
     }
     f->visible = -1;
+}
 
-    /* the CUDA driver: presence, version, visible devices */
+/* The CUDA driver: presence, version, visible devices. */
+static void probe_cuda(ec_check_facts_t *f, gpu_probe_t *pr)
+{
     void *cu_init = NULL;
     char cu_path[PATH_MAX] = "";
     static const char *const cuda_libs[] = {"libcuda.so.1", "libcuda.so", NULL};
-    void *hcu = open_first(cuda_libs, cu_path, sizeof(cu_path), &cu_init, "cuInit");
+    void *hcu = pr->hcu = open_first(cuda_libs, cu_path, sizeof(cu_path), &cu_init, "cuInit");
     cu_errstr_fn errstr = hcu ? (cu_errstr_fn)dlsym(hcu, "cuGetErrorString") : NULL;
-    int cu_rc = -1;
+    pr->cu_rc = -1;
     if (!hcu) {
         snprintf(f->driver_why, sizeof(f->driver_why),
                  "no NVIDIA driver: libcuda.so.1 cannot be loaded");
-    } else {
-        cu_rc = ((cu_init_fn)cu_init)(0);
-        if (cu_rc == 0) {
-            f->driver = 1;
-            cu_int_fn ver = (cu_int_fn)dlsym(hcu, "cuDriverGetVersion");
-            cu_int_fn cnt = (cu_int_fn)dlsym(hcu, "cuDeviceGetCount");
-            if (ver)
-                ver(&f->cuda_driver_version);
-            if (cnt && cnt(&f->visible) != 0)
-                f->visible = -1;
-        } else {
-            const char *s = NULL;
-            if (errstr)
-                errstr(cu_rc, &s);
-            if (cu_rc == 34) /* CUDA_ERROR_STUB_LIBRARY */
-                snprintf(f->driver_why, sizeof(f->driver_why), "%s is CUDA's stub library, not "
-                         "the driver (a stubs directory in LD_LIBRARY_PATH?)", cu_path);
-            else
-                snprintf(f->driver_why, sizeof(f->driver_why), "cuInit failed: %s (CUDA error %d)",
-                         s ? s : "unknown error", cu_rc);
-            if (cu_rc == 100) /* CUDA_ERROR_NO_DEVICE: a driver, no device visible */
-                f->visible = 0;
-        }
+        return;
     }
+    int cu_rc = pr->cu_rc = ((cu_init_fn)cu_init)(0);
+    if (cu_rc == 0) {
+        f->driver = 1;
+        cu_int_fn ver = (cu_int_fn)dlsym(hcu, "cuDriverGetVersion");
+        cu_int_fn cnt = (cu_int_fn)dlsym(hcu, "cuDeviceGetCount");
+        if (ver)
+            ver(&f->cuda_driver_version);
+        if (cnt && cnt(&f->visible) != 0)
+            f->visible = -1;
+        pr->cuget = (cu_get_fn)dlsym(hcu, "cuDeviceGet");
+        pr->cubus = (cu_busid_fn)dlsym(hcu, "cuDeviceGetPCIBusId");
+        return;
+    }
+    const char *s = NULL;
+    if (errstr)
+        errstr(cu_rc, &s);
+    if (cu_rc == 34) /* CUDA_ERROR_STUB_LIBRARY */
+        snprintf(f->driver_why, sizeof(f->driver_why), "%s is CUDA's stub library, not "
+                 "the driver (a stubs directory in LD_LIBRARY_PATH?)", cu_path);
+    else
+        snprintf(f->driver_why, sizeof(f->driver_why), "cuInit failed: %s (CUDA error %d)",
+                 s ? s : "unknown error", cu_rc);
+    if (cu_rc == 100) /* CUDA_ERROR_NO_DEVICE: a driver, no device visible */
+        f->visible = 0;
+}
 
-    /* NVML: driver version, who else runs on our GPUs, peer-to-peer */
+/* NVML: driver version, who else runs on our GPUs, peer-to-peer. */
+static void probe_nvml(ec_check_facts_t *f, gpu_probe_t *pr)
+{
     void *nvml_init = NULL;
     static const char *const nvml_libs[] = {"libnvidia-ml.so.1", "libnvidia-ml.so", NULL};
-    void *hnv = open_first(nvml_libs, NULL, 0, &nvml_init, "nvmlInit_v2");
-    bool nv = hnv && ((nvml_void_fn)nvml_init)() == 0;
-    if (nv) {
-        nvml_str_fn dv = (nvml_str_fn)dlsym(hnv, "nvmlSystemGetDriverVersion");
-        if (dv)
-            dv(f->driver_version, sizeof(f->driver_version));
-        if (cu_rc == 100) {
-            f->driver = 1; /* the driver runs; CUDA_VISIBLE_DEVICES hides the devices */
-            f->driver_why[0] = '\0';
+    void *hnv = pr->hnv = open_first(nvml_libs, NULL, 0, &nvml_init, "nvmlInit_v2");
+    pr->nv = hnv && ((nvml_void_fn)nvml_init)() == 0;
+    if (!pr->nv) {
+        if (f->driver) {
+            char v[256];
+            read_line_file("/proc/driver/nvidia/version", v, sizeof(v));
+            const char *m = strstr(v, "Kernel Module");
+            if (m && sscanf(m + 13, " %31s", f->driver_version) != 1)
+                f->driver_version[0] = '\0';
         }
-    } else if (f->driver) {
-        char v[256];
-        read_line_file("/proc/driver/nvidia/version", v, sizeof(v));
-        const char *m = strstr(v, "Kernel Module");
-        if (m && sscanf(m + 13, " %31s", f->driver_version) != 1)
-            f->driver_version[0] = '\0';
+        return;
     }
+    nvml_str_fn dv = (nvml_str_fn)dlsym(hnv, "nvmlSystemGetDriverVersion");
+    if (dv)
+        dv(f->driver_version, sizeof(f->driver_version));
+    if (pr->cu_rc == 100) {
+        f->driver = 1; /* the driver runs; CUDA_VISIBLE_DEVICES hides the devices */
+        f->driver_why[0] = '\0';
+    }
+    pr->bybus = (nvml_bybus_fn)dlsym(hnv, "nvmlDeviceGetHandleByPciBusId_v2");
+    pr->nname = (nvml_name_fn)dlsym(hnv, "nvmlDeviceGetName");
+    pr->nmem = (nvml_mem_fn)dlsym(hnv, "nvmlDeviceGetMemoryInfo");
+    pr->nprocs = (nvml_procs_fn)dlsym(hnv, "nvmlDeviceGetComputeRunningProcesses_v3");
+    if (!pr->nprocs)
+        pr->nprocs = (nvml_procs_fn)dlsym(hnv, "nvmlDeviceGetComputeRunningProcesses_v2");
+}
 
-    /* the GPU of every local rank: --gpus (physical ids), else the
-     * CUDA_VISIBLE_DEVICES entry, else the rank itself */
-    bool assigned = f->driver || ncvd > 0 || cfg->gpus.n > 0;
-    nvml_dev_t handles[1024];
-    int nh = 0;
-    cu_get_fn cuget = hcu && cu_rc == 0 ? (cu_get_fn)dlsym(hcu, "cuDeviceGet") : NULL;
-    cu_busid_fn cubus = hcu && cu_rc == 0 ? (cu_busid_fn)dlsym(hcu, "cuDeviceGetPCIBusId") : NULL;
-    nvml_bybus_fn bybus = nv ? (nvml_bybus_fn)dlsym(hnv, "nvmlDeviceGetHandleByPciBusId_v2") : NULL;
-    nvml_name_fn nname = nv ? (nvml_name_fn)dlsym(hnv, "nvmlDeviceGetName") : NULL;
-    nvml_mem_fn nmem = nv ? (nvml_mem_fn)dlsym(hnv, "nvmlDeviceGetMemoryInfo") : NULL;
-    nvml_procs_fn nprocs = nv ? (nvml_procs_fn)dlsym(hnv, "nvmlDeviceGetComputeRunningProcesses_v3")
-                              : NULL;
-    if (nv && !nprocs)
-        nprocs = (nvml_procs_fn)dlsym(hnv, "nvmlDeviceGetComputeRunningProcesses_v2");
-    for (int r = 0; assigned && r < cfg->nproc_per_node && r < 1024; r++) {
-        ec_check_gpu_t g = {.rank = r, .ordinal = r, .physical = r, .mem_used_mib = -1,
-                            .mem_total_mib = -1};
-        if (cfg->gpus.n > r) {
-            g.physical = cfg->gpus.v[r];
-            g.ordinal = g.physical;
-            if (f->cvd_set) {
-                g.ordinal = -1;
-                for (int k = 0; k < ncvd && k < 1024; k++)
-                    if (cvd_ids[k] == g.physical)
-                        g.ordinal = k;
-            }
-        } else if (f->cvd_set) {
-            if (r >= ncvd)
-                break; /* no GPU for this rank: the gpu-count check says so */
-            g.physical = r < 1024 ? cvd_ids[r] : -1;
+/* Rank r's GPU: --gpus (physical ids), else the CUDA_VISIBLE_DEVICES entry,
+ * else the rank itself.  False when CUDA_VISIBLE_DEVICES has none for it
+ * (the gpu-count check says so). */
+static bool rank_gpu_ids(const ec_config_t *cfg, const ec_check_facts_t *f, const gpu_probe_t *pr,
+                         int r, ec_check_gpu_t *g)
+{
+    *g = (ec_check_gpu_t){.rank = r, .ordinal = r, .physical = r, .mem_used_mib = -1,
+                          .mem_total_mib = -1};
+    if (cfg->gpus.n > r) {
+        g->physical = cfg->gpus.v[r];
+        g->ordinal = g->physical;
+        if (f->cvd_set) {
+            g->ordinal = -1;
+            for (int k = 0; k < pr->ncvd && k < 1024; k++)
+                if (pr->cvd_ids[k] == g->physical)
+                    g->ordinal = k;
         }
-        nvml_dev_t h = NULL;
-        if (cuget && cubus && g.ordinal >= 0 && g.ordinal < f->visible) {
-            int dev;
-            char bus[64];
-            if (cuget(&dev, g.ordinal) == 0 && cubus(bus, sizeof(bus), dev) == 0) {
-                norm_bus_id(bus, g.bus_id, sizeof(g.bus_id));
-                if (bybus && bybus(bus, &h) != 0)
-                    h = NULL;
-            }
-        }
-        if (h) {
-            if (nname)
-                nname(h, g.name, sizeof(g.name));
-            nvml_mem_t mem;
-            if (nmem && nmem(h, &mem) == 0) {
-                g.mem_used_mib = (long long)(mem.used >> 20);
-                g.mem_total_mib = (long long)(mem.total >> 20);
-            }
-            nvml_proc_t procs[32];
-            unsigned np = 32;
-            if (nprocs && nprocs(h, &np, procs) == 0) {
-                size_t used = 0;
-                for (unsigned k = 0; k < np && k < 32; k++) {
-                    if ((pid_t)procs[k].pid == getpid())
-                        continue;
-                    g.nprocs++;
-                    if (used + 48 < sizeof(g.procs))
-                        used += (size_t)snprintf(g.procs + used, sizeof(g.procs) - used,
-                                                 "%spid %u (%llu MiB)", used ? ", " : "",
-                                                 procs[k].pid, procs[k].used >> 20);
-                }
-            }
-        }
-        handles[nh++] = h;
-        ec_check_facts_add_gpu(f, &g);
+    } else if (f->cvd_set) {
+        if (r >= pr->ncvd)
+            return false;
+        g->physical = r < 1024 ? pr->cvd_ids[r] : -1;
     }
-    nvml_p2p_fn p2p = nv ? (nvml_p2p_fn)dlsym(hnv, "nvmlDeviceGetP2PStatus") : NULL;
+    return true;
+}
+
+/* The GPU's PCI bus id (CUDA) and its NVML handle (NULL if none). */
+static nvml_dev_t rank_gpu_handle(const ec_check_facts_t *f, const gpu_probe_t *pr,
+                                  ec_check_gpu_t *g)
+{
+    nvml_dev_t h = NULL;
+    if (pr->cuget && pr->cubus && g->ordinal >= 0 && g->ordinal < f->visible) {
+        int dev;
+        char bus[64];
+        if (pr->cuget(&dev, g->ordinal) == 0 && pr->cubus(bus, sizeof(bus), dev) == 0) {
+            norm_bus_id(bus, g->bus_id, sizeof(g->bus_id));
+            if (pr->bybus && pr->bybus(bus, &h) != 0)
+                h = NULL;
+        }
+    }
+    return h;
+}
+
+/* What NVML says of the GPU: name, memory, the other processes on it. */
+static void rank_gpu_nvml(const gpu_probe_t *pr, nvml_dev_t h, ec_check_gpu_t *g)
+{
+    if (pr->nname)
+        pr->nname(h, g->name, sizeof(g->name));
+    nvml_mem_t mem;
+    if (pr->nmem && pr->nmem(h, &mem) == 0) {
+        g->mem_used_mib = (long long)(mem.used >> 20);
+        g->mem_total_mib = (long long)(mem.total >> 20);
+    }
+    nvml_proc_t procs[32];
+    unsigned np = 32;
+    if (!pr->nprocs || pr->nprocs(h, &np, procs) != 0)
+        return;
+    size_t used = 0;
+    for (unsigned k = 0; k < np && k < 32; k++) {
+        if ((pid_t)procs[k].pid == getpid())
+            continue;
+        g->nprocs++;
+        if (used + 48 < sizeof(g->procs))
+            used += (size_t)snprintf(g->procs + used, sizeof(g->procs) - used,
+                                     "%spid %u (%llu MiB)", used ? ", " : "", procs[k].pid,
+                                     procs[k].used >> 20);
+    }
+}
+
+/* Peer-to-peer reads between every two ranks' GPUs, as NVML reports them. */
+static void gather_p2p(const gpu_probe_t *pr, ec_check_facts_t *f, const nvml_dev_t *handles,
+                       int nh)
+{
+    nvml_p2p_fn p2p = pr->nv ? (nvml_p2p_fn)dlsym(pr->hnv, "nvmlDeviceGetP2PStatus") : NULL;
     for (int a = 0; p2p && a < nh; a++)
         for (int b = a + 1; b < nh; b++) {
             if (!handles[a] || !handles[b] || handles[a] == handles[b])
@@ -415,16 +452,11 @@ static void gather_gpus(const ec_check_gather_in_t *x, ec_check_facts_t *f)
             snprintf(e.status, sizeof(e.status), "%s", st == 0 ? "ok" : p2p_status_name(st));
             ec_check_facts_add_p2p(f, &e);
         }
-    if (nv) {
-        nvml_void_fn shut = (nvml_void_fn)dlsym(hnv, "nvmlShutdown");
-        if (shut)
-            shut();
-    }
-    if (hnv)
-        dlclose(hnv);
-    /* libcuda stays loaded: unloading it after cuInit is not supported. */
+}
 
-    /* the CUDA runtime and NCCL training would load (same library path) */
+/* The CUDA runtime and NCCL training would load (same library path). */
+static void probe_runtime_libs(ec_check_facts_t *f)
+{
     void *sym = NULL;
     static const char *const rt_libs[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                                           "libcudart.so.11.0", NULL};
@@ -443,6 +475,42 @@ static void gather_gpus(const ec_check_gather_in_t *x, ec_check_facts_t *f)
             f->nccl_version = ec_check_nccl_version_norm(code);
         dlclose(hnc);
     }
+}
+
+/* The GPUs of the local ranks, their driver and the libraries training
+ * loads: what the gpu rules judge. */
+static void gather_gpus(const ec_check_gather_in_t *x, ec_check_facts_t *f)
+{
+    const ec_config_t *cfg = x->cfg;
+    gpu_probe_t pr = {.ncvd = 0};
+    gather_gpu_config(x, f, &pr);
+    probe_cuda(f, &pr);
+    probe_nvml(f, &pr);
+
+    /* the GPU of every local rank */
+    bool assigned = f->driver || pr.ncvd > 0 || cfg->gpus.n > 0;
+    nvml_dev_t handles[1024];
+    int nh = 0;
+    for (int r = 0; assigned && r < cfg->nproc_per_node && r < 1024; r++) {
+        ec_check_gpu_t g;
+        if (!rank_gpu_ids(cfg, f, &pr, r, &g))
+            break;
+        nvml_dev_t h = rank_gpu_handle(f, &pr, &g);
+        if (h)
+            rank_gpu_nvml(&pr, h, &g);
+        handles[nh++] = h;
+        ec_check_facts_add_gpu(f, &g);
+    }
+    gather_p2p(&pr, f, handles, nh);
+    if (pr.nv) {
+        nvml_void_fn shut = (nvml_void_fn)dlsym(pr.hnv, "nvmlShutdown");
+        if (shut)
+            shut();
+    }
+    if (pr.hnv)
+        dlclose(pr.hnv);
+    /* libcuda stays loaded: unloading it after cuInit is not supported. */
+    probe_runtime_libs(f);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -105,6 +105,136 @@ static int split_names(const char *s, char names[][32], int max)
     return n;
 }
 
+/* NCCL_SOCKET_IFNAME set on f: it must select an interface that is up,
+ * and one other than lo when other nodes run elsewhere. */
+static void ifname_nccl(rb_t *b, const ec_check_facts_t *f, const char *nccl, int remote,
+                        const char *have)
+{
+    int sel = 0, sel_up = 0, sel_lo_only = 1;
+    for (int k = 0; k < f->nifaces; k++) {
+        const ec_check_iface_t *x = &f->ifaces[k];
+        if (!ec_check_nccl_ifname_match(nccl, x->name))
+            continue;
+        sel++;
+        if (x->up) {
+            sel_up++;
+            if (strcmp(x->name, "lo"))
+                sel_lo_only = 0;
+        }
+    }
+    if (!sel || !sel_up) {
+        ck_status(b, EC_CHECK_FAIL);
+        ck_node(b, f->node_id);
+        ec_strbuf_sep(&b->found, "; ");
+        ec_strbuf_printf(&b->found, "NCCL_SOCKET_IFNAME=%s on %s %s (%s has: %s)", nccl,
+                         f->node_id, sel ? "selects only interfaces that are down"
+                                         : "matches no interface",
+                         f->node_id, have);
+        ck_fix(b, "set NCCL_SOCKET_IFNAME to an interface that exists and is up on every "
+                  "node (%s has: %s), or unset it; NCCL fails to bootstrap with 'no socket "
+                  "interface found'", f->node_id, have);
+    } else if (remote && sel_lo_only) {
+        ck_status(b, EC_CHECK_FAIL);
+        ck_node(b, f->node_id);
+        ec_strbuf_sep(&b->found, "; ");
+        ec_strbuf_printf(&b->found,
+                         "NCCL_SOCKET_IFNAME=%s on %s selects only lo, but other "
+                         "nodes run on other machines",
+                         nccl, f->node_id);
+        ck_fix(b, "set NCCL_SOCKET_IFNAME to the interface that faces the other nodes "
+                  "(%s has: %s)", f->node_id, have);
+    }
+}
+
+/* GLOO_SOCKET_IFNAME set on f: every name in it must exist and be up. */
+static void ifname_gloo(rb_t *b, const ec_check_facts_t *f, const char *gloo, const char *have)
+{
+    char names[16][32];
+    int nn = split_names(gloo, names, 16);
+    for (int k = 0; k < nn; k++) {
+        int exists = 0, up = 0;
+        for (int m = 0; m < f->nifaces; m++)
+            if (!strcmp(f->ifaces[m].name, names[k])) {
+                exists = 1;
+                up |= f->ifaces[m].up;
+            }
+        if (exists && up)
+            continue;
+        ck_status(b, EC_CHECK_FAIL);
+        ck_node(b, f->node_id);
+        ec_strbuf_sep(&b->found, "; ");
+        ec_strbuf_printf(&b->found,
+                         "GLOO_SOCKET_IFNAME=%s on %s: interface %s %s (%s has: %s)", gloo,
+                         f->node_id, names[k], exists ? "is down" : "does not exist",
+                         f->node_id, have);
+        ck_fix(b, "set GLOO_SOCKET_IFNAME to interface names that exist and are up on "
+                  "every node (%s has: %s), or unset it", f->node_id, have);
+    }
+}
+
+/* GLOO_SOCKET_IFNAME unset on f while other nodes run elsewhere: Gloo
+ * binds the address the host name resolves to, which must not be
+ * loopback. */
+static void ifname_gloo_unset(const cx_t *cx, rb_t *b, const ec_check_facts_t *f)
+{
+    if (!f->hostname_addr[0] || !is_loopback_addr(f->hostname_addr))
+        return;
+    ck_status(b, cx->any_driver ? EC_CHECK_WARN : EC_CHECK_FAIL);
+    ck_node(b, f->node_id);
+    ec_strbuf_sep(&b->found, "; ");
+    ec_strbuf_printf(&b->found, "GLOO_SOCKET_IFNAME is unset on %s and its host name %s "
+                                "resolves to %s (loopback): Gloo would listen there",
+                     f->node_id, f->hostname, f->hostname_addr);
+    ck_fix(b, "set GLOO_SOCKET_IFNAME to the interface that faces the other nodes on "
+              "every node, or make the host name resolve to the machine's address "
+              "(/etc/hosts)");
+}
+
+/* NCCL_SOCKET_IFNAME unset on a GPU node with remote peers: several
+ * candidate interfaces leave the choice to NCCL's own order. */
+static void ifname_nccl_unset(rb_t *b, const ec_check_facts_t *f, const char *have)
+{
+    int k = 0;
+    char first[32] = "";
+    for (int m = 0; m < f->nifaces; m++) {
+        const ec_check_iface_t *x = &f->ifaces[m];
+        if (!x->up || !strcmp(x->name, "lo") || is_bridge_if(x->name) ||
+            !strncmp(x->addr, "fe80:", 5) || !strcmp(x->name, first))
+            continue;
+        if (!k)
+            snprintf(first, sizeof(first), "%s", x->name);
+        k++;
+    }
+    if (k <= 1)
+        return;
+    ck_status(b, EC_CHECK_WARN);
+    ck_node(b, f->node_id);
+    ec_strbuf_sep(&b->found, "; ");
+    ec_strbuf_printf(&b->found, "NCCL_SOCKET_IFNAME is unset on %s, which has several "
+                                "interfaces (%s): NCCL picks one in its own order",
+                     f->node_id, have);
+    ck_fix(b, "set NCCL_SOCKET_IFNAME=%s (the interface of the published address) on "
+              "%s", iface_of(f), f->node_id);
+}
+
+/* What a pass found: unset, or each node's settings. */
+static void ifname_passed(const cx_t *cx, rb_t *b, int any_set)
+{
+    if (!any_set) {
+        ec_strbuf_puts(&b->found,
+                       "NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are unset: NCCL and "
+                       "Gloo choose the interface themselves");
+        return;
+    }
+    ec_strbuf_puts(&b->found, "the interfaces named exist and are up: ");
+    for (int i = 0; i < cx->n && i < EC_CHECK_SHOW_NODES; i++) {
+        const char *nv = ec_check_facts_env(cx->f[i], "NCCL_SOCKET_IFNAME");
+        const char *gv = ec_check_facts_env(cx->f[i], "GLOO_SOCKET_IFNAME");
+        ec_strbuf_printf(&b->found, "%s%s NCCL=%s GLOO=%s", i ? ", " : "",
+                         cx->f[i]->node_id, nv && *nv ? nv : "-", gv && *gv ? gv : "-");
+    }
+}
+
 void rule_socket_ifname(cx_t *cx, rb_t *b)
 {
     ck_status(b, EC_CHECK_PASS);
@@ -116,119 +246,23 @@ void rule_socket_ifname(cx_t *cx, rb_t *b)
         const char *gloo = ec_check_facts_env(f, "GLOO_SOCKET_IFNAME");
         ec_strbuf_t have = {0};
         ck_iface_names(f, &have);
+        const char *hv = have.s ? have.s : "";
         if (nccl && *nccl) {
             any_set = 1;
-            int sel = 0, sel_up = 0, sel_lo_only = 1;
-            for (int k = 0; k < f->nifaces; k++) {
-                const ec_check_iface_t *x = &f->ifaces[k];
-                if (!ec_check_nccl_ifname_match(nccl, x->name))
-                    continue;
-                sel++;
-                if (x->up) {
-                    sel_up++;
-                    if (strcmp(x->name, "lo"))
-                        sel_lo_only = 0;
-                }
-            }
-            if (!sel || !sel_up) {
-                ck_status(b, EC_CHECK_FAIL);
-                ck_node(b, f->node_id);
-                ec_strbuf_sep(&b->found, "; ");
-                ec_strbuf_printf(&b->found, "NCCL_SOCKET_IFNAME=%s on %s %s (%s has: %s)", nccl,
-                                 f->node_id, sel ? "selects only interfaces that are down"
-                                                 : "matches no interface",
-                                 f->node_id, have.s ? have.s : "");
-                ck_fix(b, "set NCCL_SOCKET_IFNAME to an interface that exists and is up on every "
-                          "node (%s has: %s), or unset it; NCCL fails to bootstrap with 'no socket "
-                          "interface found'", f->node_id, have.s ? have.s : "");
-            } else if (remote && sel_lo_only) {
-                ck_status(b, EC_CHECK_FAIL);
-                ck_node(b, f->node_id);
-                ec_strbuf_sep(&b->found, "; ");
-                ec_strbuf_printf(&b->found,
-                                 "NCCL_SOCKET_IFNAME=%s on %s selects only lo, but other "
-                                 "nodes run on other machines",
-                                 nccl, f->node_id);
-                ck_fix(b, "set NCCL_SOCKET_IFNAME to the interface that faces the other nodes "
-                          "(%s has: %s)", f->node_id, have.s ? have.s : "");
-            }
+            ifname_nccl(b, f, nccl, remote, hv);
         }
         if (gloo && *gloo) {
             any_set = 1;
-            char names[16][32];
-            int nn = split_names(gloo, names, 16);
-            for (int k = 0; k < nn; k++) {
-                int exists = 0, up = 0;
-                for (int m = 0; m < f->nifaces; m++)
-                    if (!strcmp(f->ifaces[m].name, names[k])) {
-                        exists = 1;
-                        up |= f->ifaces[m].up;
-                    }
-                if (exists && up)
-                    continue;
-                ck_status(b, EC_CHECK_FAIL);
-                ck_node(b, f->node_id);
-                ec_strbuf_sep(&b->found, "; ");
-                ec_strbuf_printf(&b->found,
-                                 "GLOO_SOCKET_IFNAME=%s on %s: interface %s %s (%s has: %s)", gloo,
-                                 f->node_id, names[k], exists ? "is down" : "does not exist",
-                                 f->node_id, have.s ? have.s : "");
-                ck_fix(b, "set GLOO_SOCKET_IFNAME to interface names that exist and are up on "
-                          "every node (%s has: %s), or unset it", f->node_id,
-                       have.s ? have.s : "");
-            }
-        } else if (remote && f->hostname_addr[0] && is_loopback_addr(f->hostname_addr)) {
-            /* Gloo binds the address the host name resolves to. */
-            ck_status(b, cx->any_driver ? EC_CHECK_WARN : EC_CHECK_FAIL);
-            ck_node(b, f->node_id);
-            ec_strbuf_sep(&b->found, "; ");
-            ec_strbuf_printf(&b->found, "GLOO_SOCKET_IFNAME is unset on %s and its host name %s "
-                                        "resolves to %s (loopback): Gloo would listen there",
-                             f->node_id, f->hostname, f->hostname_addr);
-            ck_fix(b, "set GLOO_SOCKET_IFNAME to the interface that faces the other nodes on "
-                      "every node, or make the host name resolve to the machine's address "
-                      "(/etc/hosts)");
+            ifname_gloo(b, f, gloo, hv);
+        } else if (remote) {
+            ifname_gloo_unset(cx, b, f);
         }
-        if ((!nccl || !*nccl) && remote && cx->any_driver && f->driver) {
-            int k = 0;
-            char first[32] = "";
-            for (int m = 0; m < f->nifaces; m++) {
-                const ec_check_iface_t *x = &f->ifaces[m];
-                if (!x->up || !strcmp(x->name, "lo") || is_bridge_if(x->name) ||
-                    !strncmp(x->addr, "fe80:", 5) || !strcmp(x->name, first))
-                    continue;
-                if (!k)
-                    snprintf(first, sizeof(first), "%s", x->name);
-                k++;
-            }
-            if (k > 1) {
-                ck_status(b, EC_CHECK_WARN);
-                ck_node(b, f->node_id);
-                ec_strbuf_sep(&b->found, "; ");
-                ec_strbuf_printf(&b->found, "NCCL_SOCKET_IFNAME is unset on %s, which has several "
-                                            "interfaces (%s): NCCL picks one in its own order",
-                                 f->node_id, have.s ? have.s : "");
-                ck_fix(b, "set NCCL_SOCKET_IFNAME=%s (the interface of the published address) on "
-                          "%s", iface_of(f), f->node_id);
-            }
-        }
+        if ((!nccl || !*nccl) && remote && cx->any_driver && f->driver)
+            ifname_nccl_unset(b, f, hv);
         ec_strbuf_free(&have);
     }
-    if (b->st == EC_CHECK_PASS) {
-        if (!any_set) {
-            ec_strbuf_puts(&b->found,
-                           "NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME are unset: NCCL and "
-                           "Gloo choose the interface themselves");
-        } else {
-            ec_strbuf_puts(&b->found, "the interfaces named exist and are up: ");
-            for (int i = 0; i < cx->n && i < EC_CHECK_SHOW_NODES; i++) {
-                const char *nv = ec_check_facts_env(cx->f[i], "NCCL_SOCKET_IFNAME");
-                const char *gv = ec_check_facts_env(cx->f[i], "GLOO_SOCKET_IFNAME");
-                ec_strbuf_printf(&b->found, "%s%s NCCL=%s GLOO=%s", i ? ", " : "",
-                                 cx->f[i]->node_id, nv && *nv ? nv : "-", gv && *gv ? gv : "-");
-            }
-        }
-    }
+    if (b->st == EC_CHECK_PASS)
+        ifname_passed(cx, b, any_set);
 }
 
 void rule_ports(cx_t *cx, rb_t *b)

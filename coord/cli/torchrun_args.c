@@ -414,6 +414,80 @@ out:
     return rc;
 }
 
+/* Where the store is served: the endpoint's HOST:PORT (c10d's default
+ * port when it has none; the static rendezvous needs one), else
+ * --master_addr:--master_port with torchrun's defaults.  where: the flag to
+ * name in an error.  0, or EC_EINVAL with err filled. */
+static int served_address(const seen_t *s, const char *ep, int c10d, char *ep_host,
+                          size_t hostlen, char *where, size_t wherelen, int *port_out,
+                          ec_error_t *err)
+{
+    int port;
+    if (ep) {
+        port = split_endpoint(ep, c10d ? C10D_DEFAULT_PORT : -2, ep_host, hostlen);
+        snprintf(where, wherelen, "%s", s->as[T_ENDPOINT]);
+        if (port == -2)
+            return ec_errorf(err, EC_EINVAL,
+                             "%s: the static rendezvous needs a port; write "
+                             "--rdzv_endpoint=HOST:PORT, as torchrun does",
+                             where);
+    } else {
+        snprintf(ep_host, hostlen, "%s",
+                 s->val[T_MASTER_ADDR] ? s->val[T_MASTER_ADDR] : MASTER_ADDR_DEFAULT);
+        if (ep_host[0] == '[' && ep_host[strlen(ep_host) - 1] == ']') { /* [::1] */
+            memmove(ep_host, ep_host + 1, strlen(ep_host));
+            ep_host[strlen(ep_host) - 1] = '\0';
+        }
+        long p = MASTER_PORT_DEFAULT;
+        if (s->val[T_MASTER_PORT] && (positive_int(s->val[T_MASTER_PORT], &p) < 0 || p > 65535))
+            p = -1;
+        port = (int)p;
+        snprintf(where, wherelen, "%s", s->val[T_MASTER_PORT] ? s->as[T_MASTER_PORT]
+                                                               : "--master_port");
+    }
+    if (port < 0 || !ep_host[0])
+        return ec_errorf(err, EC_EINVAL, "%s: write HOST:PORT, a port from 1 to 65535", where);
+    *port_out = port;
+    return 0;
+}
+
+/* The static rendezvous: a fixed set of maxn nodes, each told its place
+ * (--node_rank); node 0 serves the store at ep_host:port.  0, or EC_EINVAL
+ * with err filled. */
+static int static_place(const seen_t *s, ec_torchrun_t *t, long maxn, const char *ep_host,
+                        int port, ec_error_t *err)
+{
+    const char *nn = s->val[T_NNODES] ? s->val[T_NNODES] : "1";
+    long nmin = 0;
+    if (strchr(nn, ':') &&
+        (positive_int_prefix(nn, &nmin) < 0 || nmin != maxn))
+        return ec_errorf(err, EC_EINVAL,
+                         "--nnodes=%s with the static rendezvous (--node_rank, "
+                         "--master_addr): its size is fixed; write --nnodes=N, or for an "
+                         "elastic job --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
+                         nn, ep_host, port);
+    if (maxn > 1 && !s->val[T_NODE_RANK])
+        return ec_errorf(err, EC_EINVAL,
+                         "--nnodes=%ld with the static rendezvous (torchrun's default "
+                         "backend): each node needs its --node_rank, 0 to %ld, node 0 on "
+                         "the machine --master_addr names (%s:%d); or let the nodes meet "
+                         "in any order with --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
+                         maxn, maxn - 1, ep_host, port, ep_host, port);
+    long rank = 0;
+    if (s->val[T_NODE_RANK] && positive_int(s->val[T_NODE_RANK], &rank) < 0)
+        return ec_errorf(err, EC_EINVAL, "%s: write a node rank from 0 to --nnodes - 1",
+                         s->as[T_NODE_RANK]);
+    if (rank >= maxn)
+        return ec_errorf(err, EC_EINVAL,
+                         "%s but --nnodes=%ld: node ranks go from 0 to %ld; number the "
+                         "nodes 0 to N-1, node_rank 0 on the node --master_addr names",
+                         s->as[T_NODE_RANK], maxn, maxn - 1);
+    t->static_rdzv = 1;
+    t->node_rank = (int)rank;
+    t->serve = rank == 0 ? 1 : 0;
+    return 0;
+}
+
 /* c10d and static: one node hosts the store the others meet at; ecoord's
  * store is etcd, so that node serves an etcd of its own there (or, for one
  * node and no address, an etcd on a free loopback port). */
@@ -438,93 +512,29 @@ static int rdzv_served(const seen_t *s, ec_torchrun_t *t, vec_t *b, const char *
             push(b, "--job_id=standalone");
         return 0;
     }
-    if (c10d && !ep) {
-        rc = ec_errorf(err, EC_EINVAL,
-                       "--nnodes=%s with --rdzv_backend=c10d: the nodes meet at the node "
-                       "--rdzv_endpoint names; pass --rdzv_endpoint=HOST:PORT (HOST one of "
-                       "the nodes, the same on every node), or --standalone for one node",
-                       s->val[T_NNODES]);
-        goto out;
-    }
+    if (c10d && !ep)
+        return ec_errorf(err, EC_EINVAL,
+                         "--nnodes=%s with --rdzv_backend=c10d: the nodes meet at the node "
+                         "--rdzv_endpoint names; pass --rdzv_endpoint=HOST:PORT (HOST one of "
+                         "the nodes, the same on every node), or --standalone for one node",
+                         s->val[T_NNODES]);
     char ep_host[256], where[300];
-    int port;
-    if (ep) {
-        port = split_endpoint(ep, c10d ? C10D_DEFAULT_PORT : -2, ep_host, sizeof(ep_host));
-        snprintf(where, sizeof(where), "%s", s->as[T_ENDPOINT]);
-        if (port == -2) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "%s: the static rendezvous needs a port; write "
-                           "--rdzv_endpoint=HOST:PORT, as torchrun does",
-                           where);
-            goto out;
-        }
-    } else {
-        snprintf(ep_host, sizeof(ep_host), "%s",
-                 s->val[T_MASTER_ADDR] ? s->val[T_MASTER_ADDR] : MASTER_ADDR_DEFAULT);
-        if (ep_host[0] == '[' && ep_host[strlen(ep_host) - 1] == ']') { /* [::1] */
-            memmove(ep_host, ep_host + 1, strlen(ep_host));
-            ep_host[strlen(ep_host) - 1] = '\0';
-        }
-        long p = MASTER_PORT_DEFAULT;
-        if (s->val[T_MASTER_PORT] && (positive_int(s->val[T_MASTER_PORT], &p) < 0 || p > 65535))
-            p = -1;
-        port = (int)p;
-        snprintf(where, sizeof(where), "%s", s->val[T_MASTER_PORT] ? s->as[T_MASTER_PORT]
-                                                                    : "--master_port");
-    }
-    if (port < 0 || !ep_host[0]) {
-        rc = ec_errorf(err, EC_EINVAL, "%s: write HOST:PORT, a port from 1 to 65535", where);
-        goto out;
-    }
+    int port = -1;
+    if ((rc = served_address(s, ep, c10d, ep_host, sizeof(ep_host), where, sizeof(where), &port,
+                             err)) < 0)
+        return rc;
     if (port == 0) {
-        if (maxn > 1) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "%s: port 0 (a free port) works for one node only; give the "
-                           "port the other nodes reach, e.g. HOST:29400",
-                           where);
-            goto out;
-        }
+        if (maxn > 1)
+            return ec_errorf(err, EC_EINVAL,
+                             "%s: port 0 (a free port) works for one node only; give the "
+                             "port the other nodes reach, e.g. HOST:29400",
+                             where);
         push(b, "--job_id=%s", s->val[T_ID] ? s->val[T_ID] : "none");
         return 0;
     }
     if (is_static) {
-        /* a fixed set of nodes, each told its place */
-        const char *nn = s->val[T_NNODES] ? s->val[T_NNODES] : "1";
-        long nmin = 0;
-        if (strchr(nn, ':') &&
-            (positive_int_prefix(nn, &nmin) < 0 || nmin != maxn)) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "--nnodes=%s with the static rendezvous (--node_rank, "
-                           "--master_addr): its size is fixed; write --nnodes=N, or for an "
-                           "elastic job --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
-                           nn, ep_host, port);
-            goto out;
-        }
-        if (maxn > 1 && !s->val[T_NODE_RANK]) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "--nnodes=%ld with the static rendezvous (torchrun's default "
-                           "backend): each node needs its --node_rank, 0 to %ld, node 0 on "
-                           "the machine --master_addr names (%s:%d); or let the nodes meet "
-                           "in any order with --rdzv_backend=c10d --rdzv_endpoint=%s:%d",
-                           maxn, maxn - 1, ep_host, port, ep_host, port);
-            goto out;
-        }
-        long rank = 0;
-        if (s->val[T_NODE_RANK] && positive_int(s->val[T_NODE_RANK], &rank) < 0) {
-            rc = ec_errorf(err, EC_EINVAL, "%s: write a node rank from 0 to --nnodes - 1",
-                           s->as[T_NODE_RANK]);
-            goto out;
-        }
-        if (rank >= maxn) {
-            rc = ec_errorf(err, EC_EINVAL,
-                           "%s but --nnodes=%ld: node ranks go from 0 to %ld; number the "
-                           "nodes 0 to N-1, node_rank 0 on the node --master_addr names",
-                           s->as[T_NODE_RANK], maxn, maxn - 1);
-            goto out;
-        }
-        t->static_rdzv = 1;
-        t->node_rank = (int)rank;
-        t->serve = rank == 0 ? 1 : 0;
+        if ((rc = static_place(s, t, maxn, ep_host, port, err)) < 0)
+            return rc;
     } else {
         t->serve = is_host < 0 ? 2 : is_host;
     }
@@ -537,8 +547,6 @@ static int rdzv_served(const seen_t *s, ec_torchrun_t *t, vec_t *b, const char *
     /* the etcd is the job's own: torchrun's default run id is safe */
     push(b, "--job_id=%s", s->val[T_ID] ? s->val[T_ID] : "none");
     return 0;
-out:
-    return rc;
 }
 
 /* Where the nodes meet: --rdzv_* (and --standalone, --master_*) into

@@ -81,57 +81,62 @@ static int full_marker(const ec_epoch_t *ep, const void *raw, size_t raw_len, vo
     return pack_delta(&m, buf, len, err);
 }
 
-int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const void *raw,
-                          size_t raw_len, void **buf, size_t *len, ec_error_t *err)
+/* The base's members by node id: open addressing, index + 1 (0: empty),
+ * cap slots (a power of two).  NULL when out of memory. */
+static int *base_index(const ec_epoch_t *base, size_t *cap_out)
 {
-    *buf = NULL;
-    *len = 0;
-    if (!base || base->nproc != ep->nproc || base->nmembers < 1)
-        return full_marker(ep, raw, raw_len, buf, len, err);
-    int M = ep->nmembers, B = base->nmembers;
-    /* base node id -> index (open addressing, index + 1; 0 empty) */
+    int B = base->nmembers;
     size_t cap = 16;
     while (cap < 2 * (size_t)B)
         cap *= 2;
     int *tab = calloc(cap, sizeof(int));
-    seg_t *segs = calloc((size_t)M + 1, sizeof(seg_t));
-    int *lits = calloc((size_t)M + 1, sizeof(int));
-    Ecoord__EpochDeltaRun *runs = NULL, **runp = NULL;
-    void *cbuf = NULL;
-    size_t clen = 0;
-    ec_epoch_t *car = NULL;
-    int rc = 0;
-    if (!tab || !segs || !lits) {
-        rc = ec_errorf(err, EC_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (int j = 0; j < B; j++) {
+    for (int j = 0; tab && j < B; j++) {
         const char *id = base->members[j].node_id;
         size_t h = (size_t)ec_epoch_digest(id, strlen(id)) & (cap - 1);
         while (tab[h])
             h = (h + 1) & (cap - 1);
         tab[h] = j + 1;
     }
+    *cap_out = cap;
+    return tab;
+}
+
+/* The base member that new member i (m) is unchanged from, or -1: the one
+ * after the previous match (prev) first, else by id. */
+static int base_member_of(const ec_epoch_t *base, const int *tab, size_t cap,
+                          const ec_epoch_t *ep, int i, int prev)
+{
+    const ec_member_t *m = &ep->members[i];
+    int j = -1;
+    if (prev >= 0 && prev + 1 < base->nmembers &&
+        same_member(&base->members[prev + 1], m, ep->nproc)) {
+        j = prev + 1;
+    } else {
+        size_t h = (size_t)ec_epoch_digest(m->node_id, strlen(m->node_id)) & (cap - 1);
+        for (; tab[h]; h = (h + 1) & (cap - 1))
+            if (!strcmp(base->members[tab[h] - 1].node_id, m->node_id)) {
+                if (same_member(&base->members[tab[h] - 1], m, ep->nproc))
+                    j = tab[h] - 1;
+                break;
+            }
+    }
+    /* A split epoch's new member 0 that was another base member goes
+     * in the carrier: a follower's view holds base member 0 only, and
+     * would otherwise read its chunks again to learn the new master. */
+    if (i == 0 && j > 0 && ep->chunk_members > 0 && ep->nchunks > 0)
+        j = -1;
+    return j;
+}
+
+/* The new members as runs: of base members ('b', from = base index) and of
+ * carrier members ('c', from = index among lits[], the new members that
+ * are literal).  Returns the number of runs; *nlit the literals. */
+static int segment_members(const ec_epoch_t *base, const ec_epoch_t *ep, const int *tab,
+                           size_t cap, seg_t *segs, int *lits, int *nlit_out)
+{
     int nseg = 0, nlit = 0, prev = -2;
-    for (int i = 0; i < M; i++) {
-        const ec_member_t *m = &ep->members[i];
-        int j = -1;
-        if (prev >= 0 && prev + 1 < B && same_member(&base->members[prev + 1], m, ep->nproc)) {
-            j = prev + 1;
-        } else {
-            size_t h = (size_t)ec_epoch_digest(m->node_id, strlen(m->node_id)) & (cap - 1);
-            for (; tab[h]; h = (h + 1) & (cap - 1))
-                if (!strcmp(base->members[tab[h] - 1].node_id, m->node_id)) {
-                    if (same_member(&base->members[tab[h] - 1], m, ep->nproc))
-                        j = tab[h] - 1;
-                    break;
-                }
-        }
-        /* A split epoch's new member 0 that was another base member goes
-         * in the carrier: a follower's view holds base member 0 only, and
-         * would otherwise read its chunks again to learn the new master. */
-        if (i == 0 && j > 0 && ep->chunk_members > 0 && ep->nchunks > 0)
-            j = -1;
+    for (int i = 0; i < ep->nmembers; i++) {
+        int j = base_member_of(base, tab, cap, ep, i, prev);
         seg_t *last = nseg ? &segs[nseg - 1] : NULL;
         if (j >= 0) {
             if (last && last->kind == 'b' && last->from + last->count == j)
@@ -149,32 +154,44 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
             prev = -2;
         }
     }
-    /* The carrier: the new header and the literal members (at least one:
-     * an epoch record has members; an unreferenced one when none is new). */
+    *nlit_out = nlit;
+    return nseg;
+}
+
+/* The carrier: the new header and the literal members (at least one:
+ * an epoch record has members; an unreferenced one when none is new),
+ * encoded as an epoch record into *cbuf. */
+static int encode_carrier(const ec_epoch_t *ep, const int *lits, int nlit, void **cbuf,
+                          size_t *clen, ec_error_t *err)
+{
     int nc = nlit ? nlit : 1;
-    car = ec_epoch_new(nc, ep->nproc);
-    if (!car || !copy_header(car, ep)) {
+    ec_epoch_t *car = ec_epoch_new(nc, ep->nproc);
+    int rc = 0;
+    if (!car || !copy_header(car, ep))
         rc = ec_errorf(err, EC_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (int k = 0; k < nc; k++)
-        if (!copy_member(&car->members[k], &ep->members[nlit ? lits[k] : 0], ep->nproc)) {
+    for (int k = 0; rc == 0 && k < nc; k++)
+        if (!copy_member(&car->members[k], &ep->members[nlit ? lits[k] : 0], ep->nproc))
             rc = ec_errorf(err, EC_ENOMEM, "out of memory");
-            goto out;
-        }
-    if ((rc = ec_epoch_encode(car, &cbuf, &clen, err)) < 0) {
-        if (rc == EC_ETOOLARGE) /* most of a huge epoch changed: read it whole */
-            rc = full_marker(ep, raw, raw_len, buf, len, err);
-        goto out;
-    }
-    bool split = ep->chunk_members > 0 && ep->nchunks > 0 && ep->chunk_digest;
+    if (rc == 0)
+        rc = ec_epoch_encode(car, cbuf, clen, err);
+    ec_epoch_free(car);
+    return rc;
+}
+
+/* The delta message: the runs, the carrier, a split epoch's chunk
+ * digests; the full marker instead when the delta is not worth it. */
+static int pack_runs(const ec_epoch_t *base, const ec_epoch_t *ep, const void *raw,
+                     size_t raw_len, const seg_t *segs, int nseg, void *cbuf, size_t clen,
+                     void **buf, size_t *len, ec_error_t *err)
+{
     Ecoord__EpochDelta m = ECOORD__EPOCH_DELTA__INIT;
     m.version = EC_DELTA_VERSION;
     m.number = ep->number;
     m.base_number = base->number;
     m.digest = ec_epoch_digest(raw, raw_len);
-    runs = calloc((size_t)nseg + 1, sizeof(*runs));
-    runp = calloc((size_t)nseg + 1, sizeof(*runp));
+    Ecoord__EpochDeltaRun *runs = calloc((size_t)nseg + 1, sizeof(*runs));
+    Ecoord__EpochDeltaRun **runp = calloc((size_t)nseg + 1, sizeof(*runp));
+    int rc;
     if (!runs || !runp) {
         rc = ec_errorf(err, EC_ENOMEM, "out of memory");
         goto out;
@@ -190,7 +207,7 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
     m.runs = runp;
     m.carrier.data = cbuf;
     m.carrier.len = clen;
-    if (split) {
+    if (ep->chunk_members > 0 && ep->nchunks > 0 && ep->chunk_digest) { /* split */
         m.chunk_members = (uint32_t)ep->chunk_members;
         m.n_chunk_digest = (size_t)ep->nchunks;
         m.chunk_digest = ep->chunk_digest;
@@ -200,19 +217,47 @@ int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const vo
     /* Even a small epoch goes as a delta (its followers, and the tests of
      * a 3-node job, take the same path as a large one's); only one that
      * would be well above the record is not worth it. */
-    if (dl > raw_len + 512 || dl > EC_RECORD_MAX_BYTES) {
+    if (dl > raw_len + 512 || dl > EC_RECORD_MAX_BYTES)
         rc = full_marker(ep, raw, raw_len, buf, len, err);
+    else
+        rc = pack_delta(&m, buf, len, err);
+out:
+    free(runs);
+    free(runp);
+    return rc;
+}
+
+int ec_epoch_delta_encode(const ec_epoch_t *base, const ec_epoch_t *ep, const void *raw,
+                          size_t raw_len, void **buf, size_t *len, ec_error_t *err)
+{
+    *buf = NULL;
+    *len = 0;
+    if (!base || base->nproc != ep->nproc || base->nmembers < 1)
+        return full_marker(ep, raw, raw_len, buf, len, err);
+    int M = ep->nmembers;
+    size_t cap;
+    int *tab = base_index(base, &cap);
+    seg_t *segs = calloc((size_t)M + 1, sizeof(seg_t));
+    int *lits = calloc((size_t)M + 1, sizeof(int));
+    void *cbuf = NULL;
+    size_t clen = 0;
+    int rc, nlit;
+    if (!tab || !segs || !lits) {
+        rc = ec_errorf(err, EC_ENOMEM, "out of memory");
         goto out;
     }
-    rc = pack_delta(&m, buf, len, err);
+    int nseg = segment_members(base, ep, tab, cap, segs, lits, &nlit);
+    if ((rc = encode_carrier(ep, lits, nlit, &cbuf, &clen, err)) < 0) {
+        if (rc == EC_ETOOLARGE) /* most of a huge epoch changed: read it whole */
+            rc = full_marker(ep, raw, raw_len, buf, len, err);
+        goto out;
+    }
+    rc = pack_runs(base, ep, raw, raw_len, segs, nseg, cbuf, clen, buf, len, err);
 out:
     free(tab);
     free(segs);
     free(lits);
-    free(runs);
-    free(runp);
     free(cbuf);
-    ec_epoch_free(car);
     return rc;
 }
 

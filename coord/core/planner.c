@@ -42,6 +42,17 @@ const char *ec_plan_action_name(ec_plan_action_t action)
     return "unknown";
 }
 
+const char *ec_plan_why_name(ec_plan_why_t why)
+{
+    switch (why) {
+#define EC_PLAN_WHY_CASE(code, name, action)                                                    \
+    case EC_PLAN_WHY_##code: return name;
+        EC_PLAN_WHY_MAP(EC_PLAN_WHY_CASE)
+#undef EC_PLAN_WHY_CASE
+    }
+    return "unknown";
+}
+
 /* Joining or ready with the job's N: eligible, or pending while booting. */
 static int alive(const ec_plan_config_t *cfg, const ec_plan_node_t *node)
 {
@@ -222,6 +233,7 @@ typedef struct {
     int64_t pend_longest;   /* the longest boot among pend[] (ms) */
     int64_t pend_left;      /* time until the first of pend[] is no longer waited for (ms) */
     size_t n_departed, n_restarted, n_failed, n_done;
+    idtab_t by_node, by_member; /* in scratch */
 } plan_t;
 
 static const char *member_name(const plan_t *p, size_t m)
@@ -294,7 +306,8 @@ static int64_t elapsed(int64_t ms)
     return ms < 0 ? 0 : ms;
 }
 
-static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wait_ms);
+static void decide(ec_plan_decision_t *d, ec_plan_why_t by, ec_plan_action_t action,
+                   int64_t wait_ms);
 
 /* "waiting for n2, n3 to be ready (booting for up to 300 ms; up to 4700 ms
  * more)": the booting nodes still waited for. */
@@ -321,24 +334,28 @@ static void sb_late(ec_strbuf_t *sb, const plan_t *p)
 
 /* Wait for the booting nodes in pend[]: until the first is no longer waited
  * for when that publishes (can_publish), else until something changes. */
-static void wait_pending(plan_t *p, ec_plan_decision_t *d, bool can_publish)
+static void wait_pending(plan_t *p, ec_plan_decision_t *d, ec_plan_why_t by, bool can_publish)
 {
     if (can_publish && p->cfg->join_ready_timeout_ms > 0)
-        set_wait(d, EC_PLAN_WAIT_UNTIL, p->pend_left > 0 ? p->pend_left : 1);
+        decide(d, by, EC_PLAN_WAIT_UNTIL, p->pend_left > 0 ? p->pend_left : 1);
     else
-        set_wait(d, EC_PLAN_WAIT, 0);
+        decide(d, by, EC_PLAN_WAIT, 0);
 }
 
-static void set_wait(ec_plan_decision_t *d, ec_plan_action_t action, int64_t wait_ms)
+/* The action, by which rule (EC_PLAN_WHY_MAP), and for WAIT_UNTIL how long. */
+static void decide(ec_plan_decision_t *d, ec_plan_why_t by, ec_plan_action_t action,
+                   int64_t wait_ms)
 {
     d->action = action;
+    d->why_code = by;
     d->wait_ms = action == EC_PLAN_WAIT_UNTIL ? wait_ms : 0;
 }
 
 /* Build members[] for a publish: current members in M_id order with departed
  * slots refilled from the candidates, then the remaining candidates up to
  * np_max; compose why.  reason applies when no member departed. */
-static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_epoch_reason_t reason)
+static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_plan_why_t by,
+                   ec_epoch_reason_t reason)
 {
     const ec_plan_node_t *nodes = p->in->nodes;
     size_t max = (size_t)p->cfg->np_max;
@@ -411,7 +428,7 @@ static int publish(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why, ec_epoch_
     if (p->n_departed)
         reason = dropped ? (any_lost ? EC_REASON_LOST : EC_REASON_LEAVE)
                          : EC_REASON_SPARE_PROMOTED;
-    d->action = EC_PLAN_PUBLISH;
+    decide(d, by, EC_PLAN_PUBLISH, 0);
     d->reason = reason;
     d->n_members = n;
     d->world_size = (int64_t)n * p->cfg->nproc;
@@ -434,7 +451,7 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                 ec_strbuf_printf(why, " (and %zu booting)", np);
             ec_strbuf_printf(why, ", need np_min=%d", c->np_min);
             sb_late(why, p);
-            set_wait(d, EC_PLAN_WAIT, 0);
+            decide(d, EC_PLAN_WHY_NEED_NODES, EC_PLAN_WAIT, 0);
             return 0;
         }
         int64_t since = elapsed(p->in->since_eligible_change_ms);
@@ -451,13 +468,13 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                     wait = p->pend_left > 0 ? p->pend_left : 1;
             }
             sb_late(why, p);
-            set_wait(d, EC_PLAN_WAIT_UNTIL, wait);
+            decide(d, EC_PLAN_WHY_START_WAIT, EC_PLAN_WAIT_UNTIL, wait);
             return 0;
         }
         if (np) {
             sb_pending(why, p);
             ec_strbuf_printf(why, ": starting with %zu nodes once every one is", n + np);
-            wait_pending(p, d, n >= min);
+            wait_pending(p, d, EC_PLAN_WHY_START_BOOTING, n >= min);
             return 0;
         }
     }
@@ -471,7 +488,7 @@ static int plan_start(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
     if (n > w)
         ec_strbuf_printf(why, "; %zu standby%s", n - w, n - w == 1 ? "" : "s");
     sb_late(why, p);
-    d->action = EC_PLAN_PUBLISH;
+    decide(d, EC_PLAN_WHY_START, EC_PLAN_PUBLISH, 0);
     d->reason = EC_REASON_START;
     d->n_members = w;
     d->world_size = (int64_t)w * c->nproc;
@@ -488,7 +505,7 @@ static int wait_below_min(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
     ec_strbuf_printf(why, "waiting for %zu more node%s: have %zu, need np_min=%d (epoch %" PRIu64
               " has %zu member%s)", min - have, plural(min - have), have, p->cfg->np_min,
               p->in->epoch.number, p->n_mem, plural(p->n_mem));
-    set_wait(d, EC_PLAN_WAIT, 0);
+    decide(d, EC_PLAN_WHY_BELOW_MIN, EC_PLAN_WAIT, 0);
     return 0;
 }
 
@@ -511,7 +528,7 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
 
     if (unfilled == 0)
         return publish_size(p) < min ? wait_below_min(p, d, why)
-                                     : publish(p, d, why, EC_REASON_UNKNOWN);
+                                     : publish(p, d, why, EC_PLAN_WHY_REPLACED, EC_REASON_UNKNOWN);
 
     if (remain < min || c->np_min == c->np_max) {
         ec_strbuf_printf(why, "waiting for %zu more node%s: ", min - remain, plural(min - remain));
@@ -523,7 +540,7 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
             ec_strbuf_printf(why, "np=%d (fixed size)", c->np_min);
         else
             ec_strbuf_printf(why, "np_min=%d", c->np_min);
-        set_wait(d, EC_PLAN_WAIT, 0);
+        decide(d, EC_PLAN_WHY_NEED_REPLACEMENTS, EC_PLAN_WAIT, 0);
         return 0;
     }
     int64_t since = elapsed(p->in->since_member_missing_ms);
@@ -533,10 +550,10 @@ static int plan_departed(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                   " departed: waiting %" PRId64 " ms more for %zu replacement%s before"
                   " continuing with %zu nodes",
                   c->replace_wait_ms - since, unfilled, plural(unfilled), remain);
-        set_wait(d, EC_PLAN_WAIT_UNTIL, c->replace_wait_ms - since);
+        decide(d, EC_PLAN_WHY_REPLACE_WAIT, EC_PLAN_WAIT_UNTIL, c->replace_wait_ms - since);
         return 0;
     }
-    return publish(p, d, why, EC_REASON_UNKNOWN);
+    return publish(p, d, why, EC_PLAN_WHY_SHRINK, EC_REASON_UNKNOWN);
 }
 
 /* Rules 7-9: nobody departed. */
@@ -549,19 +566,19 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
         return wait_below_min(p, d, why);
 
     if (p->n_restarted)
-        return publish(p, d, why, EC_REASON_RESTART);
+        return publish(p, d, why, EC_PLAN_WHY_RESTART, EC_REASON_RESTART);
 
     if (p->n_cand && p->n_mem < max) {
         int64_t since = elapsed(p->in->since_eligible_change_ms);
         if (p->n_mem + p->n_cand >= max || (since >= c->elastic_timeout_ms && !p->n_pend))
-            return publish(p, d, why, EC_REASON_JOIN);
+            return publish(p, d, why, EC_PLAN_WHY_JOIN, EC_REASON_JOIN);
         if (since >= c->elastic_timeout_ms) {
             /* joiners that registered with them are admitted together */
             sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
             ec_strbuf_printf(why, " ready; ");
             sb_pending(why, p);
             ec_strbuf_printf(why, " before admitting %zu nodes", p->n_cand + p->n_pend);
-            wait_pending(p, d, true);
+            wait_pending(p, d, EC_PLAN_WHY_JOIN_BOOTING, true);
             return 0;
         }
         sb_node_names(why, p->in->nodes, p->cand, p->n_cand);
@@ -569,7 +586,7 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
                   " joined: publishing %zu nodes in %" PRId64 " ms unless more join"
                   " (np_max=%d)",
                   p->n_mem + p->n_cand, c->elastic_timeout_ms - since, c->np_max);
-        set_wait(d, EC_PLAN_WAIT_UNTIL, c->elastic_timeout_ms - since);
+        decide(d, EC_PLAN_WHY_JOIN_WAIT, EC_PLAN_WAIT_UNTIL, c->elastic_timeout_ms - since);
         return 0;
     }
     ec_strbuf_printf(why, "steady");
@@ -590,7 +607,7 @@ static int plan_running(plan_t *p, ec_plan_decision_t *d, ec_strbuf_t *why)
         }
         ec_strbuf_printf(why, "): each joins once ready");
     }
-    set_wait(d, EC_PLAN_WAIT, 0);
+    decide(d, EC_PLAN_WHY_STEADY, EC_PLAN_WAIT, 0);
     return 0;
 }
 
@@ -658,25 +675,19 @@ static int check_input(const ec_plan_input_t *in, ec_error_t *err)
     return 0;
 }
 
-/* Classify nodes and members; collect refusals and the candidates. */
-static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
+/* The scratch block: the two id tables and the per-node and per-member
+ * arrays, one zeroed allocation, largest alignment first. */
+static int plan_alloc(plan_t *p)
 {
-    const ec_plan_input_t *in = p->in;
-    const ec_plan_node_t *nodes = in->nodes;
-    size_t nn = in->n_nodes, nm = p->n_mem;
+    size_t nn = p->in->n_nodes, nm = p->n_mem;
     size_t cap_n = idtab_cap(nn), cap_m = idtab_cap(nm);
-
-    if (nn >= UINT32_MAX || nm >= UINT32_MAX)
-        return ec_errorf(err, EC_EINVAL, "planner input: %zu nodes, %zu members: too many",
-                         nn, nm);
-    /* One zeroed block, largest alignment first. */
     size_t sz = (cap_n + cap_m) * sizeof(slot_t) + (nm + 3 * nn) * sizeof(size_t) + nn + 2 * nm;
     char *b = p->scratch = calloc(1, sz);
     if (!b)
         return EC_ENOMEM;
-    idtab_t tn = {(slot_t *)b, cap_n - 1, (const char *)nodes, sizeof(*nodes)};
+    p->by_node = (idtab_t){(slot_t *)b, cap_n - 1, (const char *)p->in->nodes, sizeof(*p->in->nodes)};
     b += cap_n * sizeof(slot_t);
-    idtab_t tm = {(slot_t *)b, cap_m - 1, (const char *)p->mem, sizeof(*p->mem)};
+    p->by_member = (idtab_t){(slot_t *)b, cap_m - 1, (const char *)p->mem, sizeof(*p->mem)};
     b += cap_m * sizeof(slot_t);
     p->mem_node = (size_t *)b;
     b += nm * sizeof(size_t);
@@ -689,52 +700,80 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
     p->elig = (unsigned char *)b;
     p->mstat = p->elig + nn;
     p->graceful = p->mstat + nm;
+    return 0;
+}
 
-    for (size_t m = 0; m < nm; m++) {
+/* The members by id; a member listed twice is malformed input. */
+static int index_members(plan_t *p, ec_error_t *err)
+{
+    for (size_t m = 0; m < p->n_mem; m++) {
         p->mem_node[m] = SIZE_MAX;
-        size_t dup = idtab_put(&tm, id_hash(p->mem[m].node_id), m);
+        size_t dup = idtab_put(&p->by_member, id_hash(p->mem[m].node_id), m);
         if (dup != SIZE_MAX)
             return ec_errorf(err, EC_EINVAL,
                              "epoch %" PRIu64 " lists node %s twice (M_id %zu and %zu)",
-                             in->epoch.number, p->mem[m].node_id, dup, m);
+                             p->in->epoch.number, p->mem[m].node_id, dup, m);
     }
-    size_t n_refused = 0;
-    for (size_t i = 0; i < nn; i++) {
+    return 0;
+}
+
+/* A booting non-member: still waited for (pend[]) or past
+ * join_ready_timeout_ms (late[]). */
+static void note_booting(plan_t *p, size_t i)
+{
+    int64_t t = elapsed(p->in->nodes[i].booting_ms), limit = p->cfg->join_ready_timeout_ms;
+    if (limit > 0 && t >= limit) {
+        p->late[p->n_late++] = i;
+        return;
+    }
+    if (!p->n_pend || t > p->pend_longest)
+        p->pend_longest = t;
+    if (limit > 0 && (!p->n_pend || limit - t < p->pend_left))
+        p->pend_left = limit - t;
+    p->pend[p->n_pend++] = i;
+}
+
+/* Each node: by id (a node registered twice is malformed input), eligible
+ * or not, a member's node, a candidate or a booting non-member; pend[],
+ * cand[] and late[] then in registration order.  *n_refused: the alive
+ * nodes with another nproc. */
+static int classify_nodes(plan_t *p, size_t *n_refused, ec_error_t *err)
+{
+    const ec_plan_node_t *nodes = p->in->nodes;
+    *n_refused = 0;
+    for (size_t i = 0; i < p->in->n_nodes; i++) {
         const ec_plan_node_t *nd = &nodes[i];
         uint64_t h = id_hash(nd->node_id);
-        size_t dup = idtab_put(&tn, h, i);
+        size_t dup = idtab_put(&p->by_node, h, i);
         if (dup != SIZE_MAX)
             return ec_errorf(err, EC_EINVAL, "node %s is registered twice (entries %zu and %zu)",
                              nd->node_id, dup, i);
         p->elig[i] = (unsigned char)ec_plan_node_eligible(p->cfg, nd);
         bool pending = ec_plan_node_pending(p->cfg, nd);
-        n_refused += !p->elig[i] && !pending &&
-                     (nd->state == EC_NODE_JOINING || nd->state == EC_NODE_READY);
-        size_t mid = idtab_get(&tm, nd->node_id, h);
-        if (mid != SIZE_MAX) {
+        *n_refused += !p->elig[i] && !pending &&
+                      (nd->state == EC_NODE_JOINING || nd->state == EC_NODE_READY);
+        size_t mid = idtab_get(&p->by_member, nd->node_id, h);
+        if (mid != SIZE_MAX)
             p->mem_node[mid] = i;
-        } else if (p->elig[i]) {
+        else if (p->elig[i])
             p->cand[p->n_cand++] = i;
-        } else if (pending) {
-            int64_t t = elapsed(nd->booting_ms), limit = p->cfg->join_ready_timeout_ms;
-            if (limit > 0 && t >= limit) {
-                p->late[p->n_late++] = i;
-            } else {
-                if (!p->n_pend || t > p->pend_longest)
-                    p->pend_longest = t;
-                if (limit > 0 && (!p->n_pend || limit - t < p->pend_left))
-                    p->pend_left = limit - t;
-                p->pend[p->n_pend++] = i;
-            }
-        }
+        else if (pending)
+            note_booting(p, i);
     }
     qsort_r(p->cand, p->n_cand, sizeof(*p->cand), regorder_cmp, (void *)nodes);
     qsort_r(p->pend, p->n_pend, sizeof(*p->pend), regorder_cmp, (void *)nodes);
     qsort_r(p->late, p->n_late, sizeof(*p->late), regorder_cmp, (void *)nodes);
+    return 0;
+}
 
+/* d->refused[]: the n_refused alive nodes with another nproc, each with
+ * the message for its record. */
+static int refuse_mismatched(plan_t *p, ec_plan_decision_t *d, size_t n_refused)
+{
+    const ec_plan_node_t *nodes = p->in->nodes;
     if (n_refused && !(d->refused = calloc(n_refused, sizeof(*d->refused))))
         return EC_ENOMEM;
-    for (size_t i = 0; n_refused && i < nn; i++) {
+    for (size_t i = 0; n_refused && i < p->in->n_nodes; i++) {
         const ec_plan_node_t *nd = &nodes[i];
         if (p->elig[i] || ec_plan_node_pending(p->cfg, nd) ||
             (nd->state != EC_NODE_JOINING && nd->state != EC_NODE_READY))
@@ -748,8 +787,15 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
         if (!(d->refused[d->n_refused++].why = ec_strbuf_take(&sb)))
             return EC_ENOMEM;
     }
+    return 0;
+}
 
-    for (size_t m = 0; m < nm; m++) {
+/* Each member: alive, restarted (a new incarnation) or departed, and for a
+ * departed one whether it went gracefully. */
+static void classify_members(plan_t *p)
+{
+    const ec_plan_node_t *nodes = p->in->nodes;
+    for (size_t m = 0; m < p->n_mem; m++) {
         size_t i = p->mem_node[m];
         if (i == SIZE_MAX) {
             p->mstat[m] = MEM_DEPARTED;
@@ -774,12 +820,31 @@ static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
         p->n_restarted += p->mstat[m] == MEM_RESTARTED;
     }
     /* A vanished member left gracefully if the caller saw it leaving. */
-    for (size_t j = 0; j < in->n_left; j++) {
-        size_t m = idtab_get(&tm, in->left_ids[j], id_hash(in->left_ids[j]));
+    for (size_t j = 0; j < p->in->n_left; j++) {
+        const char *id = p->in->left_ids[j];
+        size_t m = idtab_get(&p->by_member, id, id_hash(id));
         if (m != SIZE_MAX && p->mem_node[m] == SIZE_MAX)
             p->graceful[m] = 1;
     }
-    return 0;
+}
+
+/* Classify nodes and members; collect refusals and the candidates. */
+static int plan_prepare(plan_t *p, ec_plan_decision_t *d, ec_error_t *err)
+{
+    size_t nn = p->in->n_nodes, nm = p->n_mem, n_refused;
+    if (nn >= UINT32_MAX || nm >= UINT32_MAX)
+        return ec_errorf(err, EC_EINVAL, "planner input: %zu nodes, %zu members: too many",
+                         nn, nm);
+    int rc = plan_alloc(p);
+    if (rc == 0)
+        rc = index_members(p, err);
+    if (rc == 0)
+        rc = classify_nodes(p, &n_refused, err);
+    if (rc == 0)
+        rc = refuse_mismatched(p, d, n_refused);
+    if (rc == 0)
+        classify_members(p);
+    return rc;
 }
 
 int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err)
@@ -804,7 +869,7 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
 
     /* 1. configuration */
     if (check_config(p.cfg, &why) < 0) {
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_INVALID_CONFIG, EC_PLAN_FAIL, 0);
         goto done;
     }
     rc = plan_prepare(&p, d, err);
@@ -820,7 +885,7 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
         ec_strbuf_printf(&why, "every member of epoch %" PRIu64 " failed: ", in->epoch.number);
         sb_members_with(&why, &p, MEM_DEPARTED, 0);
         ec_strbuf_printf(&why, "; see their logs and failure records");
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_ALL_FAILED, EC_PLAN_FAIL, 0);
     } else if (p.cfg->fail_fast && p.n_failed > 0) {
         /* 2b. fault tolerance off: one member's failure ends the job */
         size_t shown = 0;
@@ -835,19 +900,19 @@ int ec_plan(const ec_plan_input_t *in, ec_plan_decision_t **out, ec_error_t *err
                                "failure records, or restart failed processes with "
                                "--max_restart or --elastic_level=1",
                          in->epoch.number);
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_FAILED_NO_TOLERANCE, EC_PLAN_FAIL, 0);
     } else if (p.n_mem > (size_t)p.cfg->np_max) {
         /* 3. another agent wrote this epoch with a larger --np */
         ec_strbuf_printf(&why,
                   "epoch %" PRIu64 " has %zu members but np_max=%d: every agent of a job"
                   " must run with the same --np",
                   in->epoch.number, p.n_mem, p.cfg->np_max);
-        set_wait(d, EC_PLAN_FAIL, 0);
+        decide(d, EC_PLAN_WHY_OVER_NP_MAX, EC_PLAN_FAIL, 0);
     } else if (p.n_done == p.n_mem) {
         /* 5. training finished: do not promote standbys into a finished job */
         ec_strbuf_printf(&why, "all %zu members of epoch %" PRIu64 " are done", p.n_mem,
                   in->epoch.number);
-        set_wait(d, EC_PLAN_COMPLETE, 0);
+        decide(d, EC_PLAN_WHY_ALL_DONE, EC_PLAN_COMPLETE, 0);
     } else if (p.n_departed) {
         rc = plan_departed(&p, d, &why);
     } else {

@@ -71,6 +71,39 @@ typedef enum {
     EC_PLAN_COMPLETE = 5,   /* every member is done: mark the job completed */
 } ec_plan_action_t;
 
+/* Which branch of the rules above decided, by a stable name: the tests
+ * assert on it, and a log line can carry it, so neither depends on why's
+ * prose.  X(code, name, action it goes with) and the rule it belongs to.
+ * The two waits for booting nodes are a WAIT_UNTIL when the wait has an
+ * end (join_ready_timeout_ms > 0 and, for the first epoch, np_min reached),
+ * else a WAIT. */
+#define EC_PLAN_WHY_MAP(X)                                                                    \
+    X(INVALID_CONFIG, "invalid-config", FAIL)           /* 1 */                               \
+    X(ALL_FAILED, "all-failed", FAIL)                   /* 2 */                               \
+    X(FAILED_NO_TOLERANCE, "failed-no-tolerance", FAIL) /* 2b */                              \
+    X(OVER_NP_MAX, "over-np-max", FAIL)                 /* 3 */                               \
+    X(NEED_NODES, "need-nodes", WAIT)                   /* 4: fewer than np_min */            \
+    X(START_WAIT, "start-wait", WAIT_UNTIL)             /* 4: the elastic window */           \
+    X(START_BOOTING, "start-booting", WAIT_UNTIL)       /* 4: for booting nodes */            \
+    X(START, "start", PUBLISH)                          /* 4 */                               \
+    X(ALL_DONE, "all-done", COMPLETE)                   /* 5 */                               \
+    X(REPLACED, "replaced", PUBLISH)                    /* 6: every departed slot refilled */ \
+    X(NEED_REPLACEMENTS, "need-replacements", WAIT)     /* 6: below np_min or fixed size */   \
+    X(REPLACE_WAIT, "replace-wait", WAIT_UNTIL)         /* 6: replace_wait_ms */              \
+    X(SHRINK, "shrink", PUBLISH)                        /* 6: go on with fewer */             \
+    X(BELOW_MIN, "below-min", WAIT)                     /* 6-8: the epoch is below np_min */  \
+    X(RESTART, "restart", PUBLISH)                      /* 7 */                               \
+    X(JOIN, "join", PUBLISH)                            /* 8 */                               \
+    X(JOIN_WAIT, "join-wait", WAIT_UNTIL)               /* 8: the elastic window */           \
+    X(JOIN_BOOTING, "join-booting", WAIT_UNTIL)         /* 8: for booting joiners */          \
+    X(STEADY, "steady", WAIT)                           /* 9 */
+
+typedef enum {
+#define EC_PLAN_WHY_ENUM(code, name, action) EC_PLAN_WHY_##code,
+    EC_PLAN_WHY_MAP(EC_PLAN_WHY_ENUM)
+#undef EC_PLAN_WHY_ENUM
+} ec_plan_why_t;
+
 /* Job configuration (--np=MIN:MAX, --nproc_per_node, --elastic_timeout,
  * replace wait).  No size/version field, unlike public option structs: the
  * planner is internal to coord/ and built with its only caller. */
@@ -162,6 +195,7 @@ typedef struct ec_plan_refusal {
 
 typedef struct ec_plan_decision {
     ec_plan_action_t action;
+    ec_plan_why_t why_code;   /* which rule decided (EC_PLAN_WHY_MAP); every decision */
     ec_epoch_reason_t reason; /* why an epoch is published (the epoch record's own enum,
                                  records.h); PUBLISH only, EC_REASON_UNKNOWN otherwise */
     uint64_t epoch;           /* PUBLISH: number to write = current + 1 */
@@ -224,5 +258,7 @@ uint64_t ec_plan_fingerprint(const ec_plan_config_t *cfg, const ec_plan_node_t *
 
 /* "publish", "wait-until", "wait", "fail", "complete"; "unknown" otherwise. */
 const char *ec_plan_action_name(ec_plan_action_t action);
+/* "steady", "need-nodes", "replace-wait" ... (EC_PLAN_WHY_MAP); "unknown" otherwise. */
+const char *ec_plan_why_name(ec_plan_why_t why);
 
 #endif

@@ -22,6 +22,10 @@
  *   order, every WAIT_UNTIL publishes once its time has passed, and a node
  *   swapped for an equivalent one (ec_plan_node_equiv: joining <-> ready)
  *   changes no decision (the leader skips the plan on such writes).
+ *
+ * Each decision is checked by its name (ec_plan_why_t, planner.h's
+ * EC_PLAN_WHY_MAP), not by its wording; a few tests pin the sentences the
+ * console shows, and say so.
  */
 #include "planner.h"
 
@@ -135,6 +139,50 @@ static void fx_left(const char *id)
     F.left[F.in.n_left++] = id;
 }
 
+/* The action each reason goes with (planner.h's table). */
+static ec_plan_action_t action_of(ec_plan_why_t w)
+{
+    switch (w) {
+#define WHY_ACTION(code, name, action)                                                           \
+    case EC_PLAN_WHY_##code: return EC_PLAN_##action;
+        EC_PLAN_WHY_MAP(WHY_ACTION)
+#undef WHY_ACTION
+    }
+    return 0;
+}
+
+/* The epoch reason a publish's rule gives it. */
+static int publish_reason_fits(ec_plan_why_t w, ec_epoch_reason_t r)
+{
+    switch (w) {
+    case EC_PLAN_WHY_START: return r == EC_REASON_START;
+    case EC_PLAN_WHY_REPLACED: return r == EC_REASON_SPARE_PROMOTED;
+    case EC_PLAN_WHY_SHRINK: return r == EC_REASON_LOST || r == EC_REASON_LEAVE;
+    case EC_PLAN_WHY_RESTART: return r == EC_REASON_RESTART;
+    case EC_PLAN_WHY_JOIN: return r == EC_REASON_JOIN;
+    default: return 0;
+    }
+}
+
+/* Every decision: its rule is named and goes with the action taken (a wait
+ * for booting nodes without an end is a plain WAIT), a publish's with its
+ * epoch reason. */
+static void check_why_code(const ec_plan_decision_t *d)
+{
+    ec_plan_why_t w = d->why_code;
+    bool boot = w == EC_PLAN_WHY_START_BOOTING || w == EC_PLAN_WHY_JOIN_BOOTING;
+    ck_assert_msg(action_of(w) == d->action || (boot && d->action == EC_PLAN_WAIT),
+                  "rule %s with action %s: %s", ec_plan_why_name(w),
+                  ec_plan_action_name(d->action), d->log);
+    if (d->action == EC_PLAN_PUBLISH)
+        ck_assert_msg(publish_reason_fits(w, d->reason), "rule %s with reason %s: %s",
+                      ec_plan_why_name(w), ec_epoch_reason_name(d->reason), d->log);
+}
+
+#define ck_assert_why(d, code)                                                                   \
+    ck_assert_msg((d)->why_code == (code), "expected %s, got %s: %s", ec_plan_why_name(code),    \
+                  ec_plan_why_name((d)->why_code), (d)->why)
+
 static ec_plan_decision_t *fx_plan(void)
 {
     ec_error_t err = {0};
@@ -145,6 +193,7 @@ static ec_plan_decision_t *fx_plan(void)
     ck_assert_ptr_nonnull(F.d);
     ck_assert_ptr_nonnull(F.d->why);
     ck_assert_ptr_nonnull(F.d->log);
+    check_why_code(F.d);
     return F.d;
 }
 
@@ -172,31 +221,31 @@ static void expect_publish(ec_epoch_reason_t reason, const char *members)
     ck_assert_int_eq(F.d->wait_ms, 0);
 }
 
-static void expect_wait_until(int64_t ms)
+static void expect_wait_until(ec_plan_why_t why, int64_t ms)
 {
     ck_assert_msg(F.d->action == EC_PLAN_WAIT_UNTIL, "expected wait-until, got %s: %s",
                   ec_plan_action_name(F.d->action), F.d->why);
+    ck_assert_why(F.d, why);
     ck_assert_int_eq(F.d->wait_ms, ms);
     ck_assert_uint_eq(F.d->n_members, 0);
     ck_assert_int_eq(F.d->reason, EC_REASON_UNKNOWN);
 }
 
-static void expect_wait(const char *why)
+static void expect_wait(ec_plan_why_t why)
 {
     ck_assert_msg(F.d->action == EC_PLAN_WAIT, "expected wait, got %s: %s",
                   ec_plan_action_name(F.d->action), F.d->why);
+    ck_assert_why(F.d, why);
     ck_assert_int_eq(F.d->wait_ms, 0);
     ck_assert_uint_eq(F.d->n_members, 0);
-    if (why)
-        ck_assert_str_eq(F.d->why, why);
 }
 
-static void expect_fail(const char *needle)
+static void expect_fail(ec_plan_why_t why)
 {
     ck_assert_msg(F.d->action == EC_PLAN_FAIL, "expected fail, got %s: %s",
                   ec_plan_action_name(F.d->action), F.d->why);
+    ck_assert_why(F.d, why);
     ck_assert_uint_eq(F.d->n_members, 0);
-    ck_assert_msg(strstr(F.d->why, needle), "'%s' not in '%s'", needle, F.d->why);
     ck_assert_msg(strncmp(F.d->log, "+fail: ", 7) == 0, "log: %s", F.d->log);
 }
 
@@ -233,6 +282,10 @@ START_TEST(names_of_reasons_and_actions)
     ck_assert_str_eq(ec_plan_action_name(EC_PLAN_WAIT), "wait");
     ck_assert_str_eq(ec_plan_action_name(EC_PLAN_FAIL), "fail");
     ck_assert_str_eq(ec_plan_action_name((ec_plan_action_t)99), "unknown");
+    ck_assert_str_eq(ec_plan_why_name(EC_PLAN_WHY_STEADY), "steady");
+    ck_assert_str_eq(ec_plan_why_name(EC_PLAN_WHY_NEED_NODES), "need-nodes");
+    ck_assert_str_eq(ec_plan_why_name(EC_PLAN_WHY_FAILED_NO_TOLERANCE), "failed-no-tolerance");
+    ck_assert_str_eq(ec_plan_why_name((ec_plan_why_t)99), "unknown");
 }
 END_TEST
 
@@ -242,26 +295,22 @@ END_TEST
 START_TEST(invalid_config_fails)
 {
     fx_adds("n1", "n2", NULL);
-    struct {
-        ec_plan_config_t c;
-        const char *needle;
-    } cases[] = {
-        {{0, 4, 2, 0, 0, 0, false}, "np_min=0"},
-        {{-1, 4, 2, 0, 0, 0, false}, "np_min=-1"},
-        {{3, 2, 2, 0, 0, 0, false}, "np_min=3 > np_max=2"},
-        {{1, 2, 0, 0, 0, 0, false}, "nproc=0"},
-        {{1, 2, -3, 0, 0, 0, false}, "nproc=-3"},
-        {{1, 2, 2, -1, 0, 0, false}, "elastic_timeout_ms=-1"},
-        {{1, 2, 2, 0, -1, 0, false}, "replace_wait_ms=-1"},
-        {{1, 70000, 70000, 0, 0, 0, false}, "ranks"},
+    ec_plan_config_t cases[] = {
+        {0, 4, 2, 0, 0, 0, false},  {-1, 4, 2, 0, 0, 0, false}, {3, 2, 2, 0, 0, 0, false},
+        {1, 2, 0, 0, 0, 0, false},  {1, 2, -3, 0, 0, 0, false}, {1, 2, 2, -1, 0, 0, false},
+        {1, 2, 2, 0, -1, 0, false}, {1, 70000, 70000, 0, 0, 0, false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        F.in.config = cases[i].c;
+        F.in.config = cases[i];
         fx_plan();
-        expect_fail(cases[i].needle);
-        ck_assert_has(F.d->why, "invalid configuration");
+        expect_fail(EC_PLAN_WHY_INVALID_CONFIG);
         ck_assert_uint_eq(F.d->n_refused, 0);
     }
+    /* The message is the fix the user reads: the value and what --np takes. */
+    F.in.config = cases[2];
+    fx_plan();
+    ck_assert_str_eq(F.d->why, "invalid configuration: np_min=3 > np_max=2; --np takes "
+                               "MIN[:MAX] with 1 <= MIN <= MAX");
     /* The boundaries themselves are valid. */
     fx_cfg(1, 1, 2, 0, 0);
     fx_plan();
@@ -278,10 +327,11 @@ START_TEST(all_members_failed_fails)
     fx_find("n2")->state = EC_NODE_FAILED;
     fx_plan();
     /* Two of three failed: survivors below np_min wait, not fail. */
-    ck_assert_int_eq(F.d->action, EC_PLAN_WAIT);
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
     fx_find("n3")->state = EC_NODE_FAILED;
     fx_plan();
-    expect_fail("every member of epoch 3 failed: n1, n2, n3");
+    expect_fail(EC_PLAN_WHY_ALL_FAILED);
+    /* The console's last word on the job: whom, and where to look. */
     ck_assert_str_eq(F.d->log,
                      "+fail: every member of epoch 3 failed: n1, n2, n3; see their logs and "
                      "failure records");
@@ -301,19 +351,23 @@ START_TEST(one_failed_member_fails_the_job_without_fault_tolerance)
     fx_epoch(2, "n1", "n2", NULL);
     fx_find("n2")->state = EC_NODE_FAILED;
     fx_plan();
-    expect_fail("n2 of epoch 2 failed and the job runs without fault tolerance");
-    ck_assert_has(F.d->why, "--max_restart");
+    expect_fail(EC_PLAN_WHY_FAILED_NO_TOLERANCE);
+    /* The message is the fix the user reads: how to keep the job going. */
+    ck_assert_str_eq(F.d->why, "n2 of epoch 2 failed and the job runs without fault tolerance "
+                               "(--elastic_level=-1): every node stops; see the failure records, "
+                               "or restart failed processes with --max_restart or "
+                               "--elastic_level=1");
     /* a lost member is no failure: the standby takes its place */
     fx_find("n2")->state = EC_NODE_READY;
     fx_drop("n2");
     fx_plan();
-    ck_assert_int_eq(F.d->action, EC_PLAN_PUBLISH);
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n1,n3");
     /* with fault tolerance on, the same failure is replaced */
     fx_adds("n2", NULL);
     fx_find("n2")->state = EC_NODE_FAILED;
     F.in.config.fail_fast = false;
     fx_plan();
-    ck_assert_int_eq(F.d->action, EC_PLAN_PUBLISH);
+    expect_publish(EC_REASON_SPARE_PROMOTED, "n1,n3");
 }
 END_TEST
 
@@ -325,9 +379,7 @@ START_TEST(failed_plus_vanished_is_not_all_failed)
     fx_find("n1")->state = EC_NODE_FAILED;
     fx_find("n2")->state = EC_NODE_FAILED;
     fx_plan();
-    expect_wait(NULL);
-    ck_assert_has(F.d->why, "n3 (missing)");
-    ck_assert_has(F.d->why, "n1 (failed)");
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
 }
 END_TEST
 
@@ -337,7 +389,7 @@ START_TEST(epoch_larger_than_np_max_fails)
     fx_adds("n1", "n2", "n3", NULL);
     fx_epoch(5, "n1", "n2", "n3", NULL);
     fx_plan();
-    expect_fail("epoch 5 has 3 members but np_max=2");
+    expect_fail(EC_PLAN_WHY_OVER_NP_MAX);
 }
 END_TEST
 
@@ -411,7 +463,8 @@ START_TEST(empty_cluster_waits)
     fx_cfg(3, 5, 2, 1000, 0);
     F.in.since_eligible_change_ms = 1000000;
     fx_plan();
-    expect_wait("waiting for 3 more nodes: have 0, need np_min=3");
+    expect_wait(EC_PLAN_WHY_NEED_NODES);
+    /* The console shows what the job waits for, in these words. */
     ck_assert_str_eq(F.d->log, "+wait: waiting for 3 more nodes: have 0, need np_min=3");
     ck_assert_uint_eq(F.d->n_refused, 0);
     ck_assert_uint_eq(F.d->n_departed, 0);
@@ -424,17 +477,17 @@ START_TEST(start_below_min_waits_indefinitely)
     fx_add("n1");
     F.in.since_eligible_change_ms = 1000000; /* stable for ages: still too few */
     fx_plan();
-    expect_wait("waiting for 2 more nodes: have 1, need np_min=3");
+    expect_wait(EC_PLAN_WHY_NEED_NODES);
     fx_add("n2");
     fx_plan();
-    expect_wait("waiting for 1 more node: have 2, need np_min=3");
+    expect_wait(EC_PLAN_WHY_NEED_NODES);
     /* Ineligible nodes do not count. */
     fx_add("n3")->state = EC_NODE_LEAVING;
     fx_add("n4")->state = EC_NODE_FAILED;
     fx_add("n5")->state = EC_NODE_DONE;
     fx_add("n6")->state = EC_NODE_UNKNOWN;
     fx_plan();
-    expect_wait("waiting for 1 more node: have 2, need np_min=3");
+    expect_wait(EC_PLAN_WHY_NEED_NODES);
     /* joining counts as eligible. */
     fx_add("n7")->state = EC_NODE_JOINING;
     fx_plan();
@@ -455,7 +508,7 @@ START_TEST(start_at_max_publishes_at_once_in_registration_order)
     expect_publish(EC_REASON_START, "a,b,c");
     ck_assert_uint_eq(F.d->epoch, 1);
     ck_assert_int_eq(F.d->world_size, 12);
-    ck_assert_str_eq(F.d->why, "3 nodes: a, b, c");
+    /* The epoch's log line and detail, as the console shows them. */
     ck_assert_str_eq(F.d->log, "+epoch 1 world=12 nodes=3 reason=start: 3 nodes: a, b, c");
 }
 END_TEST
@@ -495,11 +548,9 @@ START_TEST(start_beyond_max_keeps_standbys)
     fx_find("n2")->create_revision = 15; /* tie: broken by id */
     fx_plan();
     expect_publish(EC_REASON_START, "n4,n1");
-    ck_assert_str_eq(F.d->why, "2 nodes: n4, n1; 2 standbys");
     fx_cfg(1, 3, 1, 30000, 0);
     fx_plan();
     expect_publish(EC_REASON_START, "n4,n1,n2");
-    ck_assert_str_eq(F.d->why, "3 nodes: n4, n1, n2; 1 standby");
 }
 END_TEST
 
@@ -509,19 +560,13 @@ START_TEST(start_between_min_and_max_waits_elastic_timeout)
     fx_adds("n1", "n2", NULL); /* exactly np_min */
     F.in.since_eligible_change_ms = -1; /* unknown: counted as just changed */
     fx_plan();
-    expect_wait_until(1000);
-    ck_assert_str_eq(F.d->why,
-                     "have 2 of np_max=4 nodes (np_min=2): starting with 2 in 1000 ms unless "
-                     "more join");
-    ck_assert_str_eq(F.d->log,
-                     "+wait-until 1000ms: have 2 of np_max=4 nodes (np_min=2): starting with 2 "
-                     "in 1000 ms unless more join");
+    expect_wait_until(EC_PLAN_WHY_START_WAIT, 1000);
     F.in.since_eligible_change_ms = 0;
     fx_plan();
-    expect_wait_until(1000);
+    expect_wait_until(EC_PLAN_WHY_START_WAIT, 1000);
     F.in.since_eligible_change_ms = 999;
     fx_plan();
-    expect_wait_until(1);
+    expect_wait_until(EC_PLAN_WHY_START_WAIT, 1);
     F.in.since_eligible_change_ms = 1000; /* the exact boundary publishes */
     fx_plan();
     expect_publish(EC_REASON_START, "n1,n2");
@@ -532,7 +577,7 @@ START_TEST(start_between_min_and_max_waits_elastic_timeout)
     fx_add("n3");
     F.in.since_eligible_change_ms = 10;
     fx_plan();
-    expect_wait_until(990);
+    expect_wait_until(EC_PLAN_WHY_START_WAIT, 990);
     fx_add("n4");
     fx_plan();
     expect_publish(EC_REASON_START, "n1,n2,n3,n4");
@@ -547,7 +592,7 @@ START_TEST(start_with_zero_elastic_timeout_is_immediate)
     expect_publish(EC_REASON_START, "n1,n2");
     fx_drop("n2");
     fx_plan();
-    expect_wait("waiting for 1 more node: have 1, need np_min=2");
+    expect_wait(EC_PLAN_WHY_NEED_NODES);
 }
 END_TEST
 
@@ -562,8 +607,10 @@ START_TEST(mismatched_nproc_is_refused)
     fx_add("n5")->nproc = 4;
     fx_find("n5")->state = EC_NODE_LEAVING; /* on its way out: not worth a message */
     fx_plan();
-    expect_wait("waiting for 1 more node: have 1, need np_min=2; 1 node refused (nproc "
-                "mismatch): n4");
+    expect_wait(EC_PLAN_WHY_NEED_NODES);
+    /* The wait names the refused node, and its record says how to fix it. */
+    ck_assert_str_eq(F.d->why, "waiting for 1 more node: have 1, need np_min=2; 1 node refused "
+                               "(nproc mismatch): n4");
     ck_assert_uint_eq(F.d->n_refused, 1);
     ck_assert_uint_eq(F.d->refused[0].node, 1);
     ck_assert_str_eq(F.d->refused[0].why,
@@ -579,7 +626,6 @@ START_TEST(mismatched_nproc_is_refused)
     ck_assert_uint_eq(F.d->n_refused, 2);
     ck_assert_str_eq(F.nodes[F.d->refused[0].node].node_id, "n4");
     ck_assert_str_eq(F.nodes[F.d->refused[1].node].node_id, "n3");
-    ck_assert_has(F.d->refused[1].why, "node n3 has nproc=1");
 }
 END_TEST
 
@@ -592,8 +638,8 @@ START_TEST(member_reregistered_with_other_nproc_departs)
     fx_find("n2")->incarnation = 2;
     fx_plan();
     expect_publish(EC_REASON_LOST, "n1,n3");
+    ck_assert_why(F.d, EC_PLAN_WHY_SHRINK);
     ck_assert_uint_eq(F.d->n_refused, 1);
-    ck_assert_str_eq(F.d->why, "n2 not eligible");
 }
 END_TEST
 
@@ -607,19 +653,20 @@ START_TEST(steady_state_waits)
     fx_epoch(4, "n3", "n1", "n2", NULL);
     F.in.since_eligible_change_ms = 1000000;
     fx_plan();
-    expect_wait("steady");
-    ck_assert_str_eq(F.d->log, "+wait: steady");
+    expect_wait(EC_PLAN_WHY_STEADY);
+    /* The console stays quiet on exactly this text (coord/node/node_publish.c). */
+    ck_assert_str_eq(F.d->why, "steady");
     ck_assert_uint_eq(F.d->n_departed, 0);
     /* Standbys at np_max: still steady, however long they wait. */
     fx_adds("n4", "n5", NULL);
     fx_plan();
-    expect_wait("steady: 2 standbys (n4, n5)");
+    expect_wait(EC_PLAN_WHY_STEADY);
     /* Below np_max with nothing joining: steady too. */
     fx_cfg(1, 8, 2, 1000, 1000);
     fx_drop("n4");
     fx_drop("n5");
     fx_plan();
-    expect_wait("steady");
+    expect_wait(EC_PLAN_WHY_STEADY);
 }
 END_TEST
 
@@ -638,7 +685,7 @@ START_TEST(standby_takes_lost_members_mid_at_once)
     fx_plan();
     expect_publish(EC_REASON_SPARE_PROMOTED, "n4,n6,n2,n1");
     ck_assert_uint_eq(F.d->n_departed, 1);
-    ck_assert_str_eq(F.d->why, "n6 replaces n3 (missing) at M_id 1; 1 standby");
+    /* The epoch's detail, as the console shows it: who took whose place. */
     ck_assert_str_eq(F.d->log,
                      "+epoch 8 world=8 nodes=4 reason=spare-promoted: n6 replaces n3 (missing) "
                      "at M_id 1; 1 standby");
@@ -657,8 +704,6 @@ START_TEST(several_lost_with_enough_standbys)
     /* Slots refilled in M_id order with standbys in registration order. */
     expect_publish(EC_REASON_SPARE_PROMOTED, "s1,n2,s2,s3");
     ck_assert_uint_eq(F.d->n_departed, 3);
-    ck_assert_str_eq(F.d->why, "s1 replaces n1 (missing) at M_id 0, s2 replaces n3 (missing) "
-                               "at M_id 2, s3 replaces n4 (leaving) at M_id 3");
 }
 END_TEST
 
@@ -672,18 +717,16 @@ START_TEST(several_lost_with_fewer_standbys)
     /* One standby for two holes: wait for a second replacement first. */
     F.in.since_member_missing_ms = -1;
     fx_plan();
-    expect_wait_until(1000);
+    expect_wait_until(EC_PLAN_WHY_REPLACE_WAIT, 1000);
     ck_assert_uint_eq(F.d->n_departed, 2);
-    ck_assert_str_eq(F.d->why, "n2 (missing), n4 (missing) departed: waiting 1000 ms more for "
-                               "1 replacement before continuing with 4 nodes");
     F.in.since_member_missing_ms = 400;
     fx_plan();
-    expect_wait_until(600);
+    expect_wait_until(EC_PLAN_WHY_REPLACE_WAIT, 600);
     F.in.since_member_missing_ms = 1000;
     fx_plan();
     /* n6 takes n2's M_id, n4's slot closes, n5 moves up one. */
     expect_publish(EC_REASON_LOST, "n1,n6,n3,n5");
-    ck_assert_str_eq(F.d->why, "n6 replaces n2 (missing) at M_id 1; n4 missing");
+    ck_assert_why(F.d, EC_PLAN_WHY_SHRINK);
     /* A second replacement arriving in time fills both. */
     fx_add("n7");
     F.in.since_member_missing_ms = 500;
@@ -709,7 +752,7 @@ START_TEST(lost_without_standby_replace_wait_zero_publishes_survivors)
     fx_drop("n3");
     fx_plan();
     expect_publish(EC_REASON_LOST, "n4,n2,n1");
-    ck_assert_str_eq(F.d->log, "+epoch 6 world=6 nodes=3 reason=lost: n3 missing");
+    ck_assert_why(F.d, EC_PLAN_WHY_SHRINK);
     /* Down to exactly np_min. */
     fx_epoch(6, "n4", "n2", "n1", NULL);
     fx_drop("n4");
@@ -726,12 +769,10 @@ START_TEST(lost_without_standby_waits_replace_wait)
     fx_drop("n2");
     F.in.since_member_missing_ms = -1;
     fx_plan();
-    expect_wait_until(3000);
-    ck_assert_str_eq(F.d->why, "n2 (missing) departed: waiting 3000 ms more for 1 replacement "
-                               "before continuing with 2 nodes");
+    expect_wait_until(EC_PLAN_WHY_REPLACE_WAIT, 3000);
     F.in.since_member_missing_ms = 2999;
     fx_plan();
-    expect_wait_until(1);
+    expect_wait_until(EC_PLAN_WHY_REPLACE_WAIT, 1);
     F.in.since_member_missing_ms = 3000;
     fx_plan();
     expect_publish(EC_REASON_LOST, "n1,n3");
@@ -746,7 +787,6 @@ START_TEST(lost_without_standby_waits_replace_wait)
     fx_add("n2")->incarnation = 2;
     fx_plan();
     expect_publish(EC_REASON_RESTART, "n1,n2,n3");
-    ck_assert_str_eq(F.d->why, "n2 restarted");
     ck_assert_uint_eq(F.d->n_departed, 0);
 }
 END_TEST
@@ -759,18 +799,20 @@ START_TEST(lost_below_min_waits_naming_missing)
     fx_drop("n2");
     F.in.since_member_missing_ms = 1000000; /* replace_wait long over: still below min */
     fx_plan();
-    expect_wait("waiting for 1 more node: n2 (missing) departed, 0 replacements registered, "
-                "2 members remain, need np_min=3");
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
+    /* The console names whom the job lost and what it needs, in these words. */
+    ck_assert_str_eq(F.d->why, "waiting for 1 more node: n2 (missing) departed, 0 replacements "
+                               "registered, 2 members remain, need np_min=3");
     ck_assert_uint_eq(F.d->n_departed, 1);
     fx_cfg(3, 4, 2, 1000, 0);
     fx_plan();
-    ck_assert_int_eq(F.d->action, EC_PLAN_WAIT);
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
     /* Every member gone: wait for three. */
     fx_drop("n1");
     fx_drop("n3");
     fx_plan();
-    expect_wait("waiting for 3 more nodes: n1 (missing), n2 (missing), n3 (missing) departed, "
-                "0 replacements registered, 0 members remain, need np_min=3");
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
+    ck_assert_uint_eq(F.d->n_departed, 3);
 }
 END_TEST
 
@@ -782,8 +824,7 @@ START_TEST(fixed_size_always_waits_for_a_replacement)
     fx_drop("n2");
     F.in.since_member_missing_ms = 1000000;
     fx_plan();
-    expect_wait("waiting for 1 more node: n2 (missing) departed, 0 replacements registered, "
-                "2 members remain, need np=3 (fixed size)");
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
     /* Takes one as soon as it registers, no elastic_timeout. */
     fx_add("r1");
     F.in.since_eligible_change_ms = 0;
@@ -792,8 +833,8 @@ START_TEST(fixed_size_always_waits_for_a_replacement)
     /* Two holes, one replacement: wait, saying so. */
     fx_drop("n3");
     fx_plan();
-    expect_wait("waiting for 1 more node: n2 (missing), n3 (missing) departed, 1 replacement "
-                "registered, 1 member remains, need np=3 (fixed size)");
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
+    ck_assert_uint_eq(F.d->n_departed, 2);
 }
 END_TEST
 
@@ -810,12 +851,10 @@ START_TEST(graceful_leave_vs_lost)
     fx_left("n3"); /* its record said leaving before it vanished */
     fx_plan();
     expect_publish(EC_REASON_LEAVE, "n1,n2,n4");
-    ck_assert_str_eq(F.d->why, "n3 left");
 
     fx_drop("n2"); /* n2 just vanished */
     fx_plan();
     expect_publish(EC_REASON_LOST, "n1,n4");
-    ck_assert_str_eq(F.d->why, "n2 missing, n3 left");
 
     fx_left("n2");
     fx_plan();
@@ -830,11 +869,9 @@ START_TEST(graceful_leave_vs_lost)
     fx_find("n3")->state = EC_NODE_DONE;
     fx_plan();
     expect_publish(EC_REASON_LEAVE, "n1,n3,n4");
-    ck_assert_str_eq(F.d->why, "n2 leaving");
     fx_find("n3")->state = EC_NODE_FAILED;
     fx_plan();
     expect_publish(EC_REASON_LOST, "n1,n4");
-    ck_assert_str_eq(F.d->why, "n2 leaving, n3 failed");
     /* A left id that is not a member, or whose record is still there, changes nothing. */
     fx_left("zz");
     fx_left("n3");
@@ -854,9 +891,9 @@ START_TEST(all_members_done_is_complete)
     /* an action of its own, not a wait the caller recognises by its text */
     ck_assert_msg(F.d->action == EC_PLAN_COMPLETE, "expected complete, got %s: %s",
                   ec_plan_action_name(F.d->action), F.d->why);
+    ck_assert_why(F.d, EC_PLAN_WHY_ALL_DONE);
     ck_assert_uint_eq(F.d->n_members, 0);
     ck_assert_int_eq(F.d->reason, EC_REASON_UNKNOWN);
-    ck_assert_str_eq(F.d->why, "all 2 members of epoch 6 are done");
 }
 END_TEST
 
@@ -872,9 +909,6 @@ START_TEST(incarnation_change_restarts_same_members)
     F.in.since_eligible_change_ms = 0;
     fx_plan();
     expect_publish(EC_REASON_RESTART, "n3,n1,n2");
-    ck_assert_str_eq(F.d->why, "n1 restarted; 1 standby");
-    ck_assert_str_eq(F.d->log, "+epoch 10 world=6 nodes=3 reason=restart: n1 restarted; 1 "
-                               "standby");
     /* The restarted node state joining (re-registering) is still eligible. */
     fx_find("n1")->state = EC_NODE_JOINING;
     fx_plan();
@@ -891,7 +925,6 @@ START_TEST(restart_beats_join_and_takes_joiners)
     F.in.since_eligible_change_ms = 0; /* join window just opened */
     fx_plan();
     expect_publish(EC_REASON_RESTART, "n1,n2,j1");
-    ck_assert_str_eq(F.d->why, "n2 restarted; j1 joined");
 }
 END_TEST
 
@@ -905,16 +938,13 @@ START_TEST(joiners_below_max_wait_elastic_timeout)
     fx_epoch(2, "n2", "n1", NULL);
     F.in.since_eligible_change_ms = -1;
     fx_plan();
-    expect_wait_until(1000);
-    ck_assert_str_eq(F.d->why, "j1 joined: publishing 3 nodes in 1000 ms unless more join "
-                               "(np_max=5)");
+    expect_wait_until(EC_PLAN_WHY_JOIN_WAIT, 1000);
     F.in.since_eligible_change_ms = 999;
     fx_plan();
-    expect_wait_until(1);
+    expect_wait_until(EC_PLAN_WHY_JOIN_WAIT, 1);
     F.in.since_eligible_change_ms = 1000;
     fx_plan();
     expect_publish(EC_REASON_JOIN, "n2,n1,j1");
-    ck_assert_str_eq(F.d->why, "j1 joined");
     /* Joiners are appended in registration order. */
     fx_add("j3");
     fx_add("j2")->create_revision = F.nodes[2].create_revision + 1;
@@ -930,7 +960,7 @@ START_TEST(joiners_reaching_max_publish_at_once)
     fx_epoch(2, "n1", "n2", NULL);
     F.in.since_eligible_change_ms = 0;
     fx_plan();
-    expect_wait_until(30000);
+    expect_wait_until(EC_PLAN_WHY_JOIN_WAIT, 30000);
     fx_add("j2");
     fx_plan();
     expect_publish(EC_REASON_JOIN, "n1,n2,j1,j2");
@@ -938,7 +968,6 @@ START_TEST(joiners_reaching_max_publish_at_once)
     fx_add("j3")->create_revision = 0;
     fx_plan();
     expect_publish(EC_REASON_JOIN, "n1,n2,j3,j1");
-    ck_assert_str_eq(F.d->why, "j3, j1 joined; 1 standby");
 }
 END_TEST
 
@@ -956,7 +985,6 @@ START_TEST(join_and_loss_together_joiners_replace)
     fx_plan();
     /* j1 fills n2's slot; j2 is appended up to np_max; j3 waits as standby. */
     expect_publish(EC_REASON_SPARE_PROMOTED, "n1,j1,n3,j2");
-    ck_assert_str_eq(F.d->why, "j1 replaces n2 (missing) at M_id 1; j2 joined; 1 standby");
 }
 END_TEST
 
@@ -969,7 +997,6 @@ START_TEST(loss_promotion_and_restart_in_one_epoch)
     fx_find("n3")->incarnation = 7;
     fx_plan();
     expect_publish(EC_REASON_SPARE_PROMOTED, "s1,n2,n3");
-    ck_assert_str_eq(F.d->why, "s1 replaces n1 (missing) at M_id 0; n3 restarted");
     ck_assert_int_eq(F.d->world_size, 24);
 }
 END_TEST
@@ -984,11 +1011,10 @@ START_TEST(loss_window_holds_restart_and_join)
     F.in.since_member_missing_ms = 1000;
     fx_plan();
     /* No replacement yet: the loss wait governs; the restart rides along later. */
-    expect_wait_until(4000);
+    expect_wait_until(EC_PLAN_WHY_REPLACE_WAIT, 4000);
     F.in.since_member_missing_ms = 5000;
     fx_plan();
     expect_publish(EC_REASON_LOST, "n2,n3");
-    ck_assert_str_eq(F.d->why, "n1 missing; n3 restarted");
 }
 END_TEST
 
@@ -999,10 +1025,10 @@ START_TEST(epoch_below_raised_min_is_never_republished_below_min)
     fx_adds("n1", "n2", "j1", NULL);
     fx_epoch(3, "n1", "n2", NULL);
     fx_plan();
-    expect_wait("waiting for 1 more node: have 3, need np_min=4 (epoch 3 has 2 members)");
+    expect_wait(EC_PLAN_WHY_BELOW_MIN);
     fx_find("n1")->incarnation = 2; /* a restart too: still not below np_min */
     fx_plan();
-    expect_wait("waiting for 1 more node: have 3, need np_min=4 (epoch 3 has 2 members)");
+    expect_wait(EC_PLAN_WHY_BELOW_MIN);
     fx_add("j2");
     fx_plan();
     expect_publish(EC_REASON_RESTART, "n1,n2,j1,j2");
@@ -1011,7 +1037,7 @@ START_TEST(epoch_below_raised_min_is_never_republished_below_min)
     fx_drop("j2");
     fx_find("n1")->incarnation = 1;
     fx_plan();
-    expect_wait("steady");
+    expect_wait(EC_PLAN_WHY_STEADY);
 }
 END_TEST
 
@@ -1058,6 +1084,7 @@ START_TEST(long_name_lists_are_cut)
     fx_plan();
     expect_publish(EC_REASON_START, "n00,n01,n02,n03,n04,n05,n06,n07,n08,n09,n10,n11,n12,"
                                          "n13,n14,n15,n16,n17,n18,n19");
+    /* The text is the behaviour here: a console line stays short. */
     ck_assert_str_eq(F.d->why, "20 nodes: n00, n01, n02, n03, n04, n05, n06, n07 and 12 more");
     fx_cfg(2, 20, 1, 0, 0);
     F.in.epoch = (ec_plan_epoch_t){1, NULL, 0};
@@ -1124,7 +1151,28 @@ static ec_plan_decision_t *plan_ok(const ec_plan_input_t *in)
     ec_error_t err = {0};
     int rc = ec_plan(in, &d, &err);
     ck_assert_msg(rc == 0, "ec_plan: %d %s", rc, err.msg);
+    check_why_code(d);
     return d;
+}
+
+/* Booting non-members the planner still waits for (late: false), or no
+ * longer waits for, their join_ready_timeout_ms passed (late: true). */
+static size_t booting_joiners(const ec_plan_input_t *in, bool late)
+{
+    const ec_plan_config_t *c = &in->config;
+    size_t count = 0;
+    for (size_t i = 0; i < in->n_nodes; i++) {
+        const ec_plan_node_t *n = &in->nodes[i];
+        bool member = false;
+        for (size_t m = 0; m < in->epoch.n_members && !member; m++)
+            member = strcmp(in->epoch.members[m].node_id, n->node_id) == 0;
+        if (member || !ec_plan_node_pending(c, n))
+            continue;
+        bool past = c->join_ready_timeout_ms > 0 &&
+                    (n->booting_ms < 0 ? 0 : n->booting_ms) >= c->join_ready_timeout_ms;
+        count += past == late;
+    }
+    return count;
 }
 
 /* Check every invariant a decision must satisfy, computing what is expected
@@ -1189,18 +1237,7 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
     }
     size_t n_cand = n_elig - n_elig_members;
     ck_assert_uint_eq(d->n_departed, departed);
-    /* Booting non-members still waited for (within join_ready_timeout). */
-    size_t n_waited = 0;
-    for (size_t i = 0; i < nn; i++) {
-        const ec_plan_node_t *n = &in->nodes[i];
-        bool member = false;
-        for (size_t m = 0; m < nm && !member; m++)
-            member = strcmp(in->epoch.members[m].node_id, n->node_id) == 0;
-        if (!member && ec_plan_node_pending(c, n) &&
-            (c->join_ready_timeout_ms <= 0 ||
-             (n->booting_ms < 0 ? 0 : n->booting_ms) < c->join_ready_timeout_ms))
-            n_waited++;
-    }
+    size_t n_waited = booting_joiners(in, false);
 
     if (nm && (failed == nm || nm > (size_t)c->np_max)) {
         ck_assert_int_eq(d->action, EC_PLAN_FAIL);
@@ -1316,7 +1353,7 @@ static void check_invariants(const ec_plan_input_t *in, const ec_plan_decision_t
         if (nm == 0)
             ck_assert_msg(n_elig < (size_t)c->np_min || n_waited, "why: %s", d->why);
         else if (!departed)
-            ck_assert_msg(strncmp(d->why, "steady", 6) == 0 || n_elig < (size_t)c->np_min ||
+            ck_assert_msg(d->why_code == EC_PLAN_WHY_STEADY || n_elig < (size_t)c->np_min ||
                           n_waited, "why: %s", d->why);
         else
             ck_assert(n_elig < (size_t)c->np_min || c->np_min == c->np_max);
@@ -1478,7 +1515,11 @@ static void check_wait_until_promise(const ec_plan_input_t *in, const ec_plan_de
         }
         ec_plan_action_t a = d2->action;
         wait = d2->wait_ms;
-        bool pending = strstr(d2->why, "to be ready") || strstr(d2->why, "not ready after");
+        /* a wait for booting nodes, or for the first epoch once a boot ran out */
+        ec_plan_why_t w = d2->why_code;
+        bool pending = w == EC_PLAN_WHY_START_BOOTING || w == EC_PLAN_WHY_JOIN_BOOTING ||
+                       ((w == EC_PLAN_WHY_NEED_NODES || w == EC_PLAN_WHY_START_WAIT) &&
+                        booting_joiners(&later, true));
         if (a != EC_PLAN_PUBLISH)
             ck_assert_msg(pending, "after waiting: %s: %s", ec_plan_action_name(a), d2->why);
         ec_plan_decision_free(d2);
@@ -1576,7 +1617,10 @@ START_TEST(random_cases_keep_invariants)
 {
     static rcase_t rc;
     rng_t r = {0x5eed1234abcdULL};
-    size_t counts[5] = {0}, reasons[7] = {0};
+#define WHY_ONE(code, name, action) +1
+    enum { N_WHYS = 0 EC_PLAN_WHY_MAP(WHY_ONE) };
+#undef WHY_ONE
+    size_t counts[5] = {0}, reasons[7] = {0}, whys[N_WHYS] = {0};
     for (int t = 0; t < 4000; t++) {
         size_t universe = rndn(&r, 20) == 0 ? 100 + rndn(&r, 400) : rndn(&r, 24);
         random_case(&r, &rc, universe);
@@ -1588,6 +1632,7 @@ START_TEST(random_cases_keep_invariants)
         check_equivalent(&r2, &rc, d);
         counts[d->action]++;
         reasons[d->reason]++;
+        whys[d->why_code]++;
         ec_plan_decision_free(d);
     }
     /* The generator reaches every outcome often enough to mean something. */
@@ -1595,6 +1640,10 @@ START_TEST(random_cases_keep_invariants)
         ck_assert_msg(counts[a] >= 100, "%s only %zu times", ec_plan_action_name(a), counts[a]);
     for (int a = EC_REASON_START; a <= EC_REASON_SPARE_PROMOTED; a++)
         ck_assert_msg(reasons[a] >= 10, "%s only %zu times", ec_epoch_reason_name(a), reasons[a]);
+    /* ... and every rule but fault tolerance off (the generator keeps it on) */
+    for (int w = 0; w < N_WHYS; w++)
+        ck_assert_msg(w == EC_PLAN_WHY_FAILED_NO_TOLERANCE || whys[w] >= 1, "%s: %zu times",
+                      ec_plan_why_name(w), whys[w]);
 }
 END_TEST
 
@@ -1702,8 +1751,8 @@ START_TEST(simulated_caller_converges)
                 ec_plan_decision_free(d);
                 rc.in.since_member_missing_ms = -1;
                 d = plan_ok(&rc.in);
-                ck_assert_msg(d->action == EC_PLAN_WAIT && strncmp(d->why, "steady", 6) == 0,
-                              "not steady after a publish: %s", d->log);
+                ck_assert_msg(d->why_code == EC_PLAN_WHY_STEADY, "not steady after a publish: %s",
+                              d->log);
             } else if (d->action == EC_PLAN_WAIT_UNTIL) {
                 c.now += rndn(&r, 2) ? d->wait_ms : (int64_t)rndn(&r, (size_t)d->wait_ms);
             }
@@ -1753,7 +1802,8 @@ START_TEST(start_waits_for_booting_nodes_to_be_ready)
     fx_booting("n2", 300);
     F.in.since_eligible_change_ms = 1000; /* the window itself has passed */
     fx_plan();
-    expect_wait_until(4700);
+    expect_wait_until(EC_PLAN_WHY_START_BOOTING, 4700);
+    /* The console says whom the job waits for, for how long, in these words. */
     ck_assert_str_eq(F.d->why, "waiting for n2 to be ready (booting for 300 ms; up to 4700 ms "
                                "more): starting with 3 nodes once every one is");
     /* ready: the window does not start again (a boot is no new node) */
@@ -1764,7 +1814,6 @@ START_TEST(start_waits_for_booting_nodes_to_be_ready)
     fx_booting("n2", 5000);
     fx_plan();
     expect_publish(EC_REASON_START, "n1,n3");
-    ck_assert_has(F.d->why, "n2 not ready after 5000 ms");
 }
 END_TEST
 
@@ -1781,12 +1830,11 @@ START_TEST(start_counts_booting_nodes_toward_the_window_but_not_the_epoch)
      * (no join_ready_timeout) */
     fx_find("n3")->state = EC_NODE_LEAVING;
     fx_plan();
-    expect_wait("waiting for n1 to be ready (booting for 10 ms): starting with 2 nodes once "
-                "every one is");
+    expect_wait(EC_PLAN_WHY_START_BOOTING);
     /* booting counts toward np_min only while it may still become ready */
     F.in.config.join_ready_timeout_ms = 10;
     fx_plan();
-    expect_wait("waiting for 1 more node: have 1, need np_min=2; n1 not ready after 10 ms");
+    expect_wait(EC_PLAN_WHY_NEED_NODES);
 }
 END_TEST
 
@@ -1803,17 +1851,14 @@ START_TEST(joiner_is_admitted_only_once_ready)
     fx_booting("j2", 100);
     F.in.since_eligible_change_ms = 5000;
     fx_plan();
-    expect_wait("steady: 2 nodes booting (j1, j2): each joins once ready");
+    expect_wait(EC_PLAN_WHY_STEADY);
     ck_assert_uint_eq(F.d->n_departed, 0);
     fx_find("j1")->booting = false;
     fx_plan();
-    expect_wait_until(2900);
-    ck_assert_str_eq(F.d->why, "j1 ready; waiting for j2 to be ready (booting for 100 ms; up to "
-                               "2900 ms more) before admitting 2 nodes");
+    expect_wait_until(EC_PLAN_WHY_JOIN_BOOTING, 2900);
     fx_find("j2")->booting_ms = 3000;
     fx_plan();
     expect_publish(EC_REASON_JOIN, "n1,n2,j1");
-    ck_assert_has(F.d->why, "j2 not ready after 3000 ms");
     fx_find("j2")->booting = false;
     fx_find("j2")->booting_ms = 0;
     fx_plan();
@@ -1824,7 +1869,6 @@ START_TEST(joiner_is_admitted_only_once_ready)
     fx_booting("j2", 1);
     fx_plan();
     expect_publish(EC_REASON_JOIN, "n1,n2,j1");
-    ck_assert_str_eq(F.d->why, "j1 joined");
 }
 END_TEST
 
@@ -1840,11 +1884,10 @@ START_TEST(booting_member_steps_out_and_returns_when_ready)
     fx_booting("n2", 0)->incarnation = 2;
     fx_plan();
     expect_publish(EC_REASON_LEAVE, "n1,n3");
-    ck_assert_str_eq(F.d->why, "n2 restarting its processes");
     ck_assert_uint_eq(F.d->n_departed, 1);
     fx_epoch(7, "n1", "n3", NULL);
     fx_plan();
-    expect_wait("steady: 1 node booting (n2): each joins once ready");
+    expect_wait(EC_PLAN_WHY_STEADY);
     fx_find("n2")->booting = false;
     fx_plan(); /* the window passed long ago: back at once */
     expect_publish(EC_REASON_JOIN, "n1,n3,n2");
@@ -1853,8 +1896,8 @@ START_TEST(booting_member_steps_out_and_returns_when_ready)
     fx_epoch(8, "n1", "n2", "n3", NULL);
     fx_booting("n2", 0)->incarnation = 3;
     fx_plan();
-    expect_wait(NULL);
-    ck_assert_has(F.d->why, "n2 (restarting its processes) departed");
+    expect_wait(EC_PLAN_WHY_NEED_REPLACEMENTS);
+    ck_assert_uint_eq(F.d->n_departed, 1);
     fx_find("n2")->booting = false;
     fx_plan();
     expect_publish(EC_REASON_RESTART, "n1,n2,n3");
