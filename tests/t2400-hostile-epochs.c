@@ -270,7 +270,10 @@ START_TEST(test_epoch_of_an_ended_leadership_is_checked_at_its_revision)
     char r[300];
     root_of("jl", r, sizeof(r));
     has_leader_t hl = {r};
-    proc_t x1 = start_node("jl", "x1", 1, 1, 0, 5);
+    /* TTL 10: x1 stays registered while frozen until y1 has joined its run
+     * (with 5, under load, its lease expired while y1 started, and y1 took
+     * run 1 for interrupted and started run 2) */
+    proc_t x1 = start_node("jl", "x1", 1, 1, 0, 10);
     ec_epoch_free(wait_epoch(r, 1, 1, 1, NULL, 10000));
     /* x1's leadership ends while x1 is still registered (frozen, its key
      * deleted: as a lost campaign would), so run 1 still has an agent and a
@@ -286,7 +289,8 @@ START_TEST(test_epoch_of_an_ended_leadership_is_checked_at_its_revision)
     ck_assert_msg(ec_test_wait(has_leader, &hl, 10000), "y1 did not lead");
     int64_t yrev = 0;
     free(leader_of(r, &yrev));
-    ec_epoch_free(wait_epoch(r, 2, UINT64_MAX, 1, "x1", 10000));
+    /* x1 leaves the epoch when its lease expires: up to its TTL after it froze */
+    ec_epoch_free(wait_epoch(r, 2, UINT64_MAX, 1, "x1", 20000));
     kill(x1.pid, SIGKILL);
     kill(y1.pid, SIGSTOP); /* as x1: registered, its leadership ended */
     end_leadership(r);
