@@ -43,7 +43,7 @@ struct ec_hang_seen {
 /* The policy runs at most this often: a stream of progress writes, a
  * pass of the loop each, costs it one run per interval (a run looks at
  * every member: milliseconds at 16,384), and it decides about silences of
- * seconds.  A run put off is made when the interval is over (hang_at). */
+ * seconds.  A run put off is made when the interval is over (n->hang.at, the loop's timer). */
 #define EC_HANG_EVERY_MS 100
 /* After the job was stalled together, how long its nodes have to say they
  * resumed before one still silent is blamed: an agent publishes a change of
