@@ -1535,6 +1535,8 @@ typedef struct {
     const char *rebuild; /* ECOORD_WORKER_NCCL_REBUILD; NULL: auto */
     const char *node;    /* NULL: "n1" */
     int roots, scalable_min;
+    int warm;            /* ECOORD_WORKER_NCCL_WARM: 0 unless a case asks (the fake
+                            NCCL's log then holds the case's own communicators only) */
     logbuf_t *log;
     double v;
     ecw_error_t err;
@@ -1548,6 +1550,7 @@ static ecw_options_t gpu_opts(const gpu_member_t *m)
     o.nccl_rebuild = m->rebuild;
     o.nccl_roots = m->roots;
     o.nccl_scalable_min = m->scalable_min;
+    o.nccl_warm = m->warm; /* 0 unless a case asks: the fake NCCL's log holds its own */
     if (m->node)
         o.node_id = m->node;
     if (m->log) {
@@ -2099,6 +2102,110 @@ START_TEST(nccl_teardown_runs_beside_the_next_build)
 }
 END_TEST
 
+/* NCCL's one-time set-up is paid while the process boots, before it says it
+ * is ready: each rank builds a one-rank communicator in ecw_init and drops it
+ * off the training thread, and only then the epoch's (on an H200 the first
+ * init of a process took ~0.4 s, a later one ~11 ms: a joiner's peers waited
+ * for its first).  Two local ranks against the fake NCCL: both warm-ups
+ * (one rank each) come before the epoch's two-rank inits, and both are
+ * aborted. */
+START_TEST(nccl_is_set_up_while_the_process_boots)
+{
+    char stub[PATH_MAX], slog[400];
+    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
+        printf("# SKIP nccl_is_set_up_while_the_process_boots: no tests/stub/cuda (built "
+               "without NCCL)\n");
+        return;
+    }
+    snprintf(slog, sizeof(slog), "%s/cuda_stub_warm.log", tmp);
+    setenv("CUDA_STUB_LOG", slog, 1);
+    unsetenv("CUDA_STUB_SHRINK");
+    unsetenv("CUDA_STUB_STREAM");
+    unsetenv("CUDA_STUB_ABORT_GATE");
+    const char *job = "jwarm";
+    publish_epoch(job, 1, 2, EC_REASON_START);
+    static logbuf_t logs[2] = {{.mu = PTHREAD_MUTEX_INITIALIZER},
+                               {.mu = PTHREAD_MUTEX_INITIALIZER}};
+    gpu_member_t m[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        m[i] = (gpu_member_t){.job = job, .libdir = stub, .lr = i, .backend = ECW_BACKEND_NCCL,
+                              .rebuild = "init", .log = &logs[i], .warm = 1};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, gpu_init_thread, &m[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(m[i].rc == 0, "local rank %d: %s", i, m[i].err.msg);
+        ck_assert_msg(strstr(logs[i].text, "+nccl warmed up in "), "%s", logs[i].text);
+    }
+    count_want_t aborted = {slog, "abort rank=0 nranks=1\n", 2};
+    ck_assert_msg(ec_test_wait(log_has_n, &aborted, 5000), "%s", slurp(slog));
+    const char *out = slurp(slog);
+    const char *epoch_init = strstr(out, "nranks=2 roots=1");
+    ck_assert_msg(epoch_init, "%s", out);
+    char *before = strndup(out, (size_t)(epoch_init - out));
+    ck_assert_msg(count_of(before, "init rank=0 nranks=1 roots=1") == 2, "%s", out);
+    free(before);
+    for (int i = 0; i < 2; i++)
+        ecw_finalize(m[i].w);
+}
+END_TEST
+
+/* A collective an epoch cut off returns only once nothing of it runs on the
+ * GPU any more: its communicator's abort has begun (NCCL's abort first
+ * raises the flag its kernels poll, so they end within milliseconds) and the
+ * library's stream is idle, so the caller may write the buffer again at once;
+ * the rest of the abort (~0.6 s on an H200) goes on off the training thread.
+ * On a GPU, a kernel left running there wrote into the buffer after the
+ * caller had refilled it (linreg: "params differ" after a leave).  Against
+ * the fake NCCL, whose busy kernels end when an abort begins and whose
+ * aborts wait for a gate. */
+START_TEST(a_cut_collective_returns_once_its_kernel_stopped)
+{
+    char stub[PATH_MAX], slog[400], gate[400];
+    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
+        printf("# SKIP a_cut_collective_returns_once_its_kernel_stopped: no tests/stub/cuda "
+               "(built without NCCL)\n");
+        return;
+    }
+    snprintf(slog, sizeof(slog), "%s/cuda_stub_cut.log", tmp);
+    snprintf(gate, sizeof(gate), "%s/abort_gate_cut", tmp);
+    unlink(gate);
+    setenv("CUDA_STUB_LOG", slog, 1);
+    setenv("CUDA_STUB_ABORT_GATE", gate, 1);
+    unsetenv("CUDA_STUB_SHRINK");
+    const char *job = "jcut";
+    publish_epoch(job, 1, 1, EC_REASON_START);
+    static logbuf_t log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    gpu_member_t m = {.job = job, .libdir = stub, .lr = 0, .backend = ECW_BACKEND_NCCL,
+                      .rebuild = "init", .log = &log};
+    gpu_init_thread(&m);
+    ck_assert_msg(m.rc == 0, "%s", m.err.msg);
+    setenv("CUDA_STUB_STREAM", "busy", 1);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, barrier_thread, &m), 0);
+    busy_want_t bw = {slog, 1};
+    ck_assert(ec_test_wait(streams_busy, &bw, 5000));
+    publish_epoch(job, 2, 1, EC_REASON_RESTART);
+    pthread_join(t, NULL);
+    ck_assert_msg(m.rc == ECW_EEPOCHCHANGED || m.rc == ECW_EABORTED, "%d %s", m.rc, m.err.msg);
+    const char *out = slurp(slog);
+    const char *began = strstr(out, "aborting rank=0 nranks=1");
+    ck_assert_msg(began && strstr(began, "stream drained"), "the cut collective returned while "
+                  "its kernel could still run:\n%s", out);
+    ck_assert_msg(count_of(out, "abort rank=") == 0, "the cut collective waited for the whole "
+                  "abort:\n%s", out);
+    unsetenv("CUDA_STUB_STREAM");
+    int fd = open(gate, O_CREAT | O_WRONLY, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    rebuild_to(&m, 2);
+    ecw_finalize(m.w);
+    ck_assert_msg(count_of(slurp(slog), "abort rank=0 nranks=1") == 2, "%s", slurp(slog));
+    unsetenv("CUDA_STUB_ABORT_GATE");
+}
+END_TEST
+
 /* An epoch that only removes ranks shrinks the previous communicator
  * (ncclCommShrink, excluding exactly the removed old ranks, sorted, no
  * shared resources): a healthy one with NCCL_SHRINK_DEFAULT, one whose
@@ -2537,6 +2644,8 @@ static Suite *suite(void)
     add_case(t, auto_takes_the_nccl_already_loaded, false);
     add_case(t, auto_under_a_loaded_nccl_reduces_device_memory, true);
     add_case(t, nccl_teardown_runs_beside_the_next_build, true);
+    add_case(t, a_cut_collective_returns_once_its_kernel_stopped, true);
+    add_case(t, nccl_is_set_up_while_the_process_boots, true);
     add_case(t, members_refuse_a_backend_other_than_rank_0s, false);
     add_case(t, a_member_waits_for_rank_0_no_longer_than_a_connect, false);
     add_case(t, iallreduce_waits_with_a_deadline_and_is_released_by_an_epoch, false);

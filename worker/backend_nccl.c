@@ -123,6 +123,59 @@ int ecw__nccl_device_count(ecw_t *w, ec_error_t *err)
     return n;
 }
 
+/* ncclCommAbort took 1.0 s on an idle one-rank communicator (H200, NCCL
+ * 2.28.3): a short collective timeout must not make a normal abort look
+ * stuck. */
+#define ABORT_MIN_MS 10000
+
+static void nap_us(long us);
+
+/* NCCL's one-time set-up in this process (its init, the network's, loading
+ * its kernels: ~0.4 s of the first init on an H200, against ~11 ms for a
+ * later one), paid at boot: a one-rank communicator, built here and handed
+ * to its teardown off this thread (retire.c).  A joiner's peers wait for
+ * its first epoch's build; its boot they do not wait for.  Best effort: a
+ * failure is logged and the first epoch pays instead. */
+static void warm_nccl(ecw_t *w, int device)
+{
+    int64_t t0 = ec_mono_ms();
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = cu->ncclGetUniqueId(&id);
+    if (r == ncclSuccess)
+        r = cu->ncclCommInitRankConfig(&comm, 1, id, 0, &cfg);
+    ncclResult_t st = r;
+    while (comm && (r == ncclSuccess || r == ncclInProgress)) {
+        if (cu->ncclCommGetAsyncError(comm, &st) != ncclSuccess || st != ncclInProgress)
+            break;
+        if (ec_mono_ms() - t0 > ABORT_MIN_MS) {
+            st = ncclInProgress;
+            break;
+        }
+        nap_us(200);
+    }
+    ncomm_t *shell = comm ? calloc(1, sizeof(*shell)) : NULL;
+    if (shell) {
+        shell->w = w;
+        shell->device = device;
+        shell->world = 1;
+        shell->comm = comm;
+        ecw__retire(w, &ecw__nccl_backend, shell);
+    } else if (comm) {
+        cu->ncclCommAbort(comm);
+    }
+    if (st == ncclSuccess)
+        ecw__log(w, ECW_LOG_INFO, "+nccl warmed up in %" PRId64 " ms: a one-rank communicator "
+                 "(NCCL's one-time set-up, before this process says it is ready; "
+                 "ECOORD_WORKER_NCCL_WARM=0: not)", ec_mono_ms() - t0);
+    else
+        ecw__log(w, ECW_LOG_WARN, "nccl warm-up (a one-rank communicator at boot) failed after "
+                 "%" PRId64 " ms: %s; the first epoch's build pays NCCL's set-up instead",
+                 ec_mono_ms() - t0, cu->ncclGetErrorString(st == ncclSuccess ? r : st));
+}
+
 int ecw__nccl_warm(ecw_t *w, int device, ec_error_t *err)
 {
     if (!cu)
@@ -139,6 +192,8 @@ int ecw__nccl_warm(ecw_t *w, int device, ec_error_t *err)
     }
     ecw__log(w, ECW_LOG_INFO, "+cuda context of device %d made in %" PRId64 " ms (before this "
              "process says it is ready)", device, ec_mono_ms() - t0);
+    if (w->o.nccl_warm)
+        warm_nccl(w, device);
     return 0;
 }
 
@@ -174,10 +229,6 @@ static void teardown_run(void *p)
         cu->cudaFree(t->scratch);
 }
 
-/* ncclCommAbort took 1.0 s on an idle one-rank communicator (H200, NCCL
- * 2.28.3): a short collective timeout must not make a normal abort look
- * stuck. */
-#define ABORT_MIN_MS 10000
 
 /* Run t (copied) off this thread within the communicator's timeout (at least
  * ABORT_MIN_MS).  false when it did not return: the GPU state is unknown,
@@ -224,14 +275,96 @@ static bool do_abort(ncomm_t *c)
     return ok;
 }
 
-/* Give the communicator up without aborting it here: the call that found
- * it cut off or failed returns at once, not after NCCL's abort (about a
- * second); the abort runs when the communicator is dropped, off this
- * thread beside the next one's build (retire.c), or NCCL_SHRINK_ABORT ends
- * what is in flight when it is shrunk.  Nothing calls into it again. */
-static void doom(ncomm_t *c)
+static bool n_reusable(void *comm);
+
+/* Stop what a given-up communicator still runs on our stream.  Its kernels
+ * run until its abort begins (NCCL's abort first raises the flag they poll)
+ * and write into the caller's buffer all that time: on an H200 the kernel of
+ * an allreduce an epoch cut off wrote into a buffer linreg had refilled after
+ * ECW_EEPOCHCHANGED, and two ranks went on with different parameters.  So a
+ * connected communicator that is not kept for NCCL_SHRINK_ABORT (n_reusable:
+ * ECOORD_WORKER_NCCL_REBUILD=shrink, where the shrink in ecw_rebuild stops
+ * them) is handed to its teardown now (retire.c: the abort runs off this
+ * thread), and this thread waits only until our stream is idle: milliseconds,
+ * not the abort's ~0.6 s.  false when it did not go idle within ABORT_MIN_MS
+ * or the device faulted (ecw__restart was called). */
+static bool stop_kernels(ncomm_t *c)
+{
+    if (!c->ready || !c->comm || c->lost || n_reusable(c))
+        return true;
+    ncomm_t *shell = calloc(1, sizeof(*shell));
+    if (!shell)
+        return true; /* left to its teardown at the next build, as before */
+    shell->w = c->w;
+    shell->epoch = c->epoch;
+    shell->rank = c->rank;
+    shell->world = c->world;
+    shell->device = c->device;
+    shell->timeout_ms = c->timeout_ms;
+    shell->comm = c->comm;
+    c->comm = NULL;
+    c->aborted = true;
+    /* What is in flight ends with the event recorded after it: the stream,
+     * its event and the scratch memory go with the communicator, so this
+     * one keeps nothing to tear down (and takes no second retirement). */
+    cudaEvent_t done = NULL;
+    if (c->stream && cu->cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess) {
+        if (cu->cudaEventRecord(done, c->stream) == cudaSuccess) {
+            shell->stream = c->stream;
+            shell->ordered = c->ordered;
+            shell->scratch = c->scratch;
+            c->stream = NULL;
+            c->ordered = NULL;
+            c->scratch = NULL;
+            c->scratch_len = 0;
+        } else {
+            cu->cudaEventDestroy(done);
+            done = NULL;
+        }
+    }
+    int64_t t0 = ec_mono_ms();
+    ecw__retire(c->w, &ecw__nccl_backend, shell);
+    if (!done && !c->stream)
+        return true;
+    for (;;) {
+        cudaError_t q = done ? cu->cudaEventQuery(done) : cu->cudaStreamQuery(c->stream);
+        if (q != cudaErrorNotReady || ec_mono_ms() - t0 > ABORT_MIN_MS) {
+            if (done)
+                cu->cudaEventDestroy(done);
+            if (q == cudaSuccess) {
+                ecw__log(c->w, ECW_LOG_INFO, "-nccl epoch %" PRIu64 ": the given-up "
+                         "communicator's kernels stopped %" PRId64 " ms after its abort began "
+                         "(the abort goes on off this thread)", c->epoch, ec_mono_ms() - t0);
+                return true;
+            }
+            ecw__gpu_verdict_t v = ecw__cuda_verdict((int)q);
+            if (q != cudaErrorNotReady && v.cls != ECW__GPU_FATAL) {
+                cu->cudaGetLastError();
+                return true;
+            }
+            c->lost = true;
+            if (q == cudaErrorNotReady)
+                ecw__restart(c->w, "the kernels of epoch %" PRIu64 "'s communicator on CUDA "
+                             "device %d still ran %d ms after its abort began: this GPU's "
+                             "state is unknown", c->epoch, c->device, ABORT_MIN_MS);
+            else
+                ecw__restart(c->w, "CUDA on device %d: %s (%s, error %d)", c->device,
+                             cu->cudaGetErrorString(q), v.name, (int)q);
+            return false;
+        }
+        nap_us(50);
+    }
+}
+
+/* Give the communicator up: the call that found it cut off or failed
+ * returns as soon as its kernels stopped (stop_kernels), not after NCCL's
+ * abort (about a second), which runs off this thread; or, kept for
+ * NCCL_SHRINK_ABORT, it is shrunk by the next build, which ends what is in
+ * flight.  Nothing calls into it again.  false: restart the process. */
+static bool doom(ncomm_t *c)
 {
     c->doomed = true;
+    return stop_kernels(c);
 }
 
 /* The error for a restart-class failure, after ecw__restart recorded why. */
@@ -273,8 +406,8 @@ static int nccl_fail(ncomm_t *c, const char *what, ncclResult_t r, ec_error_t *e
         do_abort(c); /* best effort: the process goes anyway */
         return restart_err(c, what, err);
     }
-    if (!v.keeps_comm)
-        doom(c);
+    if (!v.keeps_comm && !doom(c))
+        return restart_err(c, what, err);
     return rc;
 }
 
@@ -296,7 +429,8 @@ static int cuda_fail(ncomm_t *c, const char *what, cudaError_t ce, ec_error_t *e
                        cu->cudaGetErrorString(ce), v.name, (int)ce);
     if (!v.keeps_comm) {
         c->errored = true;
-        doom(c);
+        if (!doom(c))
+            return restart_err(c, what, err);
     }
     return rc;
 }
@@ -309,7 +443,8 @@ static int cuda_fail(ncomm_t *c, const char *what, cudaError_t ce, ec_error_t *e
 static int aborted_err(ncomm_t *c, const char *what, ec_error_t *err)
 {
     c->interrupted = true;
-    doom(c);
+    if (!doom(c))
+        return restart_err(c, what, err);
     return ec_errorf(err, EC_EABORTED, "nccl %s on rank %d of %d (epoch %" PRIu64 ") cut off: "
                      "a newer epoch was published; rebuild", what, c->rank, c->world, c->epoch);
 }
@@ -365,7 +500,8 @@ static int wait_ready(ncomm_t *c, const char *what, int64_t deadline, ec_error_t
         if (st != ncclInProgress)
             return nccl_fail(c, what, st, err);
         if (ec_mono_ms() > deadline) {
-            doom(c);
+            if (!doom(c))
+                return restart_err(c, what, err);
             return ec_errorf(err, EC_ETIMEDOUT, "nccl %s on rank %d of %d (epoch %" PRIu64
                              ") did not finish by its deadline: a member is missing or "
                              "stalled; wait for the next epoch", what, c->rank, c->world,
@@ -790,7 +926,7 @@ static void n_destroy(void *comm)
     /* Abort, not finalize: peers may be gone, and finalize would wait for
      * them.  After an abort or a free that never returned, nothing more is
      * touched: the stream and memory are left to the process's exit. */
-    if (!c->lost) {
+    if (!c->lost && (c->comm || c->stream || c->ordered || c->scratch)) {
         teardown_t t = {.device = c->device, .comm = c->comm, .stream = c->stream,
                         .ordered = c->ordered, .scratch = c->scratch};
         teardown_bounded(c, &t, c->comm ? "ncclCommAbort" : "freeing the stream and memory");
@@ -856,7 +992,8 @@ static int drain_stream(ncomm_t *c, const char *what, int64_t deadline, ec_error
                 return nccl_fail(c, what, st, err);
         }
         if (ec_mono_ms() > deadline) {
-            doom(c);
+            if (!doom(c))
+                return restart_err(c, what, err);
             return ec_errorf(err, EC_ETIMEDOUT, "nccl %s on rank %d of %d made no progress "
                              "within %d ms: a member is stalled or cut off; wait for the next "
                              "epoch", what, c->rank, c->world, c->timeout_ms);
@@ -1102,6 +1239,14 @@ static void n_stage_free(void *comm, void *buf)
     teardown_bounded(c, &t, "cudaFree");
 }
 
+/* Given up mid-collective (stop_kernels): its communicator, stream and
+ * memory went to their own teardown; freeing this is free. */
+static bool n_holds_nothing(void *comm)
+{
+    ncomm_t *c = comm;
+    return !c->comm && !c->stream && !c->ordered && !c->scratch && !c->prev;
+}
+
 const ecw__backend_t ecw__nccl_backend = {
     .name = "nccl",
     .create = n_create,
@@ -1117,4 +1262,5 @@ const ecw__backend_t ecw__nccl_backend = {
     .stage_commit = n_stage_commit,
     .stage_free = n_stage_free,
     .slow_teardown = true,
+    .holds_nothing = n_holds_nothing,
 };

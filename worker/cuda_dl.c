@@ -58,6 +58,7 @@ static const sym_t syms[] = {
     S(cudaGetLastError, false), S(cudaStreamCreateWithFlags, false),
     S(cudaStreamDestroy, false), S(cudaStreamQuery, false), S(cudaStreamWaitEvent, false),
     S(cudaEventCreateWithFlags, false), S(cudaEventRecord, false), S(cudaEventDestroy, false),
+    S(cudaEventQuery, false),
     S(cudaMalloc, false), S(cudaFree, false), S(cudaMemcpyAsync, false),
     S(cudaPointerGetAttributes, false),
     S(ncclGetVersion, true), S(ncclGetUniqueId, true), S(ncclCommInitRankConfig, true),

@@ -37,6 +37,7 @@ typedef struct ecw__cuda {
     ECW__DL(cudaEventCreateWithFlags);
     ECW__DL(cudaEventRecord);
     ECW__DL(cudaEventDestroy);
+    ECW__DL(cudaEventQuery);
     ECW__DL(cudaMalloc);
     ECW__DL(cudaFree);
     ECW__DL(cudaMemcpyAsync);

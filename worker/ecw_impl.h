@@ -85,6 +85,10 @@ typedef struct ecw__backend {
     /* destroy takes long (NCCL's abort, ~1 s): old communicators are
      * destroyed off the training thread, beside the next (retire.c) */
     bool slow_teardown;
+    /* NULL, or true when comm holds nothing of the device any more (NCCL: a
+     * communicator given up mid-collective, whose teardown already runs):
+     * destroyed on the calling thread, outside retire.c's bound */
+    bool (*holds_nothing)(void *comm);
 } ecw__backend_t;
 
 extern const ecw__backend_t ecw__none_backend;
@@ -122,6 +126,7 @@ typedef struct ecw__opts {
     char *cuda_libdir;          /* "": the default search (cuda_dl.c) */
     int nccl_rebuild;           /* ecw__rebuild_mode_t (nccl_plan.h) */
     int nccl_roots, nccl_scalable_min;
+    int nccl_warm;              /* 1: a one-rank communicator at boot (backend_nccl.c) */
     int local_rank, device;
     uint64_t start_epoch;
     uint64_t incarnation;       /* ECOORD_INCARNATION: join only an epoch that admitted it (0: any) */

@@ -113,6 +113,11 @@ static const knob_t knobs[] = {
     {"nccl_scalable_min", {"ECOORD_WORKER_NCCL_SCALABLE_MIN"}, K_INT, IN(nccl_scalable_min),
      OUT(nccl_scalable_min), 0, 1, 1 << 30, "128",
      "NCCL: world size from which a full init uses ncclCommInitRankScalable with several roots"},
+    {"nccl_warm", {"ECOORD_WORKER_NCCL_WARM"}, K_INT, IN(nccl_warm), OUT(nccl_warm), -1, 0, 1, "1",
+     "NCCL: 1 builds a one-rank communicator while the process boots and drops it off the "
+     "training thread (NCCL's one-time set-up, ~0.4 s on an H200, paid before the process says "
+     "it is ready instead of in the first epoch's build, which a joiner's peers wait for); 0: "
+     "not"},
     {"progress_file", {EC_ENV_PROGRESS_FILE}, K_STR, NO_IN, OUT(progress_file), 0, 0, 0, "",
      "the file the agent samples this process's progress from (coord/core/progress_file.h; "
      "worker/progress.c writes it, also without ecw_init)"},

@@ -11,6 +11,9 @@
  * teardown may take (its own deadline, backend_nccl.c), and past that
  * destroys on the training thread.  ecw_finalize waits for every one of
  * them (ecw__retire_drain) before it frees the handle they log through.
+ * One that holds nothing of the device any more (ecw__backend_t.holds_nothing:
+ * its communicator was handed to its own teardown when a call was cut off)
+ * is freed at once on the calling thread, outside the bound.
  * A teardown that never returns is the backend's: it marks the handle for a
  * restart (ecw__restart) as when it ran on the training thread. */
 #ifdef HAVE_CONFIG_H
@@ -80,7 +83,7 @@ void ecw__retire(ecw_t *w, const ecw__backend_t *be, void *comm)
         return;
     be->abort(comm);
     int64_t t0 = ec_mono_ms();
-    if (!be->slow_teardown) {
+    if (!be->slow_teardown || (be->holds_nothing && be->holds_nothing(comm))) {
         be->destroy(comm);
         ecw__log(w, ECW_LOG_DEBUG, "communicator destroyed in %" PRId64 " ms",
                  ec_mono_ms() - t0);

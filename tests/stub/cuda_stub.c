@@ -10,8 +10,8 @@
  *   CUDA_STUB_LOG=<file>    append one line per init, shrink and abort
  *   CUDA_STUB_SHRINK=fail   the communicator a shrink makes fails
  *                           (ncclRemoteError), as when a member died
- *   CUDA_STUB_STREAM=busy   work never completes (a collective waiting for
- *                           a peer)
+ *   CUDA_STUB_STREAM=busy   work completes only once an abort begins (a
+ *                           collective waiting for a peer)
  *
  * Built with the real headers, so each definition has the declared type. */
 #include <cuda_runtime_api.h>
@@ -61,28 +61,58 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
     return *s ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
-cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+/* Aborts begun so far (ncclCommAbort entered, or a shrink with
+ * NCCL_SHRINK_ABORT): NCCL's abort first raises the flag its kernels poll,
+ * so work in flight ends once one begins. */
+static int aborts_begun;
+
 /* CUDA_STUB_STREAM=busy: work on every stream stays in flight (a
- * collective waiting for a peer); the first query of each stream says so
- * in the log, so a test knows the call is waiting. */
+ * collective waiting for a peer) until an abort begins after the stream was
+ * first seen busy; the first query of each stream says so in the log, so a
+ * test knows the call is waiting, and the first query after such an abort
+ * logs "stream drained". */
+static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    cudaStream_t s;
+    int gen;     /* aborts_begun when first seen busy */
+    bool drained;
+} seen[64];
+static int nseen;
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    pthread_mutex_lock(&streams_mu);
+    for (int i = 0; i < nseen; i++)
+        if (seen[i].s == s) /* an address malloc hands out again is a new stream */
+            seen[i] = seen[--nseen];
+    pthread_mutex_unlock(&streams_mu);
+    free(s);
+    return cudaSuccess;
+}
+
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static cudaStream_t seen[64];
-    static int nseen;
     const char *mode = getenv("CUDA_STUB_STREAM");
     if (!mode || strcmp(mode, "busy"))
         return cudaSuccess;
-    pthread_mutex_lock(&mu);
-    bool known = false;
-    for (int i = 0; i < nseen; i++)
-        known = known || seen[i] == s;
-    if (!known && nseen < 64) {
-        seen[nseen++] = s;
+    cudaError_t r = cudaErrorNotReady;
+    pthread_mutex_lock(&streams_mu);
+    int i = 0;
+    while (i < nseen && seen[i].s != s)
+        i++;
+    if (i == nseen && nseen < 64) {
+        seen[nseen].s = s;
+        seen[nseen].gen = __atomic_load_n(&aborts_begun, __ATOMIC_ACQUIRE);
+        seen[nseen++].drained = false;
         note("stream busy");
+    } else if (i < nseen && __atomic_load_n(&aborts_begun, __ATOMIC_ACQUIRE) > seen[i].gen) {
+        if (!seen[i].drained)
+            note("stream drained");
+        seen[i].drained = true;
+        r = cudaSuccess;
     }
-    pthread_mutex_unlock(&mu);
-    return cudaErrorNotReady;
+    pthread_mutex_unlock(&streams_mu);
+    return r;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
@@ -94,11 +124,27 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
     (void)flags;
-    *e = (cudaEvent_t)malloc(16);
+    *e = (cudaEvent_t)calloc(1, 16);
     return *e ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+/* An event stands for the work on its stream when it was recorded: it is
+ * done when that stream would say so (CUDA_STUB_STREAM=busy). */
+typedef struct stub_event {
+    cudaStream_t s;
+} stub_event_t;
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    ((stub_event_t *)e)->s = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    cudaStream_t s = ((stub_event_t *)e)->s;
+    return s ? cudaStreamQuery(s) : cudaSuccess;
+}
 cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
 
 /* What cudaMalloc gave (and not freed): "device memory" to
@@ -219,6 +265,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state)
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
     const char *gate = getenv("CUDA_STUB_ABORT_GATE");
+    if (comm)
+        __atomic_add_fetch(&aborts_begun, 1, __ATOMIC_RELEASE);
     if (comm && gate) {
         note("aborting rank=%d nranks=%d", comm->rank, comm->nranks);
         for (int i = 0; i < 20000 && access(gate, F_OK) != 0; i++) {
@@ -293,6 +341,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, ncclComm_t *n
     struct ncclComm *child = NULL;
     if (new_comm(&child, comm->nranks - nexcl, comm->rank - below) != ncclSuccess)
         return ncclSystemError;
+    if (flags & NCCL_SHRINK_ABORT)
+        __atomic_add_fetch(&aborts_begun, 1, __ATOMIC_RELEASE);
     const char *mode = getenv("CUDA_STUB_SHRINK");
     if (mode && !strcmp(mode, "fail"))
         child->async = ncclRemoteError;

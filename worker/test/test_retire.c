@@ -24,6 +24,7 @@ typedef struct {
     int fd[2];        /* destroy returns once a byte arrives on fd[0] */
     pthread_t by;     /* the thread that destroyed it */
     _Atomic int done;
+    bool husk;        /* holds nothing of the device any more */
 } fake_t;
 
 static _Atomic int inflight, most;
@@ -50,6 +51,15 @@ static void f_destroy(void *comm)
 static const ecw__backend_t slow = {.name = "slow", .abort = f_abort, .destroy = f_destroy,
                                     .slow_teardown = true};
 static const ecw__backend_t quick = {.name = "quick", .abort = f_abort, .destroy = f_destroy};
+
+/* a slow backend some of whose communicators hold nothing any more */
+static bool f_holds_nothing(void *comm)
+{
+    return ((fake_t *)comm)->husk;
+}
+static const ecw__backend_t slow_husks = {.name = "slow", .abort = f_abort, .destroy = f_destroy,
+                                          .slow_teardown = true,
+                                          .holds_nothing = f_holds_nothing};
 
 static void fake_init(fake_t *f)
 {
@@ -153,6 +163,36 @@ START_TEST(quick_teardown_runs_on_the_calling_thread)
 }
 END_TEST
 
+/* A communicator given up mid-collective hands its device resources to a
+ * teardown of their own; what is left is freed at once on the calling
+ * thread, even while two slow teardowns fill the bound (on an H200 the next
+ * epoch's build waited ~300 ms for one of them). */
+START_TEST(a_communicator_holding_nothing_is_freed_at_once)
+{
+    ecw_t *w = calloc(1, sizeof(*w));
+    ck_assert_ptr_nonnull(w);
+    ecw__retire_init(w);
+    fake_t f[2], husk;
+    for (int i = 0; i < 2; i++)
+        fake_init(&f[i]);
+    ecw__retire(w, &slow_husks, &f[0]);
+    ecw__retire(w, &slow_husks, &f[1]);
+    ck_assert(ec_test_wait(at_least_two, NULL, 5000));
+    fake_init(&husk);
+    husk.husk = true;
+    release(&husk); /* its destroy returns at once */
+    ecw__retire(w, &slow_husks, &husk);
+    ck_assert(atomic_load(&husk.done));
+    ck_assert(pthread_equal(husk.by, pthread_self()));
+    ck_assert(!atomic_load(&f[0].done) && !atomic_load(&f[1].done));
+    release(&f[0]);
+    release(&f[1]);
+    ck_assert(ecw__retire_drain(w, 5000));
+    ecw__retire_fini(w);
+    free(w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("retire");
@@ -160,6 +200,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 30);
     tcase_add_test(t, slow_teardown_runs_beside_at_most_two_at_once);
     tcase_add_test(t, quick_teardown_runs_on_the_calling_thread);
+    tcase_add_test(t, a_communicator_holding_nothing_is_freed_at_once);
     suite_add_tcase(s, t);
     return s;
 }

@@ -89,6 +89,7 @@ class Options(ctypes.Structure):
         ("nccl_rebuild", ctypes.c_char_p),
         ("nccl_roots", ctypes.c_int),
         ("nccl_scalable_min", ctypes.c_int),
+        ("nccl_warm", ctypes.c_int),
     ]
 
     def __init__(self, **kw):
@@ -98,6 +99,7 @@ class Options(ctypes.Structure):
         self.backend = BACKEND_AUTO
         self.local_rank = -1
         self.device = -1
+        self.nccl_warm = -1
         self.log_level = LOG_INFO
         for k, v in kw.items():
             setattr(self, k, v.encode() if isinstance(v, str) else v)
