@@ -65,6 +65,7 @@ import logging
 import os
 import pickle
 import socket
+import sys
 import threading
 import time
 
@@ -166,6 +167,7 @@ class _Gen:
         self.pinned = None     # the group's sockets (Gloo)
         self.build_pinned = None
         self.aborted = None    # reason, once aborted
+        self.abort_thread = None  # aborting its NCCL communicators (_nccl_abort)
         self.fenced = False
         self.retired_at = None
 
@@ -179,6 +181,30 @@ def _warm_up(backend):
     if n:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % n)
         torch.empty(1, device="cuda")  # makes the context now, not in the first sync()
+        if os.environ.get("ECOORD_WORKER_NCCL_WARM", "1") != "0":
+            _warm_nccl()
+
+
+def _warm_nccl():
+    """NCCL's one-time set-up in this process, paid at boot: a one-rank
+    communicator of torch's own NCCL, dropped on a thread of its own.  The
+    first NCCL init of a process took ~0.4 s on an H200, a later one ~11 ms;
+    torch builds its group's communicator at the first collective (sync()),
+    where a joiner's peers wait for it, while nobody waits for its boot.
+    ECOORD_WORKER_NCCL_WARM=0: not.  Best effort."""
+    t0 = time.monotonic()
+    try:
+        from torch.cuda import nccl
+        comm = [nccl.init_rank(1, nccl.unique_id(), 0)]
+    except Exception as e:  # no NCCL in this torch, or no GPU after all
+        log.warning("nccl warm-up skipped: %s", e)
+        return
+    # on stderr, as the worker library's lines: the process's log shows its boot
+    print("ecoord.torch INFO: +nccl warmed up in %.0f ms: a one-rank communicator (NCCL's "
+          "one-time set-up, before this process says it is ready)" %
+          ((time.monotonic() - t0) * 1000), file=sys.stderr, flush=True)
+    # its destruction takes about as long as an abort: not on this thread
+    threading.Thread(target=comm.clear, name="ecoord-nccl-warm", daemon=True).start()
 
 
 class Context:
@@ -209,6 +235,7 @@ class Context:
         self._lock = threading.Lock()
         self._cur = None
         self._old = []            # retired generations, freed by the reaper
+        self._aborting = []       # threads aborting retired NCCL groups (_nccl_abort)
         self._detect = None       # (monotonic ms, wall ms, why) of the first notice of a change
         self._stop = threading.Event()
         self._host = self._store_host()
@@ -314,7 +341,7 @@ class Context:
             if self._detect is None:
                 self._detect = (_now_ms(), _wall_ms(), why)
             if gen.pg is not None and self.backend == "nccl":
-                _torch_abort(gen.pg)
+                self._nccl_abort(gen)
             if gen.pinned is not None:
                 gen.pinned.shutdown(how)
             elif gen.before is not None:
@@ -327,6 +354,38 @@ class Context:
                     gen.build_pinned.shutdown()
                 except OSError as e:
                     log.warning("cannot release the build of epoch %d: %s", gen.epoch, e)
+
+    def _nccl_abort(self, gen):
+        """Abort gen's NCCL communicators (self._lock held, any thread).
+
+        On a thread of its own: torch's abort of a group costs ~0.6-0.7 s on
+        an H200 (one ncclCommAbort per communicator), and nothing of the next
+        epoch needs it finished.  NCCL's abort first raises the flag its
+        kernels poll, so what the training thread waits on ends within
+        milliseconds; the rest runs beside the next group's build.  Only the
+        backend is aborted there (ProcessGroup.abort(), torch >= 2.5):
+        torch's group registry is changed by the training thread alone
+        (_retire), never by this one.  The bound: one thread per aborted
+        group, each ending when torch's abort returns; a torch without
+        ProcessGroup.abort() is aborted here, inline, as before."""
+        pg = gen.pg
+        if not hasattr(pg, "abort"):
+            _torch_abort(pg)
+            return
+        t0 = time.monotonic()
+
+        def run():
+            try:
+                pg.abort()
+            except Exception as e:  # an abort must not take anything down
+                log.warning("torch abort of the NCCL group of epoch %d failed: %s", gen.epoch, e)
+            log.debug("the NCCL group of epoch %d aborted in %.0f ms, off the training thread",
+                      gen.epoch, (time.monotonic() - t0) * 1000)
+
+        t = threading.Thread(target=run, name="ecoord-nccl-abort-%d" % gen.epoch, daemon=True)
+        t.start()
+        gen.abort_thread = t
+        self._aborting = [a for a in self._aborting if a.is_alive()] + [t]
 
     def _build(self, deadline):
         """The process group of the worker library's current epoch."""
@@ -407,7 +466,9 @@ class Context:
                 gen.pinned.shutdown(socket.SHUT_RDWR)  # its collective is over: tell the peers
         if gen.pg is not None and dist.is_initialized() and \
                 dist.distributed_c10d._get_default_group() is gen.pg:
-            dist.destroy_process_group()
+            if (gen.abort_thread is None or not _forget_default_group(gen.pg)) and \
+                    dist.is_initialized():
+                dist.destroy_process_group()
         with self._lock:
             gen.retired_at = time.monotonic()
             self._old.append(gen)
@@ -600,6 +661,10 @@ class Context:
             except Exception:
                 pass
         self._cur = None
+        # torch's aborts still running: a daemon thread inside NCCL at
+        # interpreter exit can crash it; each ends within its abort's time
+        for t in self._aborting:
+            t.join(30)
         self._leak_retired()
 
     # ---- the threads ----
@@ -920,6 +985,37 @@ def _nccl_failure(exc):
         if m in msg:
             return msg.splitlines()[0][:200]
     return None
+
+
+def _forget_default_group(pg):
+    """Take pg, the default group, out of torch.distributed without shutting
+    it down: its NCCL communicators are being aborted on a thread of their
+    own (_nccl_abort), and torch's shutdown would wait for that abort under
+    the group's lock (~0.6 s on the training thread).  The bookkeeping of
+    torch >= 2.5's destroy_process_group for the default group, without its
+    shutdown() calls.  False when this torch lacks a piece, or the job made
+    groups of its own (new_group: theirs to destroy): the caller then
+    destroys the group as before."""
+    c10d = dist.distributed_c10d
+    world = getattr(c10d, "_world", None)
+    update = getattr(c10d, "_update_default_pg", None)
+    unregister = getattr(c10d, "_unregister_all_process_groups", None)
+    names = ("pg_map", "pg_names", "pg_group_ranks", "pg_backend_config", "pg_to_tag",
+             "tags_to_pg", "pg_coalesce_state")
+    if world is None or update is None or unregister is None or \
+            any(not hasattr(world, n) for n in names) or list(world.pg_map) != [pg]:
+        return False
+    try:
+        update(None)
+        for n in names:
+            getattr(world, n).clear()
+        unregister()
+        world.group_count = 0
+    except Exception as e:
+        log.warning("taking the aborted group out of torch.distributed failed (%s): "
+                    "destroying it instead", e)
+        return False
+    return True
 
 
 def _torch_abort(pg):
