@@ -57,11 +57,11 @@ one_gpu_env() {  # NODE: what makes NCCL take this agent's processes for another
     [ "${ONE_GPU:-0}" = 1 ] || return 0
     echo "NCCL_HOSTID=$1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_COLLNET_ENABLE=0"
 }
-start_agent() {  # JOB NODE NP MODE
+start_agent() {  # JOB NODE NP MODE [ELASTIC_TIMEOUT]
     # shellcheck disable=SC2046,SC2086
     env $(one_gpu_env "$2") "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="$3" \
         --nproc_per_node="$NPROC" --node_id="$2" \
-        --rebuild="$4" --elastic_timeout=30 --lease_ttl=10 --grace_period=2 --log_dir="$W/$1/$2" \
+        --rebuild="$4" --elastic_timeout="${5:-30}" --lease_ttl=10 --grace_period=2 --log_dir="$W/$1/$2" \
         -- "$LINREG" --steps 100000 --delay-ms 10 ${LINREG_ARGS:-} > "$W/$1.$2.console" 2>&1 &
     echo $!
 }
@@ -101,11 +101,13 @@ run_one() {  # MODE SCENARIO REP (its agents are killed whatever happens)
 
 run_scenario() {
     mode=$1; sc=$2; job="r-$mode-$sc-$3"; mkdir -p "$W/$job"
-    nodes=""; i=0; np="1:$K"; total=$K
-    [ "$sc" = scaleup ] && np="$K:$((K + 1))"
+    nodes=""; i=0; np="1:$K"; total=$K; eto=30
+    # scaleup: the first epoch forms with K of K+1 after a short window (at
+    # 30 s it came after wait_epoch's 30 s); the joiner's, at MAX, at once
+    [ "$sc" = scaleup ] && { np="$K:$((K + 1))"; eto=2; }
     [ "$sc" = standby ] && total=$((K + 1))
     while [ $i -lt $total ]; do
-        pid=$(start_agent "$job" "n$i" "$np" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+        pid=$(start_agent "$job" "n$i" "$np" "$mode" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
         eval "A_n$i=$pid"; nodes="$nodes n$i"
         i=$((i + 1))
         [ "$sc" = standby ] && [ $i -eq $K ] && { wait_epoch "$job" 1 >/dev/null || return 1; }
@@ -139,7 +141,7 @@ run_scenario() {
         crash)   pid=$(grep -h "^linreg step=.* node=$victim " "$W/$job/$victim/workerlog.$((NPROC - 1))" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p'); kill -9 "$pid" ;;
         node)    eval "kill -9 \$A_$victim" ;;
         leader)  victim=$leader; eval "kill -9 \$A_$victim" ;;
-        scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; victim="" ;;
+        scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; victim="" ;;
         standby) eval "kill -9 \$A_$victim" ;;
         starting) eval "kill -9 \$A_$victim" ;;
         nodemid) eval "kill -9 \$A_$victim" ;;

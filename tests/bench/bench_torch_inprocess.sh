@@ -1,8 +1,10 @@
 #!/bin/sh
 # PyTorch recovery benchmark: K nodes x 2 processes of worker/examples/torch_ddp.py
 # (DDP, Gloo on loopback, ecoord.torch) through a graceful leave (SIGTERM to a
-# non-leader agent) and a node kill (kill -9 of a non-leader agent: its
-# processes die with it), in place (--rebuild=inprocess) and by restart
+# non-leader agent), a node kill (kill -9 of a non-leader agent: its
+# processes die with it) and a join (SCENARIOS=join: one more agent, its
+# processes booted before the epoch admits it; timed from the members' first
+# notice), in place (--rebuild=inprocess) and by restart
 # (--rebuild=restart); each on a fresh job, REPS repetitions.  Prints p50 and
 # max (ms) per phase over every survivor rank.  Not a pass/fail test.
 #
@@ -45,12 +47,12 @@ one_gpu_env() {  # NODE: what makes NCCL take this agent's processes for another
     [ "${ONE_GPU:-0}" = 1 ] || return 0
     echo "NCCL_HOSTID=$1 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_MNNVL_ENABLE=0 NCCL_COLLNET_ENABLE=0"
 }
-start_agent() {  # JOB NODE MODE
+start_agent() {  # JOB NODE MODE [NP ELASTIC_TIMEOUT]
     mkdir -p "$W/$1"
     # shellcheck disable=SC2046
-    env $(one_gpu_env "$2") "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="1:$K" \
+    env $(one_gpu_env "$2") "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="${4:-1:$K}" \
         --nproc_per_node="$NPROC" --node_id="$2" \
-        --rebuild="$3" --elastic_timeout=30 --lease_ttl="$TTL" --grace_period=2 --log_dir="$W/$1/$2" \
+        --rebuild="$3" --elastic_timeout="${5:-30}" --lease_ttl="$TTL" --grace_period=2 --log_dir="$W/$1/$2" \
         -- $PY "$PROG" --steps 1000000 --delay-ms "$DELAY_MS" > "$W/$1.$2.console" 2>&1 &
     echo $!
 }
@@ -71,32 +73,42 @@ record() { printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >> "$W/results"; }  # mode
 
 run_scenario() {  # MODE SCENARIO REP
     mode=$1; sc=$2; job="t-$mode-$sc-$3"; nodes=""; i=0
+    # join: room for one more node (--np=1:K+1), the first epoch after a
+    # short window; the joiner's epoch comes at MAX, once it is ready
+    np="1:$K"; eto=30; neww=$((NPROC * (K - 1)))
+    [ "$sc" = join ] && { np="1:$((K + 1))"; eto=2; neww=$((NPROC * (K + 1))); }
     while [ $i -lt "$K" ]; do
-        pid=$(start_agent "$job" "n$i" "$mode"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+        pid=$(start_agent "$job" "n$i" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
         eval "A_n$i=$pid"; nodes="$nodes n$i"; i=$((i + 1))
     done
     wait_cond 90 all_stepped "$job" $((NPROC * K)) 0 $nodes || { echo "  $job: never trained at world $((NPROC * K))" >&2; return 1; }
     sleep 0.5   # steady state: not a synchronisation, every wait below polls
     leader=$(leader_of "$job"); victim=""
     for n in $nodes; do [ "$n" != "$leader" ] && victim=$n; done
+    [ "$sc" = join ] && victim=""
     survivors=""; for n in $nodes; do [ "$n" != "$victim" ] && survivors="$survivors $n"; done
     t0=$(now_ms)
     case $sc in
         leave) eval "kill -TERM \$A_$victim" ;;
         kill9) eval "kill -9 \$A_$victim" ;;
+        join)  pid=$(start_agent "$job" "n$K" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid" ;;
     esac
-    wait_cond $((TTL + 60)) all_stepped "$job" $((NPROC * (K - 1))) "$t0" $survivors ||
-        { echo "  $job: survivors never stepped at world $((NPROC * (K - 1)))" >&2; return 1; }
+    wait_cond $((TTL + 60)) all_stepped "$job" "$neww" "$t0" $survivors ||
+        { echo "  $job: survivors never stepped at world $neww" >&2; return 1; }
     for n in $survivors; do for r in $(seq 0 $((NPROC - 1))); do
         f="$W/$job/$n/workerlog.$r"
-        t_step=$(grep "^torch_ddp step=.* world=$((NPROC * (K - 1))) " "$f" |
-            awk -v a="$t0" '{ sub(/.* t=/, ""); if ($1 + 0 > a) { print $1; exit } }')
-        record "$mode" "$sc" step $((t_step - t0))
-        [ "$mode" = inprocess ] || continue
-        line=$(grep "^torch_ddp rebuilt .* world=$((NPROC * (K - 1))) " "$f" | head -n 1)
-        [ -n "$line" ] || continue
+        line=$(grep "^torch_ddp rebuilt .* world=$neww " "$f" | head -n 1)
         get() { printf '%s\n' "$line" | sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
-        det=$(( $(get detect_at) - t0 ))
+        # a join is timed from the members' first notice of it (the epoch
+        # that admits the booted joiner), not from its agent's start
+        t0r=$t0
+        [ "$sc" = join ] && { [ -n "$line" ] || continue; t0r=$(get detect_at); }
+        t_step=$(grep "^torch_ddp step=.* world=$neww " "$f" |
+            awk -v a="$t0r" '{ sub(/.* t=/, ""); if ($1 + 0 > a) { print $1; exit } }')
+        record "$mode" "$sc" step $((t_step - t0r))
+        [ "$mode" = inprocess ] || continue
+        [ -n "$line" ] || continue
+        det=$(( $(get detect_at) - t0r ))
         record "$mode" "$sc" detect "$det"
         e=$(awk -v d="$det" -v a="$(get epoch_ms)" 'BEGIN { printf "%d", d + a }')
         record "$mode" "$sc" epoch "$e"

@@ -6,6 +6,7 @@
 # run from it as from a checkout:
 #   ecoord, .libs/libecworker.so.0, worker/examples/linreg, worker/test/test_worker_prog,
 #   tests/t4000-worker, tests/gpu/smoke (when CUDA's headers are here),
+#   tests/gpu/illegal (when CUDA's compiler is: nvcc),
 #   worker/python/ecoord/, worker/examples/torch_ddp.py, tests/bench/*.sh,
 #   deploy/local/etcd.sh, bin/etcd (Debian's, a static Go binary), run.sh,
 #   lib/ (the Debian libraries those load; RUNPATH $ORIGIN-relative, set with
@@ -50,6 +51,21 @@ if [ -r "$CUDA/include/cuda_runtime_api.h" ] && { [ -r "$CUDA/include/nccl.h" ] 
         "$SRC/worker/gpu_policy.c" "$SRC/worker/offthread.c" "$SRC/coord/util/error.c" \
         -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64:/usr/lib/x86_64-linux-gnu" -lcudart -ldl -pthread \
         -o "$B/tests/gpu/smoke" 2>/dev/null || echo "bundle.sh: tests/gpu/smoke not built (CUDA headers or libcudart unusable here); run.sh will skip it" >&2
+fi
+
+# a kernel with an illegal address (tests/gpu/illegal.cu), where CUDA's
+# compiler is: the CUDA runtime shared (the one libecworker takes), found
+# on the GPU machine under its CUDA; libecworker from the bundle
+NVCC=${NVCC:-$CUDA/bin/nvcc}
+if [ -x "$NVCC" ]; then
+    if "$NVCC" -O1 -cudart shared -I"$SRC/worker" "$SRC/tests/gpu/illegal.cu" -L"$BUILD/.libs" \
+        -lecworker -o "$B/tests/gpu/illegal" >/dev/null 2>&1; then
+        # shellcheck disable=SC2016 # the loader's $ORIGIN
+        patchelf --set-rpath '$ORIGIN/../../.libs:$ORIGIN/../../lib:'"$CUDA/lib64:/usr/local/cuda/lib64" \
+            --force-rpath "$B/tests/gpu/illegal"
+    else
+        echo "bundle.sh: tests/gpu/illegal not built ($NVCC failed); run.sh will skip it" >&2
+    fi
 fi
 
 # the scripts and the Python package

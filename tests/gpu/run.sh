@@ -54,7 +54,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 [ -z "$gpu" ] && [ -e /dev/nvidia0 ] && gpu="/dev/nvidia0 (no nvidia-smi)"
 if [ -z "$gpu" ]; then
-    for c in smoke t4000-nccl c-worker-one-gpu torch-nccl-smoke torch-nccl-one-gpu illegal-address; do
+    for c in smoke t4000-nccl c-worker-one-gpu c-worker-shrink torch-nccl-smoke torch-nccl-one-gpu illegal-address; do
         want $c && say SKIP $c "no GPU here (nvidia-smi -L lists none, no /dev/nvidia0)"
     done
     echo "gpu suite: $fails failed, $(( $(date +%s) - t_start )) s, no GPU; output in $OUT"
@@ -106,6 +106,22 @@ if want c-worker-one-gpu; then
     figures "$OUT/c-worker.txt"
 fi
 
+# 5b. the same with ECOORD_WORKER_NCCL_REBUILD=shrink: an epoch that only
+# removes ranks shrinks the communicator (NCCL_SHRINK_ABORT for one the epoch
+# cut off) instead of a full init; measured against 5's figures
+if want c-worker-shrink; then
+    if (cd "$B" && ONE_GPU=1 NPROC=1 LINREG_ARGS="--backend nccl" MODES=inprocess \
+        ECOORD_WORKER_NCCL_REBUILD=shrink SCENARIOS="node leave" timeout 180 \
+        sh tests/bench/bench_recovery.sh "$REPS" 3 "$OUT/c-worker-shrink.json") \
+        > "$OUT/c-worker-shrink.txt" 2>&1 &&
+        [ "$(grep -c '^inprocess ' "$OUT/c-worker-shrink.txt")" -eq 2 ]; then
+        say PASS c-worker-shrink "node kill and leave recovered with shrink"
+    else
+        say FAIL c-worker-shrink "not every scenario recovered"
+    fi
+    figures "$OUT/c-worker-shrink.txt"
+fi
+
 # 6a. ecoord.torch's NCCL path in one process (no agent: a 1-rank group):
 # backend choice, state sync and DDP on CUDA tensors, torch's own abort timed
 if want torch-nccl-smoke; then
@@ -125,19 +141,40 @@ if want torch-nccl-one-gpu; then
     if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
         say SKIP torch-nccl-one-gpu "$PY has no torch with CUDA (set PY)"
     elif (cd "$B" && ONE_GPU=1 NPROC=1 TORCH_DDP_BACKEND=nccl PY="$PY" MODES=inprocess \
-        SCENARIOS="kill9 leave" ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
+        SCENARIOS="kill9 leave join" ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
         timeout 240 sh tests/bench/bench_torch_inprocess.sh "$REPS" 3) > "$OUT/torch.txt" 2>&1 &&
-        [ "$(grep -c '^inprocess ' "$OUT/torch.txt")" -eq 2 ]; then
-        say PASS torch-nccl-one-gpu "kill -9 and leave recovered in place"
+        [ "$(grep -c '^inprocess ' "$OUT/torch.txt")" -eq 3 ]; then
+        say PASS torch-nccl-one-gpu "kill -9, leave and join recovered in place"
     else
         say FAIL torch-nccl-one-gpu "not every scenario recovered"
     fi
     [ -f "$OUT/torch.txt" ] && figures "$OUT/torch.txt"
 fi
 
-# 7. a kernel's illegal address reaching the caller as ECW_ERESTART: needs a
-# kernel, hence a compiler for the device, which the bundle does not carry
-want illegal-address && say SKIP illegal-address "not automated: needs a device compiler (run by hand, docs/worker-api.md#gpu-notes)"
+# 7. a kernel's illegal address reaching the caller as ECW_ERESTART, and the
+# agent seeing the process exit for it (tests/gpu/illegal.cu: one rank under
+# an agent, its own etcd; last, as it faults its CUDA context)
+if want illegal-address; then
+    if [ ! -x "$B/tests/gpu/illegal" ]; then
+        say SKIP illegal-address "not in the bundle (built where nvcc was missing)"
+    elif ! ep=$(sh "$B/deploy/local/etcd.sh" "$OUT/illegal-etcd" 2>"$OUT/illegal-etcd.err"); then
+        say FAIL illegal-address "etcd did not start: $(cat "$OUT/illegal-etcd.err")"
+    else
+        # shellcheck disable=SC2086 # ENDPOINT PID DIR
+        set -- $ep
+        (cd "$B" && timeout 90 "$B/ecoord" launch --elastic_server="$1" --job_id=illegal --np=1 \
+            --nproc_per_node=1 --max_restart=0 --log_dir="$OUT/illegal" -- "$B/tests/gpu/illegal") \
+            > "$OUT/illegal.txt" 2>&1
+        arc=$?
+        kill "$2" 2>/dev/null
+        line=$(grep -h "^illegal-address" "$OUT/illegal/workerlog.0" 2>/dev/null | tail -n 1)
+        case $line in
+            "illegal-address PASS"*) say PASS illegal-address "${line#illegal-address PASS: } (agent exit $arc)" ;;
+            *) say FAIL illegal-address "${line:-no result line} (agent exit $arc)"
+               tail -n 20 "$OUT/illegal.txt" | sed 's/^/    /' ;;
+        esac
+    fi
+fi
 
 echo "gpu suite: $fails failed, $(( $(date +%s) - t_start )) s on $gpu; output in $OUT"
 [ $fails -eq 0 ]
