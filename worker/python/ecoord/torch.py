@@ -65,7 +65,6 @@ import logging
 import os
 import pickle
 import socket
-import sys
 import threading
 import time
 
@@ -181,30 +180,6 @@ def _warm_up(backend):
     if n:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % n)
         torch.empty(1, device="cuda")  # makes the context now, not in the first sync()
-        if os.environ.get("ECOORD_WORKER_NCCL_WARM", "1") != "0":
-            _warm_nccl()
-
-
-def _warm_nccl():
-    """NCCL's one-time set-up in this process, paid at boot: a one-rank
-    communicator of torch's own NCCL, dropped on a thread of its own.  The
-    first NCCL init of a process took ~0.4 s on an H200, a later one ~11 ms;
-    torch builds its group's communicator at the first collective (sync()),
-    where a joiner's peers wait for it, while nobody waits for its boot.
-    ECOORD_WORKER_NCCL_WARM=0: not.  Best effort."""
-    t0 = time.monotonic()
-    try:
-        from torch.cuda import nccl
-        comm = [nccl.init_rank(1, nccl.unique_id(), 0)]
-    except Exception as e:  # no NCCL in this torch, or no GPU after all
-        log.warning("nccl warm-up skipped: %s", e)
-        return
-    # on stderr, as the worker library's lines: the process's log shows its boot
-    print("ecoord.torch INFO: +nccl warmed up in %.0f ms: a one-rank communicator (NCCL's "
-          "one-time set-up, before this process says it is ready)" %
-          ((time.monotonic() - t0) * 1000), file=sys.stderr, flush=True)
-    # its destruction takes about as long as an abort: not on this thread
-    threading.Thread(target=comm.clear, name="ecoord-nccl-warm", daemon=True).start()
 
 
 class Context:
