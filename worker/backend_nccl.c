@@ -286,8 +286,10 @@ static bool n_reusable(void *comm);
  * ECOORD_WORKER_NCCL_REBUILD=shrink, where the shrink in ecw_rebuild stops
  * them) is handed to its teardown now (retire.c: the abort runs off this
  * thread), and this thread waits only until our stream is idle: milliseconds,
- * not the abort's ~0.6 s.  false when it did not go idle within ABORT_MIN_MS
- * or the device faulted (ecw__restart was called). */
+ * not the abort's ~0.6 s; a collective queued behind the caller's own
+ * kernels returns once they end.  false when it did not go idle within the
+ * collective's timeout (at least ABORT_MIN_MS) or the device faulted
+ * (ecw__restart was called). */
 static bool stop_kernels(ncomm_t *c)
 {
     if (!c->ready || !c->comm || c->lost || n_reusable(c))
@@ -322,13 +324,17 @@ static bool stop_kernels(ncomm_t *c)
             done = NULL;
         }
     }
+    /* what is queued before ours on the stream (the caller's own kernels,
+     * ordered before the collective) ends on its own time: the collective's
+     * timeout bounds the wait, as it bounds an abort */
+    int limit = c->timeout_ms > ABORT_MIN_MS ? c->timeout_ms : ABORT_MIN_MS;
     int64_t t0 = ec_mono_ms();
     ecw__retire(c->w, &ecw__nccl_backend, shell);
     if (!done && !c->stream)
         return true;
     for (;;) {
         cudaError_t q = done ? cu->cudaEventQuery(done) : cu->cudaStreamQuery(c->stream);
-        if (q != cudaErrorNotReady || ec_mono_ms() - t0 > ABORT_MIN_MS) {
+        if (q != cudaErrorNotReady || ec_mono_ms() - t0 > limit) {
             if (done)
                 cu->cudaEventDestroy(done);
             if (q == cudaSuccess) {
@@ -344,9 +350,9 @@ static bool stop_kernels(ncomm_t *c)
             }
             c->lost = true;
             if (q == cudaErrorNotReady)
-                ecw__restart(c->w, "the kernels of epoch %" PRIu64 "'s communicator on CUDA "
+                ecw__restart(c->w, "the work of epoch %" PRIu64 "'s communicator on CUDA "
                              "device %d still ran %d ms after its abort began: this GPU's "
-                             "state is unknown", c->epoch, c->device, ABORT_MIN_MS);
+                             "state is unknown", c->epoch, c->device, limit);
             else
                 ecw__restart(c->w, "CUDA on device %d: %s (%s, error %d)", c->device,
                              cu->cudaGetErrorString(q), v.name, (int)q);
