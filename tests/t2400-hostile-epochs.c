@@ -68,33 +68,17 @@ static proc_t start_node(const char *job, const char *id, int min, int max, int 
     return p;
 }
 
-typedef struct {
-    const char *root;
-    uint64_t min, max; /* number in min..max */
-    int world;         /* exactly, or -1 */
-    const char *without;
-} want_t;
-
-static bool epoch_matches(void *arg)
-{
-    want_t *w = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, w->root);
-    bool ok = ep && ep->number >= w->min && ep->number <= w->max &&
-              (w->world < 0 || ep->world_size == w->world) &&
-              (!w->without || ec_epoch_find_member(ep, w->without) < 0);
-    ec_epoch_free(ep);
-    return ok;
-}
-
+/* An epoch numbered min..max, of world size world (-1: any), without the
+ * node without (NULL: any). */
 static ec_epoch_t *wait_epoch(const char *root, uint64_t min, uint64_t max, int world,
                               const char *without, long ms)
 {
-    want_t w = {root, min, max, world, without};
-    ck_assert_msg(ec_test_wait(epoch_matches, &w, ms),
-                  "no epoch numbered %llu..%llu with world %d%s%s in %s within %ld ms",
+    ec_test_epoch_want_t w = {.min = min, .max = max, .world = world, .without = without};
+    ec_epoch_t *ep = ec_test_wait_epoch(c, root, &w, ms);
+    ck_assert_msg(ep, "no epoch numbered %llu..%llu with world %d%s%s in %s within %ld ms",
                   (unsigned long long)min, (unsigned long long)max, world,
                   without ? " without " : "", without ? without : "", root, ms);
-    return ec_test_epoch(c, root);
+    return ep;
 }
 
 static void root_of(const char *job, char *root, size_t len)

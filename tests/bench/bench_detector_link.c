@@ -45,14 +45,6 @@ static uint8_t secret[EC_PROBE_SECRET_LEN];
 static int64_t server_life_ms;
 static pid_t server;
 
-static void sleep_ms(int64_t ms)
-{
-    if (ms <= 0)
-        return;
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000}; /* the schedule of a condition */
-    nanosleep(&ts, NULL);
-}
-
 static double load1(void)
 {
     double l[1] = {-1};
@@ -84,7 +76,7 @@ static int serve(void *arg)
         return 1;
     }
     for (int64_t end = ec_mono_ms() + server_life_ms; ec_mono_ms() < end;)
-        sleep_ms(1000); /* killed long before, normally */
+        ec_play_nap_ms(1000); /* killed long before, normally */
     ec_probe_server_stop(s);
     return 0;
 }
@@ -145,10 +137,10 @@ static void *pauser(void *arg)
         int64_t start = ec_mono_ms() + between(5000, 8000), len = between(1000, 3000);
         if (start + len > pz.until_ms - 1000)
             break;
-        sleep_ms(start - ec_mono_ms());
+        ec_play_nap_ms(start - ec_mono_ms());
         pz.stop_at[pz.n] = ec_mono_ms();
         kill(server, SIGSTOP);
-        sleep_ms(len);
+        ec_play_nap_ms(len);
         kill(server, SIGCONT);
         pz.cont_at[pz.n] = ec_mono_ms();
         pz.n++;
@@ -204,7 +196,7 @@ static struct {
 static void *killer(void *arg)
 {
     (void)arg;
-    sleep_ms(dz.at_ms - ec_mono_ms());
+    ec_play_nap_ms(dz.at_ms - ec_mono_ms());
     if (dz.how == KILLED)
         kill(server, SIGKILL); /* reaped by ec_linkem_kill afterwards */
     else if (dz.how == FROZEN)
@@ -242,7 +234,7 @@ static int deaths(death_t how, const char *name, int runs)
             if (server_start() < 0)
                 return -1;
         }
-        sleep_ms(500); /* answers held in the frozen agent drain */
+        ec_play_nap_ms(500); /* answers held in the frozen agent drain */
     }
     printf("dead: %-28s found after %lld ms on average, %lld ms at worst (%d of %d runs%s) "
            "(load %.2f)\n", name, (long long)(found ? sum / found : -1), (long long)worst, found,

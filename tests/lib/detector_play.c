@@ -7,11 +7,11 @@
 #include "clock.h"
 #include "detector.h"
 
-static void sleep_ms(int64_t ms)
+void ec_play_nap_ms(int64_t ms)
 {
     if (ms <= 0)
         return;
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000}; /* the ring's wait between rounds */
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
 }
 
@@ -52,7 +52,7 @@ int64_t ec_play_readmit(const ec_play_t *p, int64_t max_ms)
     for (int failed = 0; ec_mono_ms() - t0 < max_ms; failed++) {
         if (ec_play_confirm(p, failed))
             return ec_mono_ms() - t0;
-        sleep_ms(1000);
+        ec_play_nap_ms(1000);
     }
     return -1;
 }
@@ -69,7 +69,7 @@ ec_play_result_t ec_play_watch(const ec_play_t *p, int64_t ms, int64_t dead_at_m
     bool reported = false;
     while (ec_mono_ms() - start < ms) {
         int64_t slept = ec_mono_ms();
-        sleep_ms(wait);
+        ec_play_nap_ms(wait); /* the ring's wait between rounds */
         health = ec_detect_health(health, ec_mono_ms() - slept - wait, every);
         int64_t rtt, d = p->legacy ? 250 : ec_detect_deadline_ms(&peer, &o, health, ec_mono_ms());
         ec_probe_outcome_t r = probe_set(p, p->legacy ? 1 : ec_detect_attempts(&peer), d, &rtt);

@@ -43,4 +43,7 @@ int64_t ec_play_readmit(const ec_play_t *p, int64_t max_ms);
  * dead_at_ms >= 0 (ec_mono_ms), until its first eviction (found_ms). */
 ec_play_result_t ec_play_watch(const ec_play_t *p, int64_t ms, int64_t dead_at_ms);
 
+/* Sleep ms (<= 0: not at all): a schedule's wait, never a synchronisation. */
+void ec_play_nap_ms(int64_t ms);
+
 #endif

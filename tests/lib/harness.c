@@ -270,6 +270,31 @@ struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root)
     return ep;
 }
 
+typedef struct {
+    ec_etcd_t *c;
+    const char *root;
+    const ec_test_epoch_want_t *want;
+} epoch_wait_t;
+
+static bool epoch_as_wanted(void *arg)
+{
+    epoch_wait_t *e = arg;
+    const ec_test_epoch_want_t *w = e->want;
+    ec_epoch_t *ep = ec_test_epoch(e->c, e->root);
+    bool ok = ep && ep->number >= w->min && (!w->max || ep->number <= w->max) &&
+              (w->world < 0 || ep->world_size == w->world) &&
+              (!w->without || ec_epoch_find_member(ep, w->without) < 0);
+    ec_epoch_free(ep);
+    return ok;
+}
+
+struct ec_epoch *ec_test_wait_epoch(ec_etcd_t *c, const char *root,
+                                    const ec_test_epoch_want_t *want, long timeout_ms)
+{
+    epoch_wait_t e = {c, root, want};
+    return ec_test_wait(epoch_as_wanted, &e, timeout_ms) ? ec_test_epoch(c, root) : NULL;
+}
+
 /* ---- leadership observer and history check ------------------------------- */
 
 struct ec_test_obs {

@@ -45,6 +45,17 @@ bool ec_test_wait_file(const char *path, const char *needle, long timeout_ms);
 const char *ec_test_bin(const char *env, const char *fallback);
 /* The job's current epoch (decoded, validated) or NULL. */
 struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root);
+/* An epoch a test waits for: numbered min..max (max 0: no upper bound), of
+ * world size world (-1: any), without the node without (NULL: any). */
+typedef struct {
+    uint64_t min, max;
+    int world;
+    const char *without;
+} ec_test_epoch_want_t;
+/* Poll root's current epoch until it is as wanted, at most timeout_ms
+ * (scaled): that epoch, or NULL at the deadline. */
+struct ec_epoch *ec_test_wait_epoch(ec_etcd_t *c, const char *root,
+                                    const ec_test_epoch_want_t *want, long timeout_ms);
 
 /* Records every leadership of a job from now on (leader key created: its
  * holder and create revision; leader key deleted: the revision it ended at),

@@ -155,32 +155,17 @@ static void crash(node_t *x)
     ck_assert_msg(ec_etcd_mem_expire_lease(store, lease, &err) == 0, "%s", err.msg);
 }
 
-typedef struct {
-    const char *root;
-    uint64_t number;     /* epoch number at least */
-    int world;           /* world size exactly */
-    const char *without; /* a node id that must not be a member, or NULL */
-} want_t;
-
-static bool epoch_matches(void *arg)
-{
-    want_t *w = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, w->root);
-    bool ok = ep && ep->number >= w->number && ep->world_size == w->world &&
-              (!w->without || ec_epoch_find_member(ep, w->without) < 0);
-    ec_epoch_free(ep);
-    return ok;
-}
-
+/* An epoch numbered number or later, of world size world, without the node
+ * without (NULL: any). */
 static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, const char *without,
                               long ms)
 {
-    want_t w = {root, number, world, without};
-    ck_assert_msg(ec_test_wait(epoch_matches, &w, ms),
-                  "no epoch >= %llu with world %d%s%s within %ld ms; log:\n%s",
+    ec_test_epoch_want_t w = {.min = number, .world = world, .without = without};
+    ec_epoch_t *ep = ec_test_wait_epoch(c, root, &w, ms);
+    ck_assert_msg(ep, "no epoch >= %llu with world %d%s%s within %ld ms; log:\n%s",
                   (unsigned long long)number, world, without ? " without " : "",
                   without ? without : "", ms, logbuf);
-    return ec_test_epoch(c, root);
+    return ep;
 }
 
 static char *leader_of(const char *root)
