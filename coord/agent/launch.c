@@ -1274,7 +1274,12 @@ static void await_wake(agent_t *a, int64_t wait_ms)
 
 /* A stop signal: the first stops the processes (up to --grace_period) and
  * leaves the job, a second kills them at once and leaves the lease to
- * expire.  The exit code, or -1 without one. */
+ * expire.  Under --rebuild=inprocess the node leaves first: the others
+ * re-form at once, and its processes get their grace period after that
+ * (nothing of theirs is needed: every member holds the state, and no rank
+ * changes hands under a stop barrier).  On an H200 the leader learnt of a
+ * leave ~100 ms after the signal when the leave came last: a CUDA
+ * process's exit.  The exit code, or -1 without one. */
 static int on_stop_signal(agent_t *a)
 {
     const ec_config_t *cfg = a->cfg;
@@ -1282,15 +1287,28 @@ static int on_stop_signal(agent_t *a)
     if (!sig_term)
         return -1;
     int s = sig_last;
+    bool left = false;
     if (!sig_kill_now) {
         ec_log(EC_LOG_INFO, "-node %s stopping on %s: stopping processes (up to "
                             "--grace_period=%.3gs), leaving the job; send it again to "
                             "kill them at once",
                cfg->node_id, strsignal(s), (double)cfg->grace_period_ms / 1000.0);
         ec_metrics_state(a->metrics, EC_MSTATE_LEAVING);
+        if (cfg->rebuild == EC_REBUILD_INPROCESS) {
+            ec_node_leave(a->node, &err);
+            left = true;
+        }
         stop_all(a, cfg->grace_period_ms); /* cut short by a second */
     }
     if (sig_kill_now) {
+        if (left) {
+            ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now (the node has "
+                                "left the job)", cfg->node_id, strsignal(sig_last));
+            ec_procs_kill_all(a->procs);
+            set_outcome(a, "stopped by %s: this node left the job gracefully, its processes "
+                        "killed by a second %s", strsignal(s), strsignal(sig_last));
+            return 128 + s;
+        }
         ec_log(EC_LOG_WARN, "-node %s: second %s: killing the processes now and exiting "
                             "without leaving the job (the others re-form when its lease "
                             "expires)",
@@ -1300,7 +1318,8 @@ static int on_stop_signal(agent_t *a)
                     "expire", strsignal(s));
         return 128 + s;
     }
-    ec_node_leave(a->node, &err);
+    if (!left)
+        ec_node_leave(a->node, &err);
     set_outcome(a, "stopped by %s: this node left the job gracefully", strsignal(s));
     return 128 + s;
 }
