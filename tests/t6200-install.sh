@@ -14,7 +14,7 @@ set -u
 build=${EC_BUILDDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 dest=$(mktemp -d /tmp/ec-t6200-XXXXXX)
 trap 'rm -rf "$dest"' EXIT
-echo "1..11"
+echo "1..12"
 n=0
 fails=0
 result() { # COND-STATUS NAME
@@ -105,6 +105,23 @@ else
     echo "# missing: $libdir/libecworker.so.0"
 fi
 result $ok "the installed libecworker links no CUDA or NCCL library (ldd)"
+
+# Nor does the collective `ecoord check` runs (it takes the runtime the
+# library loaded): it must start where CUDA is absent or of another version.
+ok=1
+prog=$dest$bindir/ecoord-allreduce
+if [ -f "$prog" ]; then
+    needed=$(LC_ALL=C readelf -d "$prog" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    echo "# ecoord-allreduce NEEDED: $needed"
+    if echo "$needed" | grep -Eq 'libcuda|libnccl|libnvrtc|libcublas'; then
+        echo "# ecoord-allreduce links a CUDA or NCCL library"
+    else
+        ok=0
+    fi
+else
+    echo "# missing: $bindir/ecoord-allreduce"
+fi
+result $ok "the installed ecoord-allreduce links no CUDA or NCCL library"
 
 ok=0
 if [ "$unitdir" = no ] || [ -z "$unitdir" ]; then

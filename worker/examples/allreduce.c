@@ -8,7 +8,12 @@
  *   ecoord-allreduce: ok backend=nccl|gloo ranks=W bytes=B seconds=S busbw_gbps=X
  * or
  *   ecoord-allreduce: FAIL <why>
- * Bus bandwidth follows nccl-tests: algbw * 2(W-1)/W.  Exit 0 only on ok. */
+ * Bus bandwidth follows nccl-tests: algbw * 2(W-1)/W.  Exit 0 only on ok.
+ *
+ * Like libecworker it links no CUDA library: under NCCL it takes the CUDA
+ * runtime the library loaded (rt_open), so the installed program starts
+ * where CUDA is absent, or of another version than the build's. */
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +21,27 @@
 #include <time.h>
 
 #include "ecw.h"
-#ifdef HAVE_NCCL
-#include <cuda_runtime_api.h>
-#endif
+
+/* The two calls of the CUDA runtime this program makes (cudaMemcpyKind:
+ * 1 host to device, 2 device to host). */
+typedef struct {
+    int (*dmalloc)(void **, size_t);
+    int (*copy)(void *, const void *, size_t, int);
+} rt_t;
+
+/* The runtime libecworker loaded for NCCL (RTLD_NOLOAD: never another). */
+static bool rt_open(rt_t *rt)
+{
+    const char *names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", NULL};
+    void *h = NULL;
+    for (int i = 0; names[i] && !h; i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return false;
+    rt->dmalloc = (int (*)(void **, size_t))dlsym(h, "cudaMalloc");
+    rt->copy = (int (*)(void *, const void *, size_t, int))dlsym(h, "cudaMemcpy");
+    return rt->dmalloc && rt->copy;
+}
 
 static double now_s(void)
 {
@@ -56,36 +79,29 @@ int main(int argc, char **argv)
         host[i] = (float)(rank + 1);
     void *buf = host;
     bool device = ecw_backend(w) == ECW_BACKEND_NCCL;
-#ifdef HAVE_NCCL
-    if (device) {
-        if (cudaMalloc(&buf, count * sizeof(float)) != cudaSuccess ||
-            cudaMemcpy(buf, host, count * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
-            return fail(lr, "cannot allocate the buffer on the GPU", NULL);
-    }
-#else
-    if (device)
-        return fail(lr, "NCCL backend without CUDA support in this build", NULL);
-#endif
+    rt_t rt = {0};
+    if (device && !rt_open(&rt))
+        return fail(lr, "backend nccl, but the CUDA runtime libecworker loaded is not found "
+                    "in this process", NULL);
+    if (device && (rt.dmalloc(&buf, count * sizeof(float)) != 0 ||
+                   rt.copy(buf, host, count * sizeof(float), 1) != 0))
+        return fail(lr, "cannot allocate the buffer on the GPU", NULL);
     /* The buffer was written on the legacy default stream (cudaMemcpy): the
      * collectives wait for that stream unless ecw_set_stream names another
      * (ecw.h, "stream order"), and are complete when they return. */
     /* one warm-up round, then the timed one */
     if (ecw_allreduce(w, buf, 1, ECW_F32, ECW_SUM, &err) < 0)
         return fail(lr, "warm-up allreduce failed", err.msg);
-#ifdef HAVE_NCCL
     if (device)
-        cudaMemcpy(buf, host, sizeof(float), cudaMemcpyHostToDevice);
-#endif
-    if (!device)
+        rt.copy(buf, host, sizeof(float), 1);
+    else
         host[0] = (float)(rank + 1);
     double t0 = now_s();
     if (ecw_allreduce(w, buf, count, ECW_F32, ECW_SUM, &err) < 0)
         return fail(lr, "allreduce failed", err.msg);
     double secs = now_s() - t0;
-#ifdef HAVE_NCCL
-    if (device)
-        cudaMemcpy(host, buf, count * sizeof(float), cudaMemcpyDeviceToHost);
-#endif
+    if (device && rt.copy(host, buf, count * sizeof(float), 2) != 0)
+        return fail(lr, "cannot copy the result from the GPU", NULL);
     float want = (float)world * (float)(world + 1) / 2.0f;
     size_t bad = 0;
     for (size_t i = 0; i < count; i++)
