@@ -229,7 +229,6 @@ static void teardown_run(void *p)
         cu->cudaFree(t->scratch);
 }
 
-
 /* Run t (copied) off this thread within the communicator's timeout (at least
  * ABORT_MIN_MS).  false when it did not return: the GPU state is unknown,
  * restart the process. */
