@@ -1561,6 +1561,16 @@ static ecw_options_t gpu_opts(const gpu_member_t *m)
     return o;
 }
 
+/* The fake CUDA and NCCL (tests/stub/cuda_stub.c) into stub (PATH_MAX):
+ * false, with test's SKIP line, where this build has none (no NCCL). */
+static bool stub_cuda(const char *test, char *stub)
+{
+    if (realpath("tests/stub/cuda", stub) && !access("tests/stub/cuda/libnccl.so.2", R_OK))
+        return true;
+    printf("# SKIP %s: no tests/stub/cuda (built without NCCL)\n", test);
+    return false;
+}
+
 static void *gpu_init_thread(void *arg)
 {
     gpu_member_t *m = arg;
@@ -1725,11 +1735,8 @@ END_TEST
 START_TEST(auto_under_a_loaded_nccl_reduces_device_memory)
 {
     char stub[PATH_MAX];
-    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
-        printf("# SKIP auto_under_a_loaded_nccl_reduces_device_memory: no tests/stub/cuda "
-               "(built without NCCL)\n");
+    if (!stub_cuda("auto_under_a_loaded_nccl_reduces_device_memory", stub))
         return;
-    }
     publish_epoch("jdevmem", 1, 1, EC_REASON_START);
     char con[400], cmd[2400];
     snprintf(con, sizeof(con), "%s/devmem.auto", tmp);
@@ -2036,6 +2043,55 @@ static bool log_has_n(void *arg)
     return count_of(slurp(cw->log), cw->needle) >= cw->n;
 }
 
+/* One rank of job against the fake NCCL, every ncclCommAbort held at a
+ * gate, and a collective in flight (the stream busy until an abort begins)
+ * cut off by epoch 2: the member (logging into log), its stub log and its
+ * gate.  false, with
+ * test's SKIP line, where this build has no fake NCCL. */
+typedef struct {
+    gpu_member_t m;
+    const char *job;
+    char stub[PATH_MAX], slog[400], gate[400];
+} gated_t;
+
+static bool gated_cut(gated_t *g, const char *test, const char *job, logbuf_t *log)
+{
+    memset(g, 0, sizeof(*g));
+    if (!stub_cuda(test, g->stub))
+        return false;
+    g->job = job;
+    snprintf(g->slog, sizeof(g->slog), "%s/cuda_stub_%s.log", tmp, job);
+    snprintf(g->gate, sizeof(g->gate), "%s/abort_gate_%s", tmp, job);
+    unlink(g->gate);
+    setenv("CUDA_STUB_LOG", g->slog, 1);
+    setenv("CUDA_STUB_ABORT_GATE", g->gate, 1);
+    unsetenv("CUDA_STUB_SHRINK");
+    publish_epoch(job, 1, 1, EC_REASON_START);
+    g->m = (gpu_member_t){.job = job, .libdir = g->stub, .lr = 0, .backend = ECW_BACKEND_NCCL,
+                          .rebuild = "init", .log = log};
+    gpu_init_thread(&g->m);
+    ck_assert_msg(g->m.rc == 0, "%s", g->m.err.msg);
+    setenv("CUDA_STUB_STREAM", "busy", 1);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, barrier_thread, &g->m), 0);
+    busy_want_t bw = {g->slog, 1};
+    ck_assert(ec_test_wait(streams_busy, &bw, 5000));
+    publish_epoch(job, 2, 1, EC_REASON_RESTART);
+    pthread_join(t, NULL);
+    ck_assert_msg(g->m.rc == ECW_EEPOCHCHANGED || g->m.rc == ECW_EABORTED, "%d %s", g->m.rc,
+                  g->m.err.msg);
+    unsetenv("CUDA_STUB_STREAM");
+    return true;
+}
+
+/* Let the held aborts end. */
+static void open_gate(const gated_t *g)
+{
+    int fd = open(g->gate, O_CREAT | O_WRONLY, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+}
+
 /* The old communicator's teardown is off the critical path (issue 25: an
  * NCCL abort took ~990 ms of a ~1 s rebuild): with every ncclCommAbort of
  * the fake NCCL held until a gate file exists, a collective an epoch cut
@@ -2046,37 +2102,15 @@ static bool log_has_n(void *arg)
  * timing: tests/gpu/ measures that). */
 START_TEST(nccl_teardown_runs_beside_the_next_build)
 {
-    char stub[PATH_MAX], slog[400], gate[400];
-    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
-        printf("# SKIP nccl_teardown_runs_beside_the_next_build: no tests/stub/cuda (built "
-               "without NCCL)\n");
-        return;
-    }
-    snprintf(slog, sizeof(slog), "%s/cuda_stub_teardown.log", tmp);
-    snprintf(gate, sizeof(gate), "%s/abort_gate", tmp);
-    unlink(gate);
-    setenv("CUDA_STUB_LOG", slog, 1);
-    setenv("CUDA_STUB_ABORT_GATE", gate, 1);
-    unsetenv("CUDA_STUB_SHRINK");
-    const char *job = "jretire";
-    publish_epoch(job, 1, 1, EC_REASON_START);
     static logbuf_t log = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    gpu_member_t m = {.job = job, .libdir = stub, .lr = 0, .backend = ECW_BACKEND_NCCL,
-                      .rebuild = "init", .log = &log};
-    gpu_init_thread(&m);
-    ck_assert_msg(m.rc == 0, "%s", m.err.msg);
-    /* a collective in flight (the stream never completes), cut off by epoch 2 */
-    setenv("CUDA_STUB_STREAM", "busy", 1);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, barrier_thread, &m), 0);
-    busy_want_t bw = {slog, 1};
-    ck_assert(ec_test_wait(streams_busy, &bw, 5000));
-    publish_epoch(job, 2, 1, EC_REASON_RESTART);
-    pthread_join(t, NULL); /* returns although no abort has run */
-    ck_assert_msg(m.rc == ECW_EEPOCHCHANGED || m.rc == ECW_EABORTED, "%d %s", m.rc, m.err.msg);
+    gated_t g;
+    if (!gated_cut(&g, "nccl_teardown_runs_beside_the_next_build", "jretire", &log))
+        return;
+    gpu_member_t m = g.m;
+    const char *slog = g.slog;
+    /* returned, although no abort has ended */
     ck_assert_msg(count_of(slurp(slog), "abort rank=") == 0, "an abort returned before the "
                   "gate opened:\n%s", slurp(slog));
-    unsetenv("CUDA_STUB_STREAM");
     /* the next communicator is built and runs while the old one's abort waits */
     rebuild_to(&m, 2);
     count_want_t aborting = {slog, "aborting rank=0 nranks=1", 1};
@@ -2085,15 +2119,13 @@ START_TEST(nccl_teardown_runs_beside_the_next_build)
     ck_assert_int_eq(count_of(slurp(slog), "abort rank="), 0);
     ck_assert_int_eq(count_of(slurp(slog), "init rank=0 nranks=1"), 2);
     /* a second change: two aborts pending, the third communicator runs */
-    publish_epoch(job, 3, 1, EC_REASON_RESTART);
+    publish_epoch(g.job, 3, 1, EC_REASON_RESTART);
     rebuild_to(&m, 3);
     aborting.n = 2;
     ck_assert_msg(ec_test_wait(log_has_n, &aborting, 5000), "%s", slurp(slog));
     ck_assert_int_eq(count_of(slurp(slog), "abort rank="), 0);
     /* the gate opens: both end; finalize waits for them, then aborts the last */
-    int fd = open(gate, O_CREAT | O_WRONLY, 0600);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    open_gate(&g);
     ecw_finalize(m.w);
     ck_assert_msg(count_of(slurp(slog), "abort rank=0 nranks=1") == 3, "%s", slurp(slog));
     ck_assert_msg(strstr(log.text, "retired: destroyed off the training thread"), "%s",
@@ -2112,11 +2144,8 @@ END_TEST
 START_TEST(nccl_is_set_up_while_the_process_boots)
 {
     char stub[PATH_MAX], slog[400];
-    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
-        printf("# SKIP nccl_is_set_up_while_the_process_boots: no tests/stub/cuda (built "
-               "without NCCL)\n");
+    if (!stub_cuda("nccl_is_set_up_while_the_process_boots", stub))
         return;
-    }
     snprintf(slog, sizeof(slog), "%s/cuda_stub_warm.log", tmp);
     setenv("CUDA_STUB_LOG", slog, 1);
     unsetenv("CUDA_STUB_SHRINK");
@@ -2162,43 +2191,19 @@ END_TEST
  * aborts wait for a gate. */
 START_TEST(a_cut_collective_returns_once_its_kernel_stopped)
 {
-    char stub[PATH_MAX], slog[400], gate[400];
-    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
-        printf("# SKIP a_cut_collective_returns_once_its_kernel_stopped: no tests/stub/cuda "
-               "(built without NCCL)\n");
-        return;
-    }
-    snprintf(slog, sizeof(slog), "%s/cuda_stub_cut.log", tmp);
-    snprintf(gate, sizeof(gate), "%s/abort_gate_cut", tmp);
-    unlink(gate);
-    setenv("CUDA_STUB_LOG", slog, 1);
-    setenv("CUDA_STUB_ABORT_GATE", gate, 1);
-    unsetenv("CUDA_STUB_SHRINK");
-    const char *job = "jcut";
-    publish_epoch(job, 1, 1, EC_REASON_START);
     static logbuf_t log = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    gpu_member_t m = {.job = job, .libdir = stub, .lr = 0, .backend = ECW_BACKEND_NCCL,
-                      .rebuild = "init", .log = &log};
-    gpu_init_thread(&m);
-    ck_assert_msg(m.rc == 0, "%s", m.err.msg);
-    setenv("CUDA_STUB_STREAM", "busy", 1);
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, barrier_thread, &m), 0);
-    busy_want_t bw = {slog, 1};
-    ck_assert(ec_test_wait(streams_busy, &bw, 5000));
-    publish_epoch(job, 2, 1, EC_REASON_RESTART);
-    pthread_join(t, NULL);
-    ck_assert_msg(m.rc == ECW_EEPOCHCHANGED || m.rc == ECW_EABORTED, "%d %s", m.rc, m.err.msg);
+    gated_t g;
+    if (!gated_cut(&g, "a_cut_collective_returns_once_its_kernel_stopped", "jcut", &log))
+        return;
+    gpu_member_t m = g.m;
+    const char *slog = g.slog;
     const char *out = slurp(slog);
     const char *began = strstr(out, "aborting rank=0 nranks=1");
     ck_assert_msg(began && strstr(began, "stream drained"), "the cut collective returned while "
                   "its kernel could still run:\n%s", out);
     ck_assert_msg(count_of(out, "abort rank=") == 0, "the cut collective waited for the whole "
                   "abort:\n%s", out);
-    unsetenv("CUDA_STUB_STREAM");
-    int fd = open(gate, O_CREAT | O_WRONLY, 0600);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    open_gate(&g);
     rebuild_to(&m, 2);
     ecw_finalize(m.w);
     ck_assert_msg(count_of(slurp(slog), "abort rank=0 nranks=1") == 2, "%s", slurp(slog));
@@ -2219,11 +2224,8 @@ END_TEST
 START_TEST(nccl_shrinks_an_epoch_that_only_removes_ranks)
 {
     char stub[PATH_MAX], slog[400];
-    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
-        printf("# SKIP nccl_shrinks_an_epoch_that_only_removes_ranks: no tests/stub/cuda "
-               "(built without NCCL)\n");
+    if (!stub_cuda("nccl_shrinks_an_epoch_that_only_removes_ranks", stub))
         return;
-    }
     snprintf(slog, sizeof(slog), "%s/cuda_stub.log", tmp);
     setenv("CUDA_STUB_LOG", slog, 1);
     unsetenv("CUDA_STUB_SHRINK");
@@ -2332,11 +2334,8 @@ END_TEST
 START_TEST(nccl_inits_with_several_roots_and_shrinks_a_middle_node)
 {
     char stub[PATH_MAX], slog[400];
-    if (!realpath("tests/stub/cuda", stub) || access("tests/stub/cuda/libnccl.so.2", R_OK)) {
-        printf("# SKIP nccl_inits_with_several_roots_and_shrinks_a_middle_node: no "
-               "tests/stub/cuda (built without NCCL)\n");
+    if (!stub_cuda("nccl_inits_with_several_roots_and_shrinks_a_middle_node", stub))
         return;
-    }
     snprintf(slog, sizeof(slog), "%s/cuda_stub_roots.log", tmp);
     setenv("CUDA_STUB_LOG", slog, 1);
     unsetenv("CUDA_STUB_SHRINK");
