@@ -265,10 +265,13 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *state)
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
     const char *gate = getenv("CUDA_STUB_ABORT_GATE");
+    /* "aborting" is in the log before work in flight can end, so a
+     * "stream drained" of this abort always comes after it */
+    if (comm && gate)
+        note("aborting rank=%d nranks=%d", comm->rank, comm->nranks);
     if (comm)
         __atomic_add_fetch(&aborts_begun, 1, __ATOMIC_RELEASE);
     if (comm && gate) {
-        note("aborting rank=%d nranks=%d", comm->rank, comm->nranks);
         for (int i = 0; i < 20000 && access(gate, F_OK) != 0; i++) {
             struct timespec ts = {0, 1000 * 1000};
             nanosleep(&ts, NULL);
