@@ -3,8 +3,42 @@
  * epochs built by hand in tests. */
 #include "history.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *ec_history_rule_name(ec_history_rule_t rule)
+{
+    switch (rule) {
+#define EC_HISTORY_RULE_CASE(code, name) \
+    case EC_HISTORY_##code:              \
+        return name;
+        EC_HISTORY_RULE_MAP(EC_HISTORY_RULE_CASE)
+#undef EC_HISTORY_RULE_CASE
+    }
+    return "unknown";
+}
+
+/* The first violation: EC_ECORRUPT, its message ending with the rule's
+ * name, and the rule and the epoch's index in stats. */
+static int violate(ec_history_stats_t *st, size_t idx, ec_history_rule_t rule, ec_error_t *err,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int violate(ec_history_stats_t *st, size_t idx, ec_history_rule_t rule, ec_error_t *err,
+                   const char *fmt, ...)
+{
+    char msg[EC_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (st) {
+        st->broken = rule;
+        st->broken_at = idx;
+    }
+    return ec_errorf(err, EC_ECORRUPT, "%s (rule %s)", msg, ec_history_rule_name(rule));
+}
 
 static int cmp_str_ptr(const void *a, const void *b)
 {
@@ -13,14 +47,15 @@ static int cmp_str_ptr(const void *a, const void *b)
 
 /* Rule 2: M_ids are a permutation of 0..M-1 and each member has N endpoints,
  * so the ranks M_id*N + N_id cover 0..W-1 exactly once; no node id twice. */
-static int check_shape(const ec_epoch_t *ep, size_t idx, ec_error_t *err)
+static int check_shape(const ec_epoch_t *ep, size_t idx, ec_history_stats_t *st, ec_error_t *err)
 {
     unsigned long long num = (unsigned long long)ep->number;
     if (ep->nproc < 1 || ep->nmembers < 1 || !ep->members)
-        return ec_errorf(err, EC_ECORRUPT, "history[%zu] epoch %llu: %d members x nproc %d is empty",
-                         idx, num, ep->nmembers, ep->nproc);
+        return violate(st, idx, EC_HISTORY_EMPTY, err,
+                       "history[%zu] epoch %llu: %d members x nproc %d is empty", idx, num,
+                       ep->nmembers, ep->nproc);
     if ((long long)ep->world_size != (long long)ep->nmembers * ep->nproc)
-        return ec_errorf(err, EC_ECORRUPT,
+        return violate(st, idx, EC_HISTORY_WORLD_SIZE, err,
                          "history[%zu] epoch %llu: world size %d != %d members x nproc %d, so "
                          "ranks are not exactly 0..W-1",
                          idx, num, ep->world_size, ep->nmembers, ep->nproc);
@@ -34,7 +69,7 @@ static int check_shape(const ec_epoch_t *ep, size_t idx, ec_error_t *err)
     for (int i = 0; i < ep->nmembers; i++) {
         const ec_member_t *m = &ep->members[i];
         if (m->m_id < 0 || m->m_id >= ep->nmembers || seen[m->m_id]) {
-            rc = ec_errorf(err, EC_ECORRUPT,
+            rc = violate(st, idx, EC_HISTORY_M_ID, err,
                            "history[%zu] epoch %llu: member %d (%s) has M_id %d, %s, so its "
                            "ranks are not exactly 0..%d",
                            idx, num, i, m->node_id ? m->node_id : "(null)", m->m_id,
@@ -45,7 +80,7 @@ static int check_shape(const ec_epoch_t *ep, size_t idx, ec_error_t *err)
         }
         seen[m->m_id] = 1;
         if (!m->ports || !m->node_id) {
-            rc = ec_errorf(err, EC_ECORRUPT,
+            rc = violate(st, idx, EC_HISTORY_NO_ENDPOINTS, err,
                            "history[%zu] epoch %llu: member %d has no node id or endpoints", idx,
                            num, i);
             goto out;
@@ -55,7 +90,7 @@ static int check_shape(const ec_epoch_t *ep, size_t idx, ec_error_t *err)
     qsort(ids, (size_t)ep->nmembers, sizeof(*ids), cmp_str_ptr);
     for (int i = 1; i < ep->nmembers; i++)
         if (strcmp(ids[i - 1], ids[i]) == 0) {
-            rc = ec_errorf(err, EC_ECORRUPT,
+            rc = violate(st, idx, EC_HISTORY_TWO_BLOCKS, err,
                            "history[%zu] epoch %llu: node %s holds two blocks of ranks", idx,
                            num, ids[i]);
             goto out;
@@ -99,32 +134,32 @@ int ec_history_check(const ec_epoch_t *const *epochs, size_t n, const ec_leader_
 
         /* 1 */
         if (num < 1)
-            return ec_errorf(err, EC_ECORRUPT, "history[%zu]: epoch number 0", i);
+            return violate(stats, i, EC_HISTORY_NUMBER_ZERO, err, "history[%zu]: epoch number 0", i);
         if (prev && ep->number <= prev->number)
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_NOT_INCREASING, err,
                              "history[%zu]: epoch %llu follows epoch %llu; numbers must "
                              "strictly increase",
                              i, num, (unsigned long long)prev->number);
         if (prev && opts.consecutive && ep->number != prev->number + 1)
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_MISSING, err,
                              "history[%zu]: epoch %llu follows epoch %llu; epochs %llu..%llu "
                              "are missing",
                              i, num, (unsigned long long)prev->number,
                              (unsigned long long)prev->number + 1, num - 1);
         /* 2 */
-        int rc = check_shape(ep, i, err);
+        int rc = check_shape(ep, i, stats, err);
         if (rc < 0)
             return rc;
         /* 3 */
         if (nproc == 0)
             nproc = ep->nproc;
         if (ep->nproc != nproc)
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_NPROC, err,
                              "history[%zu] epoch %llu: nproc %d, but the job runs %d per node",
                              i, num, ep->nproc, nproc);
         /* 4 */
         if (ep->nmembers < opts.min_nodes || ep->nmembers > opts.max_nodes)
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_NODES_RANGE, err,
                              "history[%zu] epoch %llu: %d nodes (world %d), outside %d:%d", i,
                              num, ep->nmembers, ep->world_size, opts.min_nodes,
                              opts.max_nodes);
@@ -141,11 +176,11 @@ int ec_history_check(const ec_epoch_t *const *epochs, size_t n, const ec_leader_
                 if (obs[j].create_rev == ep->leader_rev)
                     holder = obs[j].node_id;
             if (holder)
-                return ec_errorf(err, EC_ECORRUPT,
+                return violate(stats, i, EC_HISTORY_OTHER_HOLDER, err,
                                  "history[%zu] epoch %llu: written by %s under leader revision "
                                  "%lld, but %s held the leader key at that revision",
                                  i, num, leader, (long long)ep->leader_rev, holder);
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_UNKNOWN_LEADERSHIP, err,
                              "history[%zu] epoch %llu: written by %s under leader revision "
                              "%lld, which no observed leadership had",
                              i, num, leader, (long long)ep->leader_rev);
@@ -153,12 +188,12 @@ int ec_history_check(const ec_epoch_t *const *epochs, size_t n, const ec_leader_
         /* 5, when: the leadership lasted over the write */
         int64_t mod = opts.mod_revs ? opts.mod_revs[i] : 0;
         if (mod > 0 && mod < obs[j].create_rev)
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_BEFORE_LEADERSHIP, err,
                              "history[%zu] epoch %llu: written at revision %lld, before %s's "
                              "leadership (leader revision %lld) began",
                              i, num, (long long)mod, leader, (long long)obs[j].create_rev);
         if (mod > 0 && obs[j].end_rev > 0 && mod >= obs[j].end_rev)
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_AFTER_LEADERSHIP, err,
                              "history[%zu] epoch %llu: written at revision %lld by %s under "
                              "leader revision %lld, but that leadership ended at revision %lld "
                              "(leader key deleted or replaced): a deposed leader wrote it",
@@ -166,7 +201,7 @@ int ec_history_check(const ec_epoch_t *const *epochs, size_t n, const ec_leader_
                              (long long)obs[j].end_rev);
         /* 6 */
         if (prev && ep->leader_rev < prev->leader_rev)
-            return ec_errorf(err, EC_ECORRUPT,
+            return violate(stats, i, EC_HISTORY_LEADER_REV_DOWN, err,
                              "history[%zu] epoch %llu: leader revision %lld (%s) is older than "
                              "epoch %llu's %lld (%s): a deposed leader wrote it",
                              i, num, (long long)ep->leader_rev, leader,

@@ -60,16 +60,48 @@ typedef struct ec_history_opts {
 
 #define EC_HISTORY_OPTS_INIT {sizeof(ec_history_opts_t), 1, INT_MAX, 0, 0, NULL}
 
+/* Which rule a history broke (the numbers are the rules above); each code's
+ * name ends the message, "(rule not-increasing)", and is in stats. */
+#define EC_HISTORY_RULE_MAP(X)                                                           \
+    X(OK, "ok")                                 /* every rule holds */                   \
+    X(NUMBER_ZERO, "number-zero")               /* 1 */                                  \
+    X(NOT_INCREASING, "not-increasing")         /* 1 */                                  \
+    X(MISSING, "missing")                       /* 1, opts.consecutive */                \
+    X(EMPTY, "empty")                           /* 2: no members or N < 1 */             \
+    X(WORLD_SIZE, "world-size")                 /* 2: W != M * N */                      \
+    X(M_ID, "m-id")                             /* 2: M_id out of range or taken */      \
+    X(NO_ENDPOINTS, "no-endpoints")             /* 2 */                                  \
+    X(TWO_BLOCKS, "two-blocks")                 /* 2: a node id twice */                 \
+    X(NPROC, "nproc")                           /* 3 */                                  \
+    X(NODES_RANGE, "nodes-range")               /* 4 */                                  \
+    X(OTHER_HOLDER, "other-holder")             /* 5: someone else held that revision */ \
+    X(UNKNOWN_LEADERSHIP, "unknown-leadership") /* 5: nobody was seen holding it */      \
+    X(BEFORE_LEADERSHIP, "before-leadership")   /* 5: written before it began */         \
+    X(AFTER_LEADERSHIP, "after-leadership")     /* 5: written after it ended */          \
+    X(LEADER_REV_DOWN, "leader-rev-down")       /* 6 */
+
+typedef enum {
+#define EC_HISTORY_RULE_ENUM(code, name) EC_HISTORY_##code,
+    EC_HISTORY_RULE_MAP(EC_HISTORY_RULE_ENUM)
+#undef EC_HISTORY_RULE_ENUM
+} ec_history_rule_t;
+
+/* "not-increasing"; "unknown" for a value outside the map. */
+const char *ec_history_rule_name(ec_history_rule_t rule);
+
 /* What was checked, for the test to print and assert on. */
 typedef struct ec_history_stats {
     int epochs;        /* epochs checked */
     long ranks;        /* sum of world sizes */
     int leaderships;   /* distinct leader revisions seen in the epochs */
+    ec_history_rule_t broken; /* EC_HISTORY_OK, or the rule the first violation broke */
+    size_t broken_at;  /* and the index of its epoch (0 when OK) */
 } ec_history_stats_t;
 
 /* Check epochs[0..n) (key order) against obs[0..nobs).  opts may be NULL
  * (defaults), stats may be NULL.  Returns 0 when every rule holds, EC_ECORRUPT
- * with a message naming the first violating epoch and rule, or EC_EINVAL for
+ * with a message naming the first violating epoch and rule (and the rule's
+ * code in stats->broken), or EC_EINVAL for
  * bad arguments (NULL epoch pointer, min > max).  stats counts the epochs
  * checked before a violation. */
 int ec_history_check(const ec_epoch_t *const *epochs, size_t n, const ec_leader_obs_t *obs,

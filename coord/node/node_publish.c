@@ -324,6 +324,7 @@ void ec__node_plan_and_act(ec_node_t *n)
     ec_plan_action_t action = EC_PLAN_WAIT;
     int64_t wait_ms = 0;
     char *why = NULL;
+    ec_plan_why_t why_code = EC_PLAN_WHY_STEADY;
     bool complete = false, repair = false;
     uint64_t cur_epoch = 0;
 
@@ -423,6 +424,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         action = d->action;
         wait_ms = d->wait_ms;
         why = d->why ? strdup(d->why) : NULL;
+        why_code = d->why_code;
         complete = action == EC_PLAN_COMPLETE;
         if (d->n_departed > 0 && n->pub.missing_since < 0)
             n->pub.missing_since = now;
@@ -592,7 +594,8 @@ void ec__node_plan_and_act(ec_node_t *n)
             if (r.succeeded) {
                 if (p.number > 0) {
                     /* the details come with the epoch itself, on every node */
-                    ec__node_emit(n, "+published epoch %" PRIu64 " (txn %lld ms)%s", p.number,
+                    ec__node_emit(n, "+published epoch %" PRIu64 " (rule %s, txn %lld ms)%s",
+                                  p.number, ec_plan_why_name(why_code),
                                   (long long)(ec_wall_ms() - t_send),
                                   p.log && strstr(p.log, "(above epoch") ? " above every epoch seen" : "");
                     pthread_mutex_lock(&n->lock);
@@ -636,8 +639,9 @@ void ec__node_plan_and_act(ec_node_t *n)
             key = NULL;
         }
         if (key && (!n->pub.last_wait || strcmp(n->pub.last_wait, key))) {
-            ec__node_emit(n, "%s %s",
-                          action == EC_PLAN_FAIL ? "+fail:" : complete ? "+complete:" : "+wait:", why);
+            ec__node_emit(n, "%s %s (rule %s)",
+                          action == EC_PLAN_FAIL ? "+fail:" : complete ? "+complete:" : "+wait:", why,
+                          ec_plan_why_name(why_code));
             free(n->pub.last_wait);
             n->pub.last_wait = key;
             key = NULL;

@@ -38,7 +38,7 @@
  * decided_at (after the planner ran; includes waking the leader's loop),
  * published_at (the record built, just before its txn is sent: it does NOT
  * include the txn), planner_us (the planner alone).  "txn" is the epoch
- * write's round trip as the leader logs it ("+epoch ... (txn N ms)").
+ * write's round trip as the leader logs it ("+published epoch N (rule R, txn T ms)").
  *
  * "last node to see it" names the role of the slowest node.  In max it is
  * sometimes the registrant itself, up to ~100 ms late: ec_node_start() lists
@@ -104,7 +104,7 @@ typedef struct bench {
     /* under lock, reset each repetition */
     int leader;              /* slot that logged "+leader", -1 none */
     bool steady, standby_noticed;
-    int64_t txn_ms;          /* last "+epoch ... (txn N ms)", -1 none */
+    int64_t txn_ms;          /* last "+published epoch ... txn T ms", -1 none */
     ec_epoch_t last;         /* timing fields of the newest epoch seen */
     char reason[32];
     char watch_key[EC_KEY_MAX];
@@ -213,8 +213,8 @@ static void on_event(const char *ev, void *arg)
         b->standby_noticed = true;
     else if (!strncmp(ev, "+wait: steady", 13))
         b->steady = true;
-    if (!strncmp(ev, "+epoch", 6) && (t = strstr(ev, "(txn ")))
-        b->txn_ms = strtoll(t + 5, NULL, 10);
+    if (!strncmp(ev, "+published epoch", 16) && (t = strstr(ev, "txn ")))
+        b->txn_ms = strtoll(t + 4, NULL, 10);
     pthread_cond_broadcast(&b->cond);
     pthread_mutex_unlock(&b->lock);
 }

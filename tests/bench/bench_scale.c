@@ -625,8 +625,8 @@ static void on_event(const char *ev, void *arg)
         B.leader_up = true;
     else if (!strncmp(ev, "+wait: steady", 13))
         B.steady = true;
-    if (!strncmp(ev, "+epoch", 6) && (t = strstr(ev, "(txn ")))
-        B.txn_ms = strtoll(t + 5, NULL, 10);
+    if (!strncmp(ev, "+published epoch", 16) && (t = strstr(ev, "txn ")))
+        B.txn_ms = strtoll(t + 4, NULL, 10);
     pthread_cond_broadcast(&B.cond);
     pthread_mutex_unlock(&B.lock);
 }

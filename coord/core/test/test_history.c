@@ -82,16 +82,23 @@ static ec_history_opts_t opts_1_3(void)
     return o;
 }
 
-/* Check must fail with EC_ECORRUPT, naming history[idx] and `want`. */
-static void expect_violation(const ec_history_opts_t *o, size_t idx, const char *want)
+/* Check must fail with EC_ECORRUPT, by rule `rule` at history[idx], and
+ * say so, with `want` among its words for the reader. */
+static void expect_violation(const ec_history_opts_t *o, size_t idx, ec_history_rule_t rule,
+                             const char *want)
 {
     ec_error_t err = {0};
     ec_history_stats_t st;
     int rc = ec_history_check(hist(), NGOOD, obs, NOBS, o, &st, &err);
     ck_assert_msg(rc == EC_ECORRUPT, "violation '%s' not caught (rc %d)", want, rc);
-    char at[32];
+    ck_assert_msg(st.broken == rule, "broke %s, expected %s: %s", ec_history_rule_name(st.broken),
+                  ec_history_rule_name(rule), err.msg);
+    ck_assert_uint_eq(st.broken_at, idx);
+    char at[32], named[64];
     snprintf(at, sizeof at, "history[%zu]", idx);
     ck_assert_msg(strstr(err.msg, at), "'%s' does not name %s", err.msg, at);
+    snprintf(named, sizeof named, "(rule %s)", ec_history_rule_name(rule));
+    ck_assert_msg(strstr(err.msg, named), "'%s' does not end with %s", err.msg, named);
     ck_assert_msg(strstr(err.msg, want), "'%s' lacks '%s'", err.msg, want);
     ck_assert_int_eq(st.epochs, (int)idx); /* counted up to the violation */
 }
@@ -143,11 +150,11 @@ START_TEST(numbers_must_increase)
 {
     ec_history_opts_t o = opts_1_3();
     good[3]->number = 3; /* repeats epoch 3 */
-    expect_violation(&o, 3, "strictly increase");
+    expect_violation(&o, 3, EC_HISTORY_NOT_INCREASING, "strictly increase");
     good[3]->number = 2; /* goes back */
-    expect_violation(&o, 3, "epoch 2 follows epoch 3");
+    expect_violation(&o, 3, EC_HISTORY_NOT_INCREASING, "epoch 2 follows epoch 3");
     good[3]->number = 0;
-    expect_violation(&o, 3, "epoch number 0");
+    expect_violation(&o, 3, EC_HISTORY_NUMBER_ZERO, "epoch number 0");
 }
 END_TEST
 
@@ -158,7 +165,7 @@ START_TEST(gaps_only_with_consecutive)
     good[5]->number = 10;
     ck_assert_int_eq(ec_history_check(hist(), NGOOD, obs, NOBS, &o, NULL, NULL), 0);
     o.consecutive = 1;
-    expect_violation(&o, 4, "epochs 5..8 are missing");
+    expect_violation(&o, 4, EC_HISTORY_MISSING, "epochs 5..8 are missing");
 }
 END_TEST
 
@@ -166,7 +173,7 @@ START_TEST(world_size_must_match_members)
 {
     ec_history_opts_t o = opts_1_3();
     good[2]->world_size = 5;
-    expect_violation(&o, 2, "ranks are not exactly 0..W-1");
+    expect_violation(&o, 2, EC_HISTORY_WORLD_SIZE, "ranks are not exactly 0..W-1");
 }
 END_TEST
 
@@ -174,11 +181,11 @@ START_TEST(m_ids_must_cover_ranks)
 {
     ec_history_opts_t o = opts_1_3();
     good[1]->members[2].m_id = 1; /* ranks 2,3 twice, 4,5 never */
-    expect_violation(&o, 1, "already taken");
+    expect_violation(&o, 1, EC_HISTORY_M_ID, "already taken");
     good[1]->members[2].m_id = 3;
-    expect_violation(&o, 1, "out of range");
+    expect_violation(&o, 1, EC_HISTORY_M_ID, "out of range");
     good[1]->members[2].m_id = -1;
-    expect_violation(&o, 1, "out of range");
+    expect_violation(&o, 1, EC_HISTORY_M_ID, "out of range");
     /* a permutation of 0..M-1 is fine: ranks still cover 0..W-1 once */
     good[1]->members[0].m_id = 2;
     good[1]->members[2].m_id = 0;
@@ -191,7 +198,7 @@ START_TEST(no_node_twice)
     ec_history_opts_t o = opts_1_3();
     free(good[4]->members[2].node_id);
     good[4]->members[2].node_id = strdup("n2");
-    expect_violation(&o, 4, "node n2 holds two blocks of ranks");
+    expect_violation(&o, 4, EC_HISTORY_TWO_BLOCKS, "node n2 holds two blocks of ranks");
 }
 END_TEST
 
@@ -201,10 +208,10 @@ START_TEST(nproc_constant)
     ec_epoch_free(good[2]);
     const char *ids[] = {"n0", "n2"};
     good[2] = mk_epoch(3, 1, ids, 2, "n0", 10);
-    expect_violation(&o, 2, "nproc 1, but the job runs 2 per node");
+    expect_violation(&o, 2, EC_HISTORY_NPROC, "nproc 1, but the job runs 2 per node");
     /* an explicit N is checked from the first epoch on */
     o.nproc = 4;
-    expect_violation(&o, 0, "nproc 2, but the job runs 4 per node");
+    expect_violation(&o, 0, EC_HISTORY_NPROC, "nproc 2, but the job runs 4 per node");
 }
 END_TEST
 
@@ -212,10 +219,10 @@ START_TEST(node_count_within_bounds)
 {
     ec_history_opts_t o = opts_1_3();
     o.min_nodes = 2;
-    expect_violation(&o, 3, "1 nodes (world 2), outside 2:3");
+    expect_violation(&o, 3, EC_HISTORY_NODES_RANGE, "1 nodes (world 2), outside 2:3");
     o.min_nodes = 1;
     o.max_nodes = 2;
-    expect_violation(&o, 1, "3 nodes (world 6), outside 1:2");
+    expect_violation(&o, 1, EC_HISTORY_NODES_RANGE, "3 nodes (world 6), outside 1:2");
 }
 END_TEST
 
@@ -226,14 +233,18 @@ START_TEST(writer_must_hold_leader_key)
     good[4]->leader_rev = 31;
     free(good[4]->leader_id);
     good[4]->leader_id = strdup("n0");
-    expect_violation(&o, 4, "but n2 held the leader key at that revision");
+    expect_violation(&o, 4, EC_HISTORY_OTHER_HOLDER, "but n2 held the leader key at that revision");
     /* a revision nobody was seen holding */
     good[4]->leader_rev = 32;
-    expect_violation(&o, 4, "which no observed leadership had");
+    expect_violation(&o, 4, EC_HISTORY_UNKNOWN_LEADERSHIP, "which no observed leadership had");
     /* no observations at all: nothing can match */
     ec_error_t err = {0};
-    ck_assert_int_eq(ec_history_check(hist(), NGOOD, NULL, 0, &o, NULL, &err), EC_ECORRUPT);
+    ec_history_stats_t st;
+    ck_assert_int_eq(ec_history_check(hist(), NGOOD, NULL, 0, &o, &st, &err), EC_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, "history[0]"));
+    ck_assert_int_eq(st.broken, EC_HISTORY_UNKNOWN_LEADERSHIP);
+    ck_assert_str_eq(ec_history_rule_name(st.broken), "unknown-leadership");
+    ck_assert_str_eq(ec_history_rule_name((ec_history_rule_t)99), "unknown");
 }
 END_TEST
 
@@ -245,7 +256,7 @@ START_TEST(fencing_revision_never_goes_down)
     good[5]->leader_rev = 10;
     free(good[5]->leader_id);
     good[5]->leader_id = strdup("n0");
-    expect_violation(&o, 5, "older than epoch 5's 31 (n2): a deposed leader wrote it");
+    expect_violation(&o, 5, EC_HISTORY_LEADER_REV_DOWN, "older than epoch 5's 31 (n2): a deposed leader wrote it");
 }
 END_TEST
 
@@ -292,6 +303,8 @@ static const ec_leader_obs_t ab_obs[] = {{"A", 5, 9}, {"B", 10, 0}};
 
 /* Check a two-epoch history: epoch 1 by A at revision 6, epoch 2 by
  * (leader2, rev2) at mod revision mod2. */
+static ec_history_stats_t ab_st;
+
 static int check_ab(const char *leader2, int64_t rev2, int64_t mod2, int with_mods,
                     ec_error_t *err)
 {
@@ -302,7 +315,7 @@ static int check_ab(const char *leader2, int64_t rev2, int64_t mod2, int with_mo
     o.consecutive = 1;
     if (with_mods)
         o.mod_revs = mods;
-    int rc = ec_history_check((const ec_epoch_t *const *)eps, 2, ab_obs, 2, &o, NULL, err);
+    int rc = ec_history_check((const ec_epoch_t *const *)eps, 2, ab_obs, 2, &o, &ab_st, err);
     ec_epoch_free(eps[0]);
     ec_epoch_free(eps[1]);
     return rc;
@@ -316,15 +329,20 @@ START_TEST(deposed_leader_write_is_reported)
                                   "revision 5, but that leadership ended at revision 9"),
                   "%s", err.msg);
     ck_assert_ptr_nonnull(strstr(err.msg, "a deposed leader wrote it"));
+    ck_assert_int_eq(ab_st.broken, EC_HISTORY_AFTER_LEADERSHIP);
+    ck_assert_uint_eq(ab_st.broken_at, 1);
     /* the very revision of the delete is already too late */
     memset(&err, 0, sizeof(err));
     ck_assert_int_eq(check_ab("A", 5, 9, 1, &err), EC_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, "ended at revision 9"));
+    ck_assert_int_eq(ab_st.broken, EC_HISTORY_AFTER_LEADERSHIP);
     /* written before the leadership existed */
     memset(&err, 0, sizeof(err));
     ck_assert_int_eq(check_ab("B", 10, 8, 1, &err), EC_ECORRUPT);
     ck_assert_msg(strstr(err.msg, "written at revision 8, before B's leadership (leader "
                                   "revision 10) began"), "%s", err.msg);
+    ck_assert_int_eq(ab_st.broken, EC_HISTORY_BEFORE_LEADERSHIP);
+    ck_assert_ptr_nonnull(strstr(err.msg, "(rule before-leadership)"));
 }
 END_TEST
 
@@ -332,6 +350,7 @@ START_TEST(writes_inside_a_leadership_pass)
 {
     ec_error_t err = {0};
     ck_assert_msg(check_ab("A", 5, 5, 1, &err) == 0, "%s", err.msg);  /* at its creation */
+    ck_assert_int_eq(ab_st.broken, EC_HISTORY_OK);
     ck_assert_msg(check_ab("A", 5, 8, 1, &err) == 0, "%s", err.msg);  /* just before the end */
     ck_assert_msg(check_ab("B", 10, 11, 1, &err) == 0, "%s", err.msg); /* the successor */
     ck_assert_msg(check_ab("B", 10, 1000, 1, &err) == 0, "%s", err.msg); /* still held */
@@ -354,6 +373,10 @@ START_TEST(good_history_with_write_revisions)
     mods[2] = 30; /* n0's third epoch landing as its key went */
     ck_assert_int_eq(ec_history_check(hist(), NGOOD, o2, 2, &o, NULL, &err), EC_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, "history[2] epoch 3"));
+    ec_history_stats_t st;
+    ck_assert_int_eq(ec_history_check(hist(), NGOOD, o2, 2, &o, &st, NULL), EC_ECORRUPT);
+    ck_assert_int_eq(st.broken, EC_HISTORY_AFTER_LEADERSHIP);
+    ck_assert_uint_eq(st.broken_at, 2);
     /* a caller built before mod_revs existed is not checked on them */
     o.size = offsetof(ec_history_opts_t, mod_revs);
     ck_assert_int_eq(ec_history_check(hist(), NGOOD, o2, 2, &o, NULL, NULL), 0);

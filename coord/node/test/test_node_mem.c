@@ -242,8 +242,9 @@ START_TEST(three_nodes_one_leader_one_epoch)
         ck_assert_int_eq(ec_node_phase(nodes[i].n),
                          strcmp(nodes[i].id, l) ? EC_PHASE_FOLLOWER : EC_PHASE_LEADER);
     }
-    /* emitted once the transaction returned: maybe after the test read it */
-    snprintf(ev, sizeof(ev), "%s: +published epoch 1", l);
+    /* emitted once the transaction returned: maybe after the test read it;
+     * it names the planner's rule that decided (EC_PLAN_WHY_MAP) */
+    snprintf(ev, sizeof(ev), "%s: +published epoch 1 (rule start, txn ", l);
     wait_log(ev, 5000);
     uint64_t one = 1;
     ck_assert_msg(ec_test_wait(all_saw, &one, 5000), "a node did not see epoch 1");
@@ -295,10 +296,27 @@ START_TEST(graceful_leave_reforms_at_once)
     ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 10000);
     ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
     ck_assert_int_eq(ep->number, 2);
+    snprintf(line, sizeof(line), "%s: +published epoch 2 (rule shrink, txn ", l);
+    wait_log(line, 5000);
     ec_epoch_free(ep);
     free(l);
     ck_assert_int_eq(ec_test_obs_check(o, 1, 3, 1), 2);
     ec_test_obs_stop(o);
+}
+END_TEST
+
+/* What the leader waits for is said once, with the planner's rule that
+ * decided it (EC_PLAN_WHY_MAP), and the epoch that ends the wait names its
+ * own. */
+START_TEST(a_wait_and_its_end_name_the_planners_rule)
+{
+    const char *root = "/jwait/";
+    start_node("jwait", "n1", 2, 2, 1, 600000, 60);
+    wait_log("n1: +wait: waiting for 1 more node", 10000);
+    wait_log("(rule need-nodes)", 1000);
+    start_node("jwait", "n2", 2, 2, 1, 600000, 60);
+    ec_epoch_free(wait_epoch(root, 1, 2, NULL, 10000));
+    wait_log("n1: +published epoch 1 (rule start, txn ", 5000);
 }
 END_TEST
 
@@ -389,6 +407,7 @@ static Suite *suite(void)
     tcase_add_test(tc, three_nodes_one_leader_one_epoch);
     tcase_add_test(tc, crashed_node_lease_expiry_reforms_without_it);
     tcase_add_test(tc, graceful_leave_reforms_at_once);
+    tcase_add_test(tc, a_wait_and_its_end_name_the_planners_rule);
     tcase_add_test(tc, crashed_leader_replaced);
     tcase_add_test(tc, live_node_whose_lease_expired_comes_back);
     suite_add_tcase(s, tc);
