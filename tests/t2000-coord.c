@@ -11,6 +11,7 @@
  * leads can be read from another thread (a data race under TSan before).
  * Every test ends with the epoch-history checker. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -375,6 +376,44 @@ static uint16_t probe_port_of(const char *root, const char *id)
     return port;
 }
 
+/* Three nodes of job (key root root) with ids ids[], their rings probing
+ * every 100 ms, formed into epoch 1; the leader (malloc'd), and a victim
+ * that is not the leader with its probe port. */
+static char *ring_of_three(const char *job, const char *root, const char *ids[3], proc_t ps[3],
+                           const char **victim, uint16_t *port)
+{
+    setenv("EC_TEST_WATCH_PEERS_MS", "100", 1);
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node(job, ids[i], 1, 3, 1, 600000, 10, 0);
+    unsetenv("EC_TEST_WATCH_PEERS_MS");
+    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
+    char *l = leader_of(root);
+    *victim = strcmp(l, ids[2]) ? ids[2] : ids[1];
+    *port = probe_port_of(root, *victim);
+    ck_assert_uint_gt(*port, 0);
+    return l;
+}
+
+/* (In a child) a socket bound to 127.0.0.1:port as soon as the port is
+ * free, trying for 10 s: every 10 ms, or without pause (spin) to take it
+ * the moment a killed agent's socket goes; -1 when it never was. */
+static int bind_when_free(uint16_t port, bool spin)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int64_t end = ec_test_now_ms() + 10000; ec_test_now_ms() < end;) {
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            return fd;
+        if (!spin)
+            poll(NULL, 0, 10);
+    }
+    close(fd);
+    return -1;
+}
+
 /* The attack the probe's proof stops: a process (not an agent of the job) listening on
  * a dead node's probe port on 127.0.0.1 and answering every connection
  * with what agents used to answer, "ecoord <id>\n", without reading
@@ -388,18 +427,8 @@ static pid_t start_impostor(uint16_t port, const char *id)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         close(ready[0]);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int rc = -1;
-        for (int i = 0; i < 500 && rc < 0; i++) { /* the killed agent's socket may linger */
-            rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-            if (rc < 0)
-                poll(NULL, 0, 10);
-        }
-        if (rc < 0 || listen(fd, 128) < 0)
+        int fd = bind_when_free(port, false); /* the killed agent's socket may linger */
+        if (fd < 0 || listen(fd, 128) < 0)
             _exit(1);
         ssize_t w = write(ready[1], "x", 1);
         (void)w;
@@ -422,6 +451,112 @@ static pid_t start_impostor(uint16_t port, const char *id)
     close(ready[0]);
     return pid;
 }
+
+/* A host that is gone, as its peers see it: nothing answers a SYN to its
+ * probe port (no handshake, no refusal).  A child process binds port on
+ * 127.0.0.1 as soon as it is free (trying without pause, so that the
+ * killed agent's port refuses for as short a time as possible), listens
+ * with no backlog and fills it with one connection of its own: the kernel
+ * then drops every SYN to it.  Killed by teardown; returns once it holds
+ * the port. */
+static int hole_ready_fd = -1;
+
+static pid_t start_black_hole(uint16_t port)
+{
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(ready[0]);
+        int fd = bind_when_free(port, true);
+        if (fd < 0 || listen(fd, 0) < 0)
+            _exit(1);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int self = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(self, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+            _exit(1);
+        ssize_t w = write(ready[1], "x", 1);
+        (void)w;
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    pids[npids++] = pid;
+    hole_ready_fd = ready[0];
+    return pid;
+}
+
+/* Wait for start_black_hole's child to hold its port. */
+static void black_hole_ready(pid_t pid, uint16_t port)
+{
+    struct pollfd rf = {hole_ready_fd, POLLIN, 0};
+    char b;
+    ck_assert_msg(poll(&rf, 1, (int)ec_test_ms(10000)) == 1 && read(hole_ready_fd, &b, 1) == 1,
+                  "process %d could not hold 127.0.0.1:%u", (int)pid, port);
+    close(hole_ready_fd);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* a connect now gets no handshake: poll it for 200 ms */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ck_assert_int_ge(fd, 0);
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    ck_assert(rc < 0 && errno == EINPROGRESS);
+    struct pollfd pf = {fd, POLLOUT, 0};
+    ck_assert_msg(poll(&pf, 1, 200) == 0, "127.0.0.1:%u still completes a handshake", port);
+    close(fd);
+}
+
+/* A node whose host is gone (its probe port drops every SYN) is found by
+ * its ring watchers, and the leader's confirmation takes no handshake to a
+ * whole set of its probes as final when the watchers measured the link
+ * fast: one set of the floor's deadline (250 ms), not a second of twice
+ * that (the allowance for a slow link).  The re-formed epoch comes long
+ * before the 10 s lease. */
+START_TEST(a_gone_host_is_evicted_on_one_set_of_the_leaders_probes)
+{
+    const char *root = "/jgh/";
+    ec_test_obs_t *o = ec_test_obs_start(c, root);
+    const char *ids[] = {"gh1", "gh2", "gh3"}, *victim;
+    proc_t ps[3];
+    uint16_t port;
+    char *l = ring_of_three("jgh", root, ids, ps, &victim, &port);
+    proc_t *v = by_id(ps, ids, 3, victim);
+    /* both its watchers (the other two) measured the link to it */
+    char watching[64];
+    snprintf(watching, sizeof(watching), "ring: watching %s at", victim);
+    for (int i = 0; i < 3; i++)
+        if (strcmp(ids[i], victim))
+            ck_assert(wait_log(ps[i].log, watching, 5000));
+    pid_t hole = start_black_hole(port);
+    int64_t t0 = ec_test_now_ms();
+    kill(v->pid, SIGKILL);
+    ck_assert_int_eq(ec_test_reap(v->pid, 5000), 128 + SIGKILL);
+    black_hole_ready(hole, port);
+    ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 5000);
+    printf("# host gone (SYNs dropped): %lld ms from the kill to an epoch without it (lease TTL "
+           "10 s)\n", (long long)(ec_test_now_ms() - t0));
+    ck_assert_int_eq(ep->reason, EC_REASON_LOST);
+    ec_epoch_free(ep);
+    /* the leader's line: no answer within one set of 250 ms, on a link its
+     * reporters measured (a loaded machine can stretch their estimate past
+     * what takes the set as final: then two sets, and the line says why) */
+    const char *leader_log = by_id(ps, ids, 3, l)->log;
+    char want[200];
+    snprintf(want, sizeof(want), "-node %s evicted: suspected by ", victim);
+    ck_assert(wait_log(leader_log, want, 2000));
+    ck_assert_msg(ec_test_file_contains(leader_log, "probes of 127.0.0.1:") &&
+                      (ec_test_file_contains(leader_log, "within 250 ms; round trip ") ||
+                       ec_test_file_contains(leader_log, "too slow to take")),
+                  "the leader's confirmation did not take the watchers' round trip");
+    ck_assert_msg(!ec_test_file_contains(leader_log, "refused to"),
+                  "the gone host's port refused: the black hole came too late");
+    free(l);
+    ec_test_obs_check(o, 1, 3, 1);
+    ec_test_obs_stop(o);
+}
+END_TEST
 
 START_TEST(duplicate_node_id_refused)
 {
@@ -826,17 +961,10 @@ START_TEST(dead_node_behind_an_impostor_evicted_before_its_ttl)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     /* ids of their own: probe ports derive from ids, and other tests may run
      * beside this one on the machine */
-    const char *ids[] = {"ri1", "ri2", "ri3"};
+    const char *ids[] = {"ri1", "ri2", "ri3"}, *victim;
     proc_t ps[3];
-    setenv("EC_TEST_WATCH_PEERS_MS", "100", 1);
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jri", ids[i], 1, 3, 1, 600000, 10, 0);
-    unsetenv("EC_TEST_WATCH_PEERS_MS");
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
-    const char *victim = strcmp(l, "ri3") ? "ri3" : "ri2";
-    uint16_t port = probe_port_of(root, victim);
-    ck_assert_uint_gt(port, 0);
+    uint16_t port;
+    char *l = ring_of_three("jri", root, ids, ps, &victim, &port);
     proc_t *v = by_id(ps, ids, 3, victim);
     kill(v->pid, SIGKILL);
     ck_assert_int_eq(ec_test_reap(v->pid, 5000), 128 + SIGKILL);
@@ -1380,6 +1508,7 @@ static Suite *suite(void)
     ec_tcase_add(t, mismatched_nproc_refused_with_reason);
     ec_tcase_add(t, silent_member_evicted_before_its_ttl);
     ec_tcase_add(t, dead_node_behind_an_impostor_evicted_before_its_ttl);
+    ec_tcase_add(t, a_gone_host_is_evicted_on_one_set_of_the_leaders_probes);
     ec_tcase_add(t, junior_takes_vacant_leadership_after_the_seniors_head_start);
     ec_tcase_add(t, silent_leader_evicted_by_a_follower);
     ec_tcase_add(t, false_suspicion_costs_one_probe);

@@ -1,6 +1,11 @@
 /* A peer's failure detector: see detector.h for the rules and why. */
 #include "detector.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 static int64_t min64(int64_t a, int64_t b)
 {
     return a < b ? a : b;
@@ -86,11 +91,18 @@ void ec_detect_observe(ec_detect_peer_t *p, ec_probe_outcome_t r, int64_t rtt_us
         p->backoff_ms = 0;
         return;
     }
+    /* No handshake to a whole set (many attempts follow a miss), or to a
+     * peer whose round trip was never measured: the link may be slower
+     * than the deadline, the next set waits twice as long.  No handshake to
+     * the single attempt of a round on a link measured before is one lost
+     * packet's worth of evidence: the set of many that follows keeps the
+     * deadline (a host that is gone is reported a round sooner). */
+    bool many = p->misses > 0;
     p->misses++;
     p->refused = r == EC_PROBE_REFUSED ? p->refused + 1 : 0;
     if (r == EC_PROBE_CONNECTED)
         p->backoff_ms = 0; /* the link answered: the round trip is known */
-    else if (r == EC_PROBE_NOTHING)
+    else if (r == EC_PROBE_NOTHING && (many || !ec_detect_known_fast(p->rtt_us, deadline_ms)))
         p->backoff_ms = min64(EC_DETECT_CEIL_MS, 2 * deadline_ms);
 }
 
@@ -124,12 +136,28 @@ ec_probe_outcome_t ec_detect_outcome(int answered, int connected, int refused, i
     return connected ? EC_PROBE_CONNECTED : EC_PROBE_NOTHING;
 }
 
+bool ec_detect_known_fast(int64_t known_rtt_us, int64_t deadline_ms)
+{
+    /* the deadline holds twice what the round trip asks, factor included:
+     * a handshake takes at most a sixth of it */
+    return known_rtt_us > 0 && 2 * rtt_bound_ms(known_rtt_us) <= deadline_ms;
+}
+
+int ec_detect_confirm_set_attempts(int f, int sets, int64_t known_rtt_us, int64_t deadline_ms)
+{
+    if (sets == 1 && f >= EC_DETECT_FANOUT && ec_detect_known_fast(known_rtt_us, deadline_ms))
+        return EC_DETECT_FANOUT_MAX;
+    return f;
+}
+
 int64_t ec_detect_confirm_again_ms(ec_probe_outcome_t r, int64_t rtt_us, int64_t deadline_ms,
-                                   int sets)
+                                   int sets, int64_t known_rtt_us)
 {
     if (deadline_ms >= EC_DETECT_CEIL_MS)
         return 0;
-    if (r == EC_PROBE_NOTHING && sets == 1)
+    /* no handshake to a whole set on a link its reporter measured fast is
+     * its host gone or cut off, not a slow link */
+    if (r == EC_PROBE_NOTHING && sets == 1 && !ec_detect_known_fast(known_rtt_us, deadline_ms))
         return min64(EC_DETECT_CEIL_MS, 2 * deadline_ms);
     if (r == EC_PROBE_CONNECTED && 2 * rtt_us > deadline_ms * 1000)
         return min64(EC_DETECT_CEIL_MS, max64(2 * deadline_ms, rtt_bound_ms(2 * rtt_us)));
@@ -152,4 +180,25 @@ int64_t ec_detect_readmit_deadline_ms(int failed, int64_t tolerance_ms, int64_t 
 {
     int64_t f = ec_detect_confirm_deadline_ms(0, floor_ms);
     return failed ? min64(EC_DETECT_CEIL_MS, max64(f, tolerance_ms)) : f;
+}
+
+int ec_detect_entry_format(char *buf, size_t len, const char *id, int64_t rtt_us)
+{
+    int k = rtt_us > 0 ? snprintf(buf, len, "%s@%" PRId64, id, rtt_us) : snprintf(buf, len, "%s", id);
+    return k < 0 || (size_t)k >= len ? -1 : k;
+}
+
+size_t ec_detect_entry_id_len(const char *e)
+{
+    return strcspn(e, "@,");
+}
+
+int64_t ec_detect_entry_rtt_us(const char *e)
+{
+    size_t k = ec_detect_entry_id_len(e);
+    if (e[k] != '@')
+        return 0;
+    char *end;
+    long long v = strtoll(e + k + 1, &end, 10);
+    return (*end == '\0' || *end == ',') && end != e + k + 1 && v > 0 ? (int64_t)v : 0;
 }

@@ -101,13 +101,41 @@ ec_probe_outcome_t ec_detect_outcome(int answered, int connected, int refused, i
  * leader, a readmission's): after its `sets`-th set ended with r (rtt_us:
  * the handshake's, when connected) under deadline_ms, the deadline of one
  * more set, or 0 when r is final.  The first set in which not even the
- * handshake completed earns one more with twice the deadline, and a set
+ * handshake completed earns one more with twice the deadline (unless its
+ * reporter measured the link fast: ec_detect_known_fast), and a set
  * whose handshake took more than half its deadline one with factor x two
  * handshakes (at most the ceiling): the link is slower than the deadline,
  * which a frozen agent's kernel (it completes handshakes at once) or a
  * refusal rule out. */
 int64_t ec_detect_confirm_again_ms(ec_probe_outcome_t r, int64_t rtt_us, int64_t deadline_ms,
-                                   int sets);
+                                   int sets, int64_t known_rtt_us);
+/* Whether a round trip its reporter measured (known_rtt_us; 0: none) is
+ * fast for a set of deadline_ms: twice factor x the round trip fits in it
+ * (at the 250 ms floor, up to 41 ms).  No handshake to a whole set of such
+ * a link is final: its host is gone or cut off (a link whose round trip
+ * jumps from there to past the deadline at once is taken for that too). */
+bool ec_detect_known_fast(int64_t known_rtt_us, int64_t deadline_ms);
+/* How many attempts the `sets`-th set of a confirmation makes, f being its
+ * attempts per set (ec_detect_confirm_attempts) under deadline_ms: twice
+ * EC_DETECT_FANOUT for the first set on a link its reporter measured fast,
+ * since no handshake is final there (so that a lossy link gets, within the
+ * one set, the chances the second would have given), else f.  A reduced f
+ * (a large job's burst) is never raised. */
+int ec_detect_confirm_set_attempts(int f, int sets, int64_t known_rtt_us, int64_t deadline_ms);
+#define EC_DETECT_FANOUT_MAX (2 * EC_DETECT_FANOUT)
+/* A report names each suspect as "<id>", or as "<id>@<rtt_us>" when its
+ * reporter measured the link to it (the ring's watchers: their round-trip
+ * estimate), which the confirming prober passes to
+ * ec_detect_confirm_again_ms as known_rtt_us.  Node ids have no '@'. */
+#define EC_DETECT_ENTRY_MAX 280 /* a node id (253) and "@" and a round trip */
+/* Write entry `id` (with rtt_us when > 0) into buf; its length, or -1 when
+ * it does not fit. */
+int ec_detect_entry_format(char *buf, size_t len, const char *id, int64_t rtt_us);
+/* The length of the id that starts entry e (up to '@', ',' or its end). */
+size_t ec_detect_entry_id_len(const char *e);
+/* The round trip entry e carries (0: none or unreadable). */
+int64_t ec_detect_entry_rtt_us(const char *e);
+
 /* The first set's deadline of a readmission probe of a node held out after
  * an eviction, `failed` readmission probes of it having failed: the
  * confirmation's (the floor) for the first, then the tolerance (at least the

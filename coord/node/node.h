@@ -154,7 +154,9 @@ int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
  * agent directly and evicts one that does not answer within
  * probe_timeout_ms by revoking its lease: the job re-forms without it long
  * before its lease would expire, and a wrongly evicted node re-registers
- * and rejoins. */
+ * and rejoins.  An id may carry the round trip this node measured to it,
+ * "<id>@<rtt_us>" (coord/core/detector.h): the confirming probe then takes
+ * no handshake on a link measured fast for its host gone. */
 int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids, size_t nids,
                             ec_error_t *err);
 /* Probe the agents of the current epoch's other members; *dead (malloc'd

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "node_impl.h"
 #include "stop_barrier.h"
+#include "strbuf.h"
 
 /* An order-independent fingerprint of an epoch's member ids. */
 static uint64_t members_fp(const ec_epoch_t *ep)
@@ -46,14 +47,35 @@ static struct probed *probed_of(ec_node_t *n, uint64_t members_epoch, const char
     return NULL;
 }
 
+/* The entry of report list `list` that names `id` ("<id>" or
+ * "<id>@<rtt_us>", detector.h), or NULL. */
+static const char *entry_of(const char *list, const char *id)
+{
+    size_t n = strlen(id);
+    for (const char *e = list; e && *e; e = strchr(e, ',') ? strchr(e, ',') + 1 : NULL)
+        if (ec_detect_entry_id_len(e) == n && !strncmp(e, id, n))
+            return e;
+    return NULL;
+}
+
 static bool names(const char *list, const char *id)
 {
-    bool yes = false;
-    char *l = strdup(list ? list : ""), *save = NULL;
-    for (char *t = l ? strtok_r(l, ",", &save) : NULL; t && !yes; t = strtok_r(NULL, ",", &save))
-        yes = !strcmp(t, id);
-    free(l);
-    return yes;
+    return entry_of(list, id) != NULL;
+}
+
+/* The round trip to `id` that the reports naming it carry (the ring
+ * watchers' estimates; the longest, so that a slow link seen by one counts),
+ * 0 when none does.  Lock held. */
+static int64_t reported_rtt_of(ec_node_t *n, uint64_t cur, const char *id)
+{
+    int64_t rtt = 0;
+    for (size_t i = 0; i < n->m.nsus; i++) {
+        const char *e = n->m.sus[i].epoch >= n->ev.members_epoch && n->m.sus[i].epoch <= cur
+                            ? entry_of(n->m.sus[i].ids, id) : NULL;
+        int64_t r = e ? ec_detect_entry_rtt_us(e) : 0;
+        rtt = r > rtt ? r : rtt;
+    }
+    return rtt;
 }
 
 /* The mod revision of the newest report naming `id` that counts (a member
@@ -220,7 +242,7 @@ static void probe_wait(ec_node_t *n, ec_probe_target_t *t, size_t nt, int64_t ms
 /* Account target t's set of f attempts a[0..f) under deadline dl, its
  * `sets`-th: fills t's outs; returns the next set's deadline, or 0. */
 static int64_t account_set(ec_probe_target_t *t, const ec_probe_target_t *a, int f, int64_t dl,
-                           int sets)
+                           int sets, int64_t known_rtt_us)
 {
     int64_t rtt;
     ec_probe_outcome_t r = ec_probe_set_outcome(a, (size_t)f, &rtt);
@@ -228,18 +250,20 @@ static int64_t account_set(ec_probe_target_t *t, const ec_probe_target_t *a, int
     t->rtt_us = t->ok ? rtt : -1;
     t->connected = r == EC_PROBE_CONNECTED;
     t->refused = r == EC_PROBE_REFUSED;
-    return t->ok ? 0 : ec_detect_confirm_again_ms(r, rtt, dl, sets);
+    return t->ok ? 0 : ec_detect_confirm_again_ms(r, rtt, dl, sets, known_rtt_us);
 }
 
 int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver,
-                               int64_t first_ms)
+                               int64_t first_ms, const int64_t *known_rtt_us)
 {
     int F = f < 1 ? 1 : f > EC_DETECT_FANOUT ? EC_DETECT_FANOUT : f;
-    ec_probe_target_t *a = calloc(nt ? nt * (size_t)F : 1, sizeof(*a));
+    ec_probe_target_t *a = calloc(nt ? nt * (size_t)EC_DETECT_FANOUT_MAX : 1, sizeof(*a));
     int64_t *d = calloc(nt ? nt : 1, sizeof(*d)), longest = 0;
-    if (!a || !d) {
+    int *c = calloc(nt ? nt : 1, sizeof(*c));
+    if (!a || !d || !c) {
         free(a);
         free(d);
+        free(c);
         probe_wait(n, t, nt, EC_DETECT_FLOOR_MS, deliver);
         return EC_DETECT_FLOOR_MS;
     }
@@ -248,24 +272,31 @@ int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, in
     for (int sets = 1;; sets++) {
         size_t na = 0;
         int64_t dl = 0;
-        for (size_t i = 0; i < nt; i++)
-            for (int k = 0; d[i] && k < F; k++) {
+        for (size_t i = 0; i < nt; i++) {
+            /* more attempts where no handshake will be final (detector.h) */
+            c[i] = d[i] ? ec_detect_confirm_set_attempts(F, sets, known_rtt_us ? known_rtt_us[i] : 0,
+                                                         d[i])
+                        : 0;
+            for (int k = 0; k < c[i]; k++) {
                 a[na++] = t[i];
                 dl = d[i] > dl ? d[i] : dl;
             }
+        }
         if (!na)
             break;
         probe_wait(n, a, na, dl, deliver);
         longest = dl > longest ? dl : longest;
         na = 0;
         for (size_t i = 0; i < nt; i++)
-            if (d[i]) {
-                d[i] = account_set(&t[i], a + na, F, dl, sets);
-                na += (size_t)F;
+            if (c[i]) {
+                d[i] = account_set(&t[i], a + na, c[i], dl, sets,
+                                   known_rtt_us ? known_rtt_us[i] : 0);
+                na += (size_t)c[i];
             }
     }
     free(a);
     free(d);
+    free(c);
     return longest;
 }
 
@@ -319,7 +350,7 @@ static void probe_held(ec_node_t *n)
      * tolerance: an agent answering within it is alive by the ring's rule */
     int64_t tol = n->o.peer_pause_tolerance_ms > 0 ? n->o.peer_pause_tolerance_ms : 700;
     ec__node_confirm_probe(n, t, nt, EC_DETECT_FANOUT, true,
-                           ec_detect_readmit_deadline_ms(failed, tol, n->o.probe_timeout_ms));
+                           ec_detect_readmit_deadline_ms(failed, tol, n->o.probe_timeout_ms), NULL);
     now = ec_mono_ms();
     pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
@@ -481,7 +512,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
     enum { MAXS = 64 };
     ec_probe_target_t t[MAXS];
     char *ids[MAXS], *hosts[MAXS], *by[MAXS];
-    int64_t leases[MAXS], mods[MAXS], revs[MAXS];
+    int64_t leases[MAXS], mods[MAXS], revs[MAXS], known[MAXS];
     bool confirm[MAXS], with_ours[MAXS];
     size_t nt = 0;
     int64_t leader_rev = 0;
@@ -526,6 +557,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
         char *list = strdup(n->m.sus[i].ids), *save = NULL;
         for (char *id = list ? strtok_r(list, ",", &save) : NULL; id && nt < MAXS;
              id = strtok_r(NULL, ",", &save)) {
+            id[ec_detect_entry_id_len(id)] = '\0'; /* "<id>@<rtt_us>" */
             bool found;
             size_t k = ec__node_mnode_find(n, id, &found);
             bool is_leader = n->m.leader_id && !strcmp(id, n->m.leader_id);
@@ -571,6 +603,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
             leases[nt] = n->m.nodes[k].lease;
             mods[nt] = n->m.nodes[k].mod_rev;
             revs[nt] = newest_report_of(n, cur, id);
+            known[nt] = reported_rtt_of(n, cur, id);
             confirm[nt] = !ec__elect_leads(n) && !quorum;
             with_ours[nt] = quorum_with_ours;
             /* only an agent of this run under the record's lease proves
@@ -589,7 +622,7 @@ void ec__node_handle_suspicions(ec_node_t *n)
      * attempts each in a large job, so that their burst stays within the
      * leader's accept queue */
     int f = ec__elect_leads(n) ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
-    int to = (int)ec__node_confirm_probe(n, t, nt, f, true, 0);
+    int to = (int)ec__node_confirm_probe(n, t, nt, f, true, 0, known);
     now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
         pthread_mutex_lock(&n->lock);
@@ -617,10 +650,18 @@ void ec__node_handle_suspicions(ec_node_t *n)
             ec_error_t err = {0};
             int rc = evict(n, ids[i], leases[i], mods[i], !ec__elect_leads(n), leader_rev,
                            t[i].refused ? EC_DEPART_REFUSED : EC_DEPART_SILENT, &err);
+            char rtt[120] = "";
+            int64_t first = ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
+            if (known[i] > 0)
+                snprintf(rtt, sizeof(rtt), "; round trip %.2f ms measured by its watchers%s",
+                         (double)known[i] / 1000.0,
+                         ec_detect_known_fast(known[i], first)
+                             ? "" : ", too slow to take no handshake for its host gone");
             ec__node_emit(n, "-node %s evicted: suspected by %s, %s to %d probes of %s:%u "
-                             "within %d ms%s%s",
+                             "within %d ms%s%s%s",
                           ids[i], by[i], t[i].refused ? "refused" : "no answer",
-                          f, t[i].host, t[i].port, to,
+                          ec_detect_confirm_set_attempts(f, 1, known[i], first), t[i].host,
+                          t[i].port, to, rtt,
                           rc < 0 ? "; not evicted: " : "", rc < 0 ? err.msg : "");
         }
         free(ids[i]);
@@ -673,36 +714,53 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
         n->ev.my_rep = NULL;
         n->ev.my_rep_epoch = epoch;
     }
-    size_t len = (n->ev.my_rep ? strlen(n->ev.my_rep) : 0) + 1;
-    for (size_t i = 0; i < nids; i++)
-        len += strlen(ids[i]) + 1;
-    char *val = calloc(1, len);
-    if (!val) {
-        pthread_mutex_unlock(&n->lock);
-        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    /* ids[i] may carry the reporter's round trip ("<id>@<rtt_us>",
+     * detector.h): a newer entry for an id replaces the older one, unless
+     * it carries none and the older one does */
+    ec_strbuf_t v = EC_STRBUF_INIT, shown = EC_STRBUF_INIT;
+    for (const char *e = n->ev.my_rep; e && *e; e = strchr(e, ',') ? strchr(e, ',') + 1 : NULL) {
+        size_t k = ec_detect_entry_id_len(e);
+        bool replaced = false;
+        for (size_t i = 0; i < nids && !replaced; i++)
+            replaced = ec_detect_entry_id_len(ids[i]) == k && !strncmp(ids[i], e, k) &&
+                       (ec_detect_entry_rtt_us(ids[i]) > 0 || ec_detect_entry_rtt_us(e) == 0);
+        if (!replaced) {
+            ec_strbuf_sep(&v, ",");
+            ec_strbuf_putn(&v, e, strcspn(e, ","));
+            ec_strbuf_sep(&shown, ",");
+            ec_strbuf_putn(&shown, e, k);
+        }
     }
-    if (n->ev.my_rep)
-        strcpy(val, n->ev.my_rep);
     for (size_t i = 0; i < nids; i++) {
+        size_t k = ec_detect_entry_id_len(ids[i]);
         bool dup = false;
-        char *list = strdup(val), *save = NULL;
-        for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && !dup;
-             t = strtok_r(NULL, ",", &save))
-            dup = !strcmp(t, ids[i]);
-        free(list);
-        if (dup)
-            continue;
-        if (*val)
-            strcat(val, ",");
-        strcat(val, ids[i]);
+        for (size_t j = 0; j < i && !dup; j++)
+            dup = ec_detect_entry_id_len(ids[j]) == k && !strncmp(ids[j], ids[i], k);
+        char id[EC_DETECT_ENTRY_MAX];
+        snprintf(id, sizeof(id), "%.*s", (int)k, ids[i]);
+        const char *old = entry_of(n->ev.my_rep, id);
+        if (dup || (old && ec_detect_entry_rtt_us(ids[i]) == 0 && ec_detect_entry_rtt_us(old) > 0))
+            continue; /* kept above */
+        ec_strbuf_sep(&v, ",");
+        ec_strbuf_puts(&v, ids[i]);
+        ec_strbuf_sep(&shown, ",");
+        ec_strbuf_putn(&shown, ids[i], k);
+    }
+    char *val = ec_strbuf_take(&v), *who = ec_strbuf_take(&shown);
+    if (!val || !who) {
+        pthread_mutex_unlock(&n->lock);
+        free(val);
+        free(who);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
     }
     free(n->ev.my_rep);
     n->ev.my_rep = strdup(val);
     pthread_mutex_unlock(&n->lock);
     int rc = ec_etcd_put(n->c, key, val, strlen(val), ec_node_lease(n), NULL, err);
     if (rc == 0)
-        ec__node_emit(n, "+suspect %s in epoch %llu (reported by %s)", val, (unsigned long long)epoch,
+        ec__node_emit(n, "+suspect %s in epoch %llu (reported by %s)", who, (unsigned long long)epoch,
              n->node_id);
+    free(who);
     free(val);
     return rc;
 }

@@ -331,12 +331,13 @@ bool ec__node_verify_epoch(ec_node_t *n);
 void ec__node_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int timeout_ms);
 /* Confirm probes (node_evict.c): f attempts at once per target, and more
  * sets while a target's link looks slower than the deadline
- * (coord/core/detector.h); fills t[i].ok, rtt_us, connected, refused and
- * returns the longest deadline used, in ms.  `deliver`: hand epochs on
- * while waiting (ec__node_probe); first_ms: the first set's deadline (0:
- * the floor).  No lock held. */
+ * (coord/core/detector.h; known_rtt_us[i]: the round trip its reporters
+ * measured to target i, 0 none; NULL: none known); fills t[i].ok, rtt_us,
+ * connected, refused and returns the longest deadline used, in ms.
+ * `deliver`: hand epochs on while waiting (ec__node_probe); first_ms: the
+ * first set's deadline (0: the floor).  No lock held. */
 int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver,
-                               int64_t first_ms);
+                               int64_t first_ms, const int64_t *known_rtt_us);
 /* Read the run's probe secret (runs/<run>/probe_secret), writing a fresh
  * one when this is the run's first agent, into our registration's probe_key (node_register.c).
  * 0 or an EC_* code. */

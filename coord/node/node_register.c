@@ -247,7 +247,7 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
                                    .verify = &n->reg.probe_key.v, .expect_lease = e.lease};
             /* several attempts, widened on a slow link: a live duplicate
              * behind a lossy link is not taken for dead */
-            ec__node_confirm_probe(n, &t, 1, EC_DETECT_FANOUT, false, 0);
+            ec__node_confirm_probe(n, &t, 1, EC_DETECT_FANOUT, false, 0, NULL);
             v.probe = t.ok ? EC_REG_PROBE_ANSWERED : EC_REG_PROBE_SILENT;
             probed_mod = e.mod;
             if (t.ok)

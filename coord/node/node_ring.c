@@ -36,6 +36,7 @@ typedef struct watched {
     uint16_t port;
     int64_t lease;      /* its record's: the lease its answers must name */
     ec_detect_peer_t d; /* its probe history (detector.h) */
+    bool measured;      /* its first answer was logged */
 } watched_t;
 
 static void clear(watched_t *w, size_t *nw)
@@ -126,8 +127,10 @@ static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw, uint64_t *read_f
         if (succ[j] && read_peer(n, succ[j], &v)) {
             ec_detect_start(&v.d, ec_mono_ms());
             for (size_t i = 0; i < *nw; i++)
-                if (!strcmp(w[i].id, v.id) && w[i].port == v.port)
+                if (!strcmp(w[i].id, v.id) && w[i].port == v.port) {
                     v.d = w[i].d;
+                    v.measured = w[i].measured;
+                }
             nwv[nn++] = v;
         }
         free(succ[j]);
@@ -168,6 +171,12 @@ static int64_t probe_round(ec_node_t *n, watched_t *w, size_t nw, const ec_detec
         int64_t rtt;
         ec_probe_outcome_t r = ec_probe_set_outcome(t + first[i], count[i], &rtt);
         ec_detect_observe(&w[i].d, r, rtt, d, now);
+        if (r == EC_PROBE_ANSWERED && !w[i].measured) {
+            /* once per peer watched: what its reports will carry */
+            w[i].measured = true;
+            ec_log(EC_LOG_INFO, "ring: watching %s at %s:%u, first answer in %.2f ms", w[i].id,
+                   w[i].host, w[i].port, (double)rtt / 1000.0);
+        }
     }
     *deadline = d;
     int64_t late = now - t0 - d;
@@ -211,6 +220,7 @@ static void *ring(void *arg)
          * that registered again (a new lease, the same epoch) is not taken
          * for gone on a stale lease. */
         const char *silent[EC_RING_WATCHERS];
+        char entry[EC_RING_WATCHERS][EC_DETECT_ENTRY_MAX];
         size_t ns = 0;
         char list[512] = "";
         int64_t now = ec_mono_ms();
@@ -221,7 +231,12 @@ static void *ring(void *arg)
             wait = next < wait ? next : wait;
             if (ec_detect_verdict(&w[i].d, now, &o, health) != EC_DETECT_REPORT)
                 continue;
-            silent[ns++] = w[i].id;
+            /* with our round trip to it: the leader's probe then takes no
+             * handshake on a link we measured fast for its host gone */
+            if (ec_detect_entry_format(entry[ns], sizeof(entry[ns]), w[i].id, w[i].d.rtt_us) < 0)
+                snprintf(entry[ns], sizeof(entry[ns]), "%s", w[i].id);
+            silent[ns] = entry[ns];
+            ns++;
             snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", ns > 1 ? "," : "",
                      w[i].id);
         }
@@ -234,12 +249,14 @@ static void *ring(void *arg)
             continue;
         const watched_t *v = NULL;
         for (size_t i = 0; i < nw && !v; i++)
-            if (!strcmp(w[i].id, silent[0]))
+            if (!strncmp(w[i].id, silent[0], ec_detect_entry_id_len(silent[0])) &&
+                strlen(w[i].id) == ec_detect_entry_id_len(silent[0]))
                 v = &w[i];
         ec__node_emit(n, "+peer %s silent: %s for %lld ms (%d failed rounds of probes, deadline "
-                         "%lld ms, health %d); reporting", list,
+                         "%lld ms, round trip %.2f ms, health %d); reporting", list,
                       v->d.refused >= 2 ? "turned away" : "no answer",
-                      (long long)(now - v->d.last_answer_ms), v->d.misses, (long long)d, health);
+                      (long long)(now - v->d.last_answer_ms), v->d.misses, (long long)d,
+                      (double)v->d.rtt_us / 1000.0, health);
         ec_error_t err = {0};
         if (ec_node_report_suspects(n, epoch, silent, ns, &err) < 0)
             ec_log(EC_LOG_WARN, "cannot report silent peers %s: %s; retrying", list, err.msg);

@@ -63,8 +63,8 @@ int main(int argc, char **argv)
         minutes = 1;
     ec_sim_t d = {.duration_ms = 60000, .interval_ms = 250, .tolerance_ms = 700,
                   .dead_at_ms = -1};
-    cond_t c[8];
-    for (int i = 0; i < 8; i++)
+    cond_t c[10];
+    for (int i = 0; i < 10; i++)
         c[i].s = d;
     c[0].name = "30% loss";
     c[0].s.loss = 0.3;
@@ -92,21 +92,27 @@ int main(int argc, char **argv)
     c[7].s.answer_late_min_ms = 1200;
     c[7].s.answer_late_max_ms = 1500;
     c[7].s.tolerance_ms = 3000;
+    c[8].name = "40% loss";
+    c[8].s.loss = 0.4;
+    c[9].name = "50% loss";
+    c[9].s.loss = 0.5;
     printf("# %d simulated minutes per condition; interval 250 ms, tolerance 700 ms unless said\n",
            minutes);
     printf("%-34s %-8s %8s %8s %9s %12s\n", "condition", "rule", "reports", "evicts",
            "out s", "readmit ms");
     printf("%-34s %-8s %8s %8s %9s %12s\n", "", "", "/min", "/min", "/min", "(worst)");
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 10; i++) {
         row("old", &c[i], minutes);
         row("detector", &c[i], minutes);
     }
     const char *names[] = {"dead: port refuses", "dead: frozen (no answer)",
-                           "dead: refuses, 30% loss", "dead: frozen, 30% loss"};
-    for (int i = 0; i < 4; i++) {
+                           "dead: host gone (no handshake)", "dead: refuses, 30% loss",
+                           "dead: frozen, 30% loss", "dead: host gone, 30% loss"};
+    for (int i = 0; i < 6; i++) {
         ec_sim_t s = d;
-        s.dead_refuses = i % 2 == 0;
-        s.loss = i >= 2 ? 0.3 : 0;
+        s.dead_refuses = i % 3 == 0;
+        s.dead_gone = i % 3 == 2;
+        s.loss = i >= 3 ? 0.3 : 0;
         dead_row("old", names[i], s, 100);
         dead_row("detector", names[i], s, 100);
     }

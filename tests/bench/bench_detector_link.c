@@ -112,7 +112,7 @@ static int server_start(void)
     }
     ec_play_t pl = player(false, TOLERANCE);
     for (int64_t end = ec_mono_ms() + 5000; ec_mono_ms() < end;)
-        if (ec_play_confirm(&pl, -1))
+        if (ec_play_confirm(&pl, -1, 0))
             return 0;
     fprintf(stderr, "bench_detector_link: the probe server in %s does not answer over the link\n",
             ec_linkem_netns(link_, EC_LINKEM_B));

@@ -23,25 +23,26 @@ static int64_t interval_of(const ec_play_t *p)
 /* One set of f attempts under deadline d: its outcome and round trip. */
 static ec_probe_outcome_t probe_set(const ec_play_t *p, int f, int64_t d, int64_t *rtt)
 {
-    ec_probe_target_t t[EC_DETECT_FANOUT];
+    ec_probe_target_t t[EC_DETECT_FANOUT_MAX];
     for (int i = 0; i < f; i++)
         t[i] = p->target;
     ec_probe_many(t, (size_t)f, (int)d);
     return ec_probe_set_outcome(t, (size_t)f, rtt);
 }
 
-bool ec_play_confirm(const ec_play_t *p, int failed)
+bool ec_play_confirm(const ec_play_t *p, int failed, int64_t known_rtt_us)
 {
     int64_t rtt, d = p->legacy ? 250
                      : failed > 0 ? ec_detect_readmit_deadline_ms(failed, p->tolerance_ms, 0)
                                   : ec_detect_confirm_deadline_ms(0, 0);
     int f = p->legacy ? 1 : EC_DETECT_FANOUT;
-    ec_probe_outcome_t r = probe_set(p, f, d, &rtt);
+    ec_probe_outcome_t r =
+        probe_set(p, p->legacy ? 1 : ec_detect_confirm_set_attempts(f, 1, known_rtt_us, d), d, &rtt);
     for (int sets = 1; !p->legacy && r != EC_PROBE_ANSWERED; sets++) {
-        d = ec_detect_confirm_again_ms(r, rtt, d, sets);
+        d = ec_detect_confirm_again_ms(r, rtt, d, sets, known_rtt_us);
         if (!d)
             break;
-        r = probe_set(p, f, d, &rtt);
+        r = probe_set(p, ec_detect_confirm_set_attempts(f, sets + 1, known_rtt_us, d), d, &rtt);
     }
     return r == EC_PROBE_ANSWERED;
 }
@@ -50,7 +51,7 @@ int64_t ec_play_readmit(const ec_play_t *p, int64_t max_ms)
 {
     int64_t t0 = ec_mono_ms();
     for (int failed = 0; ec_mono_ms() - t0 < max_ms; failed++) {
-        if (ec_play_confirm(p, failed))
+        if (ec_play_confirm(p, failed, 0))
             return ec_mono_ms() - t0;
         ec_play_nap_ms(1000);
     }
@@ -90,7 +91,7 @@ ec_play_result_t ec_play_watch(const ec_play_t *p, int64_t ms, int64_t dead_at_m
             continue;
         reported = true;
         res.reports++;
-        if (ec_play_confirm(p, -1))
+        if (ec_play_confirm(p, -1, peer.rtt_us))
             continue;
         int k = res.evictions++;
         int64_t at = ec_mono_ms();

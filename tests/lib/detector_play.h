@@ -34,8 +34,9 @@ typedef struct ec_play_result {
 } ec_play_result_t;
 
 /* The leader's confirmation (failed < 0) or a readmission probe after
- * `failed` ones failed: whether the node answered. */
-bool ec_play_confirm(const ec_play_t *p, int failed);
+ * `failed` ones failed, of a node whose reporter measured a round trip of
+ * known_rtt_us (0: none): whether the node answered. */
+bool ec_play_confirm(const ec_play_t *p, int failed, int64_t known_rtt_us);
 /* A held node's readmission: a probe every second until one is answered,
  * for at most max_ms; how long that took, or -1. */
 int64_t ec_play_readmit(const ec_play_t *p, int64_t max_ms);

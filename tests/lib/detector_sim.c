@@ -80,6 +80,8 @@ static attempt_t attempt(sim_t *m, int64_t t)
     double l = s->loss, both = 1.0 - (1.0 - l) * (1.0 - l);
     attempt_t a = {0};
     bool dead = s->dead_at_ms >= 0 && t >= s->dead_at_ms;
+    if (dead && s->dead_gone)
+        return a; /* nothing answers its SYNs */
     if (dead && s->dead_refuses) {
         a.refused = uniform(m) >= both; /* the SYN and its RST got through */
         a.connect_at = t + 2 * s->delay_ms;
@@ -126,20 +128,24 @@ static ec_probe_outcome_t probe_set(sim_t *m, int64_t t, int n, int64_t deadline
 }
 
 /* A confirmation (the leader's probe of a reported peer; a readmission
- * probe after `failed` ones, -1 for the leader's) at t: whether it
+ * probe after `failed` ones, -1 for the leader's) at t, of a peer whose
+ * reporter measured a round trip of known_rtt_us (0: none): whether it
  * answered; *end, when it ended. */
-static bool confirm(sim_t *m, int64_t t, int failed, int64_t *end)
+static bool confirm(sim_t *m, int64_t t, int failed, int64_t known_rtt_us, int64_t *end)
 {
     int64_t rtt, d = m->s->legacy ? 250
                      : failed > 0 ? ec_detect_readmit_deadline_ms(failed, m->s->tolerance_ms, 0)
                                   : ec_detect_confirm_deadline_ms(0, 0);
     int n = m->s->legacy ? 1 : EC_DETECT_FANOUT;
-    ec_probe_outcome_t r = probe_set(m, t, n, d, 0, end, &rtt);
+    ec_probe_outcome_t r = probe_set(
+        m, t, m->s->legacy ? 1 : ec_detect_confirm_set_attempts(n, 1, known_rtt_us, d), d, 0, end,
+        &rtt);
     for (int sets = 1; !m->s->legacy; sets++) {
-        d = ec_detect_confirm_again_ms(r, rtt, d, sets);
+        d = ec_detect_confirm_again_ms(r, rtt, d, sets, known_rtt_us);
         if (!d)
             break;
-        r = probe_set(m, *end, n, d, 0, end, &rtt);
+        r = probe_set(m, *end, ec_detect_confirm_set_attempts(n, sets + 1, known_rtt_us, d), d, 0,
+                      end, &rtt);
     }
     return r == EC_PROBE_ANSWERED;
 }
@@ -178,7 +184,7 @@ static int64_t readmit(sim_t *m, int64_t t, ec_sim_result_t *res)
 {
     int failed = 0;
     for (int64_t at = t, end = t; at < t + HOLD_MAX_MS; at = end + HOLD_PROBE_EVERY_MS, failed++) {
-        if (confirm(m, at, failed, &end)) {
+        if (confirm(m, at, failed, 0, &end)) {
             if (end - t > res->readmit_ms)
                 res->readmit_ms = end - t;
             return end;
@@ -216,7 +222,7 @@ ec_sim_result_t ec_sim_run(const ec_sim_t *s)
             continue;
         res.reports++;
         int64_t end;
-        if (confirm(m, x->t + REPORT_TO_LEADER_MS, -1, &end))
+        if (confirm(m, x->t + REPORT_TO_LEADER_MS, -1, x->p.rtt_us, &end))
             continue; /* the suspicion is rejected */
         res.evictions++;
         if (s->dead_at_ms >= 0 && end >= s->dead_at_ms) {

@@ -28,6 +28,7 @@ typedef struct ec_sim {
     int64_t pause_min_ms, pause_max_ms;
     int64_t dead_at_ms;       /* < 0: never */
     bool dead_refuses;        /* dead: refuses connections (else accepts, never answers) */
+    bool dead_gone;           /* dead: its host is gone (no handshake, no refusal) */
     int64_t starve_max_ms;    /* the prober wakes and reads up to this late (0: never) */
     double starve_p;          /* in that many rounds */
     int64_t answer_late_min_ms, answer_late_max_ms; /* the peer's agent answers this late */

@@ -72,9 +72,13 @@ START_TEST(the_deadline_follows_the_round_trip_and_backs_off_without_a_handshake
     for (int i = 0; i < 40; i++) /* back on a fast link: decays */
         ec_detect_observe(&p, EC_PROBE_ANSWERED, 100, 250, 1000 + i);
     ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, p.last_answer_ms), EC_DETECT_FLOOR_MS);
-    /* no handshake within 250 ms: the next set waits twice as long */
+    /* no handshake to one attempt within 250 ms on a link measured fast:
+     * one lost packet's worth of evidence, the next set (of many) keeps the
+     * deadline; none to a whole set: the next waits twice as long */
     ec_detect_observe(&p, EC_PROBE_NOTHING, 0, 250, 2000);
-    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, 2000), 500);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, 2000), EC_DETECT_FLOOR_MS);
+    ec_detect_observe(&p, EC_PROBE_NOTHING, 0, 250, 2250);
+    ck_assert_int_eq(ec_detect_deadline_ms(&p, &defaults, 0, 2250), 500);
     /* after a miss, what the tolerance has left, when longer */
     ec_detect_opts_t patient = {.interval_ms = 250, .tolerance_ms = 3000};
     ck_assert_int_eq(ec_detect_deadline_ms(&p, &patient, 0, p.last_answer_ms + 500), 2500);
@@ -93,14 +97,30 @@ START_TEST(the_deadline_follows_the_round_trip_and_backs_off_without_a_handshake
     /* confirmations: one more set, twice as long, only without a handshake */
     ck_assert_int_eq(ec_detect_confirm_deadline_ms(0, 250), 250);
     ck_assert_int_eq(ec_detect_confirm_deadline_ms(400000, 250), 1200);
-    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 250, 1), 500);
-    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 500, 2), 0); /* once */
-    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_CONNECTED, 100, 250, 1), 0);
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 250, 1, 0), 500);
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 500, 2, 0), 0); /* once */
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_CONNECTED, 100, 250, 1, 0), 0);
     /* a handshake of 400 ms: a probe takes 800 */
-    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_CONNECTED, 400000, 500, 2),
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_CONNECTED, 400000, 500, 2, 0),
                      EC_DETECT_CEIL_MS);
-    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_REFUSED, 0, 250, 1), 0);
-    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, EC_DETECT_CEIL_MS, 1), 0);
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_REFUSED, 0, 250, 1, 0), 0);
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, EC_DETECT_CEIL_MS, 1, 0), 0);
+    /* the reporter measured the link: a handshake takes a fraction of the
+     * deadline there, so no handshake in a whole set is final (its host is
+     * gone); a link it measured as slow still earns the longer set */
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 250, 1, 100), 0);
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 250, 1, 40000), 0);
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 250, 1, 50000), 500);
+    ck_assert_int_eq(ec_detect_confirm_again_ms(EC_PROBE_NOTHING, 0, 250, 1, 400000), 500);
+    /* ... and the one set there makes the attempts of two (a lossy link's
+     * chances), unless a large job's burst cut them down */
+    ck_assert_int_eq(ec_detect_confirm_set_attempts(EC_DETECT_FANOUT, 1, 100, 250),
+                     EC_DETECT_FANOUT_MAX);
+    ck_assert_int_eq(ec_detect_confirm_set_attempts(EC_DETECT_FANOUT, 1, 0, 250), EC_DETECT_FANOUT);
+    ck_assert_int_eq(ec_detect_confirm_set_attempts(EC_DETECT_FANOUT, 1, 50000, 250),
+                     EC_DETECT_FANOUT);
+    ck_assert_int_eq(ec_detect_confirm_set_attempts(EC_DETECT_FANOUT, 2, 100, 250), EC_DETECT_FANOUT);
+    ck_assert_int_eq(ec_detect_confirm_set_attempts(4, 1, 100, 250), 4);
     /* readmission: the floor first, then the tolerance (bounded) */
     ck_assert_int_eq(ec_detect_readmit_deadline_ms(0, 700, 0), EC_DETECT_FLOOR_MS);
     ck_assert_int_eq(ec_detect_readmit_deadline_ms(1, 700, 0), 700);
@@ -118,6 +138,28 @@ START_TEST(the_deadline_follows_the_round_trip_and_backs_off_without_a_handshake
     ck_assert_int_eq(ec_detect_outcome(0, 1, 2, 3), EC_PROBE_REFUSED); /* an impostor */
     ck_assert_int_eq(ec_detect_outcome(0, 1, 0, 3), EC_PROBE_CONNECTED);
     ck_assert_int_eq(ec_detect_outcome(1, 1, 0, 3), EC_PROBE_ANSWERED);
+}
+END_TEST
+
+/* A report carries its watcher's round trip to the confirming prober. */
+START_TEST(a_report_entry_carries_the_reporters_round_trip)
+{
+    char e[EC_DETECT_ENTRY_MAX];
+    ck_assert_int_eq(ec_detect_entry_format(e, sizeof(e), "node-1.a", 87), 11);
+    ck_assert_str_eq(e, "node-1.a@87");
+    ck_assert_uint_eq(ec_detect_entry_id_len(e), 8);
+    ck_assert_int_eq(ec_detect_entry_rtt_us(e), 87);
+    ck_assert_int_eq(ec_detect_entry_format(e, sizeof(e), "n2", 0), 2);
+    ck_assert_str_eq(e, "n2");
+    ck_assert_int_eq(ec_detect_entry_rtt_us(e), 0);
+    ck_assert_int_eq(ec_detect_entry_format(e, 4, "n2", 87), -1); /* does not fit */
+    /* within a list, and what another writer may have left */
+    ck_assert_uint_eq(ec_detect_entry_id_len("n2@5,n3"), 2);
+    ck_assert_int_eq(ec_detect_entry_rtt_us("n2@5,n3"), 5);
+    ck_assert_int_eq(ec_detect_entry_rtt_us("n2@,n3"), 0);
+    ck_assert_int_eq(ec_detect_entry_rtt_us("n2@x"), 0);
+    ck_assert_int_eq(ec_detect_entry_rtt_us("n2@-4"), 0);
+    ck_assert_int_eq(ec_detect_entry_rtt_us("n2@5x"), 0);
 }
 END_TEST
 
@@ -236,17 +278,22 @@ START_TEST(a_starved_prober_does_not_evict_a_live_member)
 }
 END_TEST
 
+/* Dead: its agent gone (its port refuses), frozen for good (its kernel
+ * completes handshakes), or its host gone altogether (nothing answers a
+ * SYN: powered off, cut off). */
 START_TEST(a_dead_member_is_found_within_a_second)
 {
-    for (int refuses = 0; refuses < 2; refuses++)
+    static const char *const how[] = {"silent", "refusing", "gone"};
+    for (int mode = 0; mode < 3; mode++)
         for (uint64_t seed = 1; seed <= 20; seed++) {
             ec_sim_t s = base(false, seed);
             s.dead_at_ms = 10000 + (int64_t)seed * 37; /* anywhere in a round */
-            s.dead_refuses = refuses;
+            s.dead_refuses = mode == 1;
+            s.dead_gone = mode == 2;
             ec_sim_result_t r = ec_sim_run(&s);
             ck_assert_int_ge(r.found_ms, 0);
-            ck_assert_msg(r.found_ms <= 1000, "%s, seed %d: found after %lld ms",
-                          refuses ? "refusing" : "silent", (int)seed, (long long)r.found_ms);
+            ck_assert_msg(r.found_ms <= 1000, "%s, seed %d: found after %lld ms", how[mode],
+                          (int)seed, (long long)r.found_ms);
             /* behind 30 % loss too, later: deadlines stretched by the
              * resent packets seen before, sets without a handshake */
             s.loss = 0.3;
@@ -264,6 +311,7 @@ Suite *suite(void)
     tcase_add_test(tc, a_missed_probe_is_retried_at_once_with_more_attempts);
     tcase_add_test(tc, silence_is_reported_after_two_failed_sets_and_the_tolerance);
     tcase_add_test(tc, the_deadline_follows_the_round_trip_and_backs_off_without_a_handshake);
+    tcase_add_test(tc, a_report_entry_carries_the_reporters_round_trip);
     tcase_add_test(tc, a_late_prober_loses_health_and_regains_it);
     tcase_add_test(tc, a_member_behind_30_percent_loss_is_not_evicted);
     tcase_add_test(tc, a_member_behind_a_400_ms_round_trip_is_kept_and_readmitted);

@@ -16,6 +16,7 @@
 #include "ec_check.h"
 #include "etcd.h"
 #include "harness.h"
+#include "keys.h"
 #include "log.h"
 #include "node.h"
 #include "records.h"
@@ -320,6 +321,50 @@ START_TEST(a_wait_and_its_end_name_the_planners_rule)
 }
 END_TEST
 
+/* The value of n's report of epoch 1 in job `job` (malloc'd). */
+static char *report_of(const char *job, const char *id)
+{
+    ec_keys_t k;
+    ec_error_t err = {0};
+    ck_assert_msg(ec_keys_init(&k, NULL, job, &err) == 0, "%s", err.msg);
+    char key[512];
+    ck_assert_int_gt(ec_key_epoch_suspect(&k, 1, id, key, sizeof(key)), 0);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, key, &kv, &found, NULL, NULL), 0);
+    ck_assert_msg(found, "no report at %s", key);
+    char *v = strndup((char *)kv.value, kv.value_len);
+    ec_kv_free(&kv);
+    return v;
+}
+
+/* An agent's report of an epoch is the union of what it reported, each
+ * suspect once: with the round trip it measured to it when it gave one
+ * ("<id>@<rtt_us>", what the ring's watchers give; the leader's probe
+ * reads it), the newest round trip kept, not lost to a later report of the
+ * same id without one (a follower adding its own report of a leader). */
+START_TEST(a_report_keeps_each_suspect_once_with_its_round_trip)
+{
+    ec_epoch_free(form_three("jrep", "/jrep/", 1, 60));
+    node_t *x = by_id("n1");
+    ec_error_t err = {0};
+    const char *a[] = {"n2@87"}, *b[] = {"n2"}, *d[] = {"n3", "n2@90", "n3"};
+    ck_assert_msg(ec_node_report_suspects(x->n, 1, a, 1, &err) == 0, "%s", err.msg);
+    char *v = report_of("jrep", "n1");
+    ck_assert_str_eq(v, "n2@87");
+    free(v);
+    ck_assert_msg(ec_node_report_suspects(x->n, 1, b, 1, &err) == 0, "%s", err.msg);
+    v = report_of("jrep", "n1");
+    ck_assert_str_eq(v, "n2@87");
+    free(v);
+    ck_assert_msg(ec_node_report_suspects(x->n, 1, d, 3, &err) == 0, "%s", err.msg);
+    v = report_of("jrep", "n1");
+    ck_assert_str_eq(v, "n3,n2@90");
+    free(v);
+    wait_log("n1: +suspect n3,n2 in epoch 1 (reported by n1)", 1000);
+}
+END_TEST
+
 START_TEST(crashed_leader_replaced)
 {
     const char *root = "/jldr/";
@@ -408,6 +453,7 @@ static Suite *suite(void)
     tcase_add_test(tc, crashed_node_lease_expiry_reforms_without_it);
     tcase_add_test(tc, graceful_leave_reforms_at_once);
     tcase_add_test(tc, a_wait_and_its_end_name_the_planners_rule);
+    tcase_add_test(tc, a_report_keeps_each_suspect_once_with_its_round_trip);
     tcase_add_test(tc, crashed_leader_replaced);
     tcase_add_test(tc, live_node_whose_lease_expired_comes_back);
     suite_add_tcase(s, tc);
