@@ -18,6 +18,7 @@
 #include "backoff.h"
 #include "clock.h"
 #include "etcd_impl.h"
+#include "keepalive.h"
 #include "log.h"
 
 int ec_etcd_lease_grant(ec_etcd_t *c, int64_t ttl_s, int64_t *id, int64_t *granted,
@@ -79,26 +80,9 @@ int ec_etcd_lease_ttl(ec_etcd_t *c, int64_t id, int64_t *ttl, int64_t *granted, 
     return 0;
 }
 
-/* ---- keepalive --------------------------------------------------------- */
+/* ---- keepalive (keepalive.h) -------------------------------------------- */
 
-struct ec_keepalive {
-    ec__mem_ka_t *mem; /* a memory client's keepalive (mem_stream.c): nothing below is used */
-    ec_etcd_t *c;
-    int64_t id, ttl_ms;
-    ec_lease_lost_cb cb;
-    void *arg;
-    ec_keepalive_gate_cb gate; /* under lock */
-    void *gate_arg;
-    pthread_t thread;
-    pthread_mutex_t lock; /* guards stop, the stream's call */
-    pthread_cond_t cond;
-    bool stop, alive;
-    uint64_t count;
-    int64_t confirmed_ms; /* monotonic send time of the newest refresh answered */
-    ec__stream_t *stream;
-};
-
-static void ka_lost(ec_keepalive_t *ka, const char *why)
+void ec__ka_lost(ec_keepalive_t *ka, const char *why)
 {
     pthread_mutex_lock(&ka->lock);
     ka->alive = false;
@@ -108,7 +92,7 @@ static void ka_lost(ec_keepalive_t *ka, const char *why)
         ka->cb(ka->id, why, ka->arg);
 }
 
-static bool ka_stopping(ec_keepalive_t *ka)
+bool ec__ka_stopping(ec_keepalive_t *ka)
 {
     pthread_mutex_lock(&ka->lock);
     bool s = ka->stop;
@@ -116,10 +100,9 @@ static bool ka_stopping(ec_keepalive_t *ka)
     return s;
 }
 
-/* Sleep until ms passes or stop is asked; true if stopping. */
-static bool ka_wait(ec_keepalive_t *ka, int64_t ms)
+bool ec__ka_wait(ec_keepalive_t *ka, int64_t ms)
 {
-    struct timespec ts = ec_deadline_ts(ms);
+    struct timespec ts = ec_deadline_ts(ms > 0 ? ms : 0);
     pthread_mutex_lock(&ka->lock);
     while (!ka->stop && pthread_cond_timedwait(&ka->cond, &ka->lock, &ts) == 0)
         ;
@@ -128,7 +111,7 @@ static bool ka_wait(ec_keepalive_t *ka, int64_t ms)
     return s;
 }
 
-static bool ka_gate_open(ec_keepalive_t *ka)
+bool ec__ka_gate_open(ec_keepalive_t *ka)
 {
     pthread_mutex_lock(&ka->lock);
     ec_keepalive_gate_cb gate = ka->gate;
@@ -137,6 +120,16 @@ static bool ka_gate_open(ec_keepalive_t *ka)
     return !gate || gate(arg);
 }
 
+void ec__ka_confirmed(ec_keepalive_t *ka, int64_t sent_ms)
+{
+    pthread_mutex_lock(&ka->lock);
+    ka->count++;
+    if (sent_ms > ka->confirmed_ms)
+        ka->confirmed_ms = sent_ms;
+    pthread_mutex_unlock(&ka->lock);
+}
+
+/* The gRPC client's driver. */
 static void *ka_main(void *arg)
 {
     ec_keepalive_t *ka = arg;
@@ -150,7 +143,7 @@ static void *ka_main(void *arg)
     enum { NSENT = 16 };
     int64_t sent[NSENT];
     int sent_head = 0, nsent = 0;
-    while (!ka_stopping(ka)) {
+    while (!ec__ka_stopping(ka)) {
         ec__stream_t s;
         ec_error_t err = {0};
         sent_head = nsent = 0; /* a new stream: nothing of the old one will be answered */
@@ -169,11 +162,11 @@ static void *ka_main(void *arg)
                     snprintf(why, sizeof(why), "no refresh succeeded for %lld ms (TTL); etcd at %s unreachable?",
                              (long long)(now - last_ok), ka->c->endpoints);
                     lost = true;
-                    ka_lost(ka, why);
+                    ec__ka_lost(ka, why);
                     break;
                 }
                 if (now >= next_send && !s.send_busy) {
-                    if (!ka_gate_open(ka) || nsent == NSENT) {
+                    if (!ec__ka_gate_open(ka) || nsent == NSENT) {
                         next_send = now + 100; /* ask again soon; the TTL runs on */
                     } else {
                         if (ec__stream_send(&s, &req.base) < 0)
@@ -199,7 +192,7 @@ static void *ka_main(void *arg)
                 protobuf_c_message_free_unpacked(&r->base, NULL);
                 if (ttl <= 0) {
                     lost = true;
-                    ka_lost(ka, "etcd answered TTL=0: the lease expired or was revoked");
+                    ec__ka_lost(ka, "etcd answered TTL=0: the lease expired or was revoked");
                     break;
                 }
                 last_ok = ec_mono_ms();
@@ -210,11 +203,7 @@ static void *ka_main(void *arg)
                     sent_head = (sent_head + 1) % NSENT;
                     nsent--;
                 }
-                pthread_mutex_lock(&ka->lock);
-                ka->count++;
-                if (at > ka->confirmed_ms)
-                    ka->confirmed_ms = at;
-                pthread_mutex_unlock(&ka->lock);
+                ec__ka_confirmed(ka, at);
             }
             ec__stream_close(&s);
             if (lost)
@@ -225,10 +214,10 @@ static void *ka_main(void *arg)
         pthread_mutex_unlock(&ka->lock);
         int64_t left = last_ok + ka->ttl_ms - ec_mono_ms();
         int64_t d = ec__backoff_next(&bo);
-        if (ka_wait(ka, d < left ? d : (left > 0 ? left : 0)))
+        if (ec__ka_wait(ka, d < left ? d : left))
             break;
         if (ec_mono_ms() - last_ok >= ka->ttl_ms) {
-            ka_lost(ka, "no refresh succeeded within the TTL: etcd unreachable");
+            ec__ka_lost(ka, "no refresh succeeded within the TTL: etcd unreachable");
             break;
         }
     }
@@ -250,14 +239,8 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
         ec_errorf(err, EC_ENOMEM, "out of memory");
         return NULL;
     }
-    if (c->mem) {
-        if (!(ka->mem = ec__mem_ka_start(c->mem, id, ttl_s, cb, arg, err))) {
-            free(ka);
-            return NULL;
-        }
-        return ka;
-    }
     ka->c = c;
+    ka->mem = c->mem;
     ka->id = id;
     ka->ttl_ms = ttl_s * 1000;
     ka->cb = cb;
@@ -272,7 +255,7 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ka->cond, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&ka->thread, NULL, ka_main, ka) != 0) {
+    if (pthread_create(&ka->thread, NULL, ka->mem ? ec__mem_ka_main : ka_main, ka) != 0) {
         pthread_mutex_destroy(&ka->lock);
         pthread_cond_destroy(&ka->cond);
         free(ka);
@@ -284,10 +267,6 @@ ec_keepalive_t *ec_keepalive_start(ec_etcd_t *c, int64_t id, int64_t ttl_s, ec_l
 
 void ec_keepalive_set_gate(ec_keepalive_t *ka, ec_keepalive_gate_cb gate, void *arg)
 {
-    if (ka->mem) {
-        ec__mem_ka_set_gate(ka->mem, gate, arg);
-        return;
-    }
     pthread_mutex_lock(&ka->lock);
     ka->gate = gate;
     ka->gate_arg = arg;
@@ -298,11 +277,6 @@ void ec_keepalive_stop(ec_keepalive_t *ka)
 {
     if (!ka)
         return;
-    if (ka->mem) {
-        ec__mem_ka_stop(ka->mem);
-        free(ka);
-        return;
-    }
     pthread_mutex_lock(&ka->lock);
     ka->stop = true;
     if (ka->stream && ka->stream->call)
@@ -317,8 +291,6 @@ void ec_keepalive_stop(ec_keepalive_t *ka)
 
 bool ec_keepalive_alive(ec_keepalive_t *ka)
 {
-    if (ka->mem)
-        return ec__mem_ka_alive(ka->mem);
     pthread_mutex_lock(&ka->lock);
     bool a = ka->alive;
     pthread_mutex_unlock(&ka->lock);
@@ -327,8 +299,6 @@ bool ec_keepalive_alive(ec_keepalive_t *ka)
 
 uint64_t ec_keepalive_count(ec_keepalive_t *ka)
 {
-    if (ka->mem)
-        return ec__mem_ka_count(ka->mem);
     pthread_mutex_lock(&ka->lock);
     uint64_t n = ka->count;
     pthread_mutex_unlock(&ka->lock);
@@ -337,8 +307,6 @@ uint64_t ec_keepalive_count(ec_keepalive_t *ka)
 
 int64_t ec_keepalive_confirmed_ms(ec_keepalive_t *ka)
 {
-    if (ka->mem)
-        return ec__mem_ka_confirmed_ms(ka->mem);
     pthread_mutex_lock(&ka->lock);
     int64_t t = ka->confirmed_ms;
     pthread_mutex_unlock(&ka->lock);

@@ -77,15 +77,7 @@ int ec__mem_lease_refresh_locked(ec_etcd_mem_t *m, int64_t id);
 /* A kv copied out of a history entry (out zeroed first). */
 int ec__mem_kv_copy(ec_kv_t *out, const ec__mem_rec_t *r);
 
-/* keepalives (mem_stream.c) */
-typedef struct ec__mem_ka ec__mem_ka_t;
-ec__mem_ka_t *ec__mem_ka_start(ec_etcd_mem_t *m, int64_t id, int64_t ttl_s, ec_lease_lost_cb cb,
-                               void *arg, ec_error_t *err);
-void ec__mem_ka_set_gate(ec__mem_ka_t *ka, ec_keepalive_gate_cb gate, void *arg);
-void ec__mem_ka_stop(ec__mem_ka_t *ka);
-bool ec__mem_ka_alive(ec__mem_ka_t *ka);
-uint64_t ec__mem_ka_count(ec__mem_ka_t *ka);
-int64_t ec__mem_ka_confirmed_ms(ec__mem_ka_t *ka);
+/* keepalives: lease.c's keepalive, driven by mem_stream.c (keepalive.h) */
 
 /* watches (mem_stream.c) */
 typedef struct ec__mem_watch ec__mem_watch_t;

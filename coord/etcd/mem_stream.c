@@ -19,69 +19,24 @@
 #include <string.h>
 
 #include "clock.h"
+#include "keepalive.h"
 #include "log.h"
 #include "mem.h"
 
-/* ---- keepalive ------------------------------------------------------------ */
-
-struct ec__mem_ka {
-    ec_etcd_mem_t *m;
-    int64_t id, ttl_ms;
-    ec_lease_lost_cb cb;
-    void *arg;
-    pthread_t thread;
-    pthread_mutex_t lock; /* guards what follows */
-    pthread_cond_t cond;
-    bool stop, alive;
-    uint64_t count;
-    int64_t confirmed_ms;
-    ec_keepalive_gate_cb gate;
-    void *gate_arg;
-};
-
-static void ka_lost(ec__mem_ka_t *ka, const char *why)
-{
-    pthread_mutex_lock(&ka->lock);
-    ka->alive = false;
-    pthread_mutex_unlock(&ka->lock);
-    ec_log(EC_LOG_WARN, "-lease %llx lost: %s", (unsigned long long)ka->id, why);
-    if (ka->cb)
-        ka->cb(ka->id, why, ka->arg);
-}
-
-static bool ka_gate_open(ec__mem_ka_t *ka)
-{
-    pthread_mutex_lock(&ka->lock);
-    ec_keepalive_gate_cb gate = ka->gate;
-    void *arg = ka->gate_arg;
-    pthread_mutex_unlock(&ka->lock);
-    return !gate || gate(arg);
-}
-
-/* Wait until monotonic ms `until` or stop; true if stopping. */
-static bool ka_wait(ec__mem_ka_t *ka, int64_t until)
-{
-    struct timespec ts = ec_deadline_ts(until - ec_mono_ms());
-    pthread_mutex_lock(&ka->lock);
-    while (!ka->stop && pthread_cond_timedwait(&ka->cond, &ka->lock, &ts) == 0)
-        ;
-    bool s = ka->stop;
-    pthread_mutex_unlock(&ka->lock);
-    return s;
-}
+/* ---- keepalive (keepalive.h: its state, and what both drivers share) -------- */
 
 /* One refresh: 1 done, 0 the lease is gone, < 0 the store is down. */
-static int ka_refresh(ec__mem_ka_t *ka)
+static int ka_refresh(ec_keepalive_t *ka)
 {
-    pthread_mutex_lock(&ka->m->lock);
-    int rc = ec__mem_lease_refresh_locked(ka->m, ka->id);
-    pthread_mutex_unlock(&ka->m->lock);
+    pthread_mutex_lock(&ka->mem->lock);
+    int rc = ec__mem_lease_refresh_locked(ka->mem, ka->id);
+    pthread_mutex_unlock(&ka->mem->lock);
     return rc;
 }
 
-static void *ka_main(void *arg)
+void *ec__mem_ka_main(void *arg)
 {
-    ec__mem_ka_t *ka = arg;
+    ec_keepalive_t *ka = arg;
     int64_t last_ok = ec_mono_ms(), next_send = last_ok;
     for (;;) {
         int64_t now = ec_mono_ms();
@@ -90,105 +45,27 @@ static void *ka_main(void *arg)
             snprintf(why, sizeof(why),
                      "no refresh succeeded for %lld ms (TTL); etcd at mem unreachable?",
                      (long long)(now - last_ok));
-            ka_lost(ka, why);
+            ec__ka_lost(ka, why);
             break;
         }
         if (now >= next_send) {
             /* gate closed or store down: ask again soon; the TTL runs on */
-            int rc = ka_gate_open(ka) ? ka_refresh(ka) : EC_EUNAVAILABLE;
+            int rc = ec__ka_gate_open(ka) ? ka_refresh(ka) : EC_EUNAVAILABLE;
             if (rc == 0) {
-                ka_lost(ka, "etcd answered TTL=0: the lease expired or was revoked");
+                ec__ka_lost(ka, "etcd answered TTL=0: the lease expired or was revoked");
                 break;
             }
             next_send = now + (rc > 0 ? ka->ttl_ms / 3 : 100);
             if (rc > 0) {
                 last_ok = now;
-                pthread_mutex_lock(&ka->lock);
-                ka->count++;
-                ka->confirmed_ms = now;
-                pthread_mutex_unlock(&ka->lock);
+                ec__ka_confirmed(ka, now);
             }
         }
         int64_t until = next_send < last_ok + ka->ttl_ms ? next_send : last_ok + ka->ttl_ms;
-        if (ka_wait(ka, until))
+        if (ec__ka_wait(ka, until - ec_mono_ms()))
             break;
     }
     return NULL;
-}
-
-ec__mem_ka_t *ec__mem_ka_start(ec_etcd_mem_t *m, int64_t id, int64_t ttl_s, ec_lease_lost_cb cb,
-                               void *arg, ec_error_t *err)
-{
-    ec__mem_ka_t *ka = calloc(1, sizeof(*ka));
-    if (!ka) {
-        ec_errorf(err, EC_ENOMEM, "out of memory");
-        return NULL;
-    }
-    ka->m = m;
-    ka->id = id;
-    ka->ttl_ms = ttl_s * 1000;
-    ka->cb = cb;
-    ka->arg = arg;
-    ka->alive = true;
-    ka->confirmed_ms = ec_mono_ms(); /* as lease.c: the first refresh replaces it */
-    pthread_mutex_init(&ka->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ka->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    if (pthread_create(&ka->thread, NULL, ka_main, ka) != 0) {
-        pthread_mutex_destroy(&ka->lock);
-        pthread_cond_destroy(&ka->cond);
-        free(ka);
-        ec_errorf(err, EC_ESYS, "cannot start the keepalive thread");
-        return NULL;
-    }
-    return ka;
-}
-
-void ec__mem_ka_set_gate(ec__mem_ka_t *ka, ec_keepalive_gate_cb gate, void *arg)
-{
-    pthread_mutex_lock(&ka->lock);
-    ka->gate = gate;
-    ka->gate_arg = arg;
-    pthread_mutex_unlock(&ka->lock);
-}
-
-void ec__mem_ka_stop(ec__mem_ka_t *ka)
-{
-    pthread_mutex_lock(&ka->lock);
-    ka->stop = true;
-    pthread_cond_broadcast(&ka->cond);
-    pthread_mutex_unlock(&ka->lock);
-    pthread_join(ka->thread, NULL);
-    pthread_mutex_destroy(&ka->lock);
-    pthread_cond_destroy(&ka->cond);
-    free(ka);
-}
-
-bool ec__mem_ka_alive(ec__mem_ka_t *ka)
-{
-    pthread_mutex_lock(&ka->lock);
-    bool a = ka->alive;
-    pthread_mutex_unlock(&ka->lock);
-    return a;
-}
-
-uint64_t ec__mem_ka_count(ec__mem_ka_t *ka)
-{
-    pthread_mutex_lock(&ka->lock);
-    uint64_t n = ka->count;
-    pthread_mutex_unlock(&ka->lock);
-    return n;
-}
-
-int64_t ec__mem_ka_confirmed_ms(ec__mem_ka_t *ka)
-{
-    pthread_mutex_lock(&ka->lock);
-    int64_t t = ka->confirmed_ms;
-    pthread_mutex_unlock(&ka->lock);
-    return t;
 }
 
 /* ---- watches --------------------------------------------------------------- */
