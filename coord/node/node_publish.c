@@ -25,7 +25,7 @@ typedef struct pub {
     uint64_t parts_of;      /* the epoch number parts belong to (number is 0 for a repair) */
     uint64_t number;
     int64_t expect_mod;
-    char *log;
+    bool above_seen; /* numbered above the epoch the planner saw (build_epoch) */
     bool first;
     uint64_t run;
     /* refused nodes to mark: key, value, lease, expected mod revision */
@@ -49,7 +49,6 @@ static void pub_free(pub_t *p)
 {
     free(p->buf);
     free(p->dbuf);
-    free(p->log);
     for (size_t i = 0; i < p->nref; i++)
         free(p->ref[i].buf);
     free(p->ref);
@@ -305,50 +304,41 @@ static void refresh_cause(ec_node_t *n)
     n->pub.cause_text = text;
 }
 
-void ec__node_plan_and_act(ec_node_t *n)
-{
-    /* Plan only on a model that has seen our last eviction (its deletion
-     * event comes a moment after the transaction): planned before it, a
-     * restart epoch would still list the node just evicted. */
-    pthread_mutex_lock(&n->lock);
-    ec__node_drain(n);
-    bool behind = ec__evict_unseen(n);
-    pthread_mutex_unlock(&n->lock);
-    if (behind)
-        return; /* the deletion's event wakes the loop */
-    prune_failures(n);
-    refresh_cause(n);
-    pub_t p = {0};
-    ec_error_t err = {0};
-    ec_plan_decision_t *d = NULL;
-    ec_plan_action_t action = EC_PLAN_WAIT;
-    int64_t wait_ms = 0;
-    char *why = NULL;
-    ec_plan_why_t why_code = EC_PLAN_WHY_STEADY;
-    bool complete = false, repair = false;
-    uint64_t cur_epoch = 0;
+/* What a plan decided, for the steps after it. */
+typedef struct planned {
+    ec_plan_action_t action;
+    int64_t wait_ms;
+    char *why;                /* the planner's, malloc'd */
+    ec_plan_why_t why_code;
+    bool complete, repair;    /* repair: put the last valid epoch back */
+    uint64_t cur_epoch, run;
+} planned_t;
 
-    pthread_mutex_lock(&n->lock);
-    ec__node_drain(n); /* everything queued by now, in this one plan */
-    /* Runs: a job whose status is final (completed or failed) and newer than
-     * its epoch's run is being launched again; its next epoch is the first
-     * of run status_run + 1, formed only from agents of that run (agents of
-     * the ended run are on their way out). */
+/* The run the next epoch belongs to (lock held); *new_run: a job whose
+ * status is final (completed or failed) and newer than its epoch's run is
+ * being launched again, so its next epoch is the first of run status_run +
+ * 1, formed only from agents of that run (agents of the ended run are on
+ * their way out). */
+static uint64_t run_to_plan(ec_node_t *n, bool *new_run)
+{
     bool final = ec_job_state_ended(n->m.status_state);
     uint64_t epoch_run = n->m.epoch ? n->m.epoch->run : 0;
-    bool new_run = final && n->m.status_run >= epoch_run;
+    *new_run = final && n->m.status_run >= epoch_run;
     /* With neither an epoch nor a status (etcd lost its data), the run is
      * the one this agent registered for. */
-    uint64_t run = new_run ? n->m.status_run + 1
-                           : (epoch_run ? epoch_run
-                                        : (n->m.status_run ? n->m.status_run
-                                                           : (n->run ? n->run : 1)));
-    ec_model_node_t **pn = calloc(n->m.nnodes ? n->m.nnodes : 1, sizeof(*pn));
-    ec_plan_node_t *nodes = calloc(n->m.nnodes ? n->m.nnodes : 1, sizeof(*nodes));
-    ec_plan_member_t *mem = NULL;
+    return *new_run ? n->m.status_run + 1
+                    : (epoch_run ? epoch_run
+                                 : (n->m.status_run ? n->m.status_run : (n->run ? n->run : 1)));
+}
+
+/* The nodes the plan may take (lock held): registered by an agent for
+ * `run` and not held out after an eviction; into pn[] (the model's) and
+ * nodes[] (the planner's view); their count. */
+static size_t eligible_nodes(ec_node_t *n, uint64_t run, int64_t now, ec_model_node_t **pn,
+                             ec_plan_node_t *nodes)
+{
     size_t nn = 0;
-    int64_t now = ec_mono_ms();
-    for (size_t i = 0; pn && nodes && i < n->m.nnodes; i++) {
+    for (size_t i = 0; i < n->m.nnodes; i++) {
         /* A record without a lease was not written by an agent (ours are
          * all leased) and would never expire: never a member. */
         if (!n->m.nodes[i].rec || n->m.nodes[i].rec->run != run || n->m.nodes[i].lease == 0)
@@ -371,6 +361,46 @@ void ec__node_plan_and_act(ec_node_t *n)
         }
         nn++;
     }
+    return nn;
+}
+
+/* Someone overwrote or deleted the epoch: put the last valid one back, under
+ * our leadership (readers check that the epoch names the leadership current
+ * at its revision).  Lock held. */
+static void put_back(ec_node_t *n, pub_t *p)
+{
+    ec_epoch_t *ep = ec_epoch_dup(n->m.epoch);
+    if (ep) {
+        free(ep->leader_id);
+        free(ep->job_id);
+        ep->leader_id = strdup(n->node_id);
+        ep->job_id = strdup(n->job_id);
+        ep->leader_rev = ec__elect_rev(n);
+        if (split_epoch(n, ep, p, NULL) < 0)
+            p->buf = NULL;
+        p->parts_of = ep->number;
+        ec_epoch_free(ep);
+    }
+    p->expect_mod = n->m.epoch_mod_rev;
+    p->number = 0;
+}
+
+/* Plan the next step on the model (takes the lock): the decision in *o, the
+ * epoch to write (or the valid one to put back) and the refusals in *p.
+ * false: nothing planned (out of memory: the loop plans again later). */
+static bool plan(ec_node_t *n, pub_t *p, planned_t *o)
+{
+    ec_error_t err = {0};
+    ec_plan_decision_t *d = NULL;
+    pthread_mutex_lock(&n->lock);
+    ec__node_drain(n); /* everything queued by now, in this one plan */
+    bool new_run;
+    o->run = run_to_plan(n, &new_run);
+    int64_t now = ec_mono_ms();
+    ec_model_node_t **pn = calloc(n->m.nnodes ? n->m.nnodes : 1, sizeof(*pn));
+    ec_plan_node_t *nodes = calloc(n->m.nnodes ? n->m.nnodes : 1, sizeof(*nodes));
+    ec_plan_member_t *mem = NULL;
+    size_t nn = pn && nodes ? eligible_nodes(n, o->run, now, pn, nodes) : 0;
     ec_plan_input_t in = EC_PLAN_INPUT_INIT;
     in.config.np_min = n->o.np_min;
     in.config.np_max = n->o.np_max;
@@ -390,7 +420,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         in.epoch.number = n->m.epoch->number;
         in.epoch.members = mem;
         in.epoch.n_members = (size_t)n->m.epoch->nmembers;
-        cur_epoch = n->m.epoch->number;
+        o->cur_epoch = n->m.epoch->number;
     }
     if (!pn || !nodes || (n->m.epoch && n->m.epoch->nmembers > 0 && !mem)) {
         /* A plan without them would see no node, or no member, and could
@@ -403,7 +433,7 @@ void ec__node_plan_and_act(ec_node_t *n)
         ec_log(EC_LOG_ERROR, "out of memory planning job %s's next epoch (%zu nodes): not "
                              "planning now, trying again in 1 s; free memory on this machine",
                n->job_id, n->m.nnodes);
-        return;
+        return false;
     }
     uint64_t fp = ec_plan_fingerprint(&in.config, nodes, nn);
     if (fp != n->pub.fingerprint) {
@@ -415,59 +445,30 @@ void ec__node_plan_and_act(ec_node_t *n)
     in.left_ids = (const char *const *)n->m.left;
     in.n_left = n->m.nleft;
     in.new_run = new_run && n->m.epoch;
-    repair = n->m.epoch_bad && n->m.epoch_raw;
+    o->repair = n->m.epoch_bad && n->m.epoch_raw;
     int64_t plan_t0 = ec_mono_us();
     n->pub.plans++;
     int rc = ec_plan(&in, &d, &err);
     int64_t planner_us = ec_mono_us() - plan_t0;
     if (rc == 0) {
-        action = d->action;
-        wait_ms = d->wait_ms;
-        why = d->why ? strdup(d->why) : NULL;
-        why_code = d->why_code;
-        complete = action == EC_PLAN_COMPLETE;
+        o->action = d->action;
+        o->wait_ms = d->wait_ms;
+        o->why = d->why ? strdup(d->why) : NULL;
+        o->why_code = d->why_code;
+        o->complete = o->action == EC_PLAN_COMPLETE;
         if (d->n_departed > 0 && n->pub.missing_since < 0)
             n->pub.missing_since = now;
         else if (d->n_departed == 0)
             n->pub.missing_since = -1;
-        plan_refusals(n, d, pn, &p);
-        if (action == EC_PLAN_PUBLISH) {
-            if (build_epoch(n, d, pn, planner_us, run, new_run, &p, &err) < 0) {
+        plan_refusals(n, d, pn, p);
+        if (o->action == EC_PLAN_PUBLISH) {
+            if (build_epoch(n, d, pn, planner_us, o->run, new_run, p, &err) < 0) {
                 ec_log(EC_LOG_ERROR, "cannot build epoch %" PRIu64 ": %s", d->epoch, err.msg);
-                action = EC_PLAN_WAIT;
+                o->action = EC_PLAN_WAIT;
             }
-            p.log = d->log ? strdup(d->log) : NULL;
-            if (p.log && p.number != d->epoch) {
-                /* numbered above what was seen: the planner's line says which */
-                char head[64];
-                snprintf(head, sizeof(head), "+epoch %" PRIu64 " ", d->epoch);
-                size_t hl = strlen(head);
-                char *fixed = NULL;
-                if (!strncmp(p.log, head, hl) &&
-                    asprintf(&fixed, "+epoch %" PRIu64 " %s (above epoch %" PRIu64 " seen)",
-                             p.number, p.log + hl, p.number - 1) >= 0) {
-                    free(p.log);
-                    p.log = fixed;
-                }
-            }
-        } else if (repair) {
-            /* Someone overwrote or deleted the epoch: put the last valid one
-             * back, under our leadership (readers check that the epoch names
-             * the leadership current at its revision). */
-            ec_epoch_t *ep = ec_epoch_dup(n->m.epoch);
-            if (ep) {
-                free(ep->leader_id);
-                free(ep->job_id);
-                ep->leader_id = strdup(n->node_id);
-                ep->job_id = strdup(n->job_id);
-                ep->leader_rev = ec__elect_rev(n);
-                if (split_epoch(n, ep, &p, NULL) < 0)
-                    p.buf = NULL;
-                p.parts_of = ep->number;
-                ec_epoch_free(ep);
-            }
-            p.expect_mod = n->m.epoch_mod_rev;
-            p.number = 0;
+            p->above_seen = p->number > d->epoch;
+        } else if (o->repair) {
+            put_back(n, p);
         }
     } else {
         ec_log(EC_LOG_ERROR, "planner refused its input: %s", err.msg);
@@ -477,13 +478,17 @@ void ec__node_plan_and_act(ec_node_t *n)
     free(pn);
     free(nodes);
     free(mem);
+    return true;
+}
 
-    /* Refusals: tell refused nodes why, in their own record (their lease). */
-    for (size_t i = 0; i < p.nref; i++) {
-        ec_cmp_t same = {.key = p.ref[i].key, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
-                         .number = p.ref[i].mod};
-        ec_op_t put = {.type = EC_OP_PUT, .key = p.ref[i].key, .value = p.ref[i].buf,
-                       .value_len = p.ref[i].len, .lease = p.ref[i].lease};
+/* Tell refused nodes why, in their own record (their lease). */
+static void write_refusals(ec_node_t *n, const pub_t *p)
+{
+    for (size_t i = 0; i < p->nref; i++) {
+        ec_cmp_t same = {.key = p->ref[i].key, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                         .number = p->ref[i].mod};
+        ec_op_t put = {.type = EC_OP_PUT, .key = p->ref[i].key, .value = p->ref[i].buf,
+                       .value_len = p->ref[i].len, .lease = p->ref[i].lease};
         ec_cmp_t cm[2] = {ec__node_fence_leader(n), same};
         ec_txn_result_t r;
         bool done = false;
@@ -500,162 +505,218 @@ void ec__node_plan_and_act(ec_node_t *n)
         }
     }
 
-    if ((action == EC_PLAN_PUBLISH || (repair && p.buf)) && p.parts.nchunks > 0 &&
-        write_parts(n, &p, &err) < 0) {
+}
+
+/* An epoch's transaction (write_epoch): its conditions, its operations and
+ * the keys and buffers they point into. */
+typedef struct epoch_txn {
+    ec_cmp_t cm[2];
+    ec_op_t ops[10];
+    size_t nops;
+    char hist[EC_KEY_MAX], keep_from[EC_KEY_MAX], parts_from[2][EC_KEY_MAX],
+        parts_end[2][EC_KEY_MAX];
+    void *stbuf;     /* the first status of a run, encoded */
+    bool hist_apart; /* the history copy goes in a transaction of its own */
+} epoch_txn_t;
+
+/* Build p's transaction, fenced by our leadership and the epoch's
+ * revision: the epoch, the leader key again, its delta, its history copy,
+ * what it supersedes pruned, a run's first status.  Free t->stbuf after. */
+static void epoch_txn(ec_node_t *n, const pub_t *p, epoch_txn_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->cm[0] = ec__node_fence_leader(n);
+    t->cm[1] = (ec_cmp_t){.key = n->k_epoch, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
+                          .number = p->expect_mod};
+    ec_op_t *ops = t->ops;
+    size_t nops = 0;
+    ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epoch, .value = p->buf, .value_len = p->len};
+    /* The leader key, put again unchanged (same value, same lease; its
+     * create revision, the fencing token, stays): followers watch it
+     * and the epoch separately, and its event at the epoch's revision
+     * tells them, without a read, which leadership held the key when
+     * the epoch was written (model.c, resolve_pending). */
+    ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_leader, .value = n->node_id,
+                            .value_len = strlen(n->node_id), .lease = ec_node_lease(n)};
+    if (p->number > 0 && p->dbuf)
+        ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epochd, .value = p->dbuf,
+                                .value_len = p->dlen};
+    size_t stlen = 0;
+    /* The history copy rides in the epoch's transaction while the
+     * record is small; a large one is written in a transaction of its
+     * own right after (same fence), so that no request carries the
+     * record twice and a record up to EC_RECORD_MAX_BYTES fits etcd's
+     * request limit.  (A leader deposed between the two leaves that
+     * epoch without its history copy: history is for post-mortems, not
+     * for readers of the epoch.) */
+    t->hist_apart = p->number > 0 && p->len > EC_HISTORY_INLINE_MAX;
+    if (p->number > 0)
+        ec_key_epoch_history(&n->keys, p->number, t->hist, sizeof(t->hist));
+    if (p->number > 0) {
+        if (!t->hist_apart)
+            ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = t->hist, .value = p->buf,
+                                    .value_len = p->len};
+        int keep = n->o.history_keep > 0 ? n->o.history_keep : 64;
+        if (p->number > (uint64_t)keep) {
+            ec_key_epoch_history(&n->keys, p->number - (uint64_t)keep, t->keep_from,
+                                 sizeof(t->keep_from));
+            ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = n->k_epochs, .range_end = t->keep_from};
+        }
+        /* A split epoch's parts are kept for the last EC_EPOCH_PARTS_KEEP
+         * epochs only (a reader of an older head follows a newer epoch
+         * anyway); history keeps the heads, which say all that history
+         * is read for (number, run, reason). */
+        if (p->number > EC_EPOCH_PARTS_KEEP) {
+            uint64_t old = p->number - EC_EPOCH_PARTS_KEEP;
+            static const char *const part[2] = {"index/", "members/"};
+            for (int k = 0; k < 2; k++) {
+                int kl = ec_key_epoch_worker_prefix(&n->keys, old, t->parts_from[k], EC_KEY_MAX);
+                if (kl < 0 || (size_t)kl + strlen(part[k]) >= EC_KEY_MAX)
+                    continue;
+                strcat(t->parts_from[k], part[k]);
+                snprintf(t->parts_end[k], EC_KEY_MAX, "%s", t->parts_from[k]);
+                t->parts_end[k][strlen(t->parts_end[k]) - 1]++; /* "members/" -> "members0" */
+                ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = t->parts_from[k],
+                                        .range_end = t->parts_end[k]};
+            }
+        }
+        if (p->first) {
+            ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p->number,
+                                  .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
+                                  .run = p->run, .leader_id = n->node_id,
+                                  .leader_rev = ec__elect_rev(n)};
+            if (ec_job_status_encode(&st, &t->stbuf, &stlen, NULL) == 0)
+                ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_status, .value = t->stbuf,
+                                        .value_len = stlen};
+        }
+    }
+    t->nops = nops;
+}
+
+/* Write the epoch planned (or the valid one put back over a bad value),
+ * its delta, history copy and first status, in one transaction fenced by
+ * our leadership and the epoch's revision; prune what it supersedes. */
+static void write_epoch(ec_node_t *n, pub_t *p, ec_plan_why_t why_code)
+{
+    ec_error_t err = {0};
+    epoch_txn_t t;
+    epoch_txn(n, p, &t);
+    ec_txn_result_t r;
+    int64_t t_send = ec_wall_ms();
+    int rc = ec_etcd_txn(n->c, t.cm, 2, t.ops, t.nops, NULL, 0, &r, &err);
+    free(t.stbuf);
+    if (rc < 0) {
+        ec_log(EC_LOG_WARN, "publishing epoch %" PRIu64 " failed: %s; will retry", p->number, err.msg);
+        ec__node_wake_by(n, ec_mono_ms() + EC_NODE_PUBLISH_RETRY_MS);
+    } else {
+        if (r.succeeded && t.hist_apart) {
+            ec_cmp_t f = ec__node_fence_leader(n);
+            ec_op_t put = {.type = EC_OP_PUT, .key = t.hist, .value = p->buf, .value_len = p->len};
+            ec_error_t herr = {0};
+            if (ec_etcd_txn(n->c, &f, 1, &put, 1, NULL, 0, NULL, &herr) < 0)
+                ec_log(EC_LOG_WARN, "cannot write the history copy of epoch %" PRIu64 ": %s",
+                       p->number, herr.msg);
+        }
+        if (r.succeeded) {
+            if (p->number > 0) {
+                /* the details come with the epoch itself, on every node */
+                ec__node_emit(n, "+published epoch %" PRIu64 " (rule %s, txn %lld ms)%s",
+                              p->number, ec_plan_why_name(why_code),
+                              (long long)(ec_wall_ms() - t_send),
+                              p->above_seen ? " above every epoch seen" : "");
+                pthread_mutex_lock(&n->lock);
+                if (p->first)
+                    n->pub.wrote_final = false; /* a new run: its end is written again */
+                for (size_t i = 0; i < n->m.nleft; i++)
+                    free(n->m.left[i]);
+                n->m.nleft = 0;
+                n->pub.missing_since = -1;
+                pthread_mutex_unlock(&n->lock);
+            } else {
+                ec__node_emit(n, "+epoch-repaired: restored the last valid epoch over a bad value");
+            }
+        } else {
+            /* Either the leader key or the epoch moved under us. */
+            ec_kv_t kv;
+            bool found = false;
+            ec_etcd_get(n->c, n->k_leader, &kv, &found, NULL, NULL);
+            if (!found || kv.create_revision != ec__elect_rev(n))
+                ec__node_step_down(n, "the leader key changed (epoch write fenced)");
+            else
+                ec_log(EC_LOG_INFO, "epoch changed under us; re-planning");
+            ec_kv_free(&kv);
+        }
+        ec_txn_result_free(&r);
+    }
+}
+
+/* Say what the job waits for (or that it completed or failed) and act on it:
+ * a timed wait wakes the loop, an end is written to the status once. */
+static void say_wait(ec_node_t *n, const planned_t *o)
+{
+    /* Say what the job waits for whenever that changes, timed waits too
+     * (enough nodes, starting after --elastic_timeout): otherwise the
+     * last untimed wait ("waiting for 1 more node") stays the console's
+     * last word until the epoch. */
+    char *key = o->why ? wait_key(o->why) : NULL;
+    /* Nothing to tell: a plain steady state (right after every epoch),
+     * or anything once the run is over (its nodes leaving). */
+    bool quiet = (o->why && !strcmp(o->why, "steady")) ||
+                 (n->pub.wrote_final && o->action != EC_PLAN_FAIL && !o->complete) ||
+                 (ec_job_state_ended(n->m.status_state) && n->m.status_run >= o->run);
+    if (key && quiet) {
+        free(n->pub.last_wait);
+        n->pub.last_wait = key;
+        key = NULL;
+    }
+    if (key && (!n->pub.last_wait || strcmp(n->pub.last_wait, key))) {
+        ec__node_emit(n, "%s %s (rule %s)",
+                      o->action == EC_PLAN_FAIL ? "+fail:" : o->complete ? "+complete:" : "+wait:", o->why,
+                      ec_plan_why_name(o->why_code));
+        free(n->pub.last_wait);
+        n->pub.last_wait = key;
+        key = NULL;
+    }
+    free(key);
+    if (o->action == EC_PLAN_WAIT_UNTIL) {
+        ec__node_wake_by(n, ec_mono_ms() + (o->wait_ms > 0 ? o->wait_ms : 1));
+    } else if ((o->complete || o->action == EC_PLAN_FAIL) && !n->pub.wrote_final) {
+        if (ec__node_write_status(n, o->complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
+                                  o->complete ? NULL : o->why, o->cur_epoch, o->run, true) == 0)
+            n->pub.wrote_final = true;
+    }
+}
+
+void ec__node_plan_and_act(ec_node_t *n)
+{
+    /* Plan only on a model that has seen our last eviction (its deletion
+     * event comes a moment after the transaction): planned before it, a
+     * restart epoch would still list the node just evicted. */
+    pthread_mutex_lock(&n->lock);
+    ec__node_drain(n);
+    bool behind = ec__evict_unseen(n);
+    pthread_mutex_unlock(&n->lock);
+    if (behind)
+        return; /* the deletion's event wakes the loop */
+    prune_failures(n);
+    refresh_cause(n);
+    pub_t p = {0};
+    planned_t o = {.action = EC_PLAN_WAIT, .why_code = EC_PLAN_WHY_STEADY};
+    if (!plan(n, &p, &o))
+        return;
+    write_refusals(n, &p);
+    ec_error_t err = {0};
+    bool writes = o.action == EC_PLAN_PUBLISH || (o.repair && p.buf);
+    if (writes && p.parts.nchunks > 0 && write_parts(n, &p, &err) < 0) {
         ec_log(EC_LOG_WARN, "writing the %d chunks and %d index buckets of epoch %" PRIu64
                " failed: %s; will retry", p.parts.nchunks, p.parts.nbuckets, p.parts_of, err.msg);
         ec__node_wake_by(n, ec_mono_ms() + EC_NODE_PUBLISH_RETRY_MS);
-        action = EC_PLAN_WAIT;
-        repair = false;
-    } else if (action == EC_PLAN_PUBLISH || (repair && p.buf)) {
-        char hist[EC_KEY_MAX], keep_from[EC_KEY_MAX], parts_from[2][EC_KEY_MAX],
-            parts_end[2][EC_KEY_MAX];
-        ec_cmp_t cm[2] = {ec__node_fence_leader(n),
-                          {.key = n->k_epoch, .target = EC_CMP_MOD, .result = EC_CMP_EQUAL,
-                           .number = p.expect_mod}};
-        ec_op_t ops[10];
-        size_t nops = 0;
-        ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epoch, .value = p.buf, .value_len = p.len};
-        /* The leader key, put again unchanged (same value, same lease; its
-         * create revision, the fencing token, stays): followers watch it
-         * and the epoch separately, and its event at the epoch's revision
-         * tells them, without a read, which leadership held the key when
-         * the epoch was written (model.c, resolve_pending). */
-        ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_leader, .value = n->node_id,
-                                .value_len = strlen(n->node_id), .lease = ec_node_lease(n)};
-        if (p.number > 0 && p.dbuf)
-            ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_epochd, .value = p.dbuf,
-                                    .value_len = p.dlen};
-        void *stbuf = NULL;
-        size_t stlen = 0;
-        /* The history copy rides in the epoch's transaction while the
-         * record is small; a large one is written in a transaction of its
-         * own right after (same fence), so that no request carries the
-         * record twice and a record up to EC_RECORD_MAX_BYTES fits etcd's
-         * request limit.  (A leader deposed between the two leaves that
-         * epoch without its history copy: history is for post-mortems, not
-         * for readers of the epoch.) */
-        bool hist_apart = p.number > 0 && p.len > EC_HISTORY_INLINE_MAX;
-        if (p.number > 0)
-            ec_key_epoch_history(&n->keys, p.number, hist, sizeof(hist));
-        if (p.number > 0) {
-            if (!hist_apart)
-                ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = hist, .value = p.buf,
-                                        .value_len = p.len};
-            int keep = n->o.history_keep > 0 ? n->o.history_keep : 64;
-            if (p.number > (uint64_t)keep) {
-                ec_key_epoch_history(&n->keys, p.number - (uint64_t)keep, keep_from, sizeof(keep_from));
-                ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = n->k_epochs, .range_end = keep_from};
-            }
-            /* A split epoch's parts are kept for the last EC_EPOCH_PARTS_KEEP
-             * epochs only (a reader of an older head follows a newer epoch
-             * anyway); history keeps the heads, which say all that history
-             * is read for (number, run, reason). */
-            if (p.number > EC_EPOCH_PARTS_KEEP) {
-                uint64_t old = p.number - EC_EPOCH_PARTS_KEEP;
-                static const char *const part[2] = {"index/", "members/"};
-                for (int k = 0; k < 2; k++) {
-                    int kl = ec_key_epoch_worker_prefix(&n->keys, old, parts_from[k], EC_KEY_MAX);
-                    if (kl < 0 || (size_t)kl + strlen(part[k]) >= EC_KEY_MAX)
-                        continue;
-                    strcat(parts_from[k], part[k]);
-                    snprintf(parts_end[k], EC_KEY_MAX, "%s", parts_from[k]);
-                    parts_end[k][strlen(parts_end[k]) - 1]++; /* "members/" -> "members0" */
-                    ops[nops++] = (ec_op_t){.type = EC_OP_DELETE, .key = parts_from[k],
-                                            .range_end = parts_end[k]};
-                }
-            }
-            if (p.first) {
-                ec_job_status_t st = {.state = EC_JOB_RUNNING, .epoch = p.number,
-                                      .updated_at_ms = ec_wall_ms(), .updated_by = n->node_id,
-                                      .run = p.run, .leader_id = n->node_id,
-                                      .leader_rev = ec__elect_rev(n)};
-                if (ec_job_status_encode(&st, &stbuf, &stlen, NULL) == 0)
-                    ops[nops++] = (ec_op_t){.type = EC_OP_PUT, .key = n->k_status, .value = stbuf,
-                                            .value_len = stlen};
-            }
-        }
-        ec_txn_result_t r;
-        int64_t t_send = ec_wall_ms();
-        rc = ec_etcd_txn(n->c, cm, 2, ops, nops, NULL, 0, &r, &err);
-        free(stbuf);
-        if (rc < 0) {
-            ec_log(EC_LOG_WARN, "publishing epoch %" PRIu64 " failed: %s; will retry", p.number, err.msg);
-            ec__node_wake_by(n, ec_mono_ms() + EC_NODE_PUBLISH_RETRY_MS);
-        } else {
-            if (r.succeeded && hist_apart) {
-                ec_cmp_t f = ec__node_fence_leader(n);
-                ec_op_t put = {.type = EC_OP_PUT, .key = hist, .value = p.buf, .value_len = p.len};
-                ec_error_t herr = {0};
-                if (ec_etcd_txn(n->c, &f, 1, &put, 1, NULL, 0, NULL, &herr) < 0)
-                    ec_log(EC_LOG_WARN, "cannot write the history copy of epoch %" PRIu64 ": %s",
-                           p.number, herr.msg);
-            }
-            if (r.succeeded) {
-                if (p.number > 0) {
-                    /* the details come with the epoch itself, on every node */
-                    ec__node_emit(n, "+published epoch %" PRIu64 " (rule %s, txn %lld ms)%s",
-                                  p.number, ec_plan_why_name(why_code),
-                                  (long long)(ec_wall_ms() - t_send),
-                                  p.log && strstr(p.log, "(above epoch") ? " above every epoch seen" : "");
-                    pthread_mutex_lock(&n->lock);
-                    if (p.first)
-                        n->pub.wrote_final = false; /* a new run: its end is written again */
-                    for (size_t i = 0; i < n->m.nleft; i++)
-                        free(n->m.left[i]);
-                    n->m.nleft = 0;
-                    n->pub.missing_since = -1;
-                    pthread_mutex_unlock(&n->lock);
-                } else {
-                    ec__node_emit(n, "+epoch-repaired: restored the last valid epoch over a bad value");
-                }
-            } else {
-                /* Either the leader key or the epoch moved under us. */
-                ec_kv_t kv;
-                bool found = false;
-                ec_etcd_get(n->c, n->k_leader, &kv, &found, NULL, NULL);
-                if (!found || kv.create_revision != ec__elect_rev(n))
-                    ec__node_step_down(n, "the leader key changed (epoch write fenced)");
-                else
-                    ec_log(EC_LOG_INFO, "epoch changed under us; re-planning");
-                ec_kv_free(&kv);
-            }
-            ec_txn_result_free(&r);
-        }
+    } else if (writes) {
+        write_epoch(n, &p, o.why_code);
     } else {
-        /* Say what the job waits for whenever that changes, timed waits too
-         * (enough nodes, starting after --elastic_timeout): otherwise the
-         * last untimed wait ("waiting for 1 more node") stays the console's
-         * last word until the epoch. */
-        char *key = why ? wait_key(why) : NULL;
-        /* Nothing to tell: a plain steady state (right after every epoch),
-         * or anything once the run is over (its nodes leaving). */
-        bool quiet = (why && !strcmp(why, "steady")) ||
-                     (n->pub.wrote_final && action != EC_PLAN_FAIL && !complete) ||
-                     (ec_job_state_ended(n->m.status_state) && n->m.status_run >= run);
-        if (key && quiet) {
-            free(n->pub.last_wait);
-            n->pub.last_wait = key;
-            key = NULL;
-        }
-        if (key && (!n->pub.last_wait || strcmp(n->pub.last_wait, key))) {
-            ec__node_emit(n, "%s %s (rule %s)",
-                          action == EC_PLAN_FAIL ? "+fail:" : complete ? "+complete:" : "+wait:", why,
-                          ec_plan_why_name(why_code));
-            free(n->pub.last_wait);
-            n->pub.last_wait = key;
-            key = NULL;
-        }
-        free(key);
-        if (action == EC_PLAN_WAIT_UNTIL) {
-            ec__node_wake_by(n, ec_mono_ms() + (wait_ms > 0 ? wait_ms : 1));
-        } else if ((complete || action == EC_PLAN_FAIL) && !n->pub.wrote_final) {
-            if (ec__node_write_status(n, complete ? EC_JOB_COMPLETED : EC_JOB_FAILED,
-                                      complete ? NULL : why, cur_epoch, run, true) == 0)
-                n->pub.wrote_final = true;
-        }
+        say_wait(n, &o);
     }
-    free(why);
+    free(o.why);
     pub_free(&p);
 }
 
