@@ -507,23 +507,22 @@ static void fetch_accused_leader(ec_node_t *n)
  * dead leader is replaced as fast as a dead member (its record and key
  * deleted, the next campaign brings a new fencing token, and a leader that
  * was only slow can no longer publish). */
-void ec__node_handle_suspicions(ec_node_t *n)
+/* A reported node to probe (ec__node_handle_suspicions), with what acting
+ * on the probe needs. */
+typedef struct suspect {
+    char *id, *host, *by;      /* by: the reporter named */
+    int64_t lease, mod, rev;   /* its record's lease and mod revision; the newest report's */
+    int64_t known;             /* the round trip its watchers reported (0: none) */
+    bool confirm;              /* a follower's probe of the leader: adds our report */
+    bool with_ours;            /* ... which then makes the majority: evict */
+} suspect_t;
+
+/* Reports of epochs before the current member set are of no use any more;
+ * those of the restart epochs since (same members) still are: a failure is
+ * reported in the epoch it happened in while the leader already publishes
+ * the restart.  Lock held. */
+static void drop_stale_reports(ec_node_t *n, uint64_t cur)
 {
-    enum { MAXS = 64 };
-    ec_probe_target_t t[MAXS];
-    char *ids[MAXS], *hosts[MAXS], *by[MAXS];
-    int64_t leases[MAXS], mods[MAXS], revs[MAXS], known[MAXS];
-    bool confirm[MAXS], with_ours[MAXS];
-    size_t nt = 0;
-    int64_t leader_rev = 0;
-    probe_held(n);
-    pthread_mutex_lock(&n->lock);
-    uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
-    leader_rev = n->m.leader_create_rev;
-    /* Reports of epochs before the current member set are of no use any
-     * more; those of the restart epochs since (same members) still are: a
-     * failure is reported in the epoch it happened in while the leader
-     * already publishes the restart. */
     if (n->ev.members_fp_gen != n->m.epoch_gen) {
         n->ev.members_fp_now = members_fp(n->m.epoch);
         n->ev.members_fp_gen = n->m.epoch_gen;
@@ -544,129 +543,161 @@ void ec__node_handle_suspicions(ec_node_t *n)
         }
     }
     n->m.nsus = keep;
-    pthread_mutex_unlock(&n->lock);
-    fetch_accused_leader(n);
-    pthread_mutex_lock(&n->lock);
-    cur = n->m.epoch ? n->m.epoch->number : 0;
-    size_t nmembers = n->m.epoch ? (size_t)n->m.epoch->nmembers : 0;
-    int64_t now = ec_mono_ms();
-    for (size_t i = 0; cur && i < n->m.nsus && nt < MAXS; i++) {
+}
+
+/* Whether `id`, reported in epoch cur, is ours to probe now; *quorum and
+ * *with_ours: a follower's view of the reports against the leader.  Lock
+ * held. */
+static bool ours_to_probe(ec_node_t *n, uint64_t cur, const char *id, int64_t now, bool *quorum,
+                          bool *with_ours)
+{
+    bool is_leader = n->m.leader_id && !strcmp(id, n->m.leader_id);
+    size_t nmembers = (size_t)n->m.epoch->nmembers;
+    *quorum = *with_ours = false;
+    /* A follower acts only on the leader: with a strict majority of the
+     * other members' reports it deposes it; before that, it probes the
+     * leader itself and adds its own report when the leader is silent
+     * (only two ring members watch the leader, so the majority forms only
+     * thus; a follower cut off alone from the leader still cannot depose
+     * it: the others' probes are answered and they add nothing). */
+    if (!ec__elect_leads(n)) {
+        if (!is_leader)
+            return false;
+        *quorum = ec_evict_leader_quorum(nmembers, reporters_of(n, cur, id));
+        if (!*quorum && reported_by(n, cur, n->node_id, id))
+            return false; /* ours is in: waiting for the others' */
+        *with_ours = ec_evict_leader_quorum(nmembers, reporters_of(n, cur, id) + 1);
+        if (!*quorum && confirm_wait(n, cur, id, now))
+            return false; /* not our slot yet (a large job) */
+    }
+    /* The leader: evidence from more than one side (a leader cut off from
+     * its peers sees them all silent). */
+    if (ec__elect_leads(n) &&
+        !ec_evict_member_evidence(nmembers, reporters_of(n, cur, id),
+                                  reported_by(n, cur, n->node_id, id)))
+        return false;
+    return probe_due(n, cur, id, now);
+}
+
+/* The reported nodes to probe now, at most max, into s[] and their probe
+ * targets t[]; how many.  Lock held. */
+static size_t gather_suspects(ec_node_t *n, uint64_t cur, int64_t now, suspect_t *s,
+                              ec_probe_target_t *t, size_t max)
+{
+    size_t nt = 0;
+    for (size_t i = 0; cur && i < n->m.nsus && nt < max; i++) {
         if (n->m.sus[i].epoch < n->ev.members_epoch || n->m.sus[i].epoch > cur ||
             ec_epoch_find_member(n->m.epoch, n->m.sus[i].reporter) < 0)
             continue; /* only members of the current epoch may accuse */
         char *list = strdup(n->m.sus[i].ids), *save = NULL;
-        for (char *id = list ? strtok_r(list, ",", &save) : NULL; id && nt < MAXS;
+        for (char *id = list ? strtok_r(list, ",", &save) : NULL; id && nt < max;
              id = strtok_r(NULL, ",", &save)) {
             id[ec_detect_entry_id_len(id)] = '\0'; /* "<id>@<rtt_us>" */
             bool found;
             size_t k = ec__node_mnode_find(n, id, &found);
-            bool is_leader = n->m.leader_id && !strcmp(id, n->m.leader_id);
             if (!strcmp(id, n->node_id) || ec_epoch_find_member(n->m.epoch, id) < 0 || !found ||
                 !n->m.nodes[k].rec || !n->m.nodes[k].rec->probe_port)
                 continue;
             bool dup = false; /* named by several reports: one probe */
             for (size_t j = 0; j < nt && !dup; j++)
-                dup = !strcmp(ids[j], id);
-            if (dup)
+                dup = !strcmp(s[j].id, id);
+            bool quorum, with_ours;
+            if (dup || !ours_to_probe(n, cur, id, now, &quorum, &with_ours))
                 continue;
-            /* A follower acts only on the leader: with a strict majority of
-             * the other members' reports it deposes it; before that, it
-             * probes the leader itself and adds its own report when the
-             * leader is silent (only two ring members watch the leader, so
-             * the majority forms only thus; a follower cut off alone from
-             * the leader still cannot depose it: the others' probes are
-             * answered and they add nothing). */
-            bool quorum = false, quorum_with_ours = false;
-            if (!ec__elect_leads(n)) {
-                if (!is_leader)
-                    continue;
-                quorum = ec_evict_leader_quorum((size_t)n->m.epoch->nmembers,
-                                                reporters_of(n, cur, id));
-                if (!quorum && reported_by(n, cur, n->node_id, id))
-                    continue; /* ours is in: waiting for the others' */
-                quorum_with_ours = ec_evict_leader_quorum((size_t)n->m.epoch->nmembers,
-                                                          reporters_of(n, cur, id) + 1);
-                if (!quorum && confirm_wait(n, cur, id, now))
-                    continue; /* not our slot yet (a large job) */
-            }
-            /* The leader: evidence from more than one side (a leader cut
-             * off from its peers sees them all silent). */
-            if (ec__elect_leads(n) &&
-                !ec_evict_member_evidence((size_t)n->m.epoch->nmembers, reporters_of(n, cur, id),
-                                          reported_by(n, cur, n->node_id, id)))
-                continue;
-            if (!probe_due(n, cur, id, now))
-                continue;
-            ids[nt] = strdup(id);
-            hosts[nt] = strdup(n->m.nodes[k].rec->host);
-            by[nt] = strdup(n->m.sus[i].reporter);
-            leases[nt] = n->m.nodes[k].lease;
-            mods[nt] = n->m.nodes[k].mod_rev;
-            revs[nt] = newest_report_of(n, cur, id);
-            known[nt] = reported_rtt_of(n, cur, id);
-            confirm[nt] = !ec__elect_leads(n) && !quorum;
-            with_ours[nt] = quorum_with_ours;
+            s[nt] = (suspect_t){.id = strdup(id), .host = strdup(n->m.nodes[k].rec->host),
+                                .by = strdup(n->m.sus[i].reporter), .lease = n->m.nodes[k].lease,
+                                .mod = n->m.nodes[k].mod_rev, .rev = newest_report_of(n, cur, id),
+                                .known = reported_rtt_of(n, cur, id),
+                                .confirm = !ec__elect_leads(n) && !quorum,
+                                .with_ours = with_ours};
             /* only an agent of this run under the record's lease proves
              * the node alive (a stranger on its port does not) */
-            t[nt] = (ec_probe_target_t){.host = hosts[nt], .port = n->m.nodes[k].rec->probe_port,
-                                        .expect_id = ids[nt], .verify = ec__reg_verify(n),
-                                        .expect_lease = leases[nt]};
+            t[nt] = (ec_probe_target_t){.host = s[nt].host, .port = n->m.nodes[k].rec->probe_port,
+                                        .expect_id = s[nt].id, .verify = ec__reg_verify(n),
+                                        .expect_lease = s[nt].lease};
             nt++;
         }
         free(list);
     }
+    return nt;
+}
+
+/* Act on the probe of suspect x (target t, f attempts a set, `to` ms at
+ * most): a live one clears the suspicion; a follower's silent leader gets
+ * our report; with evidence enough, the node is evicted. */
+static void act_on_probe(ec_node_t *n, uint64_t cur, int64_t leader_rev, const suspect_t *x,
+                         const ec_probe_target_t *t, int f, int to, int64_t now)
+{
+    pthread_mutex_lock(&n->lock);
+    note_probed(n, x->id, x->rev, !t->ok, now);
+    pthread_mutex_unlock(&n->lock);
+    if (t->ok) {
+        ec__node_emit(n, "+suspicion of %s by %s rejected: its agent answered in %.1f ms", x->id,
+                      x->by, (double)t->rtt_us / 1000.0);
+    } else if (x->confirm) {
+        /* our report counts towards the majority that deposes it */
+        ec__node_emit(n, "+leader %s silent: reported by %s, no answer to our %d probes of "
+                         "%s:%u within %d ms; adding our report", x->id, x->by,
+                      f, t->host, t->port, to);
+        ec_error_t err = {0};
+        const char *one[1] = {x->id};
+        if (ec_node_report_suspects(n, cur, one, 1, &err) < 0)
+            ec_log(EC_LOG_WARN, "cannot report the silent leader %s: %s", x->id, err.msg);
+    }
+    if (t->ok || (x->confirm && !x->with_ours))
+        return;
+    /* evidence enough (with ours, just probed silent: no second probe) */
+    pthread_mutex_lock(&n->lock);
+    remember_silent(n, x->id, x->by);
+    pthread_mutex_unlock(&n->lock);
+    ec_error_t err = {0};
+    int rc = evict(n, x->id, x->lease, x->mod, !ec__elect_leads(n), leader_rev,
+                   t->refused ? EC_DEPART_REFUSED : EC_DEPART_SILENT, &err);
+    char rtt[120] = "";
+    int64_t first = ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
+    if (x->known > 0)
+        snprintf(rtt, sizeof(rtt), "; round trip %.2f ms measured by its watchers%s",
+                 (double)x->known / 1000.0,
+                 ec_detect_known_fast(x->known, first)
+                     ? "" : ", too slow to take no handshake for its host gone");
+    ec__node_emit(n, "-node %s evicted: suspected by %s, %s to %d probes of %s:%u within %d ms%s%s%s",
+                  x->id, x->by, t->refused ? "refused" : "no answer",
+                  ec_detect_confirm_set_attempts(f, 1, x->known, first), t->host, t->port, to, rtt,
+                  rc < 0 ? "; not evicted: " : "", rc < 0 ? err.msg : "");
+}
+
+void ec__node_handle_suspicions(ec_node_t *n)
+{
+    enum { MAXS = 64 };
+    ec_probe_target_t t[MAXS];
+    suspect_t s[MAXS];
+    int64_t known[MAXS];
+    probe_held(n);
+    pthread_mutex_lock(&n->lock);
+    drop_stale_reports(n, n->m.epoch ? n->m.epoch->number : 0);
+    int64_t leader_rev = n->m.leader_create_rev; /* the leadership the reports were made under */
+    pthread_mutex_unlock(&n->lock);
+    fetch_accused_leader(n);
+    pthread_mutex_lock(&n->lock);
+    uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
+    size_t nmembers = n->m.epoch ? (size_t)n->m.epoch->nmembers : 0;
+    size_t nt = gather_suspects(n, cur, ec_mono_ms(), s, t, MAXS);
     pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
+    for (size_t i = 0; i < nt; i++)
+        known[i] = s[i].known;
     /* a follower probes only the leader, and all followers do: fewer
      * attempts each in a large job, so that their burst stays within the
      * leader's accept queue */
     int f = ec__elect_leads(n) ? EC_DETECT_FANOUT : ec_detect_confirm_attempts(nmembers);
     int to = (int)ec__node_confirm_probe(n, t, nt, f, true, 0, known);
-    now = ec_mono_ms();
+    int64_t now = ec_mono_ms();
     for (size_t i = 0; i < nt; i++) {
-        pthread_mutex_lock(&n->lock);
-        note_probed(n, ids[i], revs[i], !t[i].ok, now);
-        pthread_mutex_unlock(&n->lock);
-        if (t[i].ok) {
-            ec__node_emit(n, "+suspicion of %s by %s rejected: its agent answered in %.1f ms",
-                          ids[i], by[i], (double)t[i].rtt_us / 1000.0);
-        } else if (confirm[i]) {
-            /* our report counts towards the majority that deposes it */
-            ec__node_emit(n, "+leader %s silent: reported by %s, no answer to our %d probes of "
-                             "%s:%u within %d ms; adding our report", ids[i], by[i],
-                          f, t[i].host, t[i].port, to);
-            ec_error_t err = {0};
-            const char *one[1] = {ids[i]};
-            if (ec_node_report_suspects(n, cur, one, 1, &err) < 0)
-                ec_log(EC_LOG_WARN, "cannot report the silent leader %s: %s", ids[i], err.msg);
-        }
-        if (!t[i].ok && (!confirm[i] || with_ours[i])) {
-            /* evidence enough (with ours, just probed silent: no second
-             * probe) */
-            pthread_mutex_lock(&n->lock);
-            remember_silent(n, ids[i], by[i]);
-            pthread_mutex_unlock(&n->lock);
-            ec_error_t err = {0};
-            int rc = evict(n, ids[i], leases[i], mods[i], !ec__elect_leads(n), leader_rev,
-                           t[i].refused ? EC_DEPART_REFUSED : EC_DEPART_SILENT, &err);
-            char rtt[120] = "";
-            int64_t first = ec_detect_confirm_deadline_ms(0, n->o.probe_timeout_ms);
-            if (known[i] > 0)
-                snprintf(rtt, sizeof(rtt), "; round trip %.2f ms measured by its watchers%s",
-                         (double)known[i] / 1000.0,
-                         ec_detect_known_fast(known[i], first)
-                             ? "" : ", too slow to take no handshake for its host gone");
-            ec__node_emit(n, "-node %s evicted: suspected by %s, %s to %d probes of %s:%u "
-                             "within %d ms%s%s%s",
-                          ids[i], by[i], t[i].refused ? "refused" : "no answer",
-                          ec_detect_confirm_set_attempts(f, 1, known[i], first), t[i].host,
-                          t[i].port, to, rtt,
-                          rc < 0 ? "; not evicted: " : "", rc < 0 ? err.msg : "");
-        }
-        free(ids[i]);
-        free(hosts[i]);
-        free(by[i]);
+        act_on_probe(n, cur, leader_rev, &s[i], &t[i], f, to, now);
+        free(s[i].id);
+        free(s[i].host);
+        free(s[i].by);
     }
 }
 
