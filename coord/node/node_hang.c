@@ -206,40 +206,47 @@ int ec_node_take_hang(ec_node_t *n, uint64_t epoch, int *local_rank, char *why, 
     return 1;
 }
 
-void ec__node_check_hangs(ec_node_t *n)
+/* Look again at `at` at the latest (the hang policy's own timer). */
+static void hang_at(ec_node_t *n, int64_t at, bool locked)
 {
-    ec_hang_config_t cfg = {.hang_timeout_ms = n->o.hang_timeout_ms,
-                            .straggler_factor = n->o.straggler_factor};
-    bool hangs = cfg.hang_timeout_ms != 0, straggle = cfg.straggler_factor > 1.0;
-    if (!hangs && !straggle && !n->o.on_progress)
-        return;
-    int64_t now = ec_mono_ms();
-    pthread_mutex_lock(&n->lock);
-    if (!n->m.epoch || !n->m.epoch->nmembers) {
+    if (!locked)
+        pthread_mutex_lock(&n->lock);
+    if (n->hang.at < 0 || at < n->hang.at)
+        n->hang.at = at;
+    if (!locked)
         pthread_mutex_unlock(&n->lock);
-        return;
-    }
-    uint64_t epoch = n->m.epoch->number;
-    if (epoch == n->hang.epoch && n->hang.ran_ms > 0 && now - n->hang.ran_ms < EC_HANG_EVERY_MS) {
-        int64_t at = n->hang.ran_ms + EC_HANG_EVERY_MS;
-        if (n->hang.at < 0 || n->hang.at > at)
-            n->hang.at = at;
-        pthread_mutex_unlock(&n->lock);
-        return;
+}
+
+/* Whether the policy runs now (at most every EC_HANG_EVERY_MS an epoch;
+ * else its timer is set for then); *epoch: the current one.  A new epoch
+ * restarts or rebuilds every rank: silence published before it says
+ * nothing about the ranks after it.  Lock held. */
+static bool hang_due(ec_node_t *n, int64_t now, uint64_t *epoch)
+{
+    if (!n->m.epoch || !n->m.epoch->nmembers)
+        return false;
+    *epoch = n->m.epoch->number;
+    if (*epoch == n->hang.epoch && n->hang.ran_ms > 0 && now - n->hang.ran_ms < EC_HANG_EVERY_MS) {
+        hang_at(n, n->hang.ran_ms + EC_HANG_EVERY_MS, true);
+        return false;
     }
     n->hang.ran_ms = now;
     n->hang.at = -1;
-    if (epoch != n->hang.epoch) {
-        /* A new epoch restarts or rebuilds every rank: silence published
-         * before it says nothing about the ranks after it. */
-        n->hang.epoch = epoch;
+    if (*epoch != n->hang.epoch) {
+        n->hang.epoch = *epoch;
         n->hang.epoch_ms = now;
     }
-    size_t nm = (size_t)n->m.epoch->nmembers;
-    snap_t *s = calloc(nm, sizeof(*s));
-    ec_hang_member_t *hm = calloc(nm, sizeof(*hm));
-    size_t k = 0;
-    for (size_t i = 0; s && hm && i < nm; i++) {
+    return true;
+}
+
+/* Each member's progress as of now into s[] and hm[] (at most the epoch's
+ * members), a summary newer than last seen in s[].fresh; how many.  A
+ * summary's silence grows by the time since it was seen, bounded by the
+ * epoch's age.  Lock held. */
+static size_t snapshot(ec_node_t *n, int64_t now, snap_t *s, ec_hang_member_t *hm)
+{
+    size_t k = 0, nm = (size_t)n->m.epoch->nmembers;
+    for (size_t i = 0; i < nm; i++) {
         const char *id = n->m.epoch->members[i].node_id;
         if (!id)
             continue; /* not held by a follower's view */
@@ -271,6 +278,120 @@ void ec__node_check_hangs(ec_node_t *n)
         hm[k] = (ec_hang_member_t){.node_id = s[k].id, .p = s[k].p};
         k++;
     }
+    return k;
+}
+
+/* Whether to wait before acting on d: the job resumes from a stall every
+ * node was in, and the others' summaries saying so may be a second behind
+ * (look again then). */
+static bool settling(ec_node_t *n, const ec_hang_decision_t *d, int64_t now)
+{
+    bool after_stall = d->action == EC_HANG_SUSPECT && !d->straggler && n->hang.last;
+    if (!after_stall)
+        n->hang.settle_ms = 0;
+    else if (!n->hang.settle_ms)
+        n->hang.settle_ms = now;
+    if (!after_stall || now - n->hang.settle_ms >= EC_HANG_SETTLE_MS)
+        return false;
+    hang_at(n, n->hang.settle_ms + EC_HANG_SETTLE_MS, false);
+    return true;
+}
+
+/* A stall of the whole job, said once; and its end. */
+static void say_stall(ec_node_t *n, const ec_hang_decision_t *d, uint64_t epoch)
+{
+    if (d->action == EC_HANG_STALLED) {
+        if (!n->hang.last) {
+            ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": %s", epoch, d->why);
+            n->hang.last = strdup("stalled");
+        }
+    } else if (d->action != EC_HANG_SUSPECT && n->hang.last) {
+        free(n->hang.last);
+        n->hang.last = NULL;
+        ec__node_emit(n, "+hang-cleared epoch %" PRIu64 ": the job progresses again", epoch);
+    }
+}
+
+/* Act on suspect x of decision d: name it and have its agent restart its
+ * processes (a straggler: evict it), evict it when its agent did not, or
+ * say the silence moved to another node and do nothing. */
+static void act_on_suspect(ec_node_t *n, const ec_hang_config_t *cfg, const ec_hang_decision_t *d,
+                           const snap_t *x, uint64_t epoch, int64_t now)
+{
+    struct ec_hang_seen *xs = &n->hang.seen[x->seen];
+    if (d->straggler && xs->straggled_ms && now - xs->straggled_ms < EC_STRAGGLER_HOLDOFF_MS)
+        return;
+    if (xs->acted_seq == xs->seq && !d->straggler) {
+        /* told, and its summary has not changed since */
+        if (!xs->acted_ms || now - xs->acted_ms < EC_HANG_REACT_MS)
+            return;
+        xs->acted_ms = 0;
+        ec_error_t e = {0};
+        int rc = ec__node_evict(n, x->id, x->lease, x->mod, EC_DEPART_HUNG, &e);
+        ec__node_emit(n, "-node %s evicted: hung, and its agent did not restart its "
+                         "processes within %d ms%s%s", x->id, EC_HANG_REACT_MS,
+                      rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
+        return;
+    }
+    int64_t to = ec_hang_timeout_for(cfg, &x->p);
+    if (!d->straggler && n->hang.told_id && strcmp(n->hang.told_id, x->id) &&
+        now - n->hang.told_ms < 2 * to + EC_HANG_REACT_MS) {
+        /* The node restarted for a hang a moment ago went on, and now
+         * another stops where it did: a phase every node runs (an
+         * evaluation, a checkpoint not declared), not a hang of either.
+         * Said once; acted on no more until the job progresses again. */
+        if (!n->hang.last || strcmp(n->hang.last, "moved")) {
+            ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": the silence moved from %s "
+                          "(its processes restarted %.1f s ago) to %s: not one node's "
+                          "hang, nothing is restarted (declare such a phase with "
+                          "ecw_progress_pause/resume or ecoord.progress.paused()): %s",
+                          epoch, n->hang.told_id, (double)(now - n->hang.told_ms) / 1000.0,
+                          x->id, d->why);
+            free(n->hang.last);
+            n->hang.last = strdup("moved");
+        }
+        return;
+    }
+    xs->acted_seq = xs->seq;
+    if (!d->straggler) {
+        free(n->hang.told_id);
+        n->hang.told_id = strdup(x->id);
+        n->hang.told_ms = now;
+    }
+    record_hung(n, x, epoch, d->why, d->straggler); /* the evidence, then the event */
+    ec__node_emit(n, "%s %s epoch %" PRIu64 ": %s", d->straggler ? "+straggler" : "+hang-suspect",
+                  x->id, epoch, d->why);
+    if (d->straggler) {
+        xs->straggled_ms = now;
+        ec_error_t e = {0};
+        int rc = ec__node_evict(n, x->id, x->lease, x->mod, EC_DEPART_HUNG, &e);
+        ec__node_emit(n, "-node %s evicted: straggler%s%s", x->id,
+                      rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
+        return;
+    }
+    xs->acted_ms = now;
+    tell_hung(n, x, epoch, d->why);
+}
+
+void ec__node_check_hangs(ec_node_t *n)
+{
+    ec_hang_config_t cfg = {.hang_timeout_ms = n->o.hang_timeout_ms,
+                            .straggler_factor = n->o.straggler_factor};
+    bool hangs = cfg.hang_timeout_ms != 0, straggle = cfg.straggler_factor > 1.0;
+    if (!hangs && !straggle && !n->o.on_progress)
+        return;
+    int64_t now = ec_mono_ms();
+    uint64_t epoch = 0;
+    pthread_mutex_lock(&n->lock);
+    if (!hang_due(n, now, &epoch)) {
+        pthread_mutex_unlock(&n->lock);
+        return;
+    }
+    size_t nm = (size_t)n->m.epoch->nmembers, k = 0;
+    snap_t *s = calloc(nm, sizeof(*s));
+    ec_hang_member_t *hm = calloc(nm, sizeof(*hm));
+    if (s && hm)
+        k = snapshot(n, now, s, hm);
     pthread_mutex_unlock(&n->lock);
     if (!s || !hm)
         goto out;
@@ -285,99 +406,12 @@ void ec__node_check_hangs(ec_node_t *n)
         ec_log(EC_LOG_WARN, "hang detection: %s", err.msg);
         goto out;
     }
-    if (d->action == EC_HANG_WAIT_UNTIL) {
-        /* its own timer: the planner has nothing to do then */
-        pthread_mutex_lock(&n->lock);
-        int64_t at = now + d->wait_ms;
-        if (n->hang.at < 0 || at < n->hang.at)
-            n->hang.at = at;
-        pthread_mutex_unlock(&n->lock);
-    }
-    bool after_stall = d->action == EC_HANG_SUSPECT && !d->straggler && n->hang.last;
-    if (!after_stall)
-        n->hang.settle_ms = 0;
-    else if (!n->hang.settle_ms)
-        n->hang.settle_ms = now;
-    if (after_stall && now - n->hang.settle_ms < EC_HANG_SETTLE_MS) {
-        /* the job resumes from a stall every node was in: the others'
-         * summaries saying so may be a second behind; look again then */
-        pthread_mutex_lock(&n->lock);
-        int64_t at = n->hang.settle_ms + EC_HANG_SETTLE_MS;
-        if (n->hang.at < 0 || at < n->hang.at)
-            n->hang.at = at;
-        pthread_mutex_unlock(&n->lock);
-        ec_hang_decision_free(d);
-        goto out;
-    }
-    if (d->action == EC_HANG_STALLED) {
-        if (!n->hang.last) {
-            ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": %s", epoch, d->why);
-            n->hang.last = strdup("stalled");
-        }
-    } else if (d->action != EC_HANG_SUSPECT && n->hang.last) {
-        free(n->hang.last);
-        n->hang.last = NULL;
-        ec__node_emit(n, "+hang-cleared epoch %" PRIu64 ": the job progresses again", epoch);
-    }
-    if (d->action == EC_HANG_SUSPECT) {
-        for (size_t i = 0; i < d->nsuspects; i++) {
-            snap_t *x = &s[d->suspects[i]];
-            struct ec_hang_seen *xs = &n->hang.seen[x->seen];
-            if (d->straggler && xs->straggled_ms &&
-                now - xs->straggled_ms < EC_STRAGGLER_HOLDOFF_MS)
-                continue;
-            if (xs->acted_seq == xs->seq && !d->straggler) {
-                /* told, and its summary has not changed since */
-                if (!xs->acted_ms || now - xs->acted_ms < EC_HANG_REACT_MS)
-                    continue;
-                xs->acted_ms = 0;
-                ec_error_t e = {0};
-                int rc = ec__node_evict(n, x->id, x->lease, x->mod, EC_DEPART_HUNG, &e);
-                ec__node_emit(n, "-node %s evicted: hung, and its agent did not restart its "
-                                 "processes within %d ms%s%s", x->id, EC_HANG_REACT_MS,
-                              rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
-                continue;
-            }
-            int64_t to = ec_hang_timeout_for(&cfg, &x->p);
-            if (!d->straggler && n->hang.told_id && strcmp(n->hang.told_id, x->id) &&
-                now - n->hang.told_ms < 2 * to + EC_HANG_REACT_MS) {
-                /* The node restarted for a hang a moment ago went on, and
-                 * now another stops where it did: a phase every node runs
-                 * (an evaluation, a checkpoint not declared), not a hang of
-                 * either.  Said once; acted on no more until the job
-                 * progresses again. */
-                if (!n->hang.last || strcmp(n->hang.last, "moved")) {
-                    ec__node_emit(n, "+hang-stalled epoch %" PRIu64 ": the silence moved from %s "
-                                  "(its processes restarted %.1f s ago) to %s: not one node's "
-                                  "hang, nothing is restarted (declare such a phase with "
-                                  "ecw_progress_pause/resume or ecoord.progress.paused()): %s",
-                                  epoch, n->hang.told_id,
-                                  (double)(now - n->hang.told_ms) / 1000.0, x->id, d->why);
-                    free(n->hang.last);
-                    n->hang.last = strdup("moved");
-                }
-                continue;
-            }
-            xs->acted_seq = xs->seq;
-            if (!d->straggler) {
-                free(n->hang.told_id);
-                n->hang.told_id = strdup(x->id);
-                n->hang.told_ms = now;
-            }
-            record_hung(n, x, epoch, d->why, d->straggler); /* the evidence, then the event */
-            ec__node_emit(n, "%s %s epoch %" PRIu64 ": %s", d->straggler ? "+straggler" :
-                          "+hang-suspect", x->id, epoch, d->why);
-            if (d->straggler) {
-                xs->straggled_ms = now;
-                ec_error_t e = {0};
-                int rc = ec__node_evict(n, x->id, x->lease, x->mod, EC_DEPART_HUNG, &e);
-                ec__node_emit(n, "-node %s evicted: straggler%s%s", x->id,
-                              rc < 0 ? "; not evicted: " : "", rc < 0 ? e.msg : "");
-                continue;
-            }
-            xs->acted_ms = now;
-            tell_hung(n, x, epoch, d->why);
-        }
+    if (d->action == EC_HANG_WAIT_UNTIL)
+        hang_at(n, now + d->wait_ms, false); /* the planner has nothing to do then */
+    if (!settling(n, d, now)) {
+        say_stall(n, d, epoch);
+        for (size_t i = 0; d->action == EC_HANG_SUSPECT && i < d->nsuspects; i++)
+            act_on_suspect(n, &cfg, d, &s[d->suspects[i]], epoch, now);
     }
     ec_hang_decision_free(d);
 out:
