@@ -148,6 +148,17 @@ static proc_t *by_id(proc_t *ps, const char **ids, int n, const char *id)
     return NULL;
 }
 
+/* Three nodes of job (key root `root`, ids ids[], N = nproc, lease TTL
+ * ttl s, --np=1:3) formed into epoch 1; its leader (malloc'd). */
+static char *form_three(const char *job, const char *root, const char **ids, proc_t *ps,
+                        int nproc, int ttl)
+{
+    for (int i = 0; i < 3; i++)
+        ps[i] = start_node(job, ids[i], 1, 3, nproc, 600000, ttl, 0);
+    ec_epoch_free(wait_epoch(root, 1, 3 * nproc, NULL, 10000));
+    return leader_of(root);
+}
+
 START_TEST(first_epoch_at_max_at_once)
 {
     const char *root = "/jmax/";
@@ -201,10 +212,7 @@ START_TEST(lease_expiry_reforms_without_node)
     /* TTL 4 s: the killed node is found by its peers' probes; a survivor's
      * keepalive stalled on a loaded machine does not lose its lease and
      * add an epoch */
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jloss", ids[i], 1, 3, 2, 600000, 4, 0);
-    ec_epoch_free(wait_epoch(root, 1, 6, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jloss", root, ids, ps, 2, 4);
     const char *victim = strcmp(l, "n2") ? "n2" : "n3";
     kill(by_id(ps, ids, 3, victim)->pid, SIGKILL);
     ec_epoch_t *ep = wait_epoch(root, 2, 4, victim, 10000);
@@ -224,10 +232,7 @@ START_TEST(graceful_leave_reforms_at_once)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jleave", ids[i], 1, 3, 1, 600000, 60, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jleave", root, ids, ps, 1, 60);
     const char *victim = strcmp(l, "n2") ? "n2" : "n3";
     kill(by_id(ps, ids, 3, victim)->pid, SIGTERM);
     ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 10000);
@@ -246,10 +251,8 @@ START_TEST(leader_kill9_replaced)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++) /* TTL 4 s: as in lease_expiry_reforms_without_node */
-        ps[i] = start_node("jldr", ids[i], 1, 3, 1, 600000, 4, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *old = leader_of(root);
+    /* TTL 4 s: as in lease_expiry_reforms_without_node */
+    char *old = form_three("jldr", root, ids, ps, 1, 4);
     kill(by_id(ps, ids, 3, old)->pid, SIGKILL);
     ec_epoch_t *ep = wait_epoch(root, 2, 2, old, 10000);
     ck_assert_int_eq(ep->number, 2); /* numbering goes on from the stored epoch */
@@ -307,10 +310,7 @@ START_TEST(frozen_leader_cannot_publish)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jstop", ids[i], 1, 3, 1, 600000, 2, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *old = leader_of(root);
+    char *old = form_three("jstop", root, ids, ps, 1, 2);
     proc_t *p = by_id(ps, ids, 3, old);
     ec_test_sigstop(p->pid);
     /* Past its TTL the others re-form without it under a new leader. */
@@ -379,15 +379,12 @@ static uint16_t probe_port_of(const char *root, const char *id)
 /* Three nodes of job (key root root) with ids ids[], their rings probing
  * every 100 ms, formed into epoch 1; the leader (malloc'd), and a victim
  * that is not the leader with its probe port. */
-static char *ring_of_three(const char *job, const char *root, const char *ids[3], proc_t ps[3],
+static char *ring_of_three(const char *job, const char *root, const char **ids, proc_t *ps,
                            const char **victim, uint16_t *port)
 {
     setenv("EC_TEST_WATCH_PEERS_MS", "100", 1);
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node(job, ids[i], 1, 3, 1, 600000, 10, 0);
+    char *l = form_three(job, root, ids, ps, 1, 10);
     unsetenv("EC_TEST_WATCH_PEERS_MS");
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
     *victim = strcmp(l, ids[2]) ? ids[2] : ids[1];
     *port = probe_port_of(root, *victim);
     ck_assert_uint_gt(*port, 0);
@@ -921,10 +918,7 @@ START_TEST(silent_member_evicted_before_its_ttl)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jev", ids[i], 1, 3, 1, 600000, 30, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jev", root, ids, ps, 1, 30);
     const char *victim = strcmp(l, "n3") ? "n3" : "n2";
     const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(victim, "n2") ? "n2" : "n3");
     proc_t *v = by_id(ps, ids, 3, victim);
@@ -988,10 +982,7 @@ START_TEST(silent_leader_evicted_by_a_follower)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jel", ids[i], 1, 3, 1, 600000, 30, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jel", root, ids, ps, 1, 30);
     const char *others[2];
     for (int i = 0, k = 0; i < 3; i++)
         if (strcmp(ids[i], l))
@@ -1028,10 +1019,7 @@ START_TEST(false_suspicion_costs_one_probe)
     const char *root = "/jfs/";
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jfs", ids[i], 1, 3, 1, 600000, 30, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jfs", root, ids, ps, 1, 30);
     const char *accused = strcmp(l, "n3") ? "n3" : "n2";
     const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(accused, "n2") ? "n2" : "n3");
     report_suspect("jfs", 1, reporter, accused);
@@ -1056,10 +1044,7 @@ START_TEST(member_found_alive_then_silent_evicted_on_a_newer_report)
     const char *root = "/jre/";
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jre", ids[i], 1, 3, 1, 600000, 30, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jre", root, ids, ps, 1, 30);
     const char *accused = strcmp(l, "n3") ? "n3" : "n2";
     const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(accused, "n2") ? "n2" : "n3");
     report_suspect("jre", 1, reporter, accused);
@@ -1090,10 +1075,7 @@ START_TEST(agent_and_worker_reports_of_one_node_both_count)
     ec_test_obs_t *o = ec_test_obs_start(c, root);
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jsrc", ids[i], 1, 3, 1, 600000, 30, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jsrc", root, ids, ps, 1, 30);
     const char *others[2];
     for (int i = 0, k = 0; i < 3; i++)
         if (strcmp(ids[i], l))
@@ -1148,10 +1130,7 @@ START_TEST(evicted_member_never_in_the_next_epoch)
     const char *root = "/jnx/";
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jnx", ids[i], 1, 3, 1, 600000, 30, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jnx", root, ids, ps, 1, 30);
     const char *victim = strcmp(l, "n3") ? "n3" : "n2";
     const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(victim, "n2") ? "n2" : "n3");
     ec_test_sigstop(by_id(ps, ids, 3, victim)->pid);
@@ -1425,10 +1404,7 @@ START_TEST(leader_leaving_gracefully_is_a_leave)
     const char *root = "/jlleave/";
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
-    for (int i = 0; i < 3; i++)
-        ps[i] = start_node("jlleave", ids[i], 1, 3, 1, 600000, 30, 0);
-    ec_epoch_free(wait_epoch(root, 1, 3, NULL, 10000));
-    char *l = leader_of(root);
+    char *l = form_three("jlleave", root, ids, ps, 1, 30);
     kill(by_id(ps, ids, 3, l)->pid, SIGTERM);
     ec_epoch_t *ep = wait_epoch(root, 2, 2, l, 5000); /* TTL 30 s: only the leave explains it */
     ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
