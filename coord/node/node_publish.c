@@ -194,8 +194,13 @@ static void plan_refusals(ec_node_t *n, const ec_plan_decision_t *d, ec_model_no
     if (!d->n_refused)
         return;
     p->ref = calloc(d->n_refused, sizeof(*p->ref));
-    if (!p->ref)
+    if (!p->ref) {
+        /* the refused nodes learn why on a later plan */
+        ec_log(EC_LOG_ERROR, "out of memory marking %zu refused nodes of job %s: trying again "
+                             "in 1 s; free memory on this machine", d->n_refused, n->job_id);
+        ec__node_wake_by(n, ec_mono_ms() + EC_NODE_IDLE_MS);
         return;
+    }
     for (size_t i = 0; i < d->n_refused; i++) {
         ec_model_node_t *m = plan_nodes[d->refused[i].node];
         if (!m->rec || (m->rec->state == EC_NODE_FAILED && m->rec->reason &&
