@@ -438,6 +438,62 @@ static int build(ecw_t *w, const snap_t *s, int rank, int64_t deadline, ec_error
 
 static void report_suspects(ecw_t *w, uint64_t cur);
 
+/* No epoch this process could join came by its deadline: say which wait
+ * ran out, with the last epoch tried (why). */
+static int no_epoch(ecw_t *w, bool admission, const char *why, ec_error_t *err)
+{
+    if (admission)
+        return ec_errorf(err, EC_ETIMEDOUT, "node %s was not admitted to an epoch "
+                         "within %d ms (ECOORD_WORKER_ADMIT_TIMEOUT_MS; the last one: "
+                         "%s)", w->o.node_id, w->o.admit_timeout_ms, why);
+    return ec_errorf(err, EC_ETIMEDOUT, "no epoch this process could join within %d "
+                     "ms (the last one tried: %s); is the agent running, and with "
+                     "--rebuild=inprocess?", w->o.rebuild_timeout_ms, why);
+}
+
+/* Whether epoch s leaves this process out: its node is not a member (a
+ * standby, or not admitted yet), or it was planned before this process was
+ * started (its node stepping out for it, or taken over by a new agent).
+ * Says why in why[len]; *waiting: the wait is the admission's (no deadline
+ * but admit_timeout_ms). */
+static bool left_out(ecw_t *w, const snap_t *s, bool ahead, bool *waiting, char *why, size_t len)
+{
+    if (s->m_id < 0) {
+        snprintf(why, len, "node %s is not in epoch %" PRIu64 " (a standby, or not admitted "
+                 "yet)", w->o.node_id, s->number);
+        ecw__log(w, ECW_LOG_INFO, "%s: waiting for an epoch that includes it", why);
+        *waiting = ahead;
+        return true;
+    }
+    if (w->o.incarnation && s->incarnation < w->o.incarnation) {
+        snprintf(why, len, "epoch %" PRIu64 " admitted node %s's incarnation %" PRIu64
+                 ", this process belongs to %" PRIu64, s->number, w->o.node_id, s->incarnation,
+                 w->o.incarnation);
+        ecw__log(w, ECW_LOG_INFO, "%s: waiting for an epoch that admits it", why);
+        *waiting = true;
+        return true;
+    }
+    return false;
+}
+
+/* Epoch s's communicator is built: this process is rank `rank` of it. */
+static void adopt(ecw_t *w, const snap_t *s, int rank, int64_t t0, int64_t tb)
+{
+    atomic_store(&w->rank, rank);
+    atomic_store(&w->world, s->world);
+    atomic_store(&w->nnodes, s->nmembers);
+    atomic_store(&w->m_id, s->m_id);
+    atomic_store(&w->nproc, s->nproc);
+    atomic_store(&w->built_num, s->number);
+    atomic_store(&w->broken, 0);
+    atomic_store(&w->cur_num, s->number);
+    ecw__timing_mark(w, s->number, ECW__T_READY);
+    int64_t now = ec_mono_ms();
+    ecw__log(w, ECW_LOG_INFO, "+comm epoch %" PRIu64 " rank=%d world=%d backend=%s "
+             "ready in %" PRId64 " ms (connect %" PRId64 " ms)", s->number, rank,
+             s->world, w->be->name, now - t0, now - tb);
+}
+
 static int rebuild(ecw_t *w, ec_error_t *err)
 {
     if (atomic_load(&w->restart))
@@ -487,32 +543,11 @@ static int rebuild(ecw_t *w, ec_error_t *err)
         if (!newest(w, floor, dl, &s)) {
             if (waiting && ec_mono_ms() < admit_deadline)
                 continue; /* still not admitted: wait on (finalize ends it) */
-            if (waiting)
-                return ec_errorf(err, EC_ETIMEDOUT, "node %s was not admitted to an epoch "
-                                 "within %d ms (ECOORD_WORKER_ADMIT_TIMEOUT_MS; the last one: "
-                                 "%s)", w->o.node_id, w->o.admit_timeout_ms, why);
-            return ec_errorf(err, EC_ETIMEDOUT, "no epoch this process could join within %d "
-                             "ms (the last one tried: %s); is the agent running, and with "
-                             "--rebuild=inprocess?", w->o.rebuild_timeout_ms, why);
+            return no_epoch(w, waiting, why, err);
         }
         floor = s.number + 1; /* whatever happens, never this epoch again */
-        if (s.m_id < 0) {
-            snprintf(why, sizeof(why), "node %s is not in epoch %" PRIu64 " (a standby, or not "
-                     "admitted yet)", w->o.node_id, s.number);
-            ecw__log(w, ECW_LOG_INFO, "%s: waiting for an epoch that includes it", why);
-            waiting = ahead;
+        if (left_out(w, &s, ahead, &waiting, why, sizeof(why)))
             continue;
-        }
-        if (w->o.incarnation && s.incarnation < w->o.incarnation) {
-            /* planned before this process was started (its node is
-             * stepping out for it, or was taken over by a new agent) */
-            snprintf(why, sizeof(why), "epoch %" PRIu64 " admitted node %s's incarnation %" PRIu64
-                     ", this process belongs to %" PRIu64, s.number, w->o.node_id, s.incarnation,
-                     w->o.incarnation);
-            ecw__log(w, ECW_LOG_INFO, "%s: waiting for an epoch that admits it", why);
-            waiting = true;
-            continue;
-        }
         if (waiting) {
             waiting = false;
             deadline = ec_mono_ms() + w->o.rebuild_timeout_ms;
@@ -552,19 +587,7 @@ static int rebuild(ecw_t *w, ec_error_t *err)
         int64_t tb = ec_mono_ms();
         rc = build(w, &s, rank, deadline, err);
         if (rc == 0) {
-            atomic_store(&w->rank, rank);
-            atomic_store(&w->world, s.world);
-            atomic_store(&w->nnodes, s.nmembers);
-            atomic_store(&w->m_id, s.m_id);
-            atomic_store(&w->nproc, s.nproc);
-            atomic_store(&w->built_num, s.number);
-            atomic_store(&w->broken, 0);
-            atomic_store(&w->cur_num, s.number);
-            ecw__timing_mark(w, s.number, ECW__T_READY);
-            int64_t now = ec_mono_ms();
-            ecw__log(w, ECW_LOG_INFO, "+comm epoch %" PRIu64 " rank=%d world=%d backend=%s "
-                     "ready in %" PRId64 " ms (connect %" PRId64 " ms)", s.number, rank,
-                     s.world, w->be->name, now - t0, now - tb);
+            adopt(w, &s, rank, t0, tb);
             return 0;
         }
         if (atomic_load(&w->latest_num) > s.number) {
