@@ -454,11 +454,9 @@ static pid_t start_impostor(uint16_t port, const char *id)
  * 127.0.0.1 as soon as it is free (trying without pause, so that the
  * killed agent's port refuses for as short a time as possible), listens
  * with no backlog and fills it with one connection of its own: the kernel
- * then drops every SYN to it.  Killed by teardown; returns once it holds
- * the port. */
-static int hole_ready_fd = -1;
-
-static pid_t start_black_hole(uint16_t port)
+ * then drops every SYN to it.  Killed by teardown; *ready becomes readable
+ * once it holds the port (black_hole_ready). */
+static pid_t start_black_hole(uint16_t port, int *ready_fd)
 {
     int ready[2];
     ck_assert_int_eq(pipe(ready), 0);
@@ -481,18 +479,18 @@ static pid_t start_black_hole(uint16_t port)
     }
     close(ready[1]);
     pids[npids++] = pid;
-    hole_ready_fd = ready[0];
+    *ready_fd = ready[0];
     return pid;
 }
 
 /* Wait for start_black_hole's child to hold its port. */
-static void black_hole_ready(pid_t pid, uint16_t port)
+static void black_hole_ready(pid_t pid, int ready_fd, uint16_t port)
 {
-    struct pollfd rf = {hole_ready_fd, POLLIN, 0};
+    struct pollfd rf = {ready_fd, POLLIN, 0};
     char b;
-    ck_assert_msg(poll(&rf, 1, (int)ec_test_ms(10000)) == 1 && read(hole_ready_fd, &b, 1) == 1,
+    ck_assert_msg(poll(&rf, 1, (int)ec_test_ms(10000)) == 1 && read(ready_fd, &b, 1) == 1,
                   "process %d could not hold 127.0.0.1:%u", (int)pid, port);
-    close(hole_ready_fd);
+    close(ready_fd);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     /* a connect now gets no handshake: poll it for 200 ms */
@@ -526,11 +524,12 @@ START_TEST(a_gone_host_is_evicted_on_one_set_of_the_leaders_probes)
     for (int i = 0; i < 3; i++)
         if (strcmp(ids[i], victim))
             ck_assert(wait_log(ps[i].log, watching, 5000));
-    pid_t hole = start_black_hole(port);
+    int hole_ready;
+    pid_t hole = start_black_hole(port, &hole_ready);
     int64_t t0 = ec_test_now_ms();
     kill(v->pid, SIGKILL);
     ck_assert_int_eq(ec_test_reap(v->pid, 5000), 128 + SIGKILL);
-    black_hole_ready(hole, port);
+    black_hole_ready(hole, hole_ready, port);
     ec_epoch_t *ep = wait_epoch(root, 2, 2, victim, 5000);
     printf("# host gone (SYNs dropped): %lld ms from the kill to an epoch without it (lease TTL "
            "10 s)\n", (long long)(ec_test_now_ms() - t0));

@@ -38,7 +38,6 @@ void ec__ka_lost(ec_keepalive_t *ka, const char *why);
 bool ec__ka_gate_open(ec_keepalive_t *ka);
 /* Sleep ms (<= 0: look only) or until stop is asked; true if stopping. */
 bool ec__ka_wait(ec_keepalive_t *ka, int64_t ms);
-bool ec__ka_stopping(ec_keepalive_t *ka);
 /* A refresh sent at sent_ms (monotonic; < 0: not known) was answered. */
 void ec__ka_confirmed(ec_keepalive_t *ka, int64_t sent_ms);
 

@@ -92,7 +92,7 @@ void ec__ka_lost(ec_keepalive_t *ka, const char *why)
         ka->cb(ka->id, why, ka->arg);
 }
 
-bool ec__ka_stopping(ec_keepalive_t *ka)
+static bool ka_stopping(ec_keepalive_t *ka)
 {
     pthread_mutex_lock(&ka->lock);
     bool s = ka->stop;
@@ -143,7 +143,7 @@ static void *ka_main(void *arg)
     enum { NSENT = 16 };
     int64_t sent[NSENT];
     int sent_head = 0, nsent = 0;
-    while (!ec__ka_stopping(ka)) {
+    while (!ka_stopping(ka)) {
         ec__stream_t s;
         ec_error_t err = {0};
         sent_head = nsent = 0; /* a new stream: nothing of the old one will be answered */

@@ -47,11 +47,10 @@ static struct probed *probed_of(ec_node_t *n, uint64_t members_epoch, const char
     return NULL;
 }
 
-/* The entry of report list `list` that names `id` ("<id>" or
+/* The entry of report list `list` that names the id id[0..n) ("<id>" or
  * "<id>@<rtt_us>", detector.h), or NULL. */
-static const char *entry_of(const char *list, const char *id)
+static const char *entry_of(const char *list, const char *id, size_t n)
 {
-    size_t n = strlen(id);
     for (const char *e = list; e && *e; e = strchr(e, ',') ? strchr(e, ',') + 1 : NULL)
         if (ec_detect_entry_id_len(e) == n && !strncmp(e, id, n))
             return e;
@@ -60,7 +59,7 @@ static const char *entry_of(const char *list, const char *id)
 
 static bool names(const char *list, const char *id)
 {
-    return entry_of(list, id) != NULL;
+    return entry_of(list, id, strlen(id)) != NULL;
 }
 
 /* The round trip to `id` that the reports naming it carry (the ring
@@ -71,7 +70,7 @@ static int64_t reported_rtt_of(ec_node_t *n, uint64_t cur, const char *id)
     int64_t rtt = 0;
     for (size_t i = 0; i < n->m.nsus; i++) {
         const char *e = n->m.sus[i].epoch >= n->ev.members_epoch && n->m.sus[i].epoch <= cur
-                            ? entry_of(n->m.sus[i].ids, id) : NULL;
+                            ? entry_of(n->m.sus[i].ids, id, strlen(id)) : NULL;
         int64_t r = e ? ec_detect_entry_rtt_us(e) : 0;
         rtt = r > rtt ? r : rtt;
     }
@@ -727,6 +726,13 @@ void ec__evict_fini(ec_node_t *n)
 
 /* ---- eviction's public calls (node.h) ----------------------------------- */
 
+/* Whether report entry a takes the place of entry b of the same id in a
+ * report: unless b alone carries a round trip. */
+static bool supersedes(const char *a, const char *b)
+{
+    return ec_detect_entry_rtt_us(a) > 0 || ec_detect_entry_rtt_us(b) == 0;
+}
+
 int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids, size_t nids,
                             ec_error_t *err)
 {
@@ -746,15 +752,15 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
         n->ev.my_rep_epoch = epoch;
     }
     /* ids[i] may carry the reporter's round trip ("<id>@<rtt_us>",
-     * detector.h): a newer entry for an id replaces the older one, unless
-     * it carries none and the older one does */
+     * detector.h): each id once, the newer entry unless only the older one
+     * carries a round trip (supersedes) */
     ec_strbuf_t v = EC_STRBUF_INIT, shown = EC_STRBUF_INIT;
     for (const char *e = n->ev.my_rep; e && *e; e = strchr(e, ',') ? strchr(e, ',') + 1 : NULL) {
         size_t k = ec_detect_entry_id_len(e);
         bool replaced = false;
         for (size_t i = 0; i < nids && !replaced; i++)
             replaced = ec_detect_entry_id_len(ids[i]) == k && !strncmp(ids[i], e, k) &&
-                       (ec_detect_entry_rtt_us(ids[i]) > 0 || ec_detect_entry_rtt_us(e) == 0);
+                       supersedes(ids[i], e);
         if (!replaced) {
             ec_strbuf_sep(&v, ",");
             ec_strbuf_putn(&v, e, strcspn(e, ","));
@@ -767,11 +773,9 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
         bool dup = false;
         for (size_t j = 0; j < i && !dup; j++)
             dup = ec_detect_entry_id_len(ids[j]) == k && !strncmp(ids[j], ids[i], k);
-        char id[EC_DETECT_ENTRY_MAX];
-        snprintf(id, sizeof(id), "%.*s", (int)k, ids[i]);
-        const char *old = entry_of(n->ev.my_rep, id);
-        if (dup || (old && ec_detect_entry_rtt_us(ids[i]) == 0 && ec_detect_entry_rtt_us(old) > 0))
-            continue; /* kept above */
+        const char *old = entry_of(n->ev.my_rep, ids[i], k);
+        if (dup || (old && !supersedes(ids[i], old)))
+            continue; /* the older entry, kept above */
         ec_strbuf_sep(&v, ",");
         ec_strbuf_puts(&v, ids[i]);
         ec_strbuf_sep(&shown, ",");

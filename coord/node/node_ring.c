@@ -220,7 +220,8 @@ static void *ring(void *arg)
          * that registered again (a new lease, the same epoch) is not taken
          * for gone on a stale lease. */
         const char *silent[EC_RING_WATCHERS];
-        char entry[EC_RING_WATCHERS][EC_DETECT_ENTRY_MAX];
+        char entry[EC_RING_WATCHERS][EC_DETECT_ENTRY_MAX]; /* fits any id and round trip */
+        const watched_t *v = NULL; /* the first silent one, for the line below */
         size_t ns = 0;
         char list[512] = "";
         int64_t now = ec_mono_ms();
@@ -233,9 +234,9 @@ static void *ring(void *arg)
                 continue;
             /* with our round trip to it: the leader's probe then takes no
              * handshake on a link we measured fast for its host gone */
-            if (ec_detect_entry_format(entry[ns], sizeof(entry[ns]), w[i].id, w[i].d.rtt_us) < 0)
-                snprintf(entry[ns], sizeof(entry[ns]), "%s", w[i].id);
+            ec_detect_entry_format(entry[ns], sizeof(entry[ns]), w[i].id, w[i].d.rtt_us);
             silent[ns] = entry[ns];
+            v = v ? v : &w[i];
             ns++;
             snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", ns > 1 ? "," : "",
                      w[i].id);
@@ -247,11 +248,6 @@ static void *ring(void *arg)
             reported[0] = '\0';
         if (!ns || !strcmp(list, reported))
             continue;
-        const watched_t *v = NULL;
-        for (size_t i = 0; i < nw && !v; i++)
-            if (!strncmp(w[i].id, silent[0], ec_detect_entry_id_len(silent[0])) &&
-                strlen(w[i].id) == ec_detect_entry_id_len(silent[0]))
-                v = &w[i];
         ec__node_emit(n, "+peer %s silent: %s for %lld ms (%d failed rounds of probes, deadline "
                          "%lld ms, round trip %.2f ms, health %d); reporting", list,
                       v->d.refused >= 2 ? "turned away" : "no answer",
