@@ -175,6 +175,7 @@ void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx)
     n->loop.dirty |= fx->dirty;
     n->loop.touched |= fx->touched;
     n->loop.self_bad |= fx->self_bad;
+    ec__reg_saw_epoch(n, n->m.epoch_seen_max);
 }
 
 ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n)
@@ -205,6 +206,13 @@ void ec__node_wake_sleeper(ec_node_t *n)
         pthread_cond_signal(&n->cond);
         pthread_mutex_unlock(&n->lock);
     }
+}
+
+void ec__node_wake(ec_node_t *n)
+{
+    pthread_mutex_lock(&n->lock);
+    pthread_cond_signal(&n->cond);
+    pthread_mutex_unlock(&n->lock);
 }
 
 bool ec__node_loop_alive(void *arg)
@@ -611,6 +619,7 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     n->o.node_id = n->node_id;
     n->loop.wake_at = -1;
     ec__reg_init(n);
+    ec__evict_init(n);
     ec__elect_init(n);
     ec__pub_on_lead(n); /* the planner's clocks start now */
     ec__hang_init(n);

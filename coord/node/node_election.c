@@ -222,7 +222,7 @@ void ec__node_elect(ec_node_t *n)
         ec_elect_view_t v = {
             .am_leader = n->el.am_leader,
             .my_leader_rev = n->el.my_leader_rev,
-            .my_lease = ec__reg_lease(n),
+            .my_lease = ec_node_lease(n),
             .key_present = n->m.leader_create_rev != 0,
             .key_names_me = n->m.leader_id && !strcmp(n->m.leader_id, n->node_id),
             .key_create_rev = n->m.leader_create_rev,

@@ -711,6 +711,11 @@ bool ec__evict_unseen(ec_node_t *n)
     return true;
 }
 
+void ec__evict_init(ec_node_t *n)
+{
+    pthread_mutex_init(&n->ev.rep_lock, NULL);
+}
+
 void ec__evict_fini(ec_node_t *n)
 {
     for (size_t i = 0; i < n->ev.nprobed; i++)
@@ -722,6 +727,7 @@ void ec__evict_fini(ec_node_t *n)
         free(n->ev.held[i].by);
     }
     free(n->ev.held);
+    pthread_mutex_destroy(&n->ev.rep_lock);
 }
 
 /* ---- eviction's public calls (node.h) ----------------------------------- */
@@ -744,8 +750,11 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
      * this agent reported in the epoch (the ring, a dead local process, a
      * follower confirming a silent leader), so a later report never takes
      * back an earlier one; written again even when unchanged, as a newer
-     * sighting (the leader probes again on it). */
-    pthread_mutex_lock(&n->lock);
+     * sighting (the leader probes again on it).  Under the reports' own
+     * lock, held through the write, so that two reporters' unions reach
+     * etcd in the order they were made. */
+    int64_t lease = ec_node_lease(n);
+    pthread_mutex_lock(&n->ev.rep_lock);
     if (n->ev.my_rep_epoch != epoch) {
         free(n->ev.my_rep);
         n->ev.my_rep = NULL;
@@ -783,15 +792,15 @@ int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids
     }
     char *val = ec_strbuf_take(&v), *who = ec_strbuf_take(&shown);
     if (!val || !who) {
-        pthread_mutex_unlock(&n->lock);
+        pthread_mutex_unlock(&n->ev.rep_lock);
         free(val);
         free(who);
         return ec_errorf(err, EC_ENOMEM, "out of memory");
     }
     free(n->ev.my_rep);
     n->ev.my_rep = strdup(val);
-    pthread_mutex_unlock(&n->lock);
-    int rc = ec_etcd_put(n->c, key, val, strlen(val), ec_node_lease(n), NULL, err);
+    int rc = ec_etcd_put(n->c, key, val, strlen(val), lease, NULL, err);
+    pthread_mutex_unlock(&n->ev.rep_lock);
     if (rc == 0)
         ec__node_emit(n, "+suspect %s in epoch %llu (reported by %s)", who, (unsigned long long)epoch,
              n->node_id);

@@ -27,6 +27,25 @@
  * checks it).  All of them read the context (options, ids, keys, the etcd
  * client) and the job's model `m` under `lock`.
  *
+ * Locks, and who owns what (each part below says which):
+ *   lock           the job's model `m`, what feeds it (n->feed) and the
+ *                  loop's flags and `cond` (n->loop): what the watch
+ *                  threads and the public calls write for the loop;
+ *   reg.lock       registration (n->reg): the agent's calls about its own
+ *                  node and the keepalive's lost lease, which never wait
+ *                  for the model (a listing holds `lock` up to an etcd
+ *                  call's deadline);
+ *   ev.rep_lock    this agent's own suspicion reports (any thread);
+ *   feed.qlock     the leader's queue of watch events;
+ *   none           election (n->el), publishing (n->pub), hangs (n->hang
+ *                  but its timer, under `lock`) and eviction's memory
+ *                  (n->ev but its reports): the coordinator thread alone,
+ *                  reading the model under `lock`.
+ * Order: `lock`, then reg.lock; ev.rep_lock, then reg.lock; feed.qlock
+ * alone.  reg.lock and feed.qlock are leaves: nothing is taken under them.
+ * ThreadSanitizer checks the order (tests/tsan.sh: lock-order inversions
+ * are reports).
+ *
  * Threads: the coordinator thread runs the loop; the watch threads apply
  * events to the model (ec_model_apply) under `lock` and wake the loop (the
  * leader's watch of the whole job only queues them, and the loop applies
@@ -103,9 +122,15 @@ struct ec__loop {
     int64_t delivered_status_rev;
 };
 
-/* node_register.c: registration, our record and our lease (under `lock`;
- * probe_key: written once before registering, read-only after) */
+/* node_register.c: registration, our record and our lease, under the
+ * registration's own `lock` (a leaf: nothing else is taken while it is
+ * held; it may be taken with the model's `lock` held).  The agent's calls
+ * about its own node (the fence's clock above all) and the keepalive's
+ * report of a lost lease take only it, never the model's: those never wait
+ * for a listing of the job.  probe_key: written once before registering,
+ * read-only after. */
 struct ec__reg {
+    pthread_mutex_t lock;
     int64_t lease;
     ec_keepalive_t *ka;
     bool lease_lost; /* the keepalive reported it: the loop registers again */
@@ -117,6 +142,7 @@ struct ec__reg {
     ec_node_boot_t boot;         /* phase 0: not gated */
     uint32_t fence_stops;        /* our record's: times the fence stopped our processes */
     ec_node_progress_t progress; /* our progress summary, written with our record */
+    uint64_t epoch_seen;         /* the model's epoch_seen_max, as the loop gave it */
     ec_probe_server_t *probe;
     /* the run's probe secret: proves this agent's answers and checks its
      * peers' (probe_proof.h) */
@@ -183,7 +209,9 @@ struct ec__pub {
     char *cause_key, *cause_text, *cause_told;
 };
 
-/* node_evict.c: suspicion, eviction and readmission (under `lock`) */
+/* node_evict.c: suspicion, eviction and readmission (the coordinator
+ * thread; read with the model under `lock`), and this agent's own reports
+ * (my_rep*: any thread, under rep_lock alone) */
 struct ec__evict {
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
@@ -209,7 +237,9 @@ struct ec__evict {
     int64_t evicted_rev, evicted_at_ms;
     /* what this node's agent reported in my_rep_epoch (a comma list): every
      * report of it writes the union (the ring, a dead local process, a
-     * follower's confirmation of a silent leader) */
+     * follower's confirmation of a silent leader); rep_lock is held through
+     * the write, and nothing but registration's lock is taken under it */
+    pthread_mutex_t rep_lock;
     uint64_t my_rep_epoch;
     char *my_rep;
     /* Nodes evicted as silent (or found silent on a quorum's reports), held
@@ -426,20 +456,25 @@ bool ec__node_stopping(const ec_node_t *n);
  * waits; and wake the loop if it sleeps (a watch queued events). */
 void ec__node_beat(ec_node_t *n);
 void ec__node_wake_sleeper(ec_node_t *n);
+/* Any thread, lock not held: wake the loop for a pass (a flag it reads
+ * under `lock` changed elsewhere: a lost lease, a record to write again). */
+void ec__node_wake(ec_node_t *n);
 
-/* node_register.c (lock held unless marked) */
+/* node_register.c: any thread, the model's lock held or not (each call
+ * takes registration's own, a leaf) unless marked */
 void ec__reg_init(ec_node_t *n);                     /* before any thread */
 void ec__reg_fini(ec_node_t *n);                     /* after every thread */
 int ec__reg_serve_probe(ec_node_t *n, ec_error_t *err); /* ec_node_start */
 void ec__reg_abandon(ec_node_t *n); /* ec_node_start failed: revoke our lease */
-/* Any thread, no lock: the run's probe verifier (read-only once registered). */
+/* The run's probe verifier (read-only once registered). */
 const ec_probe_verifier_t *ec__reg_verify(const ec_node_t *n);
 /* Our record must be written again (the loop retries until it is). */
 void ec__reg_mark_pending(ec_node_t *n);
-bool ec__reg_pending(const ec_node_t *n);
+bool ec__reg_pending(ec_node_t *n);
 bool ec__reg_take_pending(ec_node_t *n);
-bool ec__reg_lease_lost(const ec_node_t *n);
-int64_t ec__reg_lease(const ec_node_t *n);
+bool ec__reg_lease_lost(ec_node_t *n);
+/* The highest epoch number the model has seen, for our record. */
+void ec__reg_saw_epoch(ec_node_t *n, uint64_t number);
 /* Coordinator thread, no lock: our lease was lost; register under a new one. */
 int ec__reg_renew(ec_node_t *n, ec_error_t *err);
 /* No lock: write our record as leaving and revoke our lease. */
@@ -470,6 +505,7 @@ void ec__pub_fini(ec_node_t *n);
  * planner waits for it, at most EC_EVICT_SEEN_WAIT_MS: the loop is woken
  * then). */
 bool ec__evict_unseen(ec_node_t *n);
+void ec__evict_init(ec_node_t *n); /* before any thread */
 void ec__evict_fini(ec_node_t *n);
 
 /* node_hang.c (lock held) */

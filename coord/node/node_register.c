@@ -29,17 +29,17 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     r->place = n->o.place;
     for (int i = 0; i < n->o.ndevices; i++)
         r->device_ids[i] = strdup(n->devices[i]);
-    pthread_mutex_lock(&n->lock);
+    r->run = n->run;
+    pthread_mutex_lock(&n->reg.lock);
     r->incarnation = n->reg.incarnation;
     r->state = n->reg.state;
     r->reason = n->reg.reason ? strdup(n->reg.reason) : NULL;
     r->registered_at_ms = n->reg.registered_at_ms;
-    r->run = n->run;
-    r->epoch_seen = n->m.epoch_seen_max;
+    r->epoch_seen = n->reg.epoch_seen;
     r->progress = n->reg.progress;
     r->boot = n->reg.boot;
     r->fence_stops = n->reg.fence_stops;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     r->agent_version = n->agent_version ? strdup(n->agent_version) : NULL;
     int rc = ec_node_rec_encode(r, buf, len, err);
     ec_node_rec_free(r);
@@ -49,12 +49,13 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
 static void on_lease_lost(int64_t lease, const char *why, void *arg)
 {
     ec_node_t *n = arg;
-    pthread_mutex_lock(&n->lock);
-    if (lease == n->reg.lease) {
+    pthread_mutex_lock(&n->reg.lock);
+    bool ours = lease == n->reg.lease;
+    if (ours)
         n->reg.lease_lost = true;
-        pthread_cond_signal(&n->cond);
-    }
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
+    if (ours)
+        ec__node_wake(n);
     (void)why;
 }
 
@@ -133,9 +134,9 @@ static int create_record(ec_node_t *n, bool take_own, int64_t *lease_out, ec_err
         return rc;
     void *buf = NULL;
     size_t len = 0;
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     n->reg.registered_at_ms = ec_wall_ms();
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     if ((rc = encode_self(n, &buf, &len, err)) < 0)
         goto fail;
     ec_cmp_t absent = {.key = n->k_node, .target = EC_CMP_CREATE, .result = EC_CMP_EQUAL};
@@ -259,10 +260,10 @@ int ec__node_do_register(ec_node_t *n, int64_t old_lease, ec_error_t *err)
             /* A new agent for the same node: its processes, ports and
              * perhaps host are new, so the job must re-form around it (the
              * planner sees a new incarnation: reason restart). */
-            pthread_mutex_lock(&n->lock);
+            pthread_mutex_lock(&n->reg.lock);
             if (n->reg.incarnation <= e.incarnation)
                 n->reg.incarnation = e.incarnation + 1;
-            pthread_mutex_unlock(&n->lock);
+            pthread_mutex_unlock(&n->reg.lock);
             if (take_away(n, &e, NULL))
                 ec__node_emit(n, "+node %s took over its record: the agent that held it (host "
                                  "%s) no longer answers at %s:%u", n->node_id, e.host, e.host,
@@ -298,11 +299,11 @@ registered:;
         return err ? err->code : EC_ESYS;
     }
     ec_keepalive_set_gate(ka, ec__node_loop_alive, n);
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     n->reg.lease = lease;
     n->reg.ka = ka;
     n->reg.lease_lost = false;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     ec__node_emit(n, "+node %s registered host=%s nproc=%d lease=%llx run=%llu", n->node_id,
                   n->host, n->o.nproc, (unsigned long long)lease, (unsigned long long)n->run);
     ec__node_phase(n, EC_PEV_REGISTERED, "registered under its lease");
@@ -325,6 +326,7 @@ int ec__node_put_self(ec_node_t *n, ec_error_t *err)
 
 void ec__reg_init(ec_node_t *n)
 {
+    pthread_mutex_init(&n->reg.lock, NULL);
     n->reg.state = EC_NODE_JOINING;
     if (n->o.boot_gated) { /* fields past an older caller's size are zero */
         n->reg.boot.phase = EC_BOOT_BOOTING;
@@ -347,8 +349,9 @@ int ec__reg_serve_probe(ec_node_t *n, ec_error_t *err)
 
 void ec__reg_abandon(ec_node_t *n)
 {
-    if (n->reg.lease)
-        ec_etcd_lease_revoke(n->c, n->reg.lease, NULL);
+    int64_t lease = ec_node_lease(n);
+    if (lease)
+        ec_etcd_lease_revoke(n->c, lease, NULL);
 }
 
 void ec__reg_fini(ec_node_t *n)
@@ -356,6 +359,7 @@ void ec__reg_fini(ec_node_t *n)
     ec_keepalive_stop(n->reg.ka);
     ec_probe_server_stop(n->reg.probe);
     free(n->reg.reason);
+    pthread_mutex_destroy(&n->reg.lock);
 }
 
 const ec_probe_verifier_t *ec__reg_verify(const ec_node_t *n)
@@ -365,38 +369,51 @@ const ec_probe_verifier_t *ec__reg_verify(const ec_node_t *n)
 
 void ec__reg_mark_pending(ec_node_t *n)
 {
+    pthread_mutex_lock(&n->reg.lock);
     n->reg.pending = true;
+    pthread_mutex_unlock(&n->reg.lock);
 }
 
-bool ec__reg_pending(const ec_node_t *n)
+bool ec__reg_pending(ec_node_t *n)
 {
-    return n->reg.pending;
+    pthread_mutex_lock(&n->reg.lock);
+    bool p = n->reg.pending;
+    pthread_mutex_unlock(&n->reg.lock);
+    return p;
 }
 
 bool ec__reg_take_pending(ec_node_t *n)
 {
+    pthread_mutex_lock(&n->reg.lock);
     bool p = n->reg.pending;
     n->reg.pending = false;
+    pthread_mutex_unlock(&n->reg.lock);
     return p;
 }
 
-bool ec__reg_lease_lost(const ec_node_t *n)
+bool ec__reg_lease_lost(ec_node_t *n)
 {
-    return n->reg.lease_lost;
+    pthread_mutex_lock(&n->reg.lock);
+    bool l = n->reg.lease_lost;
+    pthread_mutex_unlock(&n->reg.lock);
+    return l;
 }
 
-int64_t ec__reg_lease(const ec_node_t *n)
+void ec__reg_saw_epoch(ec_node_t *n, uint64_t number)
 {
-    return n->reg.lease;
+    pthread_mutex_lock(&n->reg.lock);
+    if (number > n->reg.epoch_seen)
+        n->reg.epoch_seen = number;
+    pthread_mutex_unlock(&n->reg.lock);
 }
 
 int ec__reg_renew(ec_node_t *n, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     ec_keepalive_t *ka = n->reg.ka;
     int64_t old = n->reg.lease;
     n->reg.ka = NULL;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     ec_keepalive_stop(ka);
     ec__node_emit(n, "-lease %llx lost; registering again", (unsigned long long)old);
     return ec__node_do_register(n, old, err);
@@ -404,12 +421,12 @@ int ec__reg_renew(ec_node_t *n, ec_error_t *err)
 
 int ec__reg_leave(ec_node_t *n, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     n->reg.state = EC_NODE_LEAVING;
     ec_keepalive_t *ka = n->reg.ka;
     n->reg.ka = NULL;
     int64_t lease = n->reg.lease;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     int rc = ec__node_put_self(n, err);
     ec_keepalive_stop(ka);
     int rc2 = ec_etcd_lease_revoke(n->c, lease, err);
@@ -424,17 +441,15 @@ static int put_self_or_retry(ec_node_t *n, ec_error_t *err)
 {
     int rc = ec__node_put_self(n, err);
     if (rc < 0) {
-        pthread_mutex_lock(&n->lock);
-        n->reg.pending = true;
-        pthread_cond_signal(&n->cond);
-        pthread_mutex_unlock(&n->lock);
+        ec__reg_mark_pending(n);
+        ec__node_wake(n);
     }
     return rc;
 }
 
 int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     /* Unchanged: no write.  Every write reaches every node's watch, and the
      * agent sets READY after each epoch. */
     bool same = n->reg.state == st && ((!reason && !n->reg.reason) ||
@@ -444,7 +459,7 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
         free(n->reg.reason);
         n->reg.reason = reason ? strdup(reason) : NULL;
     }
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return same ? 0 : put_self_or_retry(n, err);
 }
 
@@ -453,70 +468,70 @@ void ec_node_count_fence_stop(ec_node_t *n)
     /* Written by the coordinator loop, never here: the fence trips when
      * etcd is away, and a write here would hold the caller (the agent's
      * loop, about to stop its processes) for the request's deadline. */
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     n->reg.fence_stops++;
     n->reg.pending = true;
-    pthread_cond_signal(&n->cond);
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
+    ec__node_wake(n);
 }
 
 int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     uint64_t seq = n->reg.progress.seq + 1;
     n->reg.progress = *p;
     n->reg.progress.seq = seq;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return put_self_or_retry(n, err);
 }
 
 int ec_node_set_boot(ec_node_t *n, const ec_node_boot_t *boot, bool bump, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     n->reg.boot = *boot;
     n->reg.boot.why[sizeof(n->reg.boot.why) - 1] = '\0';
     if (bump)
         n->reg.incarnation++;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return put_self_or_retry(n, err);
 }
 
 ec_node_boot_t ec_node_boot(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     ec_node_boot_t b = n->reg.boot;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return b;
 }
 
 int ec_node_bump_incarnation(ec_node_t *n, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     n->reg.incarnation++;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return put_self_or_retry(n, err);
 }
 
 int64_t ec_node_lease(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     int64_t l = n->reg.lease;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return l;
 }
 
 int64_t ec_node_lease_confirmed_ms(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     int64_t t = n->reg.ka ? ec_keepalive_confirmed_ms(n->reg.ka) : 0;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return t;
 }
 
 uint64_t ec_node_incarnation(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
+    pthread_mutex_lock(&n->reg.lock);
     uint64_t i = n->reg.incarnation;
-    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&n->reg.lock);
     return i;
 }

@@ -9,6 +9,7 @@
  * number; a live node whose lease expires registers again and comes back.
  * Every test ends with the epoch-history checker (tests/lib/harness.h). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "keys.h"
 #include "log.h"
 #include "node.h"
+#include "node_impl.h" /* the model's lock, held by one test as a listing holds it */
 #include "records.h"
 
 #define NMAX 4
@@ -365,6 +367,62 @@ START_TEST(a_report_keeps_each_suspect_once_with_its_round_trip)
 }
 END_TEST
 
+/* What the agent and the ring ask of their own node: the fence's clock
+ * (when etcd last confirmed our lease), our lease, incarnation and boot, and
+ * a suspicion report.  None of it waits for the job's model, which the
+ * coordinator holds while it lists the job: up to an etcd call's deadline,
+ * again and again while etcd is away, when the fence must still trip (and
+ * lift) on time.  The test holds the model's lock as such a listing does. */
+typedef struct {
+    ec_node_t *n;
+    atomic_bool done;
+    int64_t confirmed, lease;
+    uint64_t incarnation;
+    int reported;
+} own_calls_t;
+
+static void *own_calls(void *arg)
+{
+    own_calls_t *r = arg;
+    r->confirmed = ec_node_lease_confirmed_ms(r->n);
+    r->lease = ec_node_lease(r->n);
+    r->incarnation = ec_node_incarnation(r->n);
+    (void)ec_node_boot(r->n);
+    const char *gone[] = {"nobody@250"};
+    r->reported = ec_node_report_suspects(r->n, 1, gone, 1, NULL);
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+static bool own_calls_done(void *arg)
+{
+    return atomic_load(&((own_calls_t *)arg)->done);
+}
+
+START_TEST(a_nodes_own_calls_answer_while_its_model_is_held)
+{
+    const char *root = "/jown/";
+    node_t *x = start_node("jown", "n1", 1, 1, 1, 600000, 30);
+    ec_epoch_free(wait_epoch(root, 1, 1, NULL, 10000));
+    int64_t lease = ec_node_lease(x->n);
+    own_calls_t r = {.n = x->n};
+    pthread_t t;
+    pthread_mutex_lock(&x->n->lock);
+    ck_assert_int_eq(pthread_create(&t, NULL, own_calls, &r), 0);
+    bool answered = ec_test_wait(own_calls_done, &r, 2000);
+    pthread_mutex_unlock(&x->n->lock);
+    pthread_join(t, NULL);
+    ck_assert_msg(answered, "the node's own calls waited for its model's lock");
+    ck_assert_int_gt(r.confirmed, 0);
+    ck_assert_int_eq(r.lease, lease);
+    ck_assert_int_eq(r.incarnation, 1);
+    ck_assert_int_eq(r.reported, 0);
+    char *v = report_of("jown", "n1");
+    ck_assert_str_eq(v, "nobody@250");
+    free(v);
+}
+END_TEST
+
 START_TEST(crashed_leader_replaced)
 {
     const char *root = "/jldr/";
@@ -454,6 +512,7 @@ static Suite *suite(void)
     tcase_add_test(tc, graceful_leave_reforms_at_once);
     tcase_add_test(tc, a_wait_and_its_end_name_the_planners_rule);
     tcase_add_test(tc, a_report_keeps_each_suspect_once_with_its_round_trip);
+    tcase_add_test(tc, a_nodes_own_calls_answer_while_its_model_is_held);
     tcase_add_test(tc, crashed_leader_replaced);
     tcase_add_test(tc, live_node_whose_lease_expired_comes_back);
     suite_add_tcase(s, tc);
