@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 #include "rank_track.h"
 
@@ -142,13 +143,13 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t0100-rank-track");
     TCase *tc = tcase_create("rule");
-    tcase_add_test(tc, overlapping_processes_of_one_rank_in_two_epochs_fail);
-    tcase_add_test(tc, sequential_processes_pass);
+    ec_tcase_add(tc, overlapping_processes_of_one_rank_in_two_epochs_fail);
+    ec_tcase_add(tc, sequential_processes_pass);
     suite_add_tcase(s, tc);
     tc = tcase_create("proc");
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, live_processes_tracked_from_proc);
-    tcase_add_test(tc, live_processes_in_turn_pass);
+    ec_tcase_add(tc, live_processes_tracked_from_proc);
+    ec_tcase_add(tc, live_processes_in_turn_pass);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 
 static ec_embed_t *etcd;
@@ -397,15 +398,15 @@ static Suite *suite(void)
     TCase *t = tcase_create("kv");
     tcase_add_unchecked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 60);
-    tcase_add_test(t, put_get_delete);
-    tcase_add_test(t, prefix_pages_and_isolation);
-    tcase_add_test(t, txn_branches);
-    tcase_add_test(t, error_cases);
-    tcase_add_test(t, unreachable_fails_within_deadline);
-    tcase_add_test(t, second_endpoint_used);
-    tcase_add_test(t, compact_then_old_read);
-    tcase_add_test(t, proxy_variables_do_not_divert_etcd_traffic);
-    tcase_add_test(t, proxy_given_on_purpose_is_used_and_named_when_it_fails);
+    ec_tcase_add(t, put_get_delete);
+    ec_tcase_add(t, prefix_pages_and_isolation);
+    ec_tcase_add(t, txn_branches);
+    ec_tcase_add(t, error_cases);
+    ec_tcase_add(t, unreachable_fails_within_deadline);
+    ec_tcase_add(t, second_endpoint_used);
+    ec_tcase_add(t, compact_then_old_read);
+    ec_tcase_add(t, proxy_variables_do_not_divert_etcd_traffic);
+    ec_tcase_add(t, proxy_given_on_purpose_is_used_and_named_when_it_fails);
     suite_add_tcase(s, t);
     return s;
 }

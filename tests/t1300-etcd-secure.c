@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 
 static char dir[256];
@@ -277,11 +278,11 @@ static Suite *suite(void)
     Suite *s = suite_create("t1300-etcd-secure");
     TCase *t = tcase_create("tls");
     tcase_add_checked_fixture(t, tls_setup, tls_teardown);
-    tcase_add_test(t, tls_with_client_certs);
-    tcase_add_test(t, tls_mistakes_get_the_whole_hint_and_no_grpc_lines);
+    ec_tcase_add(t, tls_with_client_certs);
+    ec_tcase_add(t, tls_mistakes_get_the_whole_hint_and_no_grpc_lines);
     suite_add_tcase(s, t);
     TCase *a = tcase_create("auth");
-    tcase_add_test(a, auth_user_password_and_token_renewal);
+    ec_tcase_add(a, auth_user_password_and_token_renewal);
     suite_add_tcase(s, a);
     return s;
 }

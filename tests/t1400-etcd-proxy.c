@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ec_select.h"
 #include "etcd_proxy.h"
 #include "harness.h"
 
@@ -297,13 +298,13 @@ static Suite *suite(void)
     Suite *s = suite_create("t1400-etcd-proxy");
     TCase *t = tcase_create("proxy");
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, pass_forwards_and_counts);
-    tcase_add_test(t, drop_replies_makes_an_ambiguous_commit);
-    tcase_add_test(t, drop_next_cuts_one_request_only);
-    tcase_add_test(t, pause_times_out_then_resumes);
-    tcase_add_test(t, cut_refuse_then_restore_reconnects);
-    tcase_add_test(t, first_contact_survives_a_dropped_answer);
-    tcase_add_test(t, delay_adds_latency);
+    ec_tcase_add(t, pass_forwards_and_counts);
+    ec_tcase_add(t, drop_replies_makes_an_ambiguous_commit);
+    ec_tcase_add(t, drop_next_cuts_one_request_only);
+    ec_tcase_add(t, pause_times_out_then_resumes);
+    ec_tcase_add(t, cut_refuse_then_restore_reconnects);
+    ec_tcase_add(t, first_contact_survives_a_dropped_answer);
+    ec_tcase_add(t, delay_adds_latency);
     suite_add_tcase(s, t);
     return s;
 }

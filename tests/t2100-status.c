@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 #include "keys.h"
 #include "planner.h"
@@ -892,17 +893,17 @@ static Suite *suite(void)
     TCase *t = tcase_create("status");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 60);
-    tcase_add_test(t, table_shows_epoch_members_and_standby);
-    tcase_add_test(t, json_lists_every_node);
-    tcase_add_test(t, failures_newest_first);
-    tcase_add_test(t, root_cause_is_the_runs_first_failure);
-    tcase_add_test(t, root_cause_without_run_uses_the_runs_first_epoch);
-    tcase_add_test(t, corrupt_record_is_a_row);
-    tcase_add_test(t, gone_member_and_refused_node);
-    tcase_add_test(t, unknown_job_exits_1_with_hint);
-    tcase_add_test(t, unreachable_etcd_exits_1_quickly);
-    tcase_add_test(t, watch_reprints_and_ends_with_the_job);
-    tcase_add_test(t, watch_of_finished_job_prints_once);
+    ec_tcase_add(t, table_shows_epoch_members_and_standby);
+    ec_tcase_add(t, json_lists_every_node);
+    ec_tcase_add(t, failures_newest_first);
+    ec_tcase_add(t, root_cause_is_the_runs_first_failure);
+    ec_tcase_add(t, root_cause_without_run_uses_the_runs_first_epoch);
+    ec_tcase_add(t, corrupt_record_is_a_row);
+    ec_tcase_add(t, gone_member_and_refused_node);
+    ec_tcase_add(t, unknown_job_exits_1_with_hint);
+    ec_tcase_add(t, unreachable_etcd_exits_1_quickly);
+    ec_tcase_add(t, watch_reprints_and_ends_with_the_job);
+    ec_tcase_add(t, watch_of_finished_job_prints_once);
     suite_add_tcase(s, t);
     return s;
 }

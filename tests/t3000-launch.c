@@ -130,26 +130,10 @@ static char *dump_path(const char *job, const char *node, int lr, unsigned long 
     return p;
 }
 
-typedef struct {
-    const char *root;
-    uint64_t number;
-    int world;
-} want_t;
-
-static bool epoch_is(void *arg)
-{
-    want_t *w = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, w->root);
-    bool ok = ep && ep->number >= w->number && ep->world_size == w->world;
-    ec_epoch_free(ep);
-    return ok;
-}
-
+/* An epoch >= number of world size world (the test fails without one). */
 static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, long ms)
 {
-    want_t w = {root, number, world};
-    ck_assert_msg(ec_test_wait(epoch_is, &w, ms), "no epoch >= %llu of world %d", (unsigned long long)number, world);
-    return ec_test_epoch(c, root);
+    return ec_test_need_epoch(c, root, number, world, ms);
 }
 
 static void wait_dump(const char *job, const char *node, int lr, unsigned long long epoch)

@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 #include "records.h"
 
@@ -862,17 +863,17 @@ static Suite *suite(void)
     Suite *s = suite_create("t3200-process-tree");
     TCase *t = tcase_create("process-tree");
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_add_test(t, descendants_stopped_on_restart_and_agent_exit);
-    tcase_add_test(t, group_stopped_when_agent_is_sigkilled);
-    tcase_add_test(t, adopted_setsid_helper_stopped_when_agent_is_sigkilled);
-    tcase_add_test(t, frozen_agent_ranks_killed_before_lease_expiry);
-    tcase_add_test(t, a_watchdog_kill_is_not_a_failure_of_the_program);
-    tcase_add_test(t, healthy_agent_janitor_does_not_fire);
-    tcase_add_test(t, long_command_line_failure_reported_and_restarted);
-    tcase_add_test(t, exec_failure_logged_by_agent);
-    tcase_add_test(t, rank_starts_with_default_signals);
-    tcase_add_test(t, full_console_pipe_does_not_block_coordination);
-    tcase_add_test(t, torchrun_console_of_every_rank_never_blocks_the_agent);
+    ec_tcase_add(t, descendants_stopped_on_restart_and_agent_exit);
+    ec_tcase_add(t, group_stopped_when_agent_is_sigkilled);
+    ec_tcase_add(t, adopted_setsid_helper_stopped_when_agent_is_sigkilled);
+    ec_tcase_add(t, frozen_agent_ranks_killed_before_lease_expiry);
+    ec_tcase_add(t, a_watchdog_kill_is_not_a_failure_of_the_program);
+    ec_tcase_add(t, healthy_agent_janitor_does_not_fire);
+    ec_tcase_add(t, long_command_line_failure_reported_and_restarted);
+    ec_tcase_add(t, exec_failure_logged_by_agent);
+    ec_tcase_add(t, rank_starts_with_default_signals);
+    ec_tcase_add(t, full_console_pipe_does_not_block_coordination);
+    ec_tcase_add(t, torchrun_console_of_every_rank_never_blocks_the_agent);
     suite_add_tcase(s, t);
     return s;
 }

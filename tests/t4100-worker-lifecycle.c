@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 #include "keys.h"
 #include "records.h"
@@ -149,27 +150,10 @@ static line_t train(const agent_t *a, unsigned long long e, long long steps, lon
 
 /* ---- epochs --------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *root;
-    uint64_t number;
-    int world;
-} want_t;
-
-static bool epoch_is(void *arg)
-{
-    want_t *w = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, w->root);
-    bool ok = ep && ep->number >= w->number && ep->world_size == w->world;
-    ec_epoch_free(ep);
-    return ok;
-}
-
+/* An epoch >= number of world size world (the test fails without one). */
 static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, long ms)
 {
-    want_t w = {root, number, world};
-    ck_assert_msg(ec_test_wait(epoch_is, &w, ms), "no epoch >= %" PRIu64 " of world %d", number,
-                  world);
-    return ec_test_epoch(c, root);
+    return ec_test_need_epoch(c, root, number, world, ms);
 }
 
 static int64_t lease_of(const char *root, const char *node)
@@ -540,35 +524,18 @@ START_TEST(node_lost_during_long_build_is_reported_before_its_ttl)
 }
 END_TEST
 
-/* EC_T4100_ONLY=name[,name...] runs only those tests. */
-static bool wanted(const char *name)
-{
-    const char *only = getenv("EC_T4100_ONLY");
-    if (!only || !*only)
-        return true;
-    size_t n = strlen(name);
-    for (const char *p = strstr(only, name); p; p = strstr(p + 1, name))
-        if ((p == only || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
-            return true;
-    return false;
-}
-#define ADD(tc, fn)                 \
-    do {                            \
-        if (wanted(#fn))            \
-            tcase_add_test(tc, fn); \
-    } while (0)
-
+/* EC_TEST_ONLY=name[,name...] runs only those tests (ec_select.h). */
 static Suite *suite(void)
 {
     Suite *s = suite_create("t4100-worker-lifecycle");
     TCase *t = tcase_create("lifecycle");
     tcase_add_checked_fixture(t, setup, teardown);
-    ADD(t, rebuild_in_place_after_etcd_outage_past_ttl);
-    ADD(t, inprocess_workers_authenticate_without_the_password_in_their_environment);
-    ADD(t, inprocess_workers_use_the_agents_tls);
-    ADD(t, node_lost_during_build_is_reported_before_its_ttl);
-    ADD(t, node_lost_during_long_build_is_reported_before_its_ttl);
-    ADD(t, a_graceful_leave_reforms_while_its_processes_stop);
+    ec_tcase_add(t, rebuild_in_place_after_etcd_outage_past_ttl);
+    ec_tcase_add(t, inprocess_workers_authenticate_without_the_password_in_their_environment);
+    ec_tcase_add(t, inprocess_workers_use_the_agents_tls);
+    ec_tcase_add(t, node_lost_during_build_is_reported_before_its_ttl);
+    ec_tcase_add(t, node_lost_during_long_build_is_reported_before_its_ttl);
+    ec_tcase_add(t, a_graceful_leave_reforms_while_its_processes_stop);
     suite_add_tcase(s, t);
     return s;
 }

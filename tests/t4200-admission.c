@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 #include "keys.h"
 #include "records.h"
@@ -188,27 +189,10 @@ static long long longest_gap(const agent_t *a, int lr, long long from, long long
 
 /* ---- etcd ---------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *root;
-    uint64_t number;
-    int world;
-} want_t;
-
-static bool epoch_is(void *arg)
-{
-    want_t *w = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, w->root);
-    bool ok = ep && ep->number >= w->number && ep->world_size == w->world;
-    ec_epoch_free(ep);
-    return ok;
-}
-
+/* An epoch >= number of world size world (the test fails without one). */
 static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, long ms)
 {
-    want_t w = {root, number, world};
-    ck_assert_msg(ec_test_wait(epoch_is, &w, ms), "no epoch >= %" PRIu64 " of world %d", number,
-                  world);
-    return ec_test_epoch(c, root);
+    return ec_test_need_epoch(c, root, number, world, ms);
 }
 
 static uint64_t epoch_now(const char *root)
@@ -507,37 +491,20 @@ START_TEST(first_epoch_is_decided_once_every_node_booted)
 }
 END_TEST
 
-/* EC_T4200_ONLY=name[,name...] runs only those tests; EC_T4200_FLAGS adds
- * flags to every agent (--join_ready_timeout=0: boots not gated, as
- * before, where every test here fails). */
-static bool wanted(const char *name)
-{
-    const char *only = getenv("EC_T4200_ONLY");
-    if (!only || !*only)
-        return true;
-    size_t n = strlen(name);
-    for (const char *p = strstr(only, name); p; p = strstr(p + 1, name))
-        if ((p == only || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
-            return true;
-    return false;
-}
-#define ADD(tc, fn)                 \
-    do {                            \
-        if (wanted(#fn))            \
-            tcase_add_test(tc, fn); \
-    } while (0)
-
+/* EC_TEST_ONLY=name[,name...] runs only those tests (ec_select.h);
+ * EC_T4200_FLAGS adds flags to every agent (--join_ready_timeout=0: boots
+ * not gated, as before, where every test here fails). */
 static Suite *suite(void)
 {
     Suite *s = suite_create("t4200-admission");
     TCase *t = tcase_create("admission");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, (double)ec_test_ms(120000) / 1000.0);
-    ADD(t, slow_joiner_never_stops_the_members);
-    ADD(t, joiner_dying_before_ready_is_never_admitted);
-    ADD(t, worker_killed_in_place_costs_one_epoch_out_and_one_back);
-    ADD(t, process_not_ready_within_join_ready_timeout_is_not_admitted);
-    ADD(t, first_epoch_is_decided_once_every_node_booted);
+    ec_tcase_add(t, slow_joiner_never_stops_the_members);
+    ec_tcase_add(t, joiner_dying_before_ready_is_never_admitted);
+    ec_tcase_add(t, worker_killed_in_place_costs_one_epoch_out_and_one_back);
+    ec_tcase_add(t, process_not_ready_within_join_ready_timeout_is_not_admitted);
+    ec_tcase_add(t, first_epoch_is_decided_once_every_node_booted);
     suite_add_tcase(s, t);
     return s;
 }

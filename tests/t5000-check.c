@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 
 static ec_embed_t *etcd;
@@ -495,20 +496,20 @@ static Suite *suite(void)
     TCase *tc = tcase_create("check");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, healthy_three_nodes_on_loopback);
-    tcase_add_test(tc, json_report_without_a_server);
-    tcase_add_test(tc, process_without_a_gpu);
-    tcase_add_test(tc, tiny_shm);
-    tcase_add_test(tc, blocked_port);
-    tcase_add_test(tc, nccl_variable_differs);
-    tcase_add_test(tc, duplicate_host_names);
-    tcase_add_test(tc, interface_that_does_not_exist);
-    tcase_add_test(tc, node_that_never_arrives);
-    tcase_add_test(tc, node_that_dies_midway);
-    tcase_add_test(tc, duplicate_node_ids);
-    tcase_add_test(tc, node_running_another_ecoord_version);
-    tcase_add_test(tc, allreduce_through_launch);
-    tcase_add_test(tc, etcd_unreachable);
+    ec_tcase_add(tc, healthy_three_nodes_on_loopback);
+    ec_tcase_add(tc, json_report_without_a_server);
+    ec_tcase_add(tc, process_without_a_gpu);
+    ec_tcase_add(tc, tiny_shm);
+    ec_tcase_add(tc, blocked_port);
+    ec_tcase_add(tc, nccl_variable_differs);
+    ec_tcase_add(tc, duplicate_host_names);
+    ec_tcase_add(tc, interface_that_does_not_exist);
+    ec_tcase_add(tc, node_that_never_arrives);
+    ec_tcase_add(tc, node_that_dies_midway);
+    ec_tcase_add(tc, duplicate_node_ids);
+    ec_tcase_add(tc, node_running_another_ecoord_version);
+    ec_tcase_add(tc, allreduce_through_launch);
+    ec_tcase_add(tc, etcd_unreachable);
     suite_add_tcase(s, tc);
     return s;
 }

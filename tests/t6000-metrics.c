@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "ec_http.h"
 #include "harness.h"
 #include "metrics.h"
@@ -241,9 +242,9 @@ static Suite *suite(void)
     TCase *t = tcase_create("metrics");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, ec_test_ms(120000) / 1000.0);
-    tcase_add_test(t, port_in_use_stops_the_agent);
-    tcase_add_test(t, metrics_follow_the_job);
-    tcase_add_test(t, spare_node_reports_standby);
+    ec_tcase_add(t, port_in_use_stops_the_agent);
+    ec_tcase_add(t, metrics_follow_the_job);
+    ec_tcase_add(t, spare_node_reports_standby);
     suite_add_tcase(s, t);
     return s;
 }

@@ -26,7 +26,7 @@
  *    at a starting node's key): agents log a clear error and ignore or repair
  *    it, never crash, and the training processes are not restarted.
  *
- * EC_T7000_ONLY=name[,name] runs some tests only; EC_CHURN_SECONDS,
+ * EC_TEST_ONLY=name[,name] runs some tests only; EC_CHURN_SECONDS,
  * EC_CHURN_PERIOD_MS and EC_CHURN_SEED shape the churn.
  *
  * Every test ends with the epoch-history checker (numbers strictly increase,
@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "harness.h"
 #include "keys.h"
 #include "records.h"
@@ -1234,47 +1235,31 @@ START_TEST(garbage_in_job_keys)
 }
 END_TEST
 
-/* EC_T7000_ONLY=name[,name...] runs only those tests (for a longer churn,
- * say: EC_T7000_ONLY=rapid_churn_ends_in_correct_epoch EC_CHURN_SECONDS=30). */
-static bool wanted(const char *name)
-{
-    const char *only = getenv("EC_T7000_ONLY");
-    if (!only || !*only)
-        return true;
-    size_t n = strlen(name);
-    for (const char *p = strstr(only, name); p; p = strstr(p + 1, name))
-        if ((p == only || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
-            return true;
-    return false;
-}
-#define ADD(tc, fn)                   \
-    do {                              \
-        if (wanted(#fn))              \
-            tcase_add_test(tc, fn);   \
-    } while (0)
-
+/* EC_TEST_ONLY=name[,name...] runs only those tests (ec_select.h; for a
+ * longer churn, say: EC_TEST_ONLY=rapid_churn_ends_in_correct_epoch
+ * EC_CHURN_SECONDS=30). */
 static Suite *suite(void)
 {
     Suite *s = suite_create("t7000-faults");
     TCase *t = tcase_create("faults");
     tcase_add_checked_fixture(t, setup, teardown);
-    ADD(t, etcd_kill9_short_outage);
-    ADD(t, etcd_kill9_outage_past_ttl);
-    ADD(t, frozen_leader_steps_down);
-    ADD(t, garbage_in_job_keys);
-    ADD(t, rapid_churn_ends_in_correct_epoch);
+    ec_tcase_add(t, etcd_kill9_short_outage);
+    ec_tcase_add(t, etcd_kill9_outage_past_ttl);
+    ec_tcase_add(t, frozen_leader_steps_down);
+    ec_tcase_add(t, garbage_in_job_keys);
+    ec_tcase_add(t, rapid_churn_ends_in_correct_epoch);
     suite_add_tcase(s, t);
-    bool w1 = wanted("partitioned_node_evicted_then_rejoins"),
-         w2 = wanted("cut_leader_evicted_by_peers_and_held_out_until_healed");
+    bool w1 = ec_test_selected("partitioned_node_evicted_then_rejoins"),
+         w2 = ec_test_selected("cut_leader_evicted_by_peers_and_held_out_until_healed");
     if (!w1 && !w2)
         return s;
     if (getuid() == 0 && netns_usable()) {
         TCase *n = tcase_create("partition");
         tcase_add_checked_fixture(n, setup_netns, teardown_netns);
         if (w1)
-            tcase_add_test(n, partitioned_node_evicted_then_rejoins);
+            ec_tcase_add(n, partitioned_node_evicted_then_rejoins);
         if (w2)
-            tcase_add_test(n, cut_leader_evicted_by_peers_and_held_out_until_healed);
+            ec_tcase_add(n, cut_leader_evicted_by_peers_and_held_out_until_healed);
         suite_add_tcase(s, n);
     } else {
         if (!netns_skip[0])

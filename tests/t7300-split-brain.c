@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ec_select.h"
 #include "etcd_proxy.h"
 #include "harness.h"
 #include "rank_track.h"
@@ -622,16 +623,16 @@ static Suite *suite(void)
     TCase *tc = tcase_create("restart");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, restart_mode_cut_nodes_stop_before_their_lease_can_expire);
-    tcase_add_test(tc, restart_mode_a_moved_rank_waits_for_its_frozen_holder);
-    tcase_add_test(tc, restart_mode_without_the_stop_barrier_claims_nothing);
+    ec_tcase_add(tc, restart_mode_cut_nodes_stop_before_their_lease_can_expire);
+    ec_tcase_add(tc, restart_mode_a_moved_rank_waits_for_its_frozen_holder);
+    ec_tcase_add(tc, restart_mode_without_the_stop_barrier_claims_nothing);
     suite_add_tcase(s, tc);
     tc = tcase_create("inprocess");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, inprocess_cut_workers_refuse_collectives_until_confirmed);
-    tcase_add_test(tc, inprocess_blocked_collective_aborted_by_the_fence);
-    tcase_add_test(tc, inprocess_workers_of_an_evicted_node_fence_at_once);
+    ec_tcase_add(tc, inprocess_cut_workers_refuse_collectives_until_confirmed);
+    ec_tcase_add(tc, inprocess_blocked_collective_aborted_by_the_fence);
+    ec_tcase_add(tc, inprocess_workers_of_an_evicted_node_fence_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -295,6 +295,16 @@ struct ec_epoch *ec_test_wait_epoch(ec_etcd_t *c, const char *root,
     return ec_test_wait(epoch_as_wanted, &e, timeout_ms) ? ec_test_epoch(c, root) : NULL;
 }
 
+struct ec_epoch *ec_test_need_epoch(ec_etcd_t *c, const char *root, uint64_t number, int world,
+                                    long timeout_ms)
+{
+    ec_test_epoch_want_t w = {.min = number, .world = world};
+    ec_epoch_t *ep = ec_test_wait_epoch(c, root, &w, timeout_ms);
+    ck_assert_msg(ep, "no epoch >= %llu of world %d at %s within %ld ms",
+                  (unsigned long long)number, world, root, timeout_ms);
+    return ep;
+}
+
 /* ---- leadership observer and history check ------------------------------- */
 
 struct ec_test_obs {

@@ -56,6 +56,11 @@ typedef struct {
  * (scaled): that epoch, or NULL at the deadline. */
 struct ec_epoch *ec_test_wait_epoch(ec_etcd_t *c, const char *root,
                                     const ec_test_epoch_want_t *want, long timeout_ms);
+/* The same for an epoch numbered `number` or later of world size `world`;
+ * fails the test at the deadline.  The epoch read after the wait (the
+ * caller frees it). */
+struct ec_epoch *ec_test_need_epoch(ec_etcd_t *c, const char *root, uint64_t number, int world,
+                                    long timeout_ms);
 
 /* Records every leadership of a job from now on (leader key created: its
  * holder and create revision; leader key deleted: the revision it ended at),
