@@ -435,34 +435,21 @@ static void grpc_log_to_sink(gpr_log_func_args *a)
            f ? f + 1 : a->file ? a->file : "?", a->line, a->message ? a->message : "");
 }
 
-ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
+/* The options a client keeps (endpoints, deadline, TLS, credentials,
+ * proxy), checked; the channel's target and authority from the endpoints. */
+static int take_opts(ec_etcd_t *c, const ec_etcd_opts_t *o, const ec__endpoints_t *eps,
+                     char *authority, size_t alen, ec_error_t *err)
 {
-    ec__endpoints_t eps;
-    char authority[EC_EP_HOST_MAX];
-    if (!o || o->size < sizeof(size_t)) {
-        ec_errorf(err, EC_EINVAL, "ec_etcd_create: options not initialised with EC_ETCD_OPTS_INIT");
-        return NULL;
-    }
-    if (ec__endpoints_parse(o->endpoints, &eps, err) < 0)
-        return NULL;
-    ec_etcd_t *c = calloc(1, sizeof(*c));
-    if (!c) {
-        ec_errorf(err, EC_ENOMEM, "out of memory");
-        return NULL;
-    }
-    pthread_mutex_init(&c->lock, NULL);
-    c->endpoints = strdup(o->endpoints);
+    if (!(c->endpoints = strdup(o->endpoints)))
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
     c->call_timeout_ms = o->call_timeout_ms > 0 ? o->call_timeout_ms : 5000;
-    c->tls = eps.tls || o->ca_file || o->cert_file || o->key_file;
-    if (ec__endpoints_target(&eps, c->target, sizeof(c->target), authority, sizeof(authority),
-                             err) < 0)
-        goto error;
-    if ((o->cert_file != NULL) != (o->key_file != NULL)) {
-        ec_errorf(err, EC_EINVAL,
-                  "TLS client authentication needs both --etcd_cert and --etcd_key (got only %s)",
-                  o->cert_file ? "--etcd_cert" : "--etcd_key");
-        goto error;
-    }
+    c->tls = eps->tls || o->ca_file || o->cert_file || o->key_file;
+    if (ec__endpoints_target(eps, c->target, sizeof(c->target), authority, alen, err) < 0)
+        return err ? err->code : EC_EINVAL;
+    if ((o->cert_file != NULL) != (o->key_file != NULL))
+        return ec_errorf(err, EC_EINVAL,
+                         "TLS client authentication needs both --etcd_cert and --etcd_key (got "
+                         "only %s)", o->cert_file ? "--etcd_cert" : "--etcd_key");
     if (o->user) {
         c->user = strdup(o->user);
         c->password = strdup(o->password ? o->password : "");
@@ -473,7 +460,13 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
         if (o->proxy_env && *o->proxy_env)
             c->proxy_env = strdup(o->proxy_env);
     }
+    return 0;
+}
 
+/* One more client in the process: gRPC started with the first (its log to
+ * our sink); ec_etcd_destroy gives the reference back. */
+static void grpc_ref(void)
+{
     pthread_mutex_lock(&grpc_refs_lock);
     if (grpc_refs == 0)
         gpr_set_log_function(grpc_log_to_sink);
@@ -485,8 +478,13 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
     grpc_init();
     grpc_refs++;
     pthread_mutex_unlock(&grpc_refs_lock);
+}
 
-    grpc_arg args[12];
+/* The channel's arguments (args: room for EC_CHANNEL_ARGS_MAX); their
+ * number.  Strings point into c and authority. */
+#define EC_CHANNEL_ARGS_MAX 12
+static int channel_args(ec_etcd_t *c, size_t neps, char *authority, grpc_arg *args)
+{
     int na = 0;
 #define INTARG(k, v) args[na].type = GRPC_ARG_INTEGER, args[na].key = (char *)(k), args[na++].value.integer = (v)
     INTARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 * 1024 * 1024);
@@ -509,49 +507,51 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
         INTARG(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
     }
 #undef INTARG
-    if (c->tls && eps.n > 1) {
+    if (c->tls && neps > 1) {
         args[na].type = GRPC_ARG_STRING;
         args[na].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
         args[na++].value.string = authority;
     }
-    grpc_channel_args cargs = {.num_args = (size_t)na, .args = args};
-    grpc_channel_credentials *creds = NULL;
-    if (c->tls) {
-        char *ca = NULL, *cert = NULL, *key = NULL;
-        if (o->ca_file && !(ca = read_file(o->ca_file, err, "CA certificate (--etcd_cacert)")))
-            goto error_grpc;
-        if (o->cert_file &&
-            (!(cert = read_file(o->cert_file, err, "client certificate (--etcd_cert)")) ||
-             !(key = read_file(o->key_file, err, "client key (--etcd_key)")))) {
-            free(ca);
-            free(cert);
-            goto error_grpc;
-        }
-        grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
-        creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
-        if (key)
-            memset(key, 0, strlen(key));
+    return na;
+}
+
+/* The channel's credentials: TLS from the files given, else none.  NULL
+ * (err set) when a file cannot be read. */
+static grpc_channel_credentials *channel_creds(const ec_etcd_t *c, const ec_etcd_opts_t *o,
+                                               ec_error_t *err)
+{
+    if (!c->tls)
+        return grpc_insecure_credentials_create();
+    char *ca = NULL, *cert = NULL, *key = NULL;
+    if (o->ca_file && !(ca = read_file(o->ca_file, err, "CA certificate (--etcd_cacert)")))
+        return NULL;
+    if (o->cert_file && (!(cert = read_file(o->cert_file, err, "client certificate (--etcd_cert)")) ||
+                         !(key = read_file(o->key_file, err, "client key (--etcd_key)")))) {
         free(ca);
         free(cert);
-        free(key);
-    } else {
-        creds = grpc_insecure_credentials_create();
+        return NULL;
     }
-    c->channel = grpc_channel_create(c->target, creds, &cargs);
-    grpc_channel_credentials_release(creds);
-    if (!c->channel) {
-        ec_errorf(err, EC_EINTERNAL, "cannot create a gRPC channel to %s", c->target);
-        goto error_grpc;
-    }
-    /* First contact, within the dial deadline. */
+    grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
+    grpc_channel_credentials *creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+    if (key)
+        memset(key, 0, strlen(key));
+    free(ca);
+    free(cert);
+    free(key);
+    return creds;
+}
+
+/* First contact (authentication, then a status call) within the dial
+ * deadline.  A connection closed in the middle of the first call (an etcd
+ * leader change, a load balancer or proxy reset) is retried, twice at most
+ * and within the dial deadline; an endpoint that refuses still fails fast
+ * (found by the lifecycle soak's proxy_drop events: an agent starting
+ * during a one-request blip exited 1). */
+static int first_contact(ec_etcd_t *c, int dial_timeout_ms, ec_error_t *err)
+{
     int saved = c->call_timeout_ms;
-    c->call_timeout_ms = o->dial_timeout_ms > 0 ? o->dial_timeout_ms : 5000;
+    c->call_timeout_ms = dial_timeout_ms > 0 ? dial_timeout_ms : 5000;
     int rc = 0;
-    /* A connection closed in the middle of the first call (an etcd leader
-     * change, a load balancer or proxy reset) is retried, twice at most and
-     * within the dial deadline; an endpoint that refuses still fails fast
-     * (found by the lifecycle soak's proxy_drop events: an agent starting
-     * during a one-request blip exited 1). */
     int64_t dial_end = ec_mono_ms() + c->call_timeout_ms;
     for (int attempt = 0; attempt < 3; attempt++) {
         rc = c->user ? authenticate(c, err) : 0;
@@ -565,16 +565,53 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
         c->call_timeout_ms = (int)(left - 100);
     }
     c->call_timeout_ms = saved;
-    if (rc < 0)
-        goto error_grpc;
+    return rc;
+}
+
+ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
+{
+    ec__endpoints_t eps;
+    char authority[EC_EP_HOST_MAX];
+    if (!o || o->size < sizeof(size_t)) {
+        ec_errorf(err, EC_EINVAL, "ec_etcd_create: options not initialised with EC_ETCD_OPTS_INIT");
+        return NULL;
+    }
+    if (ec__endpoints_parse(o->endpoints, &eps, err) < 0)
+        return NULL;
+    ec_etcd_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        ec_errorf(err, EC_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    if (take_opts(c, o, &eps, authority, sizeof(authority), err) < 0) {
+        free(c->endpoints);
+        free(c->user);
+        free(c->password);
+        free(c->http_proxy);
+        free(c->proxy_env);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return NULL;
+    }
+    grpc_ref(); /* from here ec_etcd_destroy undoes everything */
+    grpc_arg args[EC_CHANNEL_ARGS_MAX];
+    grpc_channel_args cargs = {.num_args = (size_t)channel_args(c, eps.n, authority, args),
+                               .args = args};
+    grpc_channel_credentials *creds = channel_creds(c, o, err);
+    if (!creds)
+        goto fail;
+    c->channel = grpc_channel_create(c->target, creds, &cargs);
+    grpc_channel_credentials_release(creds);
+    if (!c->channel) {
+        ec_errorf(err, EC_EINTERNAL, "cannot create a gRPC channel to %s", c->target);
+        goto fail;
+    }
+    if (first_contact(c, o->dial_timeout_ms, err) < 0)
+        goto fail;
     return c;
-error_grpc:
+fail:
     ec_etcd_destroy(c);
-    return NULL;
-error:
-    free(c->endpoints);
-    pthread_mutex_destroy(&c->lock);
-    free(c);
     return NULL;
 }
 
