@@ -175,7 +175,18 @@ void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx)
     n->loop.dirty |= fx->dirty;
     n->loop.touched |= fx->touched;
     n->loop.self_bad |= fx->self_bad;
-    ec__reg_saw_epoch(n, n->m.epoch_seen_max);
+    ec__node_model_changed(n);
+}
+
+void ec__node_model_changed(ec_node_t *n)
+{
+    atomic_store(&n->loop.epoch_now, n->m.epoch ? n->m.epoch->number : 0);
+    atomic_store(&n->loop.epoch_seen, n->m.epoch_seen_max);
+}
+
+uint64_t ec__node_epoch_seen(ec_node_t *n)
+{
+    return atomic_load(&n->loop.epoch_seen);
 }
 
 ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n)
@@ -668,12 +679,8 @@ fail:
 
 uint64_t ec_node_epoch_floor(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
-    uint64_t e = n->m.epoch ? n->m.epoch->number : 0;
-    if (n->m.epoch_seen_max > e)
-        e = n->m.epoch_seen_max;
-    pthread_mutex_unlock(&n->lock);
-    return e + 1;
+    uint64_t e = atomic_load(&n->loop.epoch_now), seen = atomic_load(&n->loop.epoch_seen);
+    return (seen > e ? seen : e) + 1;
 }
 
 int ec_node_leave(ec_node_t *n, ec_error_t *err)
@@ -810,9 +817,6 @@ uint64_t ec_node_run(ec_node_t *n)
 
 uint64_t ec_node_epoch_number(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
-    uint64_t e = n->m.epoch ? n->m.epoch->number : 0;
-    pthread_mutex_unlock(&n->lock);
-    return e;
+    return atomic_load(&n->loop.epoch_now);
 }
 

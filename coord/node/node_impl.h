@@ -30,7 +30,9 @@
  * Locks, and who owns what (each part below says which):
  *   lock           the job's model `m`, what feeds it (n->feed) and the
  *                  loop's flags and `cond` (n->loop): what the watch
- *                  threads and the public calls write for the loop;
+ *                  threads and the public calls write for the loop (the
+ *                  model's epoch number is also published as an atomic
+ *                  copy, for the public calls: ec__node_model_changed);
  *   reg.lock       registration (n->reg): the agent's calls about its own
  *                  node and the keepalive's lost lease, which never wait
  *                  for the model (a listing holds `lock` up to an etcd
@@ -117,6 +119,10 @@ struct ec__loop {
     /* The loop's phase (node_policy.h: ec_node_phase_next), changed only by
      * ec__node_phase from any thread (a compare-and-swap: no lock). */
     _Atomic int phase;
+    /* The model's epoch number (0: none) and the highest number it has
+     * seen, as it last changed (ec__node_model_changed): what the public
+     * calls and our record read without the model's lock. */
+    _Atomic uint64_t epoch_now, epoch_seen;
     /* coordinator thread: what was handed to on_epoch / on_job */
     uint64_t delivered_epoch;
     int64_t delivered_status_rev;
@@ -142,7 +148,6 @@ struct ec__reg {
     ec_node_boot_t boot;         /* phase 0: not gated */
     uint32_t fence_stops;        /* our record's: times the fence stopped our processes */
     ec_node_progress_t progress; /* our progress summary, written with our record */
-    uint64_t epoch_seen;         /* the model's epoch_seen_max, as the loop gave it */
     ec_probe_server_t *probe;
     /* the run's probe secret: proves this agent's answers and checks its
      * peers' (probe_proof.h) */
@@ -447,6 +452,12 @@ void ec__node_wake_by(ec_node_t *n, int64_t at);
 void ec__node_mark_dirty(ec_node_t *n);
 /* Act on what the model asked for. */
 void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx);
+/* The model changed (lock held): its epoch number and the highest seen
+ * are published for the readers without the lock (ec__node_model_effects
+ * does it; a change made without effects calls it). */
+void ec__node_model_changed(ec_node_t *n);
+/* Any thread, no lock: the highest epoch number the model has seen. */
+uint64_t ec__node_epoch_seen(ec_node_t *n);
 /* What the model needs to know of this node. */
 ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n);
 /* The node stops (ec_node_stop); or stops or leaves the job. */
@@ -473,8 +484,6 @@ void ec__reg_mark_pending(ec_node_t *n);
 bool ec__reg_pending(ec_node_t *n);
 bool ec__reg_take_pending(ec_node_t *n);
 bool ec__reg_lease_lost(ec_node_t *n);
-/* The highest epoch number the model has seen, for our record. */
-void ec__reg_saw_epoch(ec_node_t *n, uint64_t number);
 /* Coordinator thread, no lock: our lease was lost; register under a new one. */
 int ec__reg_renew(ec_node_t *n, ec_error_t *err);
 /* No lock: write our record as leaving and revoke our lease. */

@@ -749,7 +749,7 @@ bool ec__node_check_history(ec_node_t *n, bool force)
     ec_model_forget_epoch(&n->m);
     n->feed.max_rev = rev;
     n->feed.relist = true;
-    ec__reg_saw_epoch(n, n->m.epoch_seen_max);
+    ec__node_model_changed(n);
     ec__reg_mark_pending(n); /* our record again, with the epoch we saw */
     pthread_mutex_unlock(&n->lock);
     return true;

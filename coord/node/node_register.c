@@ -35,7 +35,7 @@ static int encode_self(ec_node_t *n, void **buf, size_t *len, ec_error_t *err)
     r->state = n->reg.state;
     r->reason = n->reg.reason ? strdup(n->reg.reason) : NULL;
     r->registered_at_ms = n->reg.registered_at_ms;
-    r->epoch_seen = n->reg.epoch_seen;
+    r->epoch_seen = ec__node_epoch_seen(n);
     r->progress = n->reg.progress;
     r->boot = n->reg.boot;
     r->fence_stops = n->reg.fence_stops;
@@ -399,13 +399,6 @@ bool ec__reg_lease_lost(ec_node_t *n)
     return l;
 }
 
-void ec__reg_saw_epoch(ec_node_t *n, uint64_t number)
-{
-    pthread_mutex_lock(&n->reg.lock);
-    if (number > n->reg.epoch_seen)
-        n->reg.epoch_seen = number;
-    pthread_mutex_unlock(&n->reg.lock);
-}
 
 int ec__reg_renew(ec_node_t *n, ec_error_t *err)
 {

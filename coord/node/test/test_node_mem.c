@@ -368,8 +368,8 @@ START_TEST(a_report_keeps_each_suspect_once_with_its_round_trip)
 END_TEST
 
 /* What the agent and the ring ask of their own node: the fence's clock
- * (when etcd last confirmed our lease), our lease, incarnation and boot, and
- * a suspicion report.  None of it waits for the job's model, which the
+ * (when etcd last confirmed our lease), our lease, incarnation and boot, the
+ * epoch it follows, and a suspicion report.  None of it waits for the job's model, which the
  * coordinator holds while it lists the job: as long as etcd takes to
  * answer, up to an etcd call's deadline (a slow or frozen etcd, a large
  * job), when the fence must still trip (and lift) on time.  The test holds
@@ -378,7 +378,7 @@ typedef struct {
     ec_node_t *n;
     atomic_bool done;
     int64_t confirmed, lease;
-    uint64_t incarnation;
+    uint64_t incarnation, epoch, floor;
     int reported;
 } own_calls_t;
 
@@ -389,6 +389,8 @@ static void *own_calls(void *arg)
     r->lease = ec_node_lease(r->n);
     r->incarnation = ec_node_incarnation(r->n);
     (void)ec_node_boot(r->n);
+    r->epoch = ec_node_epoch_number(r->n);
+    r->floor = ec_node_epoch_floor(r->n);
     const char *gone[] = {"nobody@250"};
     r->reported = ec_node_report_suspects(r->n, 1, gone, 1, NULL);
     atomic_store(&r->done, true);
@@ -417,6 +419,8 @@ START_TEST(a_nodes_own_calls_answer_while_its_model_is_held)
     ck_assert_int_gt(r.confirmed, 0);
     ck_assert_int_eq(r.lease, lease);
     ck_assert_int_eq(r.incarnation, 1);
+    ck_assert_int_eq(r.epoch, 1);
+    ck_assert_int_eq(r.floor, 2);
     ck_assert_int_eq(r.reported, 0);
     char *v = report_of("jown", "n1");
     ck_assert_str_eq(v, "nobody@250");
