@@ -123,14 +123,15 @@ if want c-worker-shrink; then
 fi
 
 # 6a. ecoord.torch's NCCL path in one process (no agent: a 1-rank group):
-# backend choice, state sync and DDP on CUDA tensors, torch's own abort timed
+# its NCCL warm-up and the first group's build after it, backend choice,
+# state sync and DDP on CUDA tensors, torch's own abort timed
 if want torch-nccl-smoke; then
     if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
         say SKIP torch-nccl-smoke "$PY has no torch with CUDA (set PY)"
     elif (cd "$B" && ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
         timeout 120 "$PY" tests/progs/torch_nccl_smoke.py) > "$OUT/torch-smoke.txt" 2>&1 &&
         grep -q '^OK' "$OUT/torch-smoke.txt"; then
-        say PASS torch-nccl-smoke "$(grep 'torch abort' "$OUT/torch-smoke.txt")"
+        say PASS torch-nccl-smoke "$(grep 'nccl warm-up' "$OUT/torch-smoke.txt"); $(grep 'torch abort' "$OUT/torch-smoke.txt")"
     else
         say FAIL torch-nccl-smoke "see below"; figures "$OUT/torch-smoke.txt"
     fi

@@ -20,7 +20,15 @@ if not (torch.cuda.is_available() and dist.is_nccl_available()):
     sys.exit(0)
 import ecoord.torch as et  # noqa: E402
 
+# NCCL's one-time set-up at boot (as Context does under an agent), then the
+# first group's build, which should no longer pay it.
+torch.cuda.set_device(0)
+warm = et._warm_nccl(torch.device("cuda", 0))
+t0 = time.monotonic()
 ctx = et.init(timeout=60)
+print("nccl warm-up %s ms, then the first group built in %.0f ms" %
+      ("%.0f" % warm if warm is not None else "failed", (time.monotonic() - t0) * 1000), flush=True)
+assert warm is not None, "the NCCL warm-up failed (its warning above)"
 print("backend", ctx.backend, "rank", ctx.rank, "world", ctx.world_size, flush=True)
 assert ctx.backend == "nccl"
 torch.manual_seed(0)

@@ -39,7 +39,8 @@ Before init() is the boot: under ``ecoord launch --rebuild=inprocess`` the
 agent starts a joiner's processes (and the one that replaces a dead
 process) before their node is admitted, and admits the node only once every
 process is ready.  init() says "ready" (it also makes the CUDA context of
-this process's GPU first, with NCCL) and then waits to be admitted; the
+this process's GPU first, with NCCL, and pays NCCL's one-time set-up with a
+one-rank group: _warm_nccl) and then waits to be admitted; the
 job's running members are never stopped for what comes before it.  So
 import, build the model and the optimizer, load data and warm up before
 init(): whatever comes after it and before the first sync() is time the
@@ -172,14 +173,64 @@ class _Gen:
 
 
 def _warm_up(backend):
-    """The boot's share that is torch's: this process's GPU and its CUDA
-    context (NCCL), before the process says it is ready."""
+    """The boot's share that is torch's: this process's GPU, its CUDA
+    context and NCCL's one-time set-up (_warm_nccl), before the process says
+    it is ready."""
     if backend != "nccl" or not torch.cuda.is_available():
         return
     n = torch.cuda.device_count()
     if n:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % n)
+        dev = int(os.environ.get("LOCAL_RANK", "0")) % n
+        torch.cuda.set_device(dev)
         torch.empty(1, device="cuda")  # makes the context now, not in the first sync()
+        _warm_nccl(torch.device("cuda", dev))
+
+
+def _release_warm(pg):
+    """Abort the warm-up's communicator (the one-rank group of _warm_nccl):
+    off the training thread, never raising."""
+    try:
+        for name in ("abort", "_abort", "shutdown"):
+            if hasattr(pg, name):
+                getattr(pg, name)()
+                break
+    except Exception as e:  # a release must not take anything down
+        log.debug("releasing the NCCL warm-up communicator: %s", e)
+
+
+def _warm_nccl(device):
+    """NCCL's one-time set-up, paid by the boot nobody waits for instead of by
+    the first epoch's build that the job's members wait for: a one-rank
+    communicator on `device`, built now and aborted on a thread of its own.
+    A process's first NCCL communicator costs ~0.4 s on an H200 against
+    8-60 ms for a later one (the C library's ECOORD_WORKER_NCCL_WARM, the
+    same knob: 0 turns this off).  Returns the milliseconds it took, or None
+    (off, or failed: said in a warning, and the cost stays where it was).
+    Never raises."""
+    if os.environ.get("ECOORD_WORKER_NCCL_WARM", "1").strip() == "0":
+        return None
+    t0 = time.monotonic()
+    try:
+        pg = dist.ProcessGroupNCCL(dist.HashStore(), 0, 1)
+        if hasattr(pg, "eager_connect_single_device"):
+            pg.eager_connect_single_device(device)  # torch >= 2.4: the communicator now
+        else:  # NCCL connects on a group's first collective
+            t = torch.zeros(1, device=device)
+            pg.allreduce([t]).wait()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+    except Exception as e:
+        log.warning("nccl warm-up (a one-rank communicator at boot) failed after %.0f ms: %s; the "
+                    "first epoch's group pays NCCL's set-up (ECOORD_WORKER_NCCL_WARM=0: no warm-up)",
+                    (time.monotonic() - t0) * 1000, str(e).splitlines()[0][:200] if str(e) else
+                    type(e).__name__)
+        return None
+    ms = (time.monotonic() - t0) * 1000
+    threading.Thread(target=_release_warm, args=(pg,), name="ecoord-nccl-warm",
+                     daemon=True).start()
+    log.info("+nccl warmed up in %.0f ms: a one-rank communicator at boot, released off the "
+             "training thread (ECOORD_WORKER_NCCL_WARM=0: not)", ms)
+    return ms
 
 
 class Context:
