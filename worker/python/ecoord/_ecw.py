@@ -57,7 +57,7 @@ LOG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
 class Options(ctypes.Structure):
     """ecw_options_t, field for field (checked against the C compiler's
-    layout by tests/t3250-python-ecw.sh).  ECW_OPTIONS_INIT's values."""
+    layout by tests/t3250-python-abi.sh).  ECW_OPTIONS_INIT's values."""
     _fields_ = [
         ("size", ctypes.c_size_t),
         ("from_env", ctypes.c_int),
