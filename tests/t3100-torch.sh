@@ -13,7 +13,9 @@
 # --log_dir's layout, nothing in the working directory (tests 14-15).
 # torchrun's rendezvous forms where one node hosts the store, static
 # (--node_rank, --master_addr/--master_port) and c10d (--rdzv_endpoint),
-# work between two agents on loopback (tests 16-17).
+# work between two agents on loopback (tests 16-17).  What torchrun reads of
+# its environment: PYTHON_EXEC runs the script under both (test 18), and
+# TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE shapes --tee's prefix (test 19).
 set -u
 PY=/usr/bin/python3
 if ! $PY -c 'import torch.distributed' 2>/dev/null; then
@@ -33,7 +35,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-echo "1..17"
+echo "1..19"
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 peer=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$ETCD" --name t --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$port" \
@@ -336,4 +338,41 @@ if [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] && [ "$served" = 1 ] &&
 else
     echo "not ok 17 - c10d: exit $rc_a and $rc_b, $served serving, saw '$(cat "$T"/c10d/torch.* 2>/dev/null | tr '\n' ';')'"
     tail -n 8 "$T/c10da.console" "$T/c10db.console" | sed 's/^/# /'
+fi
+
+# PYTHON_EXEC: torchrun's interpreter override (torch's run.py reads it), the
+# same under `ecoord torchrun` with no --python or ECOORD_PYTHON: a wrapper
+# that notes each script it runs and then runs Debian's python3.
+printf '#!/bin/sh\necho "$*" >> "$PYEXEC_LOG"\nexec %s "$@"\n' "$PY" > "$T/pyexec"
+chmod +x "$T/pyexec"
+mkdir -p "$T/pe-torch" "$T/pe-ecoord"
+(cd "$T" && PYTHON_EXEC="$T/pyexec" PYEXEC_LOG="$T/pe-torch.log" OUT_DIR="$T/pe-torch" STEPS=1 \
+    timeout $((120 * mult)) $TORCHRUN $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/pe-torch.console" 2>&1)
+(cd "$T" && PYTHON_EXEC="$T/pyexec" PYEXEC_LOG="$T/pe-ecoord.log" OUT_DIR="$T/pe-ecoord" STEPS=1 \
+    timeout $((120 * mult)) "$ECOORD" torchrun $ARGS "$SRCDIR/tests/progs/torch_allreduce.py" \
+    > "$T/pe-ecoord.console" 2>&1)
+ran() { grep -c "torch_allreduce.py" "$1" 2>/dev/null; }
+if [ "$(ran "$T/pe-torch.log")" = 2 ] && [ "$(ran "$T/pe-ecoord.log")" = 2 ] &&
+   [ "$(lines "$T/pe-ecoord.console")" = "torch rank 0/2 allreduce=2;torch rank 1/2 allreduce=2;" ] &&
+   grep -q "interpreter $T/pyexec: PYTHON_EXEC, imports torch" "$T/pe-ecoord.console"; then
+    echo "ok 18 - PYTHON_EXEC runs the script under torchrun and ecoord torchrun alike (2 ranks each), and ecoord says so"
+else
+    echo "not ok 18 - PYTHON_EXEC: torchrun ran $(ran "$T/pe-torch.log"), ecoord $(ran "$T/pe-ecoord.log"); '$(lines "$T/pe-ecoord.console")'"
+    tail -n 5 "$T/pe-ecoord.console" | sed 's/^/# /'
+fi
+
+# TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (torch >= 2.2 reads it; Debian's 1.13
+# does not, so the lines are checked against what torch's
+# string.Template.safe_substitute gives): each rank's lines after its global
+# and local rank, and $$ as one $.
+(cd "$T" && TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}/$local_rank $$]: ' OUT_DIR="$T/tr-ecoord" \
+    STEPS=1 ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun $ARGS --tee=3 \
+    "$SRCDIR/tests/progs/torch_allreduce.py" > "$T/tpl.console" 2>&1)
+tpl_lines() { grep -a '^\[rank[01]/[01] \$\]: torch rank' "$1" | sort | tr '\n' ';'; }
+want_tpl='[rank0/0 $]: torch rank 0/2 allreduce=2;[rank1/1 $]: torch rank 1/2 allreduce=2;'
+if [ "$(tpl_lines "$T/tpl.console")" = "$want_tpl" ] && ! grep -q '^\[default[01]\]:' "$T/tpl.console"; then
+    echo "ok 19 - TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: --tee's lines after the filled template"
+else
+    echo "not ok 19 - template: '$(tpl_lines "$T/tpl.console")'"
+    tail -n 5 "$T/tpl.console" | sed 's/^/# /'
 fi

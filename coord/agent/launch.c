@@ -351,6 +351,20 @@ static void error_file(const agent_t *a, int r, char *buf, size_t len)
 /* Start local rank r in the current epoch (a->epoch, a->m_id), or, ahead
  * of admission (no epoch in its environment; in place only), as a process
  * that follows the job's epochs itself and is told its rank by them. */
+/* Local rank r's console prefix from torchrun's template
+ * (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE), for the rank it holds now: a
+ * process kept across epochs (in place) gets its new rank's. */
+static void set_prefix(agent_t *a, int r, bool ahead)
+{
+    const char *tpl = a->cfg->torchrun.prefix_template;
+    if (!a->cfg->torchrun.on || !*tpl)
+        return;
+    char buf[256];
+    int64_t rank = !ahead && a->m_id >= 0 ? ec_rank(a->m_id, a->nproc, r) : -1;
+    ec_procs_prefix_format(tpl, a->cfg->role, rank, r, a->cfg->hostname, buf, sizeof(buf));
+    ec_procs_set_prefix(a->procs, r, buf);
+}
+
 static int start_rank_as(agent_t *a, int r, bool ahead)
 {
     char errpath[4200];
@@ -410,6 +424,7 @@ static int start_rank_as(agent_t *a, int r, bool ahead)
                  a->epoch->number, (long long)rank, a->epoch->world_size, r, a->cfg->node_id,
                  ec_epoch_reason_name(a->epoch->reason), a->restarts);
     }
+    set_prefix(a, r, ahead);
     int rc = ec_procs_start(a->procs, r, a->restarts, env, marker, &err);
     ec_env_free(env);
     if (rc < 0) {
@@ -589,6 +604,8 @@ static int apply_epoch(agent_t *a, ec_epoch_t *ep)
     }
     bool was_running = ec_procs_running(a->procs) > 0;
     a->m_id = m;
+    for (int r = 0; r < a->nproc; r++)
+        set_prefix(a, r, false);
     complete_view(a, ep);
     write_endpoints_log(a, ep);
     ec_log(EC_LOG_INFO, "node %s is M_id %d: ranks %lld-%lld of %d", a->cfg->node_id, m,

@@ -26,6 +26,7 @@
 
 #include "janitor.h"
 #include "log.h"
+#include "strbuf.h"
 
 /* What the agent keeps of each rank's output when no file holds it all:
  * enough for a failure report's last lines. */
@@ -63,7 +64,7 @@ typedef struct rank {
     char ring[RING_BYTES]; /* the last bytes of its output, circular */
     size_t ring_head, ring_len;
     uint64_t bytes;
-    char prefix[160];  /* "[default0]:" */
+    char prefix[256];  /* "[default0]:", or the template's (ec_procs_set_prefix) */
 } rank_t;
 
 /* A child of ours as /proc shows it: pid and start time (in clock ticks
@@ -80,6 +81,7 @@ struct ec_procs {
     ec_outq_t *console;
     ec_outq_t *err_q;  /* the agent's stderr (torchrun style; ours) */
     ec_procs_style_t style;
+    char role[128];    /* torchrun's role, for the default prefix */
     int ep;            /* epoll set of every stream's fd */
     char state_dir[PATH_MAX];
     bool private_dir;  /* state_dir is ours to remove */
@@ -327,6 +329,68 @@ int ec_procs_plan(ec_procs_style_t style, const char *redirects, const char *tee
     return 0;
 }
 
+/* The length of the identifier at s ([_A-Za-z][_A-Za-z0-9]*, Python's
+ * Template.idpattern), 0 if none. */
+static size_t ident_len(const char *s)
+{
+    size_t n = 0;
+    if (s[0] == '_' || isalpha((unsigned char)s[0]))
+        for (n = 1; s[n] == '_' || isalnum((unsigned char)s[n]); n++)
+            ;
+    return n;
+}
+
+void ec_procs_prefix_format(const char *tmpl, const char *role, int64_t rank, int local_rank,
+                            const char *hostname, char *out, size_t len)
+{
+    char srank[24], slocal[16];
+    snprintf(srank, sizeof(srank), rank < 0 ? "?" : "%lld", (long long)rank);
+    snprintf(slocal, sizeof(slocal), "%d", local_rank);
+    const char *names[] = {"role_name", "rank", "local_rank", "hostname"};
+    const char *vals[] = {role && *role ? role : "default", srank, slocal,
+                          hostname ? hostname : ""};
+    ec_strbuf_t b = EC_STRBUF_INIT;
+    for (const char *p = tmpl ? tmpl : ""; *p;) {
+        if (*p != '$') {
+            ec_strbuf_putn(&b, p++, 1);
+            continue;
+        }
+        if (p[1] == '$') { /* $$: one $ */
+            ec_strbuf_putn(&b, p, 1);
+            p += 2;
+            continue;
+        }
+        bool braced = p[1] == '{';
+        const char *id = p + 1 + braced;
+        size_t n = ident_len(id);
+        const char *val = NULL;
+        if (n && (!braced || id[n] == '}'))
+            for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !val; i++)
+                if (strlen(names[i]) == n && !strncmp(names[i], id, n))
+                    val = vals[i];
+        if (!val) { /* not ours, or not a placeholder: as it is */
+            ec_strbuf_putn(&b, p++, 1);
+            continue;
+        }
+        ec_strbuf_puts(&b, val);
+        p = id + n + braced;
+    }
+    char *s = ec_strbuf_take(&b);
+    snprintf(out, len, "%s", s ? s : "");
+    free(s);
+}
+
+void ec_procs_set_prefix(ec_procs_t *p, int r, const char *prefix)
+{
+    if (!p || r < 0 || r >= p->nproc)
+        return;
+    rank_t *k = &p->r[r];
+    if (prefix && *prefix)
+        snprintf(k->prefix, sizeof(k->prefix), "%s", prefix);
+    else
+        snprintf(k->prefix, sizeof(k->prefix), "[%.120s%d]:", p->role, r);
+}
+
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -377,6 +441,7 @@ ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
         return NULL;
     }
     p->nproc = nproc;
+    snprintf(p->role, sizeof(p->role), "%s", opt.role && *opt.role ? opt.role : "default");
     p->argv = opt.argv;
     p->console = opt.console;
     p->style = opt.style;
@@ -387,8 +452,7 @@ ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
         k->dir_attempt = -1;
         if (ec_procs_plan(opt.style, opt.redirects, opt.tee, opt.ranks_filter, i, &k->plan, err) < 0)
             goto fail;
-        snprintf(k->prefix, sizeof(k->prefix), "[%.120s%d]:", opt.role && *opt.role ? opt.role
-                                                                                  : "default", i);
+        snprintf(k->prefix, sizeof(k->prefix), "[%.120s%d]:", p->role, i);
     }
     /* the directory of the agent's own per-rank files: log_dir (Paddle),
      * else one of its own, private, removed at the end */

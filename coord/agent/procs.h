@@ -110,6 +110,16 @@ void ec_procs_destroy(ec_procs_t *p); /* stops anything running first */
  * directory ...") and nothing left running. */
 int ec_procs_start(ec_procs_t *p, int r, int attempt, char *const *envp, const char *marker,
                    ec_error_t *err);
+/* torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: tmpl with $role_name,
+ * $rank, $local_rank and $hostname (or ${role_name}, ...) replaced as
+ * Python's string.Template.safe_substitute replaces them: $$ is $, any
+ * other $ is left as it is.  rank < 0 (a process started before its node's
+ * epoch): "?".  Into out (len bytes), cut if longer. */
+void ec_procs_prefix_format(const char *tmpl, const char *role, int64_t rank, int local_rank,
+                            const char *hostname, char *out, size_t len);
+/* The prefix of local rank r's console lines where torchrun's tee puts one;
+ * NULL or "": torchrun's own, "[<role><local_rank>]:". */
+void ec_procs_set_prefix(ec_procs_t *p, int r, const char *prefix);
 /* SIGTERM every rank's process group and every orphaned descendant, SIGKILL
  * what is left after grace_ms, reap.  Exit statuses are discarded.  Cheap
  * when nothing runs. */

@@ -294,9 +294,10 @@ static int choose_python(const ec_config_t *cfg, const char *path, ec_program_pr
 {
     const char *prog = cfg->prog_argv[0];
     const char *needs = probe ? out->needs : NULL;
-    const char *how = cfg->src[EC_K_PYTHON].kind == EC_SRC_FLAG  ? "--python"
-                      : cfg->src[EC_K_PYTHON].kind == EC_SRC_ENV ? "ECOORD_PYTHON"
-                                                                 : "the default";
+    const ec_source_t *src = &cfg->src[EC_K_PYTHON];
+    const char *how = src->kind == EC_SRC_FLAG  ? "--python"
+                      : src->kind == EC_SRC_ENV ? (src->name ? src->name : "ECOORD_PYTHON")
+                                                : "the default";
     const char *under = cfg->torchrun.on ? "under ecoord torchrun, as torchrun runs it with its own "
                                            "interpreter"
                                          : "as Paddle's launcher runs it with its own interpreter";

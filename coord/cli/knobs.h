@@ -274,6 +274,10 @@ typedef struct ec_config {
         char redirects[128]; /* -r/--redirects as given: "0".."3" or "LR:V,..." */
         char tee[128];       /* -t/--tee, the same form */
         char ranks_filter[128]; /* --local_ranks_filter: "0,1"; "": every rank */
+        /* TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: the tee's prefix, with
+         * $role_name, $rank, $local_rank (ec_procs_prefix_format); "":
+         * torchrun's "[<role><local_rank>]:" */
+        char prefix_template[256];
         char run_id[130];    /* --rdzv_id: its --log_dir subdirectory's prefix */
         /* The etcd this node serves to the job's other nodes (torchrun's
          * static and c10d rendezvous, where one node hosts the store):

@@ -810,6 +810,31 @@ int ec_torchrun_translate(int argc, char *const *argv, const ec_torchrun_host_t 
     return 0;
 }
 
+/* What torchrun itself reads from its environment besides PET_*: its
+ * interpreter (PYTHON_EXEC, where ecoord's --python/ECOORD_PYTHON is not
+ * given) and its tee's line prefix (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE). */
+static int torchrun_environ(ec_config_t *cfg, ec_getenv_fn env, void *env_arg, ec_error_t *err)
+{
+    const char *py = env ? env("PYTHON_EXEC", env_arg) : NULL;
+    if (py && *py && cfg->src[EC_K_PYTHON].kind == EC_SRC_DEFAULT) {
+        char *p = strdup(py);
+        if (!p)
+            return ec_errorf(err, EC_ENOMEM, "out of memory");
+        free(cfg->python);
+        cfg->python = p;
+        cfg->src[EC_K_PYTHON] = (ec_source_t){.kind = EC_SRC_ENV, .name = "PYTHON_EXEC"};
+    }
+    const char *tpl = env ? env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", env_arg) : NULL;
+    if (tpl && strlen(tpl) >= sizeof(cfg->torchrun.prefix_template))
+        return ec_errorf(err, EC_EINVAL,
+                         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE is %zu characters long; ecoord "
+                         "takes at most %zu (a prefix such as '[rank${rank}]: ')",
+                         strlen(tpl), sizeof(cfg->torchrun.prefix_template) - 1);
+    snprintf(cfg->torchrun.prefix_template, sizeof(cfg->torchrun.prefix_template), "%s",
+             tpl ? tpl : "");
+    return 0;
+}
+
 int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                       ec_error_t *err)
 {
@@ -858,6 +883,9 @@ int ec_torchrun_apply(const ec_torchrun_t *t, ec_config_t *cfg, ec_getenv_fn env
         cfg->fixed_failure_exit = 1;
         cfg->src[EC_K_FIXED_FAILURE_EXIT].name = "torchrun's exit code";
     }
+    int rc = torchrun_environ(cfg, env, env_arg, err);
+    if (rc < 0)
+        return rc;
     for (int i = 0; i < t->nwarnings && cfg->nwarnings < EC_CONFIG_MAX_WARNINGS; i++)
         snprintf(cfg->warnings[cfg->nwarnings++], sizeof(cfg->warnings[0]), "%s", t->warnings[i]);
     return ec_config_validate(cfg, env, env_arg, err);
@@ -890,8 +918,10 @@ char *ec_torchrun_help(void)
         "full (never abbreviated); dashes and underscores are the same; each flag not\n"
         "given is read from PET_<FLAG> (PET_NNODES, PET_NODE_RANK, ...), as torchrun\n"
         "reads them. SCRIPT runs as PYTHON -u SCRIPT, as torchrun runs it with its own\n"
-        "interpreter: PYTHON is --python (ECOORD_PYTHON) when given, else the first\n"
-        "python3 on PATH that imports torch; --no_python runs it as given.\n"
+        "interpreter: PYTHON is --python (ECOORD_PYTHON) when given, else PYTHON_EXEC\n"
+        "(torchrun's), else the first python3 on PATH that imports torch; --no_python\n"
+        "runs it as given. TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE ($role_name, $rank,\n"
+        "$local_rank, $hostname) is --tee's line prefix, as torchrun reads it.\n"
         "\n"
         "torchrun flag                    ecoord\n"
         "  --nnodes=N|MIN:MAX               --np\n"

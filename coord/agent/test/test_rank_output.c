@@ -123,6 +123,37 @@ START_TEST(malformed_forms_are_refused)
 }
 END_TEST
 
+/* torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, filled as Python's
+ * string.Template.safe_substitute fills it (each expected value below is
+ * what Python 3 gives for role_name=trainer, rank=5, local_rank=1,
+ * hostname=h1: the names torch's local_elastic_agent.py passes). */
+START_TEST(a_prefix_template_is_filled_as_torchrun_fills_it)
+{
+    const char *cases[][2] = {
+        {"[rank${rank}]: ", "[rank5]: "},
+        {"$role_name-$local_rank|", "trainer-1|"},
+        {"${rank}$$", "5$"},
+        {"$unknown ${rank $ $1", "$unknown ${rank $ $1"},
+        {"${ranks}$ranks $rank_x", "${ranks}$ranks $rank_x"},
+        {"$RANK", "$RANK"},
+        {"[$hostname:$rank] ", "[h1:5] "},
+        {"", ""},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ec_procs_prefix_format(cases[i][0], "trainer", 5, 1, "h1", out, sizeof(out));
+        ck_assert_msg(!strcmp(out, cases[i][1]), "'%s' gave '%s', not '%s'", cases[i][0], out,
+                      cases[i][1]);
+    }
+    /* a rank not known yet (started before its epoch), no role: torchrun's */
+    ec_procs_prefix_format("[${role_name}${rank}/${local_rank}]:", NULL, -1, 3, NULL, out,
+                           sizeof(out));
+    ck_assert_str_eq(out, "[default?/3]:");
+    ec_procs_prefix_format("${rank}${rank}${rank}", "r", 123456, 0, NULL, out, 8);
+    ck_assert_str_eq(out, "1234561");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     return ec_check_suite("rank_output", NULL, NULL,
@@ -132,7 +163,8 @@ static Suite *suite(void)
                               redirects_send_streams_to_files_and_tee_to_both_with_the_prefix,
                               per_rank_pairs_and_unlisted_ranks,
                               ranks_filter_keeps_other_ranks_off_the_console_only,
-                              malformed_forms_are_refused));
+                              malformed_forms_are_refused,
+                              a_prefix_template_is_filled_as_torchrun_fills_it));
 }
 
 EC_CHECK_MAIN(suite)

@@ -62,8 +62,8 @@ static int run(const ec_torchrun_host_t *h, char **argv)
     int rc = ec_torchrun_translate(argc_of(argv), argv, h, test_env, NULL, &t, &err);
     if (rc || t.help)
         return rc;
-    rc = ec_config_parse(&cfg, "launch", t.argc, t.argv, no_env, NULL, &err);
-    return rc ? rc : ec_torchrun_apply(&t, &cfg, no_env, NULL, &err);
+    rc = ec_config_parse(&cfg, "launch", t.argc, t.argv, test_env, NULL, &err);
+    return rc ? rc : ec_torchrun_apply(&t, &cfg, test_env, NULL, &err);
 }
 
 #define OK(h, ...) ck_assert_msg(run(h, ARGS(__VA_ARGS__)) == 0, "refused: %s", err.msg)
@@ -332,6 +332,41 @@ START_TEST(pet_variables_are_read_as_torchrun_reads_them)
 }
 END_TEST
 
+/* What torchrun reads of its environment besides PET_*: PYTHON_EXEC, the
+ * script's interpreter (ecoord's --python and ECOORD_PYTHON win over it),
+ * and TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, the prefix of the lines --tee
+ * shows (filled per rank by the agent: ec_procs_prefix_format). */
+START_TEST(python_exec_and_the_prefix_template_are_read_as_torchrun_reads_them)
+{
+    run_env = ENVV("PYTHON_EXEC=/opt/py/bin/python3.11",
+                   "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[rank${rank}]: ");
+    OK(&host, "t.py");
+    ck_assert_str_eq(cfg.python, "/opt/py/bin/python3.11");
+    ck_assert_int_eq(cfg.src[EC_K_PYTHON].kind, EC_SRC_ENV);
+    ck_assert_str_eq(cfg.src[EC_K_PYTHON].name, "PYTHON_EXEC");
+    ck_assert_str_eq(cfg.torchrun.prefix_template, "[rank${rank}]: ");
+    OK(&host, "--python=/usr/bin/python3", "t.py");
+    ck_assert_str_eq(cfg.python, "/usr/bin/python3");
+    run_env = ENVV("PYTHON_EXEC=/opt/py/bin/python3.11", "ECOORD_PYTHON=/usr/bin/python3");
+    OK(&host, "t.py");
+    ck_assert_str_eq(cfg.python, "/usr/bin/python3");
+    ck_assert_str_eq(cfg.src[EC_K_PYTHON].name, "ECOORD_PYTHON");
+    ck_assert_str_eq(cfg.torchrun.prefix_template, "");
+    /* empty: unset */
+    run_env = ENVV("PYTHON_EXEC=", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=");
+    OK(&host, "t.py");
+    ck_assert_int_eq(cfg.src[EC_K_PYTHON].kind, EC_SRC_DEFAULT);
+    ck_assert_str_eq(cfg.torchrun.prefix_template, "");
+    /* longer than the agent keeps: refused, with its length */
+    char big[400] = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=";
+    size_t n = strlen(big);
+    memset(big + n, 'x', 300);
+    big[n + 300] = '\0';
+    run_env = ENVV(big);
+    REFUSED("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE is 300 characters long", "t.py");
+}
+END_TEST
+
 /* torchrun's console and files: -r/--redirects, -t/--tee and
  * --local_ranks_filter reach the agent (coord/agent/procs.h), and no log
  * directory is made unless --log_dir names one (torchrun writes nothing in
@@ -428,6 +463,7 @@ static Suite *suite(void)
                               static_rendezvous_node_rank_0_serves_the_etcd_the_others_use,
                               c10d_rendezvous_the_endpoint_node_serves_the_etcd,
                               pet_variables_are_read_as_torchrun_reads_them,
+                              python_exec_and_the_prefix_template_are_read_as_torchrun_reads_them,
                               console_and_files_as_torchrun,
                               accepted_with_a_warning,
                               program_found_as_torchrun_finds_it,
