@@ -9,7 +9,8 @@
  * should survive a hang does);
  * in place, a peer blocked in a Gloo allreduce on a stopped rank is released
  * and trains on in the same process, never blamed itself; a whole job pausing
- * in a declared checkpoint longer than the timeout is no hang; a node
+ * in a declared checkpoint longer than the timeout is no hang, but a pause
+ * never resumed is one once --max_pause passed; a node
  * whose steps are slower is named in `ecoord status`, and with
  * --straggler_factor evicted once, the job going on without it and taking
  * it back. */
@@ -389,6 +390,38 @@ START_TEST(a_declared_checkpoint_longer_than_the_timeout_is_no_hang)
 }
 END_TEST
 
+/* When node's local rank 0 declared its pause, as its progress file says
+ * (CLOCK_MONOTONIC ms), or fallback. */
+static int64_t pause_start_ms(const char *job, const char *node, int64_t fallback)
+{
+    char p[400];
+    snprintf(p, sizeof(p), "%s/%s-%s/progress.0", tmp, job, node);
+    ec_progress_slot_t s;
+    FILE *f = fopen(p, "r");
+    bool got = f && fread(&s, sizeof(s), 1, f) == 1 && s.magic == EC_PROGRESS_MAGIC;
+    if (f)
+        fclose(f);
+    return got && s.paused_ns > 0 ? s.paused_ns / 1000000 : fallback;
+}
+
+/* A declared pause is no hang for --max_pause only: one never resumed (a
+ * checkpoint stuck on its storage) counts as silence from its start, so the
+ * node is named once --max_pause (and --hang_timeout) passed, its agent
+ * says why, and the job goes on. */
+START_TEST(a_pause_past_max_pause_is_a_hang)
+{
+    const char *flags = "--hang_timeout=1.5 --max_pause=3";
+    agent_t a[2] = {start_agent("hm", "a", "2", "", flags, "0"),
+                    start_agent("hm", "b", "2", "EC_TEST_PROG_CHECKPOINT=10:600000", flags, "0")};
+    uint64_t e = wait_epoch_above("hm", 0, 2, 15000);
+    wait_any(a, 2, "paused (checkpoint declared)", 15000);
+    int64_t t0 = pause_start_ms("hm", "b", ec_test_now_ms());
+    expect_recovered(a, 2, "hm", "b", e, t0, 3000, "not inside a collective");
+    ck_assert_msg(ec_test_wait_file(a[1].log, "past --max_pause", 5000),
+                  "b's agent did not say its rank's pause ran past --max_pause");
+}
+END_TEST
+
 /* Every rank spends 5 s in a phase nobody declared (an evaluation) with
  * --hang_timeout=2: each node is silent, none clearly longer than the
  * others: nobody is blamed or restarted (the first to reach the timeout
@@ -576,6 +609,7 @@ static Suite *suite(void)
     ec_tcase_add(t, a_python_program_reporting_through_ecoord_progress_is_watched);
     ec_tcase_add(t, a_collective_blocked_on_a_stopped_peer_is_released_in_place);
     ec_tcase_add(t, a_declared_checkpoint_longer_than_the_timeout_is_no_hang);
+    ec_tcase_add(t, a_pause_past_max_pause_is_a_hang);
     ec_tcase_add(t, every_node_silent_together_is_no_hang);
     ec_tcase_add(t, a_slow_node_is_named_in_status);
     ec_tcase_add(t, a_straggler_is_evicted_with_straggler_factor_and_rejoins);

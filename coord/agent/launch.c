@@ -1771,6 +1771,7 @@ static int setup_processes(agent_t *a)
         a->silence_ms = cfg->hang_timeout_ms / 2 < 10000 ? cfg->hang_timeout_ms / 2 : 10000;
     if (!(a->progress = ec_progress_create(a->nproc, a->log_dir, a->silence_ms, &err)))
         ec_log(EC_LOG_WARN, "no progress reports on this node: %s", err.msg);
+    ec_progress_set_max_pause(a->progress, cfg->max_pause_ms);
     /* Boots gated (top of the file): in place, with a progress file for
      * each process to say it is ready in. */
     a->gated = cfg->rebuild == EC_REBUILD_INPROCESS && cfg->join_ready_timeout_ms > 0 && a->progress;

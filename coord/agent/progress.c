@@ -14,6 +14,7 @@
 #include "procstat.h"
 #include "clock.h"
 #include "progress_file.h"
+#include "log.h"
 
 typedef struct rank {
     char path[4200];
@@ -22,6 +23,7 @@ typedef struct rank {
     off_t log_size;
     int64_t start_ms, last_ms; /* monotonic: started, last progress seen */
     bool running, reporting, paused, in_coll, stopped;
+    int64_t overdue_told; /* the pause (its start, ns) said to be past max_pause */
     uint64_t step;
     int64_t win_t[EC_PROGRESS_WINDOW];
     uint64_t win_s[EC_PROGRESS_WINDOW];
@@ -31,9 +33,16 @@ typedef struct rank {
 struct ec_progress {
     int nproc;
     int64_t silence_ms;
+    int64_t max_pause_ms; /* 0: a pause excuses silence for ever */
     int64_t now_ms;
     rank_t *r;
 };
+
+void ec_progress_set_max_pause(ec_progress_t *p, int64_t ms)
+{
+    if (p)
+        p->max_pause_ms = ms > 0 ? ms : 0;
+}
 
 ec_progress_t *ec_progress_create(int nproc, const char *log_dir, int64_t silence_ms,
                                   ec_error_t *err)
@@ -149,8 +158,21 @@ static void sample_one(ec_progress_t *p, rank_t *k, pid_t pid, int64_t now)
         k->in_coll = s.coll_enter_ns != 0;
         int64_t last = max64(max64(s.step_ns, s.coll_done_ns), s.resumed_ns) / 1000000;
         k->last_ms = max64(k->start_ms, last);
-        if (k->paused)
+        int64_t paused_at = s.paused_ns / 1000000;
+        if (k->paused && p->max_pause_ms > 0 && now - paused_at >= p->max_pause_ms) {
+            /* a pause past its bound is silence from its start */
+            k->paused = false;
+            k->last_ms = max64(k->start_ms, paused_at);
+            if (k->overdue_told != s.paused_ns) {
+                k->overdue_told = s.paused_ns;
+                ec_log(EC_LOG_WARN, "+pause-overdue local rank %d: paused %.1f s ago, past "
+                       "--max_pause=%.0f s: its silence counts from the pause's start",
+                       (int)(k - p->r), (double)(now - paused_at) / 1000.0,
+                       (double)p->max_pause_ms / 1000.0);
+            }
+        } else if (k->paused) {
             k->last_ms = now; /* a declared pause is not silence */
+        }
         if (s.step != k->step) {
             k->step = s.step;
             if (k->nwin == EC_PROGRESS_WINDOW) {

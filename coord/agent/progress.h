@@ -37,6 +37,10 @@ typedef struct ec_progress ec_progress_t;
 ec_progress_t *ec_progress_create(int nproc, const char *log_dir, int64_t silence_ms,
                                   ec_error_t *err);
 void ec_progress_destroy(ec_progress_t *p); /* accepts NULL */
+/* A declared pause excuses a rank's silence for ms at most (--max_pause):
+ * past it, the rank is silent since the pause began (logged once as
+ * "+pause-overdue").  0 (the default): for ever. */
+void ec_progress_set_max_pause(ec_progress_t *p, int64_t ms);
 
 /* The file for local rank r (its ECOORD_PROGRESS_FILE). */
 const char *ec_progress_path(const ec_progress_t *p, int r);

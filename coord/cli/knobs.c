@@ -434,6 +434,20 @@ const ec_knob_t ec__knobs[EC_K__COUNT] = {
                 "agent does not react). Declare checkpoints with ecw_progress_pause/resume. A "
                 "number turns it on for every program; off (or 0) turns it off.",
         .offset = OFF(hang_timeout), .check = ec__knob_check_hang_timeout},
+    /* A pause (ecw_progress_pause, ecoord.progress.paused) is a promise to
+     * come back; one never kept (a checkpoint stuck on its storage) would
+     * otherwise excuse the job's silence for ever (coord/agent/progress.c). */
+    [EC_K_MAX_PAUSE] = {
+        .id = EC_K_MAX_PAUSE, .name = "max_pause",
+        .spellings = {"max_pause"}, .env = {"ECOORD_MAX_PAUSE"},
+        .type = EC_KT_SECONDS, .cmds = L, .min = 0, .max = 604800000,
+        .def = "3600", .def_help = "3600: an hour", .metavar = "SECONDS", .example = "7200",
+        .group = "hangs and stragglers",
+        .help = "the longest a declared pause (a checkpoint: ecw_progress_pause/resume, "
+                "ecoord.progress.paused) excuses a rank's silence; past it the pause counts as "
+                "silence from its start, so --hang_timeout names the node. 0: a pause excuses "
+                "silence however long it lasts.",
+        .offset = OFF(max_pause_ms)},
     [EC_K_STRAGGLER_FACTOR] = {
         .id = EC_K_STRAGGLER_FACTOR, .name = "straggler_factor",
         .spellings = {"straggler_factor"}, .env = {"ECOORD_STRAGGLER_FACTOR"},

@@ -79,6 +79,7 @@ typedef enum {
     EC_K_PEER_PAUSE_TOLERANCE,
     EC_K_STOP_BARRIER,
     EC_K_HANG_TIMEOUT,
+    EC_K_MAX_PAUSE,
     EC_K_STRAGGLER_FACTOR,
     EC_K_PYTHON,
     EC_K_NO_PYTHON,
@@ -237,6 +238,7 @@ typedef struct ec_config {
     char *hang_timeout;          /* as given: "auto", "off", or seconds */
     int64_t hang_timeout_ms;     /* resolved: > 0 every program, 0 off, -1 auto
                                   * (EC_HANG_AUTO_MS for programs that report progress) */
+    int64_t max_pause_ms;        /* a declared pause excuses silence this long; 0: forever */
     char *straggler_factor;      /* as given: "off" or a number > 1 */
     double straggler_factor_x;   /* resolved: 0 off */
 

@@ -230,6 +230,7 @@ static const struct {
     {EC_K_PEER_PAUSE_TOLERANCE, "3", "3s", NULL, NULL},
     {EC_K_STOP_BARRIER, "true", "true", NULL, NULL},
     {EC_K_HANG_TIMEOUT, "600", "600", NULL, NULL},
+    {EC_K_MAX_PAUSE, "7200", "7200s", NULL, NULL},
     {EC_K_STRAGGLER_FACTOR, "2.5", "2.5", NULL, NULL},
     {EC_K_PYTHON, "/usr/bin/python3", "/usr/bin/python3", NULL, NULL},
     {EC_K_NO_PYTHON, "true", "true", NULL, NULL},
