@@ -254,16 +254,22 @@ static pid_t rank_pid(const char *job, const char *node, uint64_t epoch)
  * and resume; CLOCK_MONOTONIC ms), or fallback when it never reported.
  * Silence is counted from there, not from the SIGSTOP: the rank may have
  * stepped last a step period before it (longer on a loaded machine). */
-static int64_t last_progress_ms(const char *job, const char *node, int64_t fallback)
+/* Local rank 0's progress file of job's node, read whole; false if none. */
+static bool read_slot(const char *job, const char *node, ec_progress_slot_t *s)
 {
     char p[400];
     snprintf(p, sizeof(p), "%s/%s-%s/progress.0", tmp, job, node);
-    ec_progress_slot_t s;
     FILE *f = fopen(p, "r");
-    bool got = f && fread(&s, sizeof(s), 1, f) == 1 && s.magic == EC_PROGRESS_MAGIC;
+    bool got = f && fread(s, sizeof(*s), 1, f) == 1 && s->magic == EC_PROGRESS_MAGIC;
     if (f)
         fclose(f);
-    if (!got)
+    return got;
+}
+
+static int64_t last_progress_ms(const char *job, const char *node, int64_t fallback)
+{
+    ec_progress_slot_t s;
+    if (!read_slot(job, node, &s))
         return fallback;
     int64_t ns = s.step_ns;
     if (s.coll_done_ns > ns)
@@ -394,14 +400,8 @@ END_TEST
  * (CLOCK_MONOTONIC ms), or fallback. */
 static int64_t pause_start_ms(const char *job, const char *node, int64_t fallback)
 {
-    char p[400];
-    snprintf(p, sizeof(p), "%s/%s-%s/progress.0", tmp, job, node);
     ec_progress_slot_t s;
-    FILE *f = fopen(p, "r");
-    bool got = f && fread(&s, sizeof(s), 1, f) == 1 && s.magic == EC_PROGRESS_MAGIC;
-    if (f)
-        fclose(f);
-    return got && s.paused_ns > 0 ? s.paused_ns / 1000000 : fallback;
+    return read_slot(job, node, &s) && s.paused_ns > 0 ? s.paused_ns / 1000000 : fallback;
 }
 
 /* A declared pause is no hang for --max_pause only: one never resumed (a
