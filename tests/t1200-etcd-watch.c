@@ -267,15 +267,7 @@ END_TEST
 /* Watch streams etcd has opened so far (its /metrics on the client port). */
 static long watch_streams(void)
 {
-    size_t cap = 4u << 20;
-    char *resp = malloc(cap);
-    ck_assert_ptr_nonnull(resp);
-    ck_assert_int_eq(ec_http_request(ec_embed_port(etcd), "GET", "/metrics", resp, cap), 200);
-    double v = ec_prom_value(ec_http_body(resp), "grpc_server_started_total{grpc_method=\"Watch\","
-                             "grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"}", -1);
-    free(resp);
-    ck_assert_msg(v >= 0, "etcd's /metrics has no grpc_server_started_total of Watch");
-    return (long)v;
+    return ec_test_etcd_watch_streams(etcd);
 }
 
 static bool created_n(void *arg)

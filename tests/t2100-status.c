@@ -72,27 +72,9 @@ static pid_t start_node(const char *job, const char *id, int min, int max, int n
     return pid;
 }
 
-typedef struct {
-    const char *root;
-    uint64_t number;
-    int world;
-} want_t;
-
-static bool epoch_is(void *arg)
-{
-    want_t *w = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, w->root);
-    bool ok = ep && ep->number >= w->number && ep->world_size == w->world;
-    ec_epoch_free(ep);
-    return ok;
-}
-
 static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world)
 {
-    want_t w = {root, number, world};
-    ck_assert_msg(ec_test_wait(epoch_is, &w, 10000), "no epoch >= %llu with world %d",
-                  (unsigned long long)number, world);
-    return ec_test_epoch(c, root);
+    return ec_test_need_epoch(c, root, number, world, 10000);
 }
 
 static void keys_of(ec_keys_t *k, const char *job)

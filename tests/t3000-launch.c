@@ -98,11 +98,6 @@ static void wait_file(const char *path, const char *needle, long ms)
     ck_assert_msg(ec_test_wait_file(path, needle, ms), "%s never showed '%s'", path, needle);
 }
 
-static bool exists(void *arg)
-{
-    return access((const char *)arg, F_OK) == 0;
-}
-
 /* Value of NAME in an env dump, or "" (static buffer). */
 static const char *dump_get(const char *path, const char *name)
 {
@@ -138,7 +133,7 @@ static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, long
 
 static void wait_dump(const char *job, const char *node, int lr, unsigned long long epoch)
 {
-    ck_assert_msg(ec_test_wait(exists, dump_path(job, node, lr, epoch), 10000),
+    ck_assert_msg(ec_test_wait(ec_test_exists, dump_path(job, node, lr, epoch), 10000),
                   "process %s/%d never started in epoch %llu", node, lr, epoch);
 }
 
@@ -1227,7 +1222,8 @@ START_TEST(second_sigint_stops_processes_at_once)
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     pid_t agent = ec_test_spawn(argv, log);
     pids[npids++] = agent;
-    ck_assert_msg(ec_test_wait(exists, started, 15000), "the program never started (%s)", log);
+    ck_assert_msg(ec_test_wait(ec_test_exists, started, 15000), "the program never started (%s)",
+                  log);
     pid_t deaf = 0;
     FILE *f = fopen(started, "r");
     ck_assert_ptr_nonnull(f);

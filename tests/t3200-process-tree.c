@@ -102,14 +102,9 @@ static int open_log(const char *path)
     return fd;
 }
 
-static bool exists(void *arg)
-{
-    return access((const char *)arg, F_OK) == 0;
-}
-
 static pid_t read_pid(const char *path)
 {
-    ck_assert_msg(ec_test_wait(exists, (void *)path, 15000), "%s never appeared", path);
+    ck_assert_msg(ec_test_wait(ec_test_exists, (void *)path, 15000), "%s never appeared", path);
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     int v = 0; /* a bare pid, or ec-test-prog's PID=<pid> line */
@@ -593,7 +588,7 @@ START_TEST(long_command_line_failure_reported_and_restarted)
     /* fails in epoch 1, restarted in epoch 2, fails again: --max_restart=1
      * exhausted, a fixed-size job exits 101 */
     ck_assert_int_eq(ec_test_reap(agent, 30000), 101);
-    ck_assert(exists((void *)dump_path("a", 0, 2)));
+    ck_assert(ec_test_exists((void *)dump_path("a", 0, 2)));
     ck_assert(ec_test_file_contains(console, "Container failed !!!"));
     ck_assert(ec_test_file_contains(console, "restarting this node's processes (1 of --max_restart=1)"));
     ck_assert(line_has(console, "command: ", prog()));
@@ -717,21 +712,6 @@ static bool pipe_full(void *arg)
     return now - f->since_ms >= 1000;
 }
 
-typedef struct {
-    const char *root;
-    uint64_t number;
-    int world;
-} want_t;
-
-static bool epoch_is(void *arg)
-{
-    want_t *w = arg;
-    ec_epoch_t *ep = ec_test_epoch(c, w->root);
-    bool ok = ep && ep->number >= w->number && ep->world_size == w->world;
-    ec_epoch_free(ep);
-    return ok;
-}
-
 /* Read the pipe until needle shows up or the deadline passes. */
 static bool pipe_shows(int fd, const char *needle, long ms)
 {
@@ -776,9 +756,7 @@ START_TEST(full_console_pipe_does_not_block_coordination)
                          "seq 1 100000 | sed 's/^/rank0 output line /'\n"
                          "wait\n";
     piped_t ag[2] = {start_piped("a", script), start_piped("b", script)};
-    want_t w1 = {"/jpipe/", 1, 2};
-    ck_assert_msg(ec_test_wait(epoch_is, &w1, 20000), "no epoch 1 of world 2");
-    ec_epoch_t *ep = ec_test_epoch(c, "/jpipe/");
+    ec_epoch_t *ep = ec_test_need_epoch(c, "/jpipe/", 1, 2, 20000);
     int lead = !strcmp(ep->leader_id, "a") ? 0 : 1, other = 1 - lead;
     ck_assert_str_eq(ep->leader_id, ag[lead].id);
     uint64_t first = ep->number;
@@ -792,9 +770,10 @@ START_TEST(full_console_pipe_does_not_block_coordination)
     ec_test_reap(ag[other].pid, 5000);
     kill(prog_pid, SIGKILL);
     /* TTL 2 s: the leader must re-form without anyone reading its stdout */
-    want_t w2 = {"/jpipe/", first + 1, 1};
-    ck_assert_msg(ec_test_wait(epoch_is, &w2, 10000),
-                  "the leader published no new epoch while its stdout was full");
+    ec_test_epoch_want_t w2 = {.min = first + 1, .world = 1};
+    ec_epoch_t *ep2 = ec_test_wait_epoch(c, "/jpipe/", &w2, 10000);
+    ck_assert_msg(ep2, "the leader published no new epoch while its stdout was full");
+    ec_epoch_free(ep2);
     printf("# new epoch %lld ms after the peer was killed (lease TTL 2 s)\n",
            (long long)(ec_test_now_ms() - t_kill));
     /* reading again: the console says what it dropped */

@@ -158,28 +158,9 @@ static ec_epoch_t *wait_epoch(const char *root, uint64_t number, int world, long
 
 static int64_t lease_of(const char *root, const char *node)
 {
-    char key[600];
-    snprintf(key, sizeof(key), "%snodes/%s", root, node);
-    ec_kv_t kv;
-    bool found = false;
-    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
-        return -1;
-    int64_t l = kv.lease;
-    ec_kv_free(&kv);
-    return l;
+    return ec_test_lease_of(c, root, node);
 }
 
-typedef struct {
-    const char *root, *id;
-    int64_t old;
-} relet_t;
-
-static bool lease_remade(void *arg)
-{
-    relet_t *r = arg;
-    int64_t l = lease_of(r->root, r->id);
-    return l > 0 && l != r->old;
-}
 
 /* ---- 1. an etcd outage past the lease TTL ------------------------------------------------ */
 
@@ -211,9 +192,8 @@ START_TEST(rebuild_in_place_after_etcd_outage_past_ttl)
     ck_assert_msg(ec_embed_restart(etcd, &err) == 0, "etcd restart: %s", err.msg);
     printf("# etcd down for %lld ms (lease TTL 2 s)\n", (long long)(ec_test_now_ms() - t0));
     for (int i = 0; i < 2; i++) {
-        relet_t r = {root, ag[i].id, lease[i]};
-        ck_assert_msg(ec_test_wait(lease_remade, &r, 15000), "%s never re-made its lease",
-                      ag[i].id);
+        ck_assert_msg(ec_test_wait_lease_remade(c, root, ag[i].id, lease[i], 15000),
+                      "%s never re-made its lease", ag[i].id);
     }
 
     /* A membership change: the survivors rebuild on the agents' new leases. */

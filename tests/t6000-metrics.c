@@ -38,12 +38,6 @@ static void teardown(void)
     ec_test_down(&etcd, &c);
 }
 
-static const char *env_or(const char *name, const char *def)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : def;
-}
-
 typedef struct {
     pid_t pid;
     int port;
@@ -64,8 +58,8 @@ static agent_t start_agent(const char *job, const char *id, const char *np, int 
              "exec %s launch --elastic_server=%s --job_id=%s --np=%s --nproc_per_node=2 "
              "--node_id=%s --log_dir=%s/%s-%s --grace_period=2 --lease_ttl=60 "
              "--elastic_timeout=1 --metrics_port=%d -- %s %s 0",
-             env_or("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job, np, id, tmp, job, id,
-             port, env_or("EC_TEST_PROG", "tests/ec-test-prog"), dump);
+             ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), job, np, id, tmp, job,
+             id, port, ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"), dump);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a.pid = ec_test_spawn(argv, a.log);
     pids[npids++] = a.pid;

@@ -96,12 +96,6 @@ static void teardown(void)
     ec_test_down(&etcd, &c);
 }
 
-static const char *env_or(const char *name, const char *def)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : def;
-}
-
 /* ---- agents ---------------------------------------------------------------- */
 
 typedef struct {
@@ -125,8 +119,8 @@ static agent_t start_agent(const char *job, const char *id, const char *np, cons
     snprintf(cmd, sizeof(cmd),
              "exec %s %s launch --elastic_server=%s --job_id=%s --np=%s --nproc_per_node=1 "
              "--node_id=%s --log_dir=%s/%s-%s --grace_period=2 %s -- %s %s %s",
-             prefix ? prefix : "", env_or("ECOORD", "./ecoord"), endpoint, job, np, id, tmp, job,
-             id, flags, env_or("EC_TEST_PROG", "tests/ec-test-prog"), dump, run_ms);
+             prefix ? prefix : "", ec_test_bin("ECOORD", "./ecoord"), endpoint, job, np, id, tmp,
+             job, id, flags, ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"), dump, run_ms);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a.pid = ec_test_spawn(argv, a.log);
     ck_assert_int_lt(npids, (int)(sizeof(pids) / sizeof(pids[0])));
@@ -145,11 +139,6 @@ static const char *dump_path(const char *job, const char *node, unsigned long lo
     static char p[512];
     snprintf(p, sizeof(p), "%s/dump-%s/env.%s.0.%llu", tmp, job, node, epoch);
     return p;
-}
-
-static bool exists(void *arg)
-{
-    return access((const char *)arg, F_OK) == 0;
 }
 
 /* PID of node's training process started in epoch, waiting for its dump. */
@@ -182,8 +171,8 @@ static bool settled(void *arg)
 static pid_t prog_pid(const char *job, const char *node, unsigned long long epoch)
 {
     const char *p = dump_path(job, node, epoch);
-    ck_assert_msg(ec_test_wait(exists, (void *)p, 10000), "%s never started a process in epoch %llu",
-                  node, epoch);
+    ck_assert_msg(ec_test_wait(ec_test_exists, (void *)p, 10000),
+                  "%s never started a process in epoch %llu", node, epoch);
     FILE *f = fopen(p, "r");
     ck_assert_ptr_nonnull(f);
     int pid = 0;
@@ -239,15 +228,7 @@ static char *leader_of(const char *root)
 
 static int64_t lease_of(const char *root, const char *node)
 {
-    char key[600];
-    snprintf(key, sizeof(key), "%snodes/%s", root, node);
-    ec_kv_t kv;
-    bool found = false;
-    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
-        return -1;
-    int64_t l = kv.lease;
-    ec_kv_free(&kv);
-    return l;
+    return ec_test_lease_of(c, root, node);
 }
 
 static void wait_log(const char *path, const char *needle, long ms)
@@ -283,18 +264,6 @@ static void agent_alive(agent_t *a)
 
 /* ---- etcd killed with -9 ---------------------------------------------------- */
 
-typedef struct {
-    const char *root, *id;
-    int64_t old;
-} relet_t;
-
-/* The node's record is under a lease other than the one it had. */
-static bool lease_remade(void *arg)
-{
-    relet_t *r = arg;
-    int64_t l = lease_of(r->root, r->id);
-    return l > 0 && l != r->old;
-}
 
 static void etcd_outage(const char *job, int ttl, bool past_ttl)
 {
@@ -333,9 +302,8 @@ static void etcd_outage(const char *job, int ttl, bool past_ttl)
         /* Leases re-made: each record now names a new lease, and it is
          * alive (kept alive across a further TTL below). */
         for (int i = 0; i < 3; i++) {
-            relet_t r = {root, ids[i], lease[i]};
-            ck_assert_msg(ec_test_wait(lease_remade, &r, 15000), "node %s never re-made its lease",
-                          ids[i]);
+            ck_assert_msg(ec_test_wait_lease_remade(c, root, ids[i], lease[i], 15000),
+                          "node %s never re-made its lease", ids[i]);
             ck_assert(ec_test_file_contains(ag[i].log, "registering again"));
         }
     }
@@ -355,7 +323,7 @@ static void etcd_outage(const char *job, int ttl, bool past_ttl)
             ec_epoch_free(ep);
             bool all = true; /* a node may skip an epoch that a newer one replaced */
             for (int i = 0; i < 3 && all; i++)
-                all = ec_test_wait(exists, (void *)dump_path(job, ids[i], e), 5000);
+                all = ec_test_wait(ec_test_exists, (void *)dump_path(job, ids[i], e), 5000);
             if (!all)
                 continue;
             for (int i = 0; i < 3; i++)
@@ -476,13 +444,6 @@ END_TEST
 
 /* ---- rapid churn ------------------------------------------------------------- */
 
-/* Pace the churn (a load generator's clock, not a synchronisation). */
-static void pace_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 typedef struct {
     const char *root;
     const char *const *ids;
@@ -512,31 +473,17 @@ typedef struct {
 static bool only_registered(void *arg)
 {
     registered_t *r = arg;
-    char prefix[600];
-    snprintf(prefix, sizeof(prefix), "%snodes/", r->root);
-    ec_kv_list_t l;
-    if (ec_etcd_get_prefix(c, prefix, 0, &l, NULL) < 0)
-        return false;
-    bool ok = true;
-    for (size_t i = 0; ok && i < l.n; i++) {
-        const char *id = l.kvs[i].key + strlen(prefix);
-        size_t len = strcspn(id, "/");
-        ok = false;
-        for (int k = 0; !ok && k < r->n; k++)
-            ok = strlen(r->ids[k]) == len && !strncmp(id, r->ids[k], len);
-    }
-    ec_kv_list_free(&l);
-    return ok;
+    return ec_test_only_registered(c, r->root, r->ids, r->n);
 }
 
 START_TEST(rapid_churn_ends_in_correct_epoch)
 {
     const char *job = "jchurn", *root = "/jchurn/";
-    int secs = atoi(env_or("EC_CHURN_SECONDS", "10"));
-    unsigned seed = (unsigned)atoi(env_or("EC_CHURN_SEED", "0"));
+    int secs = atoi(ec_test_env_or("EC_CHURN_SECONDS", "10"));
+    unsigned seed = (unsigned)atoi(ec_test_env_or("EC_CHURN_SEED", "0"));
     if (!seed)
         seed = (unsigned)time(NULL);
-    long period = atol(env_or("EC_CHURN_PERIOD_MS", "300"));
+    long period = atol(ec_test_env_or("EC_CHURN_PERIOD_MS", "300"));
     printf("# churn: %d s, an action every %ld ms, seed %u (EC_CHURN_SECONDS, "
            "EC_CHURN_PERIOD_MS, EC_CHURN_SEED)\n", secs, period, seed);
     srand(seed);
@@ -574,7 +521,7 @@ START_TEST(rapid_churn_ends_in_correct_epoch)
                 killed++;
             }
         }
-        pace_ms(period / 2 + rand() % (period + 1));
+        ec_test_pace_ms(period / 2 + rand() % (period + 1));
     }
     /* The churn stops: every churner goes, half of them abruptly. */
     for (int i = 0; i < nch; i++)
@@ -602,7 +549,7 @@ START_TEST(rapid_churn_ends_in_correct_epoch)
         }
         ck_assert_msg(ec_test_now_ms() < records_deadline,
                       "churners' node records outlived their 2 s leases");
-        pace_ms(10);
+        ec_test_pace_ms(10);
     }
     ck_assert_msg(ec_test_wait(epoch_exactly, &x, 20000), "the job never settled on core0, core1");
     settled_t both = {job, root, core_ids, 2, 0};
@@ -840,8 +787,8 @@ START_TEST(partitioned_node_evicted_then_rejoins)
            ec_epoch_reason_name(ep->reason));
     ec_epoch_free(ep);
     wait_log(ag[v].log, "-lease ", 10000);
-    relet_t rr = {root, ids[v], lease_before};
-    ck_assert_msg(ec_test_wait(lease_remade, &rr, 15000), "%s never registered again", ids[v]);
+    ck_assert_msg(ec_test_wait_lease_remade(c, root, ids[v], lease_before, 15000),
+                  "%s never registered again", ids[v]);
     absent_t ab = {root, ids[v]};
     ck_assert_msg(ec_test_holds(not_in_epoch, &ab, 3000),
                   "%s was readmitted while still cut off from its peers", ids[v]);
@@ -926,8 +873,8 @@ START_TEST(cut_leader_evicted_by_peers_and_held_out_until_healed)
     ck_assert_msg(!ec_test_file_contains(ag[L].log, "evicted: suspected"),
                   "the cut-off leader %s evicted its peers on its own report", ids[L]);
     /* It finds its lease revoked and registers again (etcd is reachable)... */
-    relet_t r = {root, ids[L], lease_before};
-    ck_assert_msg(ec_test_wait(lease_remade, &r, 15000), "%s never registered again", ids[L]);
+    ck_assert_msg(ec_test_wait_lease_remade(c, root, ids[L], lease_before, 15000),
+                  "%s never registered again", ids[L]);
     /* ...but is held out while its peers still cannot reach it. */
     absent_t a = {root, ids[L]};
     ck_assert_msg(ec_test_holds(not_in_epoch, &a, 5000),
@@ -983,7 +930,7 @@ static void etcdctl_put(const char *key, const void *buf, size_t len)
     ck_assert_int_eq(fwrite(buf, 1, len, f), len);
     fclose(f);
     snprintf(cmd, sizeof(cmd), "ETCDCTL_API=3 %s --endpoints=%s put %s < %s",
-             env_or("ETCDCTL", "etcdctl"), ec_embed_endpoint(etcd), key, path);
+             ec_test_env_or("ETCDCTL", "etcdctl"), ec_embed_endpoint(etcd), key, path);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     int rc = ec_test_run(argv, out, sizeof(out));
     ck_assert_msg(rc == 0, "etcdctl put %s (%zu bytes): %s", key, len, out);

@@ -110,12 +110,6 @@ static size_t failures_len;
 static int nfailures;
 static bool grandchild = true; /* the training program leaves a child of its own */
 
-static const char *env_or(const char *name, const char *def)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : def;
-}
-
 static int new_inst(ev_t kind)
 {
     ck_assert_int_lt(ninst, MAX_EVENTS);
@@ -145,13 +139,6 @@ static void broke(int inst, const char *fmt, ...)
     if (failures_len + strlen(line) + 24 < sizeof(failures))
         failures_len += (size_t)snprintf(failures + failures_len, sizeof(failures) - failures_len,
                                          "[%s] %s; ", ev >= 0 ? ev_name[ev] : "end", line);
-}
-
-/* Pace the events (a load generator's clock, not a synchronisation). */
-static void pace_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static int64_t store_rev(void)
@@ -298,9 +285,9 @@ static agent_t *start_agent(const char *id, int ttl, int born, bool core)
              "--nproc_per_node=1 --node_id=%s --log_dir=%s/%s-g%d --grace_period=2 "
              "--lease_ttl=%d --elastic_timeout=0.5 -- /bin/sh -c "
              "'%s exec \"$0\" \"$@\"' %s %s 0",
-             job, env_or("ECOORD", "./ecoord"), agent_endpoint, job, id, tmp, id, nag,
+             job, ec_test_bin("ECOORD", "./ecoord"), agent_endpoint, job, id, tmp, id, nag,
              ttl, grandchild ? "sleep 3600 </dev/null >/dev/null 2>&1 &" : "",
-             env_or("EC_TEST_PROG", "tests/ec-test-prog"), dump);
+             ec_test_bin("EC_TEST_PROG", "tests/ec-test-prog"), dump);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     a->pid = ec_test_spawn(argv, a->log);
     ck_assert_int_gt(a->pid, 0);
@@ -422,21 +409,7 @@ static bool epoch_exactly(void *arg)
 static bool only_registered(void *arg)
 {
     exactly_t *x = arg;
-    char prefix[300];
-    snprintf(prefix, sizeof(prefix), "%snodes/", root);
-    ec_kv_list_t l;
-    if (ec_etcd_get_prefix(c, prefix, 0, &l, NULL) < 0)
-        return false;
-    bool ok = true;
-    for (size_t i = 0; ok && i < l.n; i++) {
-        const char *id = l.kvs[i].key + strlen(prefix);
-        size_t len = strcspn(id, "/");
-        ok = false;
-        for (int k = 0; !ok && k < x->n; k++)
-            ok = strlen(x->ids[k]) == len && !strncmp(id, x->ids[k], len);
-    }
-    ec_kv_list_free(&l);
-    return ok;
+    return ec_test_only_registered(c, root, x->ids, x->n);
 }
 
 static pid_t prog_pid(const char *node, unsigned long long epoch);
@@ -567,14 +540,14 @@ static void teardown(void)
 
 START_TEST(lifecycle_soak_leaves_nothing_behind)
 {
-    int secs = atoi(env_or("SOAK_SECONDS", "30"));
-    unsigned seed = (unsigned)strtoul(env_or("SOAK_SEED", "0"), NULL, 10);
+    int secs = atoi(ec_test_env_or("SOAK_SECONDS", "30"));
+    unsigned seed = (unsigned)strtoul(ec_test_env_or("SOAK_SEED", "0"), NULL, 10);
     if (!seed)
         seed = (unsigned)time(NULL);
-    long period = atol(env_or("SOAK_PERIOD_MS", "1200"));
+    long period = atol(ec_test_env_or("SOAK_PERIOD_MS", "1200"));
     /* SOAK_EVENTS=kind[,kind]: only these kinds (default all; for telling
      * one kind's failures from another's, never to hide one in CI). */
-    const char *only = env_or("SOAK_EVENTS", "");
+    const char *only = ec_test_env_or("SOAK_EVENTS", "");
     bool on[EV_N];
     int non = 0;
     for (int k = 0; k < EV_N; k++) {
@@ -594,7 +567,7 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
         snprintf(agent_endpoint, sizeof(agent_endpoint), "%s", ec_proxy_endpoint(px));
     }
     int64_t px_resume = 0; /* when a proxy pause ends; 0: none */
-    grandchild = atoi(env_or("SOAK_GRANDCHILD", "1")) != 0;
+    grandchild = atoi(ec_test_env_or("SOAK_GRANDCHILD", "1")) != 0;
     if (secs < 1 || period < 50) {
         ck_abort_msg("SOAK_SECONDS must be >= 1 and SOAK_PERIOD_MS >= 50 (got %d, %ld)", secs, period);
     }
@@ -658,7 +631,7 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
             next_sample = now + 500;
         }
         if (now < next) {
-            pace_ms(20);
+            ec_test_pace_ms(20);
             continue;
         }
         next = now + period / 2 + rand() % (period + 1);
@@ -782,7 +755,7 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
             pending |= !ag[i].gone && !ag[i].core;
         if (!pending || ec_test_now_ms() > leave_deadline)
             break;
-        pace_ms(20);
+        ec_test_pace_ms(20);
     }
     /* A churner killed just before (or a restarted one's old incarnation)
      * keeps its record until its lease (2..5 s) expires, and a joiner's

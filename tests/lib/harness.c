@@ -127,6 +127,7 @@ int ec_test_run(char *const argv[], char *out, size_t outlen)
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include "ec_http.h"
 #include "epoch_fetch.h"
 #include "history.h"
 #include "keys.h"
@@ -233,10 +234,26 @@ bool ec_test_wait_file(const char *path, const char *needle, long timeout_ms)
     return ec_test_wait(file_has, &f, timeout_ms);
 }
 
+const char *ec_test_env_or(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : def;
+}
+
 const char *ec_test_bin(const char *env, const char *fallback)
 {
-    const char *b = getenv(env);
-    return b && *b ? b : fallback;
+    return ec_test_env_or(env, fallback);
+}
+
+bool ec_test_exists(void *path)
+{
+    return access((const char *)path, F_OK) == 0;
+}
+
+void ec_test_pace_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 /* The keys of a job root "[<prefix>]/<job>/". */
@@ -293,6 +310,71 @@ struct ec_epoch *ec_test_wait_epoch(ec_etcd_t *c, const char *root,
 {
     epoch_wait_t e = {c, root, want};
     return ec_test_wait(epoch_as_wanted, &e, timeout_ms) ? ec_test_epoch(c, root) : NULL;
+}
+
+int64_t ec_test_lease_of(ec_etcd_t *c, const char *root, const char *node)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "%snodes/%s", root, node);
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
+        return -1;
+    int64_t l = kv.lease;
+    ec_kv_free(&kv);
+    return l;
+}
+
+typedef struct {
+    ec_etcd_t *c;
+    const char *root, *node;
+    int64_t old;
+} relet_t;
+
+static bool lease_remade(void *arg)
+{
+    relet_t *r = arg;
+    int64_t l = ec_test_lease_of(r->c, r->root, r->node);
+    return l > 0 && l != r->old;
+}
+
+bool ec_test_wait_lease_remade(ec_etcd_t *c, const char *root, const char *node, int64_t old,
+                               long timeout_ms)
+{
+    relet_t r = {c, root, node, old};
+    return ec_test_wait(lease_remade, &r, timeout_ms);
+}
+
+long ec_test_etcd_watch_streams(ec_embed_t *etcd)
+{
+    size_t cap = 4u << 20;
+    char *resp = malloc(cap);
+    ck_assert_ptr_nonnull(resp);
+    ck_assert_int_eq(ec_http_request(ec_embed_port(etcd), "GET", "/metrics", resp, cap), 200);
+    double v = ec_prom_value(ec_http_body(resp), "grpc_server_started_total{grpc_method=\"Watch\","
+                             "grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"}", -1);
+    free(resp);
+    ck_assert_msg(v >= 0, "etcd's /metrics has no grpc_server_started_total of Watch");
+    return (long)v;
+}
+
+bool ec_test_only_registered(ec_etcd_t *c, const char *root, const char *const *ids, int n)
+{
+    char prefix[600];
+    snprintf(prefix, sizeof(prefix), "%snodes/", root);
+    ec_kv_list_t l;
+    if (ec_etcd_get_prefix(c, prefix, 0, &l, NULL) < 0)
+        return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < l.n; i++) {
+        const char *id = l.kvs[i].key + strlen(prefix);
+        size_t len = strcspn(id, "/");
+        ok = false;
+        for (int k = 0; !ok && k < n; k++)
+            ok = strlen(ids[k]) == len && !strncmp(id, ids[k], len);
+    }
+    ec_kv_list_free(&l);
+    return ok;
 }
 
 struct ec_epoch *ec_test_need_epoch(ec_etcd_t *c, const char *root, uint64_t number, int world,

@@ -43,6 +43,13 @@ bool ec_test_file_contains(const char *path, const char *needle);
 bool ec_test_wait_file(const char *path, const char *needle, long timeout_ms);
 /* A program under test: $env when set (make check sets it), else fallback. */
 const char *ec_test_bin(const char *env, const char *fallback);
+/* $name when set and not empty, else def (a test's own knob). */
+const char *ec_test_env_or(const char *name, const char *def);
+/* For ec_test_wait: whether the file at path (a const char *) exists. */
+bool ec_test_exists(void *path);
+/* Pace a load generator (churn, a soak) by ms: its clock, never a wait for
+ * a condition (ec_test_wait is that). */
+void ec_test_pace_ms(long ms);
 /* The job's current epoch (decoded, validated) or NULL. */
 struct ec_epoch *ec_test_epoch(ec_etcd_t *c, const char *root);
 /* An epoch a test waits for: numbered min..max (max 0: no upper bound), of
@@ -56,6 +63,19 @@ typedef struct {
  * (scaled): that epoch, or NULL at the deadline. */
 struct ec_epoch *ec_test_wait_epoch(ec_etcd_t *c, const char *root,
                                     const ec_test_epoch_want_t *want, long timeout_ms);
+/* The lease node's record at root is under (root "/job/"), -1 when it has
+ * none or cannot be read. */
+int64_t ec_test_lease_of(ec_etcd_t *c, const char *root, const char *node);
+/* Poll until node's record is under a lease other than old (it registered
+ * again), at most timeout_ms (scaled). */
+bool ec_test_wait_lease_remade(ec_etcd_t *c, const char *root, const char *node, int64_t old,
+                               long timeout_ms);
+/* The Watch streams etcd has opened so far, from its /metrics on the client
+ * port (the test fails when it cannot be read). */
+long ec_test_etcd_watch_streams(ec_embed_t *etcd);
+/* Whether every node record under root's nodes/ belongs to one of ids[0..n)
+ * (the others left or their leases expired); false when it cannot be read. */
+bool ec_test_only_registered(ec_etcd_t *c, const char *root, const char *const *ids, int n);
 /* The same for an epoch numbered `number` or later of world size `world`;
  * fails the test at the deadline.  The epoch read after the wait (the
  * caller frees it). */
