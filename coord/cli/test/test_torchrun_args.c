@@ -24,13 +24,6 @@ static ec_error_t err;
 static const ec_torchrun_host_t host = {.ngpus = 4, .ncpus = 16};
 static const ec_torchrun_host_t no_gpu = {.ngpus = 0, .ncpus = 8};
 
-static const char *no_env(const char *name, void *arg)
-{
-    (void)name;
-    (void)arg;
-    return NULL;
-}
-
 /* The environment of a run: NAME=VALUE strings, NULL-ended (none: NULL). */
 static const char **run_env;
 
