@@ -300,5 +300,12 @@ int ec_etcd_mem_expire_lease(ec_etcd_mem_t *m, int64_t id, ec_error_t *err);
  * re-created and resume where they were, and every lease gets its full TTL
  * again, as etcd gives them when it restarts. */
 void ec_etcd_mem_set_down(ec_etcd_mem_t *m, bool down);
+/* Test hook: etcd frozen (true: a SIGSTOPped server) or thawed.  While
+ * frozen, every unary call waits until the store thaws, or fails with
+ * EC_ETIMEDOUT after EC_ETCD_MEM_FROZEN_CALL_MS (the gRPC client's default
+ * call deadline); keepalive refreshes fail and no lease expires.  Watches
+ * are left as they are: they deliver nothing, as no write completes. */
+#define EC_ETCD_MEM_FROZEN_CALL_MS 5000
+void ec_etcd_mem_set_frozen(ec_etcd_mem_t *m, bool frozen);
 
 #endif

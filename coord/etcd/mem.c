@@ -319,11 +319,11 @@ static void revoke_locked(ec_etcd_mem_t *m, size_t li)
     pthread_cond_broadcast(&m->cond);
 }
 
-/* Expire every lease past its deadline (lock held).  Not while down: a
- * stopped etcd expires nothing. */
+/* Expire every lease past its deadline (lock held).  Not while down or
+ * frozen: a stopped etcd expires nothing. */
 static void reap_locked(ec_etcd_mem_t *m)
 {
-    if (m->down)
+    if (m->down || m->frozen)
         return;
     int64_t now = ec_mono_ms();
     for (size_t i = m->nleases; i > 0; i--)
@@ -339,7 +339,7 @@ static void *reaper_main(void *arg)
         reap_locked(m);
         /* until the next deadline; a grant or a change wakes us earlier */
         int64_t wait = 1000, now = ec_mono_ms();
-        for (size_t i = 0; !m->down && i < m->nleases; i++)
+        for (size_t i = 0; !m->down && !m->frozen && i < m->nleases; i++)
             if (m->leases[i].expires_ms - now < wait)
                 wait = m->leases[i].expires_ms - now;
         struct timespec ts = ec_deadline_ts(wait > 0 ? wait : 0);
@@ -358,11 +358,21 @@ int ec__mem_down_error(const char *method, ec_error_t *err)
                      method);
 }
 
-/* Lock the store for a call: fails while it is down, else expires what is
- * due first. */
+/* Lock the store for a call: waits while it is frozen (at most the gRPC
+ * client's default call deadline), fails while it is down, else expires
+ * what is due first. */
 static int enter(ec_etcd_mem_t *m, const char *method, ec_error_t *err)
 {
     pthread_mutex_lock(&m->lock);
+    struct timespec dl = ec_deadline_ts(EC_ETCD_MEM_FROZEN_CALL_MS);
+    while (m->frozen && !m->stop)
+        if (pthread_cond_timedwait(&m->cond, &m->lock, &dl) == ETIMEDOUT && m->frozen) {
+            pthread_mutex_unlock(&m->lock);
+            return ec_errorf(err, EC_ETIMEDOUT,
+                             "etcd at mem did not answer %s within %d ms (the in-memory store is "
+                             "frozen: the test called ec_etcd_mem_set_frozen)",
+                             method, EC_ETCD_MEM_FROZEN_CALL_MS);
+        }
     if (m->down) {
         pthread_mutex_unlock(&m->lock);
         return ec__mem_down_error(method, err);
@@ -434,7 +444,7 @@ int ec__mem_lease_ttl(ec_etcd_mem_t *m, int64_t id, int64_t *ttl, int64_t *grant
 
 int ec__mem_lease_refresh_locked(ec_etcd_mem_t *m, int64_t id)
 {
-    if (m->down)
+    if (m->down || m->frozen)
         return EC_EUNAVAILABLE;
     reap_locked(m);
     ec__mem_lease_t *l = lease_find(m, id);
@@ -856,6 +866,14 @@ int ec_etcd_mem_expire_lease(ec_etcd_mem_t *m, int64_t id, ec_error_t *err)
         return ec_errorf(err, EC_ENOTFOUND, "ec_etcd_mem_expire_lease: no lease %llx in the store",
                          (unsigned long long)id);
     return 0;
+}
+
+void ec_etcd_mem_set_frozen(ec_etcd_mem_t *m, bool frozen)
+{
+    pthread_mutex_lock(&m->lock);
+    m->frozen = frozen;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
 }
 
 void ec_etcd_mem_set_down(ec_etcd_mem_t *m, bool down)

@@ -42,6 +42,7 @@ struct ec_etcd_mem {
     size_t nleases, capleases;
     int64_t next_lease;
     bool down;                  /* ec_etcd_mem_set_down */
+    bool frozen;                /* ec_etcd_mem_set_frozen */
     bool stop;                  /* the reaper's */
     pthread_t reaper;
 };

@@ -219,13 +219,6 @@ void ec__node_wake_sleeper(ec_node_t *n)
     }
 }
 
-void ec__node_wake(ec_node_t *n)
-{
-    pthread_mutex_lock(&n->lock);
-    pthread_cond_signal(&n->cond);
-    pthread_mutex_unlock(&n->lock);
-}
-
 bool ec__node_loop_alive(void *arg)
 {
     ec_node_t *n = arg;
@@ -249,6 +242,15 @@ typedef struct {
 /* Sleep until a pass is due (the lock held on entry and exit): something
  * changed, our record must be written again, or a timer came due (wake_at,
  * the hang policy's, or retry_at, the retry of a failed pass). */
+/* What registration asks of the loop (its flags, under its own lock): our
+ * lease was lost, or our record must be written again (not before
+ * retry_at). */
+static bool reg_wants_pass(ec_node_t *n, int64_t retry_at, int64_t now)
+{
+    return (ec__reg_lease_lost(n) && !n->loop.leaving) ||
+           (ec__reg_pending(n) && (retry_at < 0 || retry_at <= now));
+}
+
 static pass_t await_pass(ec_node_t *n, int64_t retry_at)
 {
     pass_t p = {0};
@@ -256,12 +258,10 @@ static pass_t await_pass(ec_node_t *n, int64_t retry_at)
         /* (leader) everything the root watch queued, at once: one pass
          * and one plan for a burst, however long the last plan took */
         ec__node_drain(n);
-        if (n->loop.stop || n->loop.dirty || ec__feed_relist(n) ||
-            (ec__reg_lease_lost(n) && !n->loop.leaving) || ec__elect_leads(n) != n->m.wide)
-            break;
         int64_t now = ec_mono_ms();
-        if (ec__reg_pending(n) && (retry_at < 0 || retry_at <= now))
-            break; /* our record must be written again */
+        if (n->loop.stop || n->loop.dirty || ec__feed_relist(n) ||
+            ec__elect_leads(n) != n->m.wide || reg_wants_pass(n, retry_at, now))
+            break;
         int64_t until = now + EC_NODE_IDLE_MS;
         if (n->loop.wake_at >= 0 && n->loop.wake_at < until)
             until = n->loop.wake_at;
@@ -279,10 +279,11 @@ static pass_t await_pass(ec_node_t *n, int64_t retry_at)
         if (hang_at >= 0 && hang_at < until)
             until = hang_at;
         struct timespec ts = ec_deadline_ts(until - now);
-        /* asleep from here: an event queued after the check below wakes
-         * us (ec__node_wake_sleeper reads `waiting` after queueing) */
+        /* asleep from here: an event queued, or a registration flag set,
+         * after the checks below wakes us (ec__node_wake_sleeper reads
+         * `waiting` after queueing or setting) */
         atomic_store(&n->loop.waiting, true);
-        if (!ec__feed_queued(n))
+        if (!ec__feed_queued(n) && !reg_wants_pass(n, retry_at, now))
             pthread_cond_timedwait(&n->cond, &n->lock, &ts);
         atomic_store(&n->loop.waiting, false);
         ec__node_beat(n);

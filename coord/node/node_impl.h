@@ -464,12 +464,12 @@ ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n);
 bool ec__node_stopped(const ec_node_t *n);
 bool ec__node_stopping(const ec_node_t *n);
 /* Any thread, no lock: the loop's heartbeat, kept while registration
- * waits; and wake the loop if it sleeps (a watch queued events). */
+ * waits; and wake the loop if it sleeps (a watch queued events, or
+ * registration set a flag the loop reads before it sleeps: a lost lease, a
+ * record to write again).  Takes `lock` only when the loop sleeps, so a
+ * caller never waits for a listing or a plan. */
 void ec__node_beat(ec_node_t *n);
 void ec__node_wake_sleeper(ec_node_t *n);
-/* Any thread, lock not held: wake the loop for a pass (a flag it reads
- * under `lock` changed elsewhere: a lost lease, a record to write again). */
-void ec__node_wake(ec_node_t *n);
 
 /* node_register.c: any thread, the model's lock held or not (each call
  * takes registration's own, a leaf) unless marked */

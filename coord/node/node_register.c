@@ -55,7 +55,7 @@ static void on_lease_lost(int64_t lease, const char *why, void *arg)
         n->reg.lease_lost = true;
     pthread_mutex_unlock(&n->reg.lock);
     if (ours)
-        ec__node_wake(n);
+        ec__node_wake_sleeper(n);
     (void)why;
 }
 
@@ -435,7 +435,7 @@ static int put_self_or_retry(ec_node_t *n, ec_error_t *err)
     int rc = ec__node_put_self(n, err);
     if (rc < 0) {
         ec__reg_mark_pending(n);
-        ec__node_wake(n);
+        ec__node_wake_sleeper(n);
     }
     return rc;
 }
@@ -465,7 +465,7 @@ void ec_node_count_fence_stop(ec_node_t *n)
     n->reg.fence_stops++;
     n->reg.pending = true;
     pthread_mutex_unlock(&n->reg.lock);
-    ec__node_wake(n);
+    ec__node_wake_sleeper(n);
 }
 
 int ec_node_set_progress(ec_node_t *n, const ec_node_progress_t *p, ec_error_t *err)

@@ -380,6 +380,7 @@ typedef struct {
     int64_t confirmed, lease;
     uint64_t incarnation, epoch, floor;
     int reported;
+    bool fence; /* count a stop of the fence instead of reporting a suspect */
 } own_calls_t;
 
 static void *own_calls(void *arg)
@@ -391,8 +392,12 @@ static void *own_calls(void *arg)
     (void)ec_node_boot(r->n);
     r->epoch = ec_node_epoch_number(r->n);
     r->floor = ec_node_epoch_floor(r->n);
-    const char *gone[] = {"nobody@250"};
-    r->reported = ec_node_report_suspects(r->n, 1, gone, 1, NULL);
+    if (r->fence) {
+        ec_node_count_fence_stop(r->n); /* the fence tripped: the loop writes the count */
+    } else {
+        const char *gone[] = {"nobody@250"};
+        r->reported = ec_node_report_suspects(r->n, 1, gone, 1, NULL);
+    }
     atomic_store(&r->done, true);
     return NULL;
 }
@@ -407,6 +412,8 @@ START_TEST(a_nodes_own_calls_answer_while_its_model_is_held)
     const char *root = "/jown/";
     node_t *x = start_node("jown", "n1", 1, 1, 1, 600000, 30);
     ec_epoch_free(wait_epoch(root, 1, 1, NULL, 10000));
+    uint64_t one = 1; /* in the store, then in the node's model */
+    ck_assert_msg(ec_test_wait(all_saw, &one, 5000), "n1 did not see epoch 1");
     int64_t lease = ec_node_lease(x->n);
     own_calls_t r = {.n = x->n};
     pthread_t t;
@@ -425,6 +432,78 @@ START_TEST(a_nodes_own_calls_answer_while_its_model_is_held)
     char *v = report_of("jown", "n1");
     ck_assert_str_eq(v, "nobody@250");
     free(v);
+}
+END_TEST
+
+static bool model_lock_held(void *arg)
+{
+    ec_node_t *n = arg;
+    if (pthread_mutex_trylock(&n->lock) != 0)
+        return true;
+    pthread_mutex_unlock(&n->lock);
+    return false;
+}
+
+/* The loop's listing holds the model: its lock stays held for 300 ms, which
+ * no pass, plan or watch event holds it for here. */
+static bool listing_on(void *arg)
+{
+    return model_lock_held(arg) && ec_test_holds(model_lock_held, arg, 300);
+}
+
+/* Our record as etcd has it shows a stop of the fence. */
+static bool fence_stop_written(void *arg)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%snodes/n1", (const char *)arg);
+    ec_kv_t kv;
+    bool found = false;
+    if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
+        return false;
+    ec_node_rec_t *rec = NULL;
+    bool ok = ec_node_rec_decode(kv.value, kv.value_len, key, &rec, NULL) == 0 &&
+              rec->fence_stops == 1;
+    ec_node_rec_free(rec);
+    ec_kv_free(&kv);
+    return ok;
+}
+
+/* The same while the coordinator itself lists the job and the listing waits
+ * on a frozen etcd (a SIGSTOPped server: up to the call's deadline, 5 s),
+ * holding the model's lock: the agent's fence path counts its stop and reads
+ * the fence's clock at once, and the loop writes the count into our record
+ * once etcd answers again. */
+START_TEST(the_fence_path_answers_while_a_listing_waits_on_a_frozen_etcd)
+{
+    const char *root = "/jfz/";
+    node_t *x = start_node("jfz", "n1", 1, 1, 1, 600000, 30);
+    ec_epoch_free(wait_epoch(root, 1, 1, NULL, 10000));
+    uint64_t one = 1;
+    ck_assert_msg(ec_test_wait(all_saw, &one, 5000), "n1 did not see epoch 1");
+    ec_etcd_mem_set_frozen(store, true);
+    /* the watches broke (white-box: the feed's flag): the loop lists the job
+     * again, and the frozen store keeps the listing waiting */
+    pthread_mutex_lock(&x->n->lock);
+    x->n->feed.relist = true;
+    pthread_cond_signal(&x->n->cond);
+    pthread_mutex_unlock(&x->n->lock);
+    ck_assert_msg(ec_test_wait(listing_on, x->n, 4000), "the loop never listed the job");
+    own_calls_t r = {.n = x->n, .fence = true};
+    pthread_t t;
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(pthread_create(&t, NULL, own_calls, &r), 0);
+    bool answered = ec_test_wait(own_calls_done, &r, 1000);
+    int64_t took = ec_test_now_ms() - t0;
+    bool still_listing = model_lock_held(x->n);
+    ec_etcd_mem_set_frozen(store, false);
+    pthread_join(t, NULL);
+    ck_assert_msg(answered && still_listing,
+                  "the fence path waited for the listing (answered %d after %lld ms, listing "
+                  "still on %d)", answered, (long long)took, still_listing);
+    ck_assert_int_gt(r.confirmed, 0);
+    ck_assert_int_eq(r.epoch, 1);
+    ck_assert_msg(ec_test_wait(fence_stop_written, (void *)root, 10000),
+                  "the loop never wrote the fence's stop into our record");
 }
 END_TEST
 
@@ -518,6 +597,7 @@ static Suite *suite(void)
     tcase_add_test(tc, a_wait_and_its_end_name_the_planners_rule);
     tcase_add_test(tc, a_report_keeps_each_suspect_once_with_its_round_trip);
     tcase_add_test(tc, a_nodes_own_calls_answer_while_its_model_is_held);
+    tcase_add_test(tc, the_fence_path_answers_while_a_listing_waits_on_a_frozen_etcd);
     tcase_add_test(tc, crashed_leader_replaced);
     tcase_add_test(tc, live_node_whose_lease_expired_comes_back);
     suite_add_tcase(s, tc);
