@@ -348,9 +348,6 @@ static void error_file(const agent_t *a, int r, char *buf, size_t len)
         ec_log(EC_LOG_WARN, "cannot make the directory of %s: %s", buf, strerror(errno));
 }
 
-/* Start local rank r in the current epoch (a->epoch, a->m_id), or, ahead
- * of admission (no epoch in its environment; in place only), as a process
- * that follows the job's epochs itself and is told its rank by them. */
 /* Local rank r's console prefix from torchrun's template
  * (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE), for the rank it holds now: a
  * process kept across epochs (in place) gets its new rank's. */
@@ -365,6 +362,9 @@ static void set_prefix(agent_t *a, int r, bool ahead)
     ec_procs_set_prefix(a->procs, r, buf);
 }
 
+/* Start local rank r in the current epoch (a->epoch, a->m_id), or, ahead
+ * of admission (no epoch in its environment; in place only), as a process
+ * that follows the job's epochs itself and is told its rank by them. */
 static int start_rank_as(agent_t *a, int r, bool ahead)
 {
     char errpath[4200];

@@ -239,9 +239,6 @@ typedef struct {
     bool quiet;  /* only record writes the planner does not read: no plan */
 } pass_t;
 
-/* Sleep until a pass is due (the lock held on entry and exit): something
- * changed, our record must be written again, or a timer came due (wake_at,
- * the hang policy's, or retry_at, the retry of a failed pass). */
 /* What registration asks of the loop (its flags, under its own lock): our
  * lease was lost, or our record must be written again (not before
  * retry_at). */
@@ -251,6 +248,9 @@ static bool reg_wants_pass(ec_node_t *n, int64_t retry_at, int64_t now)
            (ec__reg_pending(n) && (retry_at < 0 || retry_at <= now));
 }
 
+/* Sleep until a pass is due (the lock held on entry and exit): something
+ * changed, our record must be written again, or a timer came due (wake_at,
+ * the hang policy's, or retry_at, the retry of a failed pass). */
 static pass_t await_pass(ec_node_t *n, int64_t retry_at)
 {
     pass_t p = {0};

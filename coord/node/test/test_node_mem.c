@@ -369,11 +369,11 @@ END_TEST
 
 /* What the agent and the ring ask of their own node: the fence's clock
  * (when etcd last confirmed our lease), our lease, incarnation and boot, the
- * epoch it follows, and a suspicion report.  None of it waits for the job's model, which the
- * coordinator holds while it lists the job: as long as etcd takes to
- * answer, up to an etcd call's deadline (a slow or frozen etcd, a large
- * job), when the fence must still trip (and lift) on time.  The test holds
- * the model's lock as such a listing does. */
+ * epoch it follows, and a suspicion report.  None of it waits for the job's
+ * model, which the coordinator holds while it lists the job: as long as
+ * etcd takes to answer, up to an etcd call's deadline (a slow or frozen
+ * etcd, a large job), when the fence must still trip (and lift) on time.
+ * The test holds the model's lock as such a listing does. */
 typedef struct {
     ec_node_t *n;
     atomic_bool done;
