@@ -452,7 +452,7 @@ ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
         k->dir_attempt = -1;
         if (ec_procs_plan(opt.style, opt.redirects, opt.tee, opt.ranks_filter, i, &k->plan, err) < 0)
             goto fail;
-        snprintf(k->prefix, sizeof(k->prefix), "[%.120s%d]:", p->role, i);
+        ec_procs_set_prefix(p, i, NULL);
     }
     /* the directory of the agent's own per-rank files: log_dir (Paddle),
      * else one of its own, private, removed at the end */

@@ -579,8 +579,8 @@ const ec__env_note_t ec__env_other[] = {
     {"PYTHON_EXEC", "`ecoord torchrun`: the script's interpreter when neither --python nor "
                     "ECOORD_PYTHON is given, as torchrun reads it"},
     {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
-     "`ecoord torchrun`: the prefix of each line --tee shows, with $role_name, $rank and "
-     "$local_rank, as torchrun reads it"},
+     "`ecoord torchrun`: the prefix of each line --tee shows, with $role_name, $rank, "
+     "$local_rank and $hostname, as torchrun reads it"},
     {"PET_*", "`ecoord torchrun`: PET_<FLAG> (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, "
               "PET_RDZV_ENDPOINT, ...) for each torchrun flag not on its command line, as "
               "torchrun reads them (Kubeflow's PyTorchJob sets them)"},

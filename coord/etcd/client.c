@@ -435,6 +435,23 @@ static void grpc_log_to_sink(gpr_log_func_args *a)
            f ? f + 1 : a->file ? a->file : "?", a->line, a->message ? a->message : "");
 }
 
+/* Free what a client holds but its channel and gRPC's reference: its
+ * strings (the password wiped first), its lock, itself. */
+static void free_client(ec_etcd_t *c)
+{
+    if (c->password) {
+        memset(c->password, 0, strlen(c->password));
+        free(c->password);
+    }
+    free(c->user);
+    free(c->token);
+    free(c->endpoints);
+    free(c->http_proxy);
+    free(c->proxy_env);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
 /* The options a client keeps (endpoints, deadline, TLS, credentials,
  * proxy), checked; the channel's target and authority from the endpoints. */
 static int take_opts(ec_etcd_t *c, const ec_etcd_opts_t *o, const ec__endpoints_t *eps,
@@ -585,13 +602,7 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *o, ec_error_t *err)
     }
     pthread_mutex_init(&c->lock, NULL);
     if (take_opts(c, o, &eps, authority, sizeof(authority), err) < 0) {
-        free(c->endpoints);
-        free(c->user);
-        free(c->password);
-        free(c->http_proxy);
-        free(c->proxy_env);
-        pthread_mutex_destroy(&c->lock);
-        free(c);
+        free_client(c);
         return NULL;
     }
     grpc_ref(); /* from here ec_etcd_destroy undoes everything */
@@ -639,33 +650,18 @@ void ec_etcd_destroy(ec_etcd_t *c)
     if (!c)
         return;
     int saved = errno;
-    if (c->mem) {
-        /* no gRPC was started for it: nothing to shut down */
-        free(c->endpoints);
-        pthread_mutex_destroy(&c->lock);
-        free(c);
-        errno = saved;
-        return;
-    }
+    bool grpc = !c->mem; /* a memory client started no gRPC: nothing to shut down */
     if (c->channel)
         grpc_channel_destroy(c->channel);
-    if (c->password) {
-        memset(c->password, 0, strlen(c->password));
-        free(c->password);
+    free_client(c);
+    if (grpc) {
+        pthread_mutex_lock(&grpc_refs_lock);
+        if (grpc_refs > 0) {
+            grpc_refs--;
+            grpc_shutdown();
+        }
+        pthread_mutex_unlock(&grpc_refs_lock);
     }
-    free(c->user);
-    free(c->token);
-    free(c->endpoints);
-    free(c->http_proxy);
-    free(c->proxy_env);
-    pthread_mutex_destroy(&c->lock);
-    free(c);
-    pthread_mutex_lock(&grpc_refs_lock);
-    if (grpc_refs > 0) {
-        grpc_refs--;
-        grpc_shutdown();
-    }
-    pthread_mutex_unlock(&grpc_refs_lock);
     errno = saved;
 }
 

@@ -314,8 +314,10 @@ struct ec_epoch *ec_test_wait_epoch(ec_etcd_t *c, const char *root,
 
 int64_t ec_test_lease_of(ec_etcd_t *c, const char *root, const char *node)
 {
-    char key[600];
-    snprintf(key, sizeof(key), "%snodes/%s", root, node);
+    ec_keys_t k;
+    char key[EC_KEY_MAX];
+    if (root_keys(root, &k) < 0 || ec_key_node(&k, node, key, sizeof(key)) < 0)
+        return -1;
     ec_kv_t kv;
     bool found = false;
     if (ec_etcd_get(c, key, &kv, &found, NULL, NULL) < 0 || !found)
@@ -360,8 +362,10 @@ long ec_test_etcd_watch_streams(ec_embed_t *etcd)
 
 bool ec_test_only_registered(ec_etcd_t *c, const char *root, const char *const *ids, int n)
 {
-    char prefix[600];
-    snprintf(prefix, sizeof(prefix), "%snodes/", root);
+    ec_keys_t keys;
+    char prefix[EC_KEY_MAX];
+    if (root_keys(root, &keys) < 0 || ec_key_nodes_prefix(&keys, prefix, sizeof(prefix)) < 0)
+        return false;
     ec_kv_list_t l;
     if (ec_etcd_get_prefix(c, prefix, 0, &l, NULL) < 0)
         return false;

@@ -190,10 +190,7 @@ def _release_warm(pg):
     """Abort the warm-up's communicator (the one-rank group of _warm_nccl):
     off the training thread, never raising."""
     try:
-        for name in ("abort", "_abort", "shutdown"):
-            if hasattr(pg, name):
-                getattr(pg, name)()
-                break
+        _abort_backend(pg, ("abort", "_abort", "shutdown"))
     except Exception as e:  # a release must not take anything down
         log.debug("releasing the NCCL warm-up communicator: %s", e)
 
@@ -1054,10 +1051,17 @@ def _torch_abort(pg):
             fn(pg)
             return True
         be = pg._get_backend(torch.device("cuda")) if hasattr(pg, "_get_backend") else pg
-        for name in ("abort", "_abort"):
-            if hasattr(be, name):
-                getattr(be, name)()
-                return True
+        return _abort_backend(be)
     except Exception as e:  # an abort must not take the watcher down
         log.warning("torch abort of the NCCL group failed: %s", e)
+    return False
+
+
+def _abort_backend(be, names=("abort", "_abort")):
+    """A backend's own abort, by the first of names it has; whether it had
+    one.  Raises what the abort raises."""
+    for name in names:
+        if hasattr(be, name):
+            getattr(be, name)()
+            return True
     return False
