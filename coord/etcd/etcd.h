@@ -307,5 +307,7 @@ void ec_etcd_mem_set_down(ec_etcd_mem_t *m, bool down);
  * are left as they are: they deliver nothing, as no write completes. */
 #define EC_ETCD_MEM_FROZEN_CALL_MS 5000
 void ec_etcd_mem_set_frozen(ec_etcd_mem_t *m, bool frozen);
+/* Test hook: how many calls wait now for the frozen store to thaw. */
+int ec_etcd_mem_frozen_calls(ec_etcd_mem_t *m);
 
 #endif

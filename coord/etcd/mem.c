@@ -365,14 +365,17 @@ static int enter(ec_etcd_mem_t *m, const char *method, ec_error_t *err)
 {
     pthread_mutex_lock(&m->lock);
     struct timespec dl = ec_deadline_ts(EC_ETCD_MEM_FROZEN_CALL_MS);
+    m->nfrozen_calls++;
     while (m->frozen && !m->stop)
         if (pthread_cond_timedwait(&m->cond, &m->lock, &dl) == ETIMEDOUT && m->frozen) {
+            m->nfrozen_calls--;
             pthread_mutex_unlock(&m->lock);
             return ec_errorf(err, EC_ETIMEDOUT,
                              "etcd at mem did not answer %s within %d ms (the in-memory store is "
                              "frozen: the test called ec_etcd_mem_set_frozen)",
                              method, EC_ETCD_MEM_FROZEN_CALL_MS);
         }
+    m->nfrozen_calls--;
     if (m->down) {
         pthread_mutex_unlock(&m->lock);
         return ec__mem_down_error(method, err);
@@ -874,6 +877,14 @@ void ec_etcd_mem_set_frozen(ec_etcd_mem_t *m, bool frozen)
     m->frozen = frozen;
     pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->lock);
+}
+
+int ec_etcd_mem_frozen_calls(ec_etcd_mem_t *m)
+{
+    pthread_mutex_lock(&m->lock);
+    int k = m->nfrozen_calls;
+    pthread_mutex_unlock(&m->lock);
+    return k;
 }
 
 void ec_etcd_mem_set_down(ec_etcd_mem_t *m, bool down)

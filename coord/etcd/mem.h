@@ -43,6 +43,7 @@ struct ec_etcd_mem {
     int64_t next_lease;
     bool down;                  /* ec_etcd_mem_set_down */
     bool frozen;                /* ec_etcd_mem_set_frozen */
+    int nfrozen_calls;          /* calls waiting for it to thaw */
     bool stop;                  /* the reaper's */
     pthread_t reaper;
 };

@@ -5,7 +5,7 @@
  * coord/test/test_model.c drives it with generated event streams.  The
  * watches, the listings and the etcd reads that feed it are node_model.c's.
  *
- * Not thread-safe: the node coordinator holds its `lock` around every call
+ * Not thread-safe: the node coordinator calls it from its own thread alone
  * (node_impl.h). */
 #ifndef EC_NODE_MODEL_H
 #define EC_NODE_MODEL_H

@@ -53,16 +53,13 @@ ec_node_phase_t ec_node_phase(ec_node_t *n)
  * that ends the run must have been written under the leadership holding the
  * leader key then (ec_status_check): the model's current leadership, or the
  * one a read of the leader key at rev finds.  A refused one is logged; the
- * leader puts the run's running status back.  Coordinator thread, no lock
- * held. */
+ * leader puts the run's running status back.  Coordinator thread. */
 static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t rev)
 {
     if (!ec_job_state_ended(st->state))
         return true;
-    pthread_mutex_lock(&n->lock);
     bool current = st->leader_rev && n->m.leader_create_rev == st->leader_rev && n->m.leader_id &&
                    st->leader_id && !strcmp(n->m.leader_id, st->leader_id);
-    pthread_mutex_unlock(&n->lock);
     if (current)
         return true;
     ec_kv_t lk;
@@ -75,11 +72,9 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
         /* looked at again on the next pass */
         ec_log(EC_LOG_WARN, "cannot check the job status written at revision %" PRId64
                             " against the leader key then: %s; will retry", rev, err.msg);
-        pthread_mutex_lock(&n->lock);
         if (n->loop.delivered_status_rev == rev)
             n->loop.delivered_status_rev = 0;
         ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
-        pthread_mutex_unlock(&n->lock);
         return false;
     }
     char *id = found ? strndup((char *)lk.value, lk.value_len) : NULL;
@@ -92,11 +87,9 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
     if (ok)
         return true;
     ec_log(EC_LOG_ERROR, "%s", why);
-    pthread_mutex_lock(&n->lock);
     bool lead = ec__elect_leads(n);
     uint64_t epoch = n->m.epoch ? n->m.epoch->number : 0;
     uint64_t run = n->run;
-    pthread_mutex_unlock(&n->lock);
     if (lead && ec__node_write_status(n, EC_JOB_RUNNING, NULL, epoch, run, true) == 0)
         ec__node_emit(n, "+status-restored run %" PRIu64 ": running (epoch %" PRIu64 ")", run,
                       epoch);
@@ -105,8 +98,7 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
 
 static void deliver(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
-    ec__node_drain(n); /* (leader) an epoch may wait in the queue */
+    ec__node_drain(n); /* an epoch may wait in the queue */
     uint8_t *raw = NULL, *sraw = NULL;
     size_t len = 0, slen = 0;
     if (n->m.epoch && n->m.epoch->number > n->loop.delivered_epoch && n->m.epoch_raw) {
@@ -126,7 +118,6 @@ static void deliver(ec_node_t *n)
             n->loop.delivered_status_rev = srev = n->m.status_mod_rev;
         }
     }
-    pthread_mutex_unlock(&n->lock);
     if (raw) {
         ec_epoch_t *ep = NULL;
         if (ec_epoch_decode_view(raw, len, n->k_epoch, &ep, NULL) == 0 && ep->run < n->run) {
@@ -182,6 +173,44 @@ void ec__node_model_changed(ec_node_t *n)
 {
     atomic_store(&n->loop.epoch_now, n->m.epoch ? n->m.epoch->number : 0);
     atomic_store(&n->loop.epoch_seen, n->m.epoch_seen_max);
+    if (n->loop.shown_src == n->m.epoch && n->loop.shown_gen == n->m.epoch_gen)
+        return;
+    /* replaced: its value copied for the other threads (once per epoch) */
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    if (n->m.epoch && n->m.epoch_raw && (raw = malloc(n->m.epoch_raw_len ? n->m.epoch_raw_len : 1))) {
+        memcpy(raw, n->m.epoch_raw, n->m.epoch_raw_len);
+        len = n->m.epoch_raw_len;
+    }
+    if (n->m.epoch && !raw)
+        return; /* out of memory: tried again on the next change */
+    pthread_mutex_lock(&n->loop.shown_lock);
+    uint8_t *old = n->loop.shown_raw;
+    n->loop.shown_raw = raw;
+    n->loop.shown_len = len;
+    pthread_mutex_unlock(&n->loop.shown_lock);
+    free(old);
+    n->loop.shown_src = n->m.epoch;
+    n->loop.shown_gen = n->m.epoch_gen;
+}
+
+ec_epoch_t *ec__node_epoch_copy(ec_node_t *n, bool *oom)
+{
+    *oom = false;
+    pthread_mutex_lock(&n->loop.shown_lock);
+    uint8_t *raw = n->loop.shown_raw ? malloc(n->loop.shown_len ? n->loop.shown_len : 1) : NULL;
+    size_t len = n->loop.shown_len;
+    bool had = n->loop.shown_raw != NULL;
+    if (raw)
+        memcpy(raw, n->loop.shown_raw, len);
+    pthread_mutex_unlock(&n->loop.shown_lock);
+    ec_epoch_t *ep = NULL;
+    ec_error_t err = {0};
+    if (raw && ec_epoch_decode_view(raw, len, n->k_epoch, &ep, &err) < 0)
+        *oom = err.code == EC_ENOMEM; /* else it decoded when the model took it */
+    *oom = *oom || (had && !raw);
+    free(raw);
+    return ep;
 }
 
 uint64_t ec__node_epoch_seen(ec_node_t *n)
@@ -192,17 +221,17 @@ uint64_t ec__node_epoch_seen(ec_node_t *n)
 ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n)
 {
     return (ec_model_ctx_t){.keys = &n->keys, .node_id = n->node_id, .job_id = n->job_id,
-                            .leaving = n->loop.leaving};
+                            .leaving = atomic_load(&((ec_node_t *)n)->loop.leaving)};
 }
 
 bool ec__node_stopped(const ec_node_t *n)
 {
-    return n->loop.stop;
+    return atomic_load(&((ec_node_t *)n)->loop.stop);
 }
 
 bool ec__node_stopping(const ec_node_t *n)
 {
-    return n->loop.stop || n->loop.leaving;
+    return ec__node_stopped(n) || atomic_load(&((ec_node_t *)n)->loop.leaving);
 }
 
 void ec__node_beat(ec_node_t *n)
@@ -213,10 +242,50 @@ void ec__node_beat(ec_node_t *n)
 void ec__node_wake_sleeper(ec_node_t *n)
 {
     if (atomic_load(&n->loop.waiting)) {
-        pthread_mutex_lock(&n->lock);
-        pthread_cond_signal(&n->cond);
-        pthread_mutex_unlock(&n->lock);
+        pthread_mutex_lock(&n->loop.lock);
+        pthread_cond_signal(&n->loop.cond);
+        pthread_mutex_unlock(&n->loop.lock);
     }
+}
+
+/* Sleep on the bell until `until` (monotonic ms) unless ready(arg) holds
+ * once the loop says it sleeps (a waker sets what ready reads, then reads
+ * `waiting`: one of the two sees the other). */
+static void sleep_until(ec_node_t *n, int64_t until, bool (*ready)(void *), void *arg)
+{
+    int64_t left = until - ec_mono_ms();
+    if (left <= 0)
+        return;
+    struct timespec ts = ec_deadline_ts(left);
+    pthread_mutex_lock(&n->loop.lock);
+    atomic_store(&n->loop.waiting, true);
+    if (!ready(arg) && !ec__node_stopped(n))
+        pthread_cond_timedwait(&n->loop.cond, &n->loop.lock, &ts);
+    atomic_store(&n->loop.waiting, false);
+    pthread_mutex_unlock(&n->loop.lock);
+}
+
+static bool never(void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+bool ec__node_pause(ec_node_t *n, int64_t ms)
+{
+    int64_t until = ec_mono_ms() + ms;
+    while (!ec__node_stopped(n) && ec_mono_ms() < until) {
+        ec__node_beat(n);
+        sleep_until(n, until, never, NULL);
+    }
+    return ec__node_stopped(n);
+}
+
+bool ec__node_wait_until(ec_node_t *n, bool (*done)(void *), void *arg, int64_t deadline)
+{
+    while (!done(arg) && !ec__node_stopped(n) && ec_mono_ms() < deadline)
+        sleep_until(n, deadline, done, arg);
+    return done(arg);
 }
 
 bool ec__node_loop_alive(void *arg)
@@ -244,22 +313,35 @@ typedef struct {
  * retry_at). */
 static bool reg_wants_pass(ec_node_t *n, int64_t retry_at, int64_t now)
 {
-    return (ec__reg_lease_lost(n) && !n->loop.leaving) ||
+    return (ec__reg_lease_lost(n) && !atomic_load(&n->loop.leaving)) ||
            (ec__reg_pending(n) && (retry_at < 0 || retry_at <= now));
 }
 
-/* Sleep until a pass is due (the lock held on entry and exit): something
- * changed, our record must be written again, or a timer came due (wake_at,
- * the hang policy's, or retry_at, the retry of a failed pass). */
+/* What wakes a sleeping loop: the watches queued or flagged something, or
+ * registration asks for a pass. */
+typedef struct {
+    ec_node_t *n;
+    int64_t retry_at, now;
+} wake_t;
+
+static bool wakes(void *arg)
+{
+    wake_t *w = arg;
+    return ec__feed_pending(w->n) || reg_wants_pass(w->n, w->retry_at, w->now);
+}
+
+/* Sleep until a pass is due: something changed, our record must be written
+ * again, or a timer came due (wake_at, the hang policy's, or retry_at, the
+ * retry of a failed pass). */
 static pass_t await_pass(ec_node_t *n, int64_t retry_at)
 {
     pass_t p = {0};
     for (;;) {
-        /* (leader) everything the root watch queued, at once: one pass
-         * and one plan for a burst, however long the last plan took */
+        /* everything the watches queued, at once: one pass and one plan
+         * for a burst, however long the last plan took */
         ec__node_drain(n);
         int64_t now = ec_mono_ms();
-        if (n->loop.stop || n->loop.dirty || ec__feed_relist(n) ||
+        if (ec__node_stopped(n) || n->loop.dirty || ec__feed_relist(n) ||
             ec__elect_leads(n) != n->m.wide || reg_wants_pass(n, retry_at, now))
             break;
         int64_t until = now + EC_NODE_IDLE_MS;
@@ -278,19 +360,16 @@ static pass_t await_pass(ec_node_t *n, int64_t retry_at)
         }
         if (hang_at >= 0 && hang_at < until)
             until = hang_at;
-        struct timespec ts = ec_deadline_ts(until - now);
-        /* asleep from here: an event queued, or a registration flag set,
-         * after the checks below wakes us (ec__node_wake_sleeper reads
+        /* asleep from here: an event queued, or a flag set, after the
+         * checks in sleep_until wakes us (ec__node_wake_sleeper reads
          * `waiting` after queueing or setting) */
-        atomic_store(&n->loop.waiting, true);
-        if (!ec__feed_queued(n) && !reg_wants_pass(n, retry_at, now))
-            pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-        atomic_store(&n->loop.waiting, false);
+        wake_t w = {n, retry_at, now};
+        sleep_until(n, until, wakes, &w);
         ec__node_beat(n);
     }
-    p.stop = n->loop.stop;
+    p.stop = ec__node_stopped(n);
     p.relist = ec__feed_relist(n);
-    p.lost = ec__reg_lease_lost(n) && !n->loop.leaving;
+    p.lost = ec__reg_lease_lost(n) && !atomic_load(&n->loop.leaving);
     n->loop.dirty = n->loop.touched = false;
     int64_t woke = ec_mono_ms();
     if (n->loop.wake_at >= 0 && woke >= n->loop.wake_at) {
@@ -328,10 +407,8 @@ static bool pass_model(ec_node_t *n, const pass_t *p, ec_error_t *err)
  * fails sets *retry_at and the pass goes on.  False: retry the pass. */
 static bool pass_member(ec_node_t *n, int64_t *retry_at, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
     bool self_bad = n->loop.self_bad, self_pending = ec__reg_take_pending(n);
     n->loop.self_bad = false;
-    pthread_mutex_unlock(&n->lock);
     if (self_bad)
         ec_log(EC_LOG_ERROR, "our record %s was overwritten with a value no agent writes "
                              "(another tool?); writing it again", n->k_node);
@@ -339,9 +416,7 @@ static bool pass_member(ec_node_t *n, int64_t *retry_at, ec_error_t *err)
         /* an incarnation bump or a state change that did not reach etcd
          * would leave the job waiting for it: keep trying */
         ec_log(EC_LOG_WARN, "cannot write our record: %s; retrying", err->msg);
-        pthread_mutex_lock(&n->lock);
         ec__reg_mark_pending(n);
-        pthread_mutex_unlock(&n->lock);
         *retry_at = ec_mono_ms() + EC_NODE_RETRY_MS;
     }
     ec__node_elect(n);
@@ -385,9 +460,7 @@ static void *loop(void *arg)
     int64_t retry_at = -1;
     for (;;) {
         ec__node_beat(n);
-        pthread_mutex_lock(&n->lock);
         pass_t p = await_pass(n, retry_at);
-        pthread_mutex_unlock(&n->lock);
         if (p.stop)
             break;
         if (retry_at >= 0 && ec_mono_ms() < retry_at && !p.relist)
@@ -635,12 +708,13 @@ ec_node_t *ec_node_start(const ec_node_opts_t *o, ec_error_t *err)
     ec__elect_init(n);
     ec__pub_on_lead(n); /* the planner's clocks start now */
     ec__hang_init(n);
-    pthread_mutex_init(&n->lock, NULL);
+    pthread_mutex_init(&n->loop.lock, NULL);
+    pthread_mutex_init(&n->loop.shown_lock, NULL);
     ec__feed_init(n);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&n->cond, &ca);
+    pthread_cond_init(&n->loop.cond, &ca);
     ec__ring_init(n, &ca);
     pthread_condattr_destroy(&ca);
     if (ec_keys_init(&n->keys, o->etcd_prefix, o->job_id, err) < 0)
@@ -687,10 +761,8 @@ uint64_t ec_node_epoch_floor(ec_node_t *n)
 int ec_node_leave(ec_node_t *n, ec_error_t *err)
 {
     ec__node_phase(n, EC_PEV_LEAVE, "this node leaves the job");
-    pthread_mutex_lock(&n->lock);
-    n->loop.leaving = true;
+    atomic_store(&n->loop.leaving, true);
     ec__ring_wake(n); /* a leaving node watches nobody */
-    pthread_mutex_unlock(&n->lock);
     int rc = ec__reg_leave(n, err);
     ec__node_emit(n, "-node %s leaving: lease revoked", n->node_id);
     return rc;
@@ -715,60 +787,39 @@ int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
     return rc;
 }
 
-/* The probe port in node id's record of a listing of nodes/ (sorted by
- * key); 0 when it has none. */
-/* Where a member's agent answers: from the listing a follower reads, or
- * from the leader's model of the whole job. */
+/* Where a member's agent answers: its record in a listing of nodes/. */
 typedef struct {
     ec_node_t *n;
-    const ec_kv_list_t *recs; /* NULL: the model */
+    const ec_kv_list_t *recs;
 } port_ctx_t;
 
 static uint16_t member_port(const char *id, void *arg)
 {
     port_ctx_t *x = arg;
-    if (x->recs)
-        return ec_probe_port_in(&x->n->keys, x->recs, id);
-    pthread_mutex_lock(&x->n->lock);
-    bool found;
-    size_t k = ec__node_mnode_find(x->n, id, &found);
-    uint16_t port = found && x->n->m.nodes[k].rec ? x->n->m.nodes[k].rec->probe_port : 0;
-    pthread_mutex_unlock(&x->n->lock);
-    return port;
+    return ec_probe_port_in(&x->n->keys, x->recs, id);
 }
 
 int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t *err)
 {
     *dead = NULL;
-    /* A follower's model holds no other node's record: read them (the
-     * probe ports), once per failure. */
+    bool oom = false;
+    ec_epoch_t *ep = ec__node_epoch_copy(n, &oom);
+    if (!ep)
+        return oom ? ec_errorf(err, EC_ENOMEM, "out of memory") : 0;
+    /* The members' probe ports are in their records, read once per failure
+     * (a follower's model holds no other node's record, and the leader's
+     * is the coordinator thread's). */
     ec_kv_list_t recs = {0};
-    bool have_recs = false;
-    pthread_mutex_lock(&n->lock);
-    bool wide = n->m.wide;
-    pthread_mutex_unlock(&n->lock);
-    if (!wide) {
-        if (ec__node_read_records(n, &recs, err) < 0)
-            return err->code;
-        have_recs = true;
+    if (ec__node_read_records(n, &recs, err) < 0) {
+        ec_epoch_free(ep);
+        return err->code;
     }
-    pthread_mutex_lock(&n->lock);
-    ec_epoch_t *ep = n->m.epoch ? ec_epoch_dup(n->m.epoch) : NULL;
-    bool had = n->m.epoch != NULL;
-    pthread_mutex_unlock(&n->lock);
-    int nd = 0;
-    if (had && !ep) {
-        nd = ec_errorf(err, EC_ENOMEM, "out of memory");
-    } else if (ep) {
-        port_ctx_t x = {n, have_recs ? &recs : NULL};
-        nd = ec_probe_members(ep, n->node_id, member_port, &x, ec__reg_verify(n), timeout_ms,
-                              dead);
-        if (nd < 0)
-            ec_errorf(err, nd, "out of memory probing the members' agents");
-    }
+    port_ctx_t x = {n, &recs};
+    int nd = ec_probe_members(ep, n->node_id, member_port, &x, ec__reg_verify(n), timeout_ms, dead);
+    if (nd < 0)
+        ec_errorf(err, nd, "out of memory probing the members' agents");
     ec_epoch_free(ep);
-    if (have_recs)
-        ec_kv_list_free(&recs);
+    ec_kv_list_free(&recs);
     return nd;
 }
 
@@ -782,11 +833,11 @@ void ec_node_stop(ec_node_t *n)
     if (!n)
         return;
     ec__node_phase(n, EC_PEV_STOP, "the coordinator stops");
-    pthread_mutex_lock(&n->lock);
-    n->loop.stop = true;
-    pthread_cond_broadcast(&n->cond);
+    atomic_store(&n->loop.stop, true);
+    pthread_mutex_lock(&n->loop.lock);
+    pthread_cond_broadcast(&n->loop.cond);
+    pthread_mutex_unlock(&n->loop.lock);
     ec__ring_wake(n);
-    pthread_mutex_unlock(&n->lock);
     ec__node_ring_join(n);
     if (n->loop.thread_started)
         pthread_join(n->loop.thread, NULL);
@@ -804,8 +855,10 @@ void ec_node_stop(ec_node_t *n)
     free(n->host);
     free(n->job_id);
     free(n->agent_version);
-    pthread_mutex_destroy(&n->lock);
-    pthread_cond_destroy(&n->cond);
+    free(n->loop.shown_raw);
+    pthread_mutex_destroy(&n->loop.shown_lock);
+    pthread_mutex_destroy(&n->loop.lock);
+    pthread_cond_destroy(&n->loop.cond);
     ec__ring_fini(n);
     free(n);
 }

@@ -14,7 +14,10 @@
  * threads (its loop, the ring's thread) or on the thread calling
  * ec_node_start, possibly at the same time as another callback: it must be
  * thread-safe.  The ec_node_* calls may be made from any thread, but not
- * from inside a callback except ec_node_is_leader and ec_node_lease.
+ * from inside a callback except ec_node_is_leader and ec_node_lease.  None
+ * of them waits for the coordinator's loop (its listings, plans and etcd
+ * calls): those that read or write etcd wait for etcd alone, the others
+ * answer at once.
  */
 #ifndef EC_NODE_H
 #define EC_NODE_H
@@ -159,7 +162,8 @@ int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
  * no handshake on a link measured fast for its host gone. */
 int ec_node_report_suspects(ec_node_t *n, uint64_t epoch, const char *const *ids, size_t nids,
                             ec_error_t *err);
-/* Probe the agents of the current epoch's other members; *dead (malloc'd
+/* Probe the agents of the current epoch's other members (their probe
+ * ports read from their records, one read of nodes/); *dead (malloc'd
  * array of malloc'd ids, may be empty) gets those that did not answer
  * within timeout_ms.  Returns the count, or a negative code. */
 int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t *err);

@@ -130,7 +130,7 @@ static void resign(ec_node_t *n, int64_t rev)
         ec__node_emit(n, "-leader %s resigned: the leader key named us on an old lease", n->node_id);
 }
 
-/* Seniority for ec_elect_decide (lock held): whether this node registered
+/* Seniority for ec_elect_decide (coordinator thread): whether this node registered
  * after the current epoch was written (or is not one of its members), and
  * whether another member still has the record it had then. */
 static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
@@ -164,10 +164,9 @@ static void seniority(ec_node_t *n, bool *junior, bool *senior_alive)
 
 /* A follower that is junior, with the leader key absent, reads nodes/ once
  * per absence to learn whether a senior member is alive (it then defers
- * its campaign, EC_CAMPAIGN_DEFER_MS).  No lock held. */
+ * its campaign, EC_CAMPAIGN_DEFER_MS).  Coordinator thread. */
 static void senior_check(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
     bool junior = false, senior_alive;
     bool may = !n->m.wide && !n->el.am_leader && n->m.leader_create_rev == 0;
     if (may)
@@ -175,7 +174,6 @@ static void senior_check(ec_node_t *n)
     bool need = may && junior && n->m.epoch && n->el.senior_read_for != n->m.leader_deleted_rev;
     int64_t for_rev = n->m.leader_deleted_rev, at = n->m.epoch_mod_rev;
     ec_epoch_t *ep = need ? ec_epoch_dup(n->m.epoch) : NULL;
-    pthread_mutex_unlock(&n->lock);
     if (!ep)
         return;
     ec_kv_list_t l;
@@ -195,10 +193,8 @@ static void senior_check(ec_node_t *n)
     }
     ec_kv_list_free(&l);
     ec_epoch_free(ep);
-    pthread_mutex_lock(&n->lock);
     n->el.senior_read_for = for_rev;
     n->el.senior_read = alive;
-    pthread_mutex_unlock(&n->lock);
 }
 
 void ec__node_elect(ec_node_t *n)
@@ -207,7 +203,6 @@ void ec__node_elect(ec_node_t *n)
     /* At most a step-down and a campaign per pass; the next change of the
      * leader key wakes the loop again. */
     for (int pass = 0; pass < 2; pass++) {
-        pthread_mutex_lock(&n->lock);
         int64_t now = ec_mono_ms();
         if (n->m.leader_create_rev != 0)
             n->el.leader_absent_since = -1;
@@ -234,7 +229,6 @@ void ec__node_elect(ec_node_t *n)
             .defer_ms = EC_CAMPAIGN_DEFER_MS,
         };
         int64_t mod = n->m.leader_mod_rev;
-        pthread_mutex_unlock(&n->lock);
         switch (ec_elect_decide(&v)) {
         case EC_ELECT_NONE:
             return;
@@ -243,9 +237,7 @@ void ec__node_elect(ec_node_t *n)
             return;
         case EC_ELECT_DEFER: {
             /* decide again when the senior's head start is over */
-            pthread_mutex_lock(&n->lock);
             ec__node_wake_by(n, now + (v.defer_ms - v.absent_ms));
-            pthread_mutex_unlock(&n->lock);
             return;
         }
         case EC_ELECT_ADOPT:

@@ -30,7 +30,7 @@ static uint64_t members_fp(const ec_epoch_t *ep)
 }
 
 /* The probe memory of suspect `id` in the current member set, or NULL
- * (lock held).  Probes of an earlier member set are forgotten. */
+ * (coordinator thread).  Probes of an earlier member set are forgotten. */
 static struct probed *probed_of(ec_node_t *n, uint64_t members_epoch, const char *id)
 {
     if (n->ev.probed_epoch != members_epoch) {
@@ -64,7 +64,7 @@ static bool names(const char *list, const char *id)
 
 /* The round trip to `id` that the reports naming it carry (the ring
  * watchers' estimates; the longest, so that a slow link seen by one counts),
- * 0 when none does.  Lock held. */
+ * 0 when none does.  Coordinator thread. */
 static int64_t reported_rtt_of(ec_node_t *n, uint64_t cur, const char *id)
 {
     int64_t rtt = 0;
@@ -79,7 +79,7 @@ static int64_t reported_rtt_of(ec_node_t *n, uint64_t cur, const char *id)
 
 /* The mod revision of the newest report naming `id` that counts (a member
  * of the current epoch other than `id`, in the current member set); 0:
- * none.  Lock held. */
+ * none.  Coordinator thread. */
 static int64_t newest_report_of(ec_node_t *n, uint64_t cur, const char *id)
 {
     int64_t rev = 0;
@@ -95,7 +95,7 @@ static int64_t newest_report_of(ec_node_t *n, uint64_t cur, const char *id)
 /* (Follower) whether to wait before probing the reported leader `id` to
  * confirm the report: in a large job the followers are spread over slots
  * (ec_confirm_delay_ms) counted from when the newest report naming it
- * reached the model; the loop is woken when our slot comes.  Lock held. */
+ * reached the model; the loop is woken when our slot comes.  Coordinator thread. */
 static bool confirm_wait(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
 {
     int64_t delay = ec_confirm_delay_ms(n->node_id, (size_t)n->m.epoch->nmembers);
@@ -113,7 +113,7 @@ static bool confirm_wait(ec_node_t *n, uint64_t cur, const char *id, int64_t now
 
 /* Whether suspect `id` is to be probed now (ec_suspect_probe_due); when
  * it is not yet but will be once the interval passed, the loop is woken
- * then.  Lock held. */
+ * then.  Coordinator thread. */
 static bool probe_due(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
 {
     struct probed *p = probed_of(n, n->ev.members_epoch, id);
@@ -126,7 +126,7 @@ static bool probe_due(ec_node_t *n, uint64_t cur, const char *id, int64_t now)
     return due;
 }
 
-/* Remember a probe of `id` for the reports up to `rev` (lock held). */
+/* Remember a probe of `id` for the reports up to `rev` (coordinator thread). */
 static void note_probed(ec_node_t *n, const char *id, int64_t rev, bool silent, int64_t now)
 {
     struct probed *p = probed_of(n, n->ev.members_epoch, id);
@@ -167,7 +167,7 @@ static size_t reporters_of(ec_node_t *n, uint64_t cur, const char *id)
 }
 
 /* Whether `reporter` (any of its sources) reported `id` in the current
- * member set; lock held. */
+ * member set; coordinator thread. */
 static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const char *id)
 {
     for (size_t i = 0; i < n->m.nsus; i++)
@@ -182,7 +182,7 @@ static bool reported_by(ec_node_t *n, uint64_t cur, const char *reporter, const 
 #define EC_HOLD_MAX_MS 120000
 #define EC_HOLD_PROBE_EVERY_MS 1000
 
-/* Remember a node found silent on reports (lock held). */
+/* Remember a node found silent on reports (coordinator thread). */
 static void remember_silent(ec_node_t *n, const char *id, const char *by)
 {
     struct held *h = NULL;
@@ -229,7 +229,7 @@ bool ec__node_held_out(ec_node_t *n, const char *id)
  * no handshake within it, or one that took more than half of it).  Fills
  * each t[i].ok, rtt_us, connected, refused; returns the longest deadline
  * used, in ms.  `deliver`: hand epochs on while waiting (ec__node_probe;
- * not during registration).  No lock held. */
+ * not during registration).  Coordinator thread. */
 static void probe_wait(ec_node_t *n, ec_probe_target_t *t, size_t nt, int64_t ms, bool deliver)
 {
     if (deliver)
@@ -310,7 +310,6 @@ static void probe_held(ec_node_t *n)
     size_t nt = 0;
     int failed = 0; /* the most readmission probes any of them failed */
     int64_t now = ec_mono_ms();
-    pthread_mutex_lock(&n->lock);
     for (size_t i = 0; i < n->ev.nheld;) {
         struct held *h = &n->ev.held[i];
         ec_readmit_action_t a =
@@ -342,7 +341,6 @@ static void probe_held(ec_node_t *n)
         }
         i++;
     }
-    pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
     /* after a failed one, a readmission probe waits as long as the
@@ -351,7 +349,6 @@ static void probe_held(ec_node_t *n)
     ec__node_confirm_probe(n, t, nt, EC_DETECT_FANOUT, true,
                            ec_detect_readmit_deadline_ms(failed, tol, n->o.probe_timeout_ms), NULL);
     now = ec_mono_ms();
-    pthread_mutex_lock(&n->lock);
     for (size_t j = 0; j < nt; j++) {
         for (size_t i = 0; i < n->ev.nheld; i++) {
             struct held *h = &n->ev.held[i];
@@ -375,7 +372,6 @@ static void probe_held(ec_node_t *n)
         free(ids[j]);
         free(hosts[j]);
     }
-    pthread_mutex_unlock(&n->lock);
 }
 
 /* gone/<id> for the stop barrier of whoever takes id's ranks: how long its
@@ -451,10 +447,8 @@ static int evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod, b
         return rc;
     bool ok = r.succeeded;
     if (ok && !accused_leader) {
-        pthread_mutex_lock(&n->lock);
         n->ev.evicted_rev = r.revision;
         n->ev.evicted_at_ms = ec_mono_ms();
-        pthread_mutex_unlock(&n->lock);
     }
     ec_txn_result_free(&r);
     if (!ok)
@@ -477,7 +471,6 @@ int ec__node_evict(ec_node_t *n, const char *id, int64_t lease, int64_t rec_mod,
  * held. */
 static void fetch_accused_leader(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
     uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
     char *id = NULL;
     if (!n->m.wide && !ec__elect_leads(n) && cur && n->m.leader_id &&
@@ -489,7 +482,6 @@ static void fetch_accused_leader(ec_node_t *n)
                                 reporters_of(n, cur, n->m.leader_id)) ||
          !confirm_wait(n, cur, n->m.leader_id, ec_mono_ms())))
         id = strdup(n->m.leader_id);
-    pthread_mutex_unlock(&n->lock);
     if (id)
         ec__node_fetch_record(n, id);
     free(id);
@@ -519,7 +511,7 @@ typedef struct suspect {
 /* Reports of epochs before the current member set are of no use any more;
  * those of the restart epochs since (same members) still are: a failure is
  * reported in the epoch it happened in while the leader already publishes
- * the restart.  Lock held. */
+ * the restart.  Coordinator thread. */
 static void drop_stale_reports(ec_node_t *n, uint64_t cur)
 {
     if (n->ev.members_fp_gen != n->m.epoch_gen) {
@@ -579,7 +571,7 @@ static bool ours_to_probe(ec_node_t *n, uint64_t cur, const char *id, int64_t no
 }
 
 /* The reported nodes to probe now, at most max, into s[] and their probe
- * targets t[]; how many.  Lock held. */
+ * targets t[]; how many.  Coordinator thread. */
 static size_t gather_suspects(ec_node_t *n, uint64_t cur, int64_t now, suspect_t *s,
                               ec_probe_target_t *t, size_t max)
 {
@@ -627,9 +619,7 @@ static size_t gather_suspects(ec_node_t *n, uint64_t cur, int64_t now, suspect_t
 static void act_on_probe(ec_node_t *n, uint64_t cur, int64_t leader_rev, const suspect_t *x,
                          const ec_probe_target_t *t, int f, int to, int64_t now)
 {
-    pthread_mutex_lock(&n->lock);
     note_probed(n, x->id, x->rev, !t->ok, now);
-    pthread_mutex_unlock(&n->lock);
     if (t->ok) {
         ec__node_emit(n, "+suspicion of %s by %s rejected: its agent answered in %.1f ms", x->id,
                       x->by, (double)t->rtt_us / 1000.0);
@@ -646,9 +636,7 @@ static void act_on_probe(ec_node_t *n, uint64_t cur, int64_t leader_rev, const s
     if (t->ok || (x->confirm && !x->with_ours))
         return;
     /* evidence enough (with ours, just probed silent: no second probe) */
-    pthread_mutex_lock(&n->lock);
     remember_silent(n, x->id, x->by);
-    pthread_mutex_unlock(&n->lock);
     ec_error_t err = {0};
     int rc = evict(n, x->id, x->lease, x->mod, !ec__elect_leads(n), leader_rev,
                    t->refused ? EC_DEPART_REFUSED : EC_DEPART_SILENT, &err);
@@ -672,16 +660,12 @@ void ec__node_handle_suspicions(ec_node_t *n)
     suspect_t s[MAXS];
     int64_t known[MAXS];
     probe_held(n);
-    pthread_mutex_lock(&n->lock);
     drop_stale_reports(n, n->m.epoch ? n->m.epoch->number : 0);
     int64_t leader_rev = n->m.leader_create_rev; /* the leadership the reports were made under */
-    pthread_mutex_unlock(&n->lock);
     fetch_accused_leader(n);
-    pthread_mutex_lock(&n->lock);
     uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
     size_t nmembers = n->m.epoch ? (size_t)n->m.epoch->nmembers : 0;
     size_t nt = gather_suspects(n, cur, ec_mono_ms(), s, t, MAXS);
-    pthread_mutex_unlock(&n->lock);
     if (!nt)
         return;
     for (size_t i = 0; i < nt; i++)

@@ -207,27 +207,23 @@ int ec_node_take_hang(ec_node_t *n, uint64_t epoch, int *local_rank, char *why, 
 }
 
 /* Look again at `at` at the latest (the hang policy's own timer). */
-static void hang_at(ec_node_t *n, int64_t at, bool locked)
+static void hang_at(ec_node_t *n, int64_t at)
 {
-    if (!locked)
-        pthread_mutex_lock(&n->lock);
     if (n->hang.at < 0 || at < n->hang.at)
         n->hang.at = at;
-    if (!locked)
-        pthread_mutex_unlock(&n->lock);
 }
 
 /* Whether the policy runs now (at most every EC_HANG_EVERY_MS an epoch;
  * else its timer is set for then); *epoch: the current one.  A new epoch
  * restarts or rebuilds every rank: silence published before it says
- * nothing about the ranks after it.  Lock held. */
+ * nothing about the ranks after it.  Coordinator thread. */
 static bool hang_due(ec_node_t *n, int64_t now, uint64_t *epoch)
 {
     if (!n->m.epoch || !n->m.epoch->nmembers)
         return false;
     *epoch = n->m.epoch->number;
     if (*epoch == n->hang.epoch && n->hang.ran_ms > 0 && now - n->hang.ran_ms < EC_HANG_EVERY_MS) {
-        hang_at(n, n->hang.ran_ms + EC_HANG_EVERY_MS, true);
+        hang_at(n, n->hang.ran_ms + EC_HANG_EVERY_MS);
         return false;
     }
     n->hang.ran_ms = now;
@@ -242,7 +238,7 @@ static bool hang_due(ec_node_t *n, int64_t now, uint64_t *epoch)
 /* Each member's progress as of now into s[] and hm[] (at most the epoch's
  * members), a summary newer than last seen in s[].fresh; how many.  A
  * summary's silence grows by the time since it was seen, bounded by the
- * epoch's age.  Lock held. */
+ * epoch's age.  Coordinator thread. */
 static size_t snapshot(ec_node_t *n, int64_t now, snap_t *s, ec_hang_member_t *hm)
 {
     size_t k = 0, nm = (size_t)n->m.epoch->nmembers;
@@ -293,7 +289,7 @@ static bool settling(ec_node_t *n, const ec_hang_decision_t *d, int64_t now)
         n->hang.settle_ms = now;
     if (!after_stall || now - n->hang.settle_ms >= EC_HANG_SETTLE_MS)
         return false;
-    hang_at(n, n->hang.settle_ms + EC_HANG_SETTLE_MS, false);
+    hang_at(n, n->hang.settle_ms + EC_HANG_SETTLE_MS);
     return true;
 }
 
@@ -382,9 +378,7 @@ void ec__node_check_hangs(ec_node_t *n)
         return;
     int64_t now = ec_mono_ms();
     uint64_t epoch = 0;
-    pthread_mutex_lock(&n->lock);
     if (!hang_due(n, now, &epoch)) {
-        pthread_mutex_unlock(&n->lock);
         return;
     }
     size_t nm = (size_t)n->m.epoch->nmembers, k = 0;
@@ -392,7 +386,6 @@ void ec__node_check_hangs(ec_node_t *n)
     ec_hang_member_t *hm = calloc(nm, sizeof(*hm));
     if (s && hm)
         k = snapshot(n, now, s, hm);
-    pthread_mutex_unlock(&n->lock);
     if (!s || !hm)
         goto out;
     for (size_t i = 0; i < k && n->o.on_progress; i++)
@@ -407,7 +400,7 @@ void ec__node_check_hangs(ec_node_t *n)
         goto out;
     }
     if (d->action == EC_HANG_WAIT_UNTIL)
-        hang_at(n, now + d->wait_ms, false); /* the planner has nothing to do then */
+        hang_at(n, now + d->wait_ms); /* the planner has nothing to do then */
     if (!settling(n, d, now)) {
         say_stall(n, d, epoch);
         for (size_t i = 0; d->action == EC_HANG_SUSPECT && i < d->nsuspects; i++)

@@ -25,41 +25,49 @@
  * file's part: what one concern needs of another goes through the owner's
  * ec__<concern>_* calls at the end of this header (tests/t0050-layering.sh
  * checks it).  All of them read the context (options, ids, keys, the etcd
- * client) and the job's model `m` under `lock`.
+ * client), set before the loop starts and read-only after.
+ *
+ * The job's model `m` is the coordinator thread's alone, and so is most of
+ * every concern's state: no lock guards them.  Other threads reach the
+ * coordinator only through what it publishes and through its mailbox:
+ *   - the watch threads queue their events (n->feed's queue, under
+ *     feed.qlock) and the loop applies them (ec__node_drain), so a listing,
+ *     a plan or an etcd call of the loop never holds up a watch thread, and
+ *     no watch event lands between a listing and the model built from it;
+ *     what a watch thread reports without an event (the watches broke, an
+ *     event was lost, a watch was created) are atomic flags and counts;
+ *   - the model's epoch is published as it changes: its number and the
+ *     highest seen as atomics, the epoch itself as a copy of its value under
+ *     loop.shown_lock (ec__node_epoch_copy: the ring, the agent's probe of
+ *     its peers);
+ *   - the public calls and the keepalive set flags (stop and leaving are
+ *     atomic; registration's are under reg.lock) and wake the loop.
  *
  * Locks, and who owns what (each part below says which):
- *   lock           the job's model `m`, what feeds it (n->feed) and the
- *                  loop's flags and `cond` (n->loop): what the watch
- *                  threads and the public calls write for the loop (the
- *                  model's epoch number is also published as an atomic
- *                  copy, for the public calls: ec__node_model_changed);
+ *   loop.lock      the loop's bell: held only to sleep on loop.cond and to
+ *                  ring it (ec__node_wake_sleeper takes it only while the
+ *                  loop sleeps, which reads every flag again after it says
+ *                  so); nothing is read or written under it;
+ *   loop.shown_lock the published epoch (a leaf);
  *   reg.lock       registration (n->reg): the agent's calls about its own
- *                  node and the keepalive's lost lease, which never wait
- *                  for the model (a listing holds `lock` up to an etcd
- *                  call's deadline);
- *   ev.rep_lock    this agent's own suspicion reports (any thread);
- *   feed.qlock     the leader's queue of watch events;
- *   none           election (n->el), publishing (n->pub), hangs (n->hang
- *                  but its timer, under `lock`) and eviction's memory
- *                  (n->ev but its reports): the coordinator thread alone,
- *                  reading the model under `lock`.
- * Order: `lock`, then reg.lock; ev.rep_lock, then reg.lock; feed.qlock
- * alone.  reg.lock and feed.qlock are leaves: nothing is taken under them.
+ *                  node and the keepalive's lost lease (a leaf);
+ *   ev.rep_lock    this agent's own suspicion reports (any thread), held
+ *                  through their etcd write;
+ *   feed.qlock     the queue of watch events (a leaf);
+ *   ring.lock      the ring thread's sleep (ring.cond);
+ *   none           everything else: the coordinator thread alone.
+ * Order: ev.rep_lock, then reg.lock; every other lock is taken alone.
  * ThreadSanitizer checks the order (tests/tsan.sh: lock-order inversions
  * are reports).
  *
- * Threads: the coordinator thread runs the loop; the watch threads apply
- * events to the model (ec_model_apply) under `lock` and wake the loop (the
- * leader's watch of the whole job only queues them, and the loop applies
- * everything queued at once before it plans: ec__node_drain); the keepalive
- * thread reports a lost lease the same way; the ring's thread (node_ring.c)
- * probes peers and reads their records.  etcd calls are made from the coordinator
- * thread, the ring's thread and the ec_node_* calls without holding `lock`,
- * with one exception: the listing that (re)builds the model
- * (ec__node_sync_model) holds it, so that no watch event is applied between
- * the listing and the model built from it (the watch threads wait for it;
- * the listing is bounded by the etcd client's deadline).  The planner runs
- * under `lock` (it is pure and fast). */
+ * Threads: the coordinator thread runs the loop and makes every etcd call
+ * that feeds the model (listings, a follower's epoch rebuilt from its
+ * delta, the reads an epoch's check needs); the watch threads queue (the
+ * leader's root watch reads a split epoch's chunks before it queues the
+ * head); the keepalive thread reports a lost lease; the ring's thread
+ * (node_ring.c) probes peers and reads their records; the public calls run
+ * on the agent's threads.  Before the loop starts, ec_node_start's thread
+ * is the coordinator (it lists the job first). */
 #ifndef EC_NODE_IMPL_H
 #define EC_NODE_IMPL_H
 
@@ -81,12 +89,13 @@
 #include "probe_server.h"
 #include "records.h"
 
-/* (leader) A watch event of the job's root, queued by the watch thread for
- * the coordinator thread (node_model.c: one allocation holds the key and
- * value after the struct). */
+/* A watch event, queued by its watch thread for the coordinator thread
+ * (node_model.c: one allocation holds the key and value after the struct):
+ * a put, a deletion, or (a follower's) the epoch's delta. */
+typedef enum { EC__QEV_PUT, EC__QEV_DELETE, EC__QEV_DELTA } ec__qev_kind_t;
 typedef struct ec__qev {
     struct ec__qev *next;
-    bool put;
+    ec__qev_kind_t kind;
     int64_t revision;
     ec_kv_t kv;
 } ec__qev_t;
@@ -95,14 +104,18 @@ typedef struct ec__qev {
  * only by the file that owns it (tests/t0050-layering.sh, rule 8); the
  * others reach it through that file's calls (the ec__<concern>_* functions
  * below).  What every concern reads is the context: set before the loop
- * starts and read-only after (o .. run), and the job's model `m` under
- * `lock`.  Each part says which thread or lock guards it. */
+ * starts and read-only after (o .. run), and the job's model `m`, on the
+ * coordinator thread.  Each part says which thread or lock guards it. */
 
-/* node.c: the loop (under `lock` unless marked) */
+/* node.c: the loop (coordinator thread unless marked) */
 struct ec__loop {
     pthread_t thread;
     bool thread_started; /* ec_node_start/ec_node_stop only */
-    bool stop, leaving;
+    /* the loop's bell (see the top of this file) */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* any thread: the node stops (ec_node_stop), or leaves (ec_node_leave) */
+    atomic_bool stop, leaving;
     /* a pass must plan (dirty), or only run the non-planning checks
      * (touched: a record write the planner does not read, ec_plan_node_equiv) */
     bool dirty, touched;
@@ -111,29 +124,35 @@ struct ec__loop {
     /* the loop's heartbeat (monotonic ms): the keepalive refreshes the lease
      * only while the loop beats, so a wedged coordinator loses its lease */
     _Atomic int64_t beat_ms;
-    /* the loop is (about to be) asleep on `cond`, so a queued event must wake
-     * it: checked against the feed's queue length in both orders (seq_cst),
-     * so no wakeup is lost and the watch thread takes `lock` only to wake a
-     * sleeping loop */
+    /* the loop is (about to be) asleep on `cond`, so a waker must ring:
+     * checked against the wakers' flags in both orders (seq_cst), so no
+     * wakeup is lost and a waker takes `lock` only to wake a sleeping loop */
     _Atomic bool waiting;
     /* The loop's phase (node_policy.h: ec_node_phase_next), changed only by
      * ec__node_phase from any thread (a compare-and-swap: no lock). */
     _Atomic int phase;
     /* The model's epoch number (0: none) and the highest number it has
      * seen, as it last changed (ec__node_model_changed): what the public
-     * calls and our record read without the model's lock. */
+     * calls and our record read. */
     _Atomic uint64_t epoch_now, epoch_seen;
-    /* coordinator thread: what was handed to on_epoch / on_job */
+    /* The model's epoch as other threads read it (ec__node_epoch_copy): a
+     * copy of its value, made when the model replaces it (epoch_gen), under
+     * shown_lock.  shown_src/shown_gen: coordinator thread. */
+    pthread_mutex_t shown_lock;
+    uint8_t *shown_raw;
+    size_t shown_len;
+    const void *shown_src;
+    uint64_t shown_gen;
+    /* what was handed to on_epoch / on_job */
     uint64_t delivered_epoch;
     int64_t delivered_status_rev;
 };
 
 /* node_register.c: registration, our record and our lease, under the
  * registration's own `lock` (a leaf: nothing else is taken while it is
- * held; it may be taken with the model's `lock` held).  The agent's calls
- * about its own node (the fence's clock above all) and the keepalive's
- * report of a lost lease take only it, never the model's: those never wait
- * for a listing of the job.  probe_key: written once before registering,
+ * held).  The agent's calls about its own node (the fence's clock above
+ * all) and the keepalive's report of a lost lease take only it: those
+ * never wait for the loop.  probe_key: written once before registering,
  * read-only after. */
 struct ec__reg {
     pthread_mutex_t lock;
@@ -154,26 +173,33 @@ struct ec__reg {
     ec_probe_key_t probe_key;
 };
 
-/* node_model.c: what feeds the model (under `lock` unless marked) */
+/* node_model.c: what feeds the model (coordinator thread unless marked) */
 struct ec__feed {
     bool relist; /* the watches broke or etcd lost its data: list again */
     /* etcd's history going backwards (it lost its data): the highest
-     * revision seen, and whether to compare it with etcd's now */
-    int64_t max_rev;
+     * revision seen (atomic: a watch thread compares a re-created watch's
+     * revision with it), and whether to compare it with etcd's now */
+    _Atomic int64_t max_rev;
     bool check_history;
     int64_t list_rev;    /* watch events at or below it are in the listing */
-    int watches_created; /* CREATED events seen since the watches opened */
     /* Narrow model: the epoch whose suspicion reports are watched, and the
      * revision of their listing */
     uint64_t sus_watched;
     int64_t sus_list_rev;
     ec_watch_t *sus_watch;
-    uint64_t watch_events; /* watch events applied to the model */
-    ec_watch_t *watch[5];  /* coordinator thread */
+    ec_watch_t *watch[5];
     size_t nwatch;
-    /* (leader) Coalescing.  The root watch's thread only queues its events
-     * (under qlock, never under `lock`), and the coordinator thread applies
-     * everything queued at once (ec__node_drain) before it plans: a burst of
+    /* Any thread (atomics): what the watch threads report besides events
+     * (an event lost or a compacted watch: list again; a watch broke or was
+     * re-created below max_rev: check the history), the CREATED events seen
+     * since the watches opened, the events applied to the model, and
+     * whether a listing is in (ec_node_watches_created). */
+    atomic_bool lost, broken;
+    _Atomic int watches_created;
+    _Atomic uint64_t watch_events;
+    atomic_bool listed;
+    /* The watch threads' queue (under qlock, a leaf), applied by the loop
+     * (ec__node_drain) before it plans or hands an epoch on: a burst of
      * writes that arrives while one plan runs costs one more plan, not one
      * each (a READY wave of 16,384 records planned per write took the
      * leader 7 s of CPU). */
@@ -200,9 +226,9 @@ struct ec__elect {
 };
 
 /* node_publish.c: (leader) the planner's inputs over time and what it last
- * said (coordinator thread; plans under `lock`) */
+ * said (coordinator thread) */
 struct ec__pub {
-    uint64_t plans; /* times the planner ran (ec_node_plans) */
+    _Atomic uint64_t plans; /* times the planner ran (ec_node_plans: any thread) */
     uint64_t fingerprint;
     int64_t fp_since, missing_since;
     bool wrote_final;
@@ -215,8 +241,8 @@ struct ec__pub {
 };
 
 /* node_evict.c: suspicion, eviction and readmission (the coordinator
- * thread; read with the model under `lock`), and this agent's own reports
- * (my_rep*: any thread, under rep_lock alone) */
+ * thread), and this agent's own reports (my_rep*: any thread, under
+ * rep_lock alone) */
 struct ec__evict {
     /* the first epoch seen with the current epoch's member set (restart
      * epochs keep it): reports of it and later ones still count */
@@ -260,7 +286,7 @@ struct ec__evict {
 };
 
 /* node_hang.c: (leader) hang and straggler detection's memory (coordinator
- * thread; `at` under `lock`) */
+ * thread) */
 struct ec__hang {
     struct ec_hang_seen *seen; /* the first nsorted sorted by id */
     size_t nseen, nsorted, cap;
@@ -283,10 +309,12 @@ struct ec__hang {
                        * never counted from before it) */
 };
 
-/* node_ring.c: the thread watching peer agents, woken by cond */
+/* node_ring.c: the thread watching peer agents, asleep on cond (under
+ * lock, which guards nothing else) between rounds */
 struct ec__ring {
     pthread_t thread;
     bool started;
+    pthread_mutex_t lock;
     pthread_cond_t cond;
 };
 
@@ -301,9 +329,7 @@ struct ec_node {
         k_epochs[EC_KEY_MAX], k_epochd[EC_KEY_MAX];
     ec_etcd_t *c;
     uint64_t run; /* the run of the job this node takes part in */
-    pthread_mutex_t lock;
-    pthread_cond_t cond; /* wakes the loop */
-    ec_model_t m;        /* the job's model (model.h), under lock */
+    ec_model_t m; /* the job's model (model.h): the coordinator thread's */
     /* each concern's own */
     struct ec__loop loop;
     struct ec__reg reg;
@@ -318,7 +344,7 @@ struct ec_node {
 /* the event log (node.c; clocks: util/clock.h) */
 void ec__node_emit(ec_node_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Feed event e to the phase machine; a change is logged as "+phase <from>
- * -> <to>: <why>".  Any thread, lock held or not. */
+ * -> <to>: <why>".  Any thread. */
 void ec__node_phase(ec_node_t *n, ec_phase_event_t e, const char *why);
 
 /* Whether the loop beat recently enough for its lease to be refreshed
@@ -331,33 +357,33 @@ static inline size_t ec__node_mnode_find(ec_node_t *n, const char *id, bool *fou
 {
     return ec_model_node_find(&n->m, id, found);
 }
-/* (leader) Apply every queued watch event of the root watch to the model,
- * in order (lock held; coordinator thread). */
+/* Apply every queued watch event to the model, in order, and what the
+ * watch threads flagged (coordinator thread). */
 void ec__node_drain(ec_node_t *n);
 /* Drop the queue (the root watch stopped). */
 void ec__node_queue_clear(ec_node_t *n);
 /* Open the watches and list what they cover: the whole job when `wide`
- * (the leader), else a follower's keys.  Coordinator thread, no lock. */
+ * (the leader), else a follower's keys.  Coordinator thread. */
 int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err);
 /* Narrow model: follow the suspicion reports of the current epoch (watch
  * and list epochs/<cur>/suspect/ when the epoch changed).  Coordinator
- * thread, no lock.  Returns 0 or an error code (retried). */
+ * thread.  Returns 0 or an error code (retried). */
 int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err);
 /* Read every node record (a follower's model has none but its own): a list
- * the caller frees with ec_kv_list_free.  No lock held. */
+ * the caller frees with ec_kv_list_free.  Any thread. */
 int ec__node_read_records(ec_node_t *n, ec_kv_list_t *l, ec_error_t *err);
-/* Read node `id`'s record into the model (lock not held); returns whether
- * it exists and decodes. */
+/* Read node `id`'s record into the model; returns whether it exists and
+ * decodes. */
 bool ec__node_fetch_record(ec_node_t *n, const char *id);
 /* A new leader (wide model just listed): if the previous leader's record is
  * gone and said it was leaving just before, count it as left (a follower's
- * model never saw it leave).  No lock held. */
+ * model never saw it leave). */
 void ec__node_note_gone_leader(ec_node_t *n);
 /* Check an epoch whose leadership the model cannot tell (one of the
  * listing, or, in a follower's model, one that came before the leader
  * key's event of its revision and was not followed by it within
  * EC_VERIFY_GRACE_MS), by reading the leader key at the epoch's revision
- * (coordinator thread, no lock held).  Returns false while it is still
+ * (coordinator thread).  Returns false while it is still
  * unverified (retry later). */
 #define EC_VERIFY_GRACE_MS 200
 bool ec__node_verify_epoch(ec_node_t *n);
@@ -370,7 +396,7 @@ void ec__node_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int timeout_m
  * measured to target i, 0 none; NULL: none known); fills t[i].ok, rtt_us,
  * connected, refused and returns the longest deadline used, in ms.
  * `deliver`: hand epochs on while waiting (ec__node_probe); first_ms: the
- * first set's deadline (0: the floor).  No lock held. */
+ * first set's deadline (0: the floor).  Coordinator thread. */
 int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, int f, bool deliver,
                                int64_t first_ms, const int64_t *known_rtt_us);
 /* Read the run's probe secret (runs/<run>/probe_secret), writing a fresh
@@ -378,7 +404,7 @@ int64_t ec__node_confirm_probe(ec_node_t *n, ec_probe_target_t *t, size_t nt, in
  * 0 or an EC_* code. */
 int ec__node_fetch_secret(ec_node_t *n, ec_error_t *err);
 /* Compare etcd's revision now with the highest seen, when a watch asked
- * for it or `force` (coordinator thread, no lock held); when it went
+ * for it or `force` (coordinator thread); when it went
  * backwards, drop the model's epoch and ask for a fresh listing.  Returns
  * whether it did. */
 bool ec__node_check_history(ec_node_t *n, bool force);
@@ -406,7 +432,7 @@ void ec__node_plan_and_act(ec_node_t *n);
 /* node_evict.c */
 void ec__node_handle_suspicions(ec_node_t *n);
 /* Whether node `id` is held out of the planner's eligible nodes: evicted as
- * silent and not answering a probe since (lock held). */
+ * silent and not answering a probe since. */
 bool ec__node_held_out(ec_node_t *n, const char *id);
 
 #define EC_EVICT_SEEN_WAIT_MS 2000
@@ -444,7 +470,7 @@ void ec__node_ring_join(ec_node_t *n);
  * A concern's part of struct ec_node is named only in its own file; what the
  * others need of it goes through these (tests/t0050-layering.sh, rule 8). */
 
-/* node.c, the loop (lock held unless marked) */
+/* node.c, the loop (coordinator thread unless marked) */
 /* Have the loop run a pass by `at` (monotonic ms) at the latest: the one
  * way to set wake_at. */
 void ec__node_wake_by(ec_node_t *n, int64_t at);
@@ -452,27 +478,36 @@ void ec__node_wake_by(ec_node_t *n, int64_t at);
 void ec__node_mark_dirty(ec_node_t *n);
 /* Act on what the model asked for. */
 void ec__node_model_effects(ec_node_t *n, const ec_model_effects_t *fx);
-/* The model changed (lock held): its epoch number and the highest seen
- * are published for the readers without the lock (ec__node_model_effects
- * does it; a change made without effects calls it). */
+/* The model changed: its epoch number, the highest seen and the epoch
+ * itself are published for the other threads (ec__node_model_effects does
+ * it; a change made without effects calls it). */
 void ec__node_model_changed(ec_node_t *n);
-/* Any thread, no lock: the highest epoch number the model has seen. */
+/* Any thread: the highest epoch number the model has seen. */
 uint64_t ec__node_epoch_seen(ec_node_t *n);
+/* Any thread: the model's epoch as last published (a view: its members,
+ * or a follower's window of a split epoch's), NULL when it has none or
+ * out of memory (*oom set); the caller frees it with ec_epoch_free. */
+ec_epoch_t *ec__node_epoch_copy(ec_node_t *n, bool *oom);
 /* What the model needs to know of this node. */
 ec_model_ctx_t ec__node_model_ctx(const ec_node_t *n);
-/* The node stops (ec_node_stop); or stops or leaves the job. */
+/* Any thread: the node stops (ec_node_stop); or stops or leaves the job. */
 bool ec__node_stopped(const ec_node_t *n);
 bool ec__node_stopping(const ec_node_t *n);
-/* Any thread, no lock: the loop's heartbeat, kept while registration
- * waits; and wake the loop if it sleeps (a watch queued events, or
- * registration set a flag the loop reads before it sleeps: a lost lease, a
- * record to write again).  Takes `lock` only when the loop sleeps, so a
- * caller never waits for a listing or a plan. */
+/* Any thread: the loop's heartbeat, kept while registration waits; and
+ * wake the loop if it sleeps (a watch queued events or set a flag, or
+ * registration set one: a lost lease, a record to write again).  Takes the
+ * loop's bell only when the loop sleeps. */
 void ec__node_beat(ec_node_t *n);
 void ec__node_wake_sleeper(ec_node_t *n);
+/* Coordinator thread (or ec_node_start's before it): sleep until `ms`
+ * passed or the node stops (returns whether it stops); and until done(arg)
+ * or the deadline (monotonic ms) or the node stops (returns done(arg)),
+ * woken by ec__node_wake_sleeper. */
+bool ec__node_pause(ec_node_t *n, int64_t ms);
+bool ec__node_wait_until(ec_node_t *n, bool (*done)(void *), void *arg, int64_t deadline);
 
-/* node_register.c: any thread, the model's lock held or not (each call
- * takes registration's own, a leaf) unless marked */
+/* node_register.c: any thread (each call takes registration's own lock, a
+ * leaf) unless marked */
 void ec__reg_init(ec_node_t *n);                     /* before any thread */
 void ec__reg_fini(ec_node_t *n);                     /* after every thread */
 int ec__reg_serve_probe(ec_node_t *n, ec_error_t *err); /* ec_node_start */
@@ -484,20 +519,24 @@ void ec__reg_mark_pending(ec_node_t *n);
 bool ec__reg_pending(ec_node_t *n);
 bool ec__reg_take_pending(ec_node_t *n);
 bool ec__reg_lease_lost(ec_node_t *n);
-/* Coordinator thread, no lock: our lease was lost; register under a new one. */
+/* Coordinator thread: our lease was lost; register under a new one. */
 int ec__reg_renew(ec_node_t *n, ec_error_t *err);
-/* No lock: write our record as leaving and revoke our lease. */
+/* Any thread: write our record as leaving and revoke our lease. */
 int ec__reg_leave(ec_node_t *n, ec_error_t *err);
 
-/* node_model.c (lock held unless marked) */
+/* node_model.c (coordinator thread unless marked) */
 void ec__feed_init(ec_node_t *n); /* before any thread */
 void ec__feed_fini(ec_node_t *n); /* after the loop stopped: stops the watches */
 /* Whether the model has seen revision rev (a watch event or a listing). */
 bool ec__feed_seen(const ec_node_t *n, int64_t rev);
 /* The watches broke or etcd lost its data: the loop lists again. */
 bool ec__feed_relist(const ec_node_t *n);
-/* No lock: whether the root watch queued events for the loop. */
-bool ec__feed_queued(ec_node_t *n);
+/* Any thread: a watch event was lost (out of memory) or could not be
+ * read; the loop lists the job again. */
+void ec__feed_lost(ec_node_t *n);
+/* Any thread: whether the watches queued events or flagged something for
+ * the loop. */
+bool ec__feed_pending(ec_node_t *n);
 
 /* node_election.c (coordinator thread) */
 void ec__elect_init(ec_node_t *n);
@@ -509,7 +548,7 @@ int64_t ec__elect_rev(const ec_node_t *n); /* our leader key's create revision; 
 void ec__pub_on_lead(ec_node_t *n);
 void ec__pub_fini(ec_node_t *n);
 
-/* node_evict.c (lock held) */
+/* node_evict.c (coordinator thread) */
 /* Whether our last eviction's deletion is still to reach the model (the
  * planner waits for it, at most EC_EVICT_SEEN_WAIT_MS: the loop is woken
  * then). */
@@ -517,7 +556,7 @@ bool ec__evict_unseen(ec_node_t *n);
 void ec__evict_init(ec_node_t *n); /* before any thread */
 void ec__evict_fini(ec_node_t *n);
 
-/* node_hang.c (lock held) */
+/* node_hang.c (coordinator thread) */
 void ec__hang_init(ec_node_t *n);
 /* When the hang policy is to run again (monotonic ms; -1: on the next pass). */
 int64_t ec__hang_at(const ec_node_t *n);
@@ -526,7 +565,7 @@ void ec__hang_take_due(ec_node_t *n, int64_t now);
 
 /* node_ring.c */
 void ec__ring_init(ec_node_t *n, const pthread_condattr_t *ca);
-void ec__ring_wake(ec_node_t *n); /* lock held: stop or leaving changed */
+void ec__ring_wake(ec_node_t *n); /* any thread: stop or leaving changed */
 void ec__ring_fini(ec_node_t *n);
 
 #endif

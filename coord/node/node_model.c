@@ -22,7 +22,7 @@
 #include "node_policy.h"
 
 /* Apply one key's change to the model (model.c: the pure core) and act on
- * what it asks for; lock held. */
+ * what it asks for. */
 static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t *prev)
 {
     ec_model_ctx_t ctx = ec__node_model_ctx(n);
@@ -54,13 +54,11 @@ static bool in_history(ec_node_t *n, uint64_t number, bool *in, ec_error_t *err)
  * leadership check.  false when the history cannot be read. */
 static bool verify_gap(ec_node_t *n, int64_t rev, uint64_t last, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
     ec_epoch_t *ep = NULL;
     bool ok = n->m.verify_pending && n->m.verify_rev == rev &&
               ec_epoch_decode_view(n->m.verify_raw, n->m.verify_len, n->k_epoch, &ep, NULL) == 0;
-    pthread_mutex_unlock(&n->lock);
     if (!ok)
-        return true; /* superseded meanwhile */
+        return true; /* none pending at rev, or none that decodes */
     bool self = false, prev = false, own = false;
     if (!in_history(n, ep->number, &self, err) ||
         (!self && !in_history(n, ep->number - 1, &prev, err)) ||
@@ -70,26 +68,19 @@ static bool verify_gap(ec_node_t *n, int64_t rev, uint64_t last, ec_error_t *err
     }
     char why[768];
     int rc = ec_epoch_gap_check(ep, last, self, prev, own, why, sizeof(why));
-    pthread_mutex_lock(&n->lock);
-    if (rc < 0 && n->m.verify_pending && n->m.verify_rev == rev)
+    if (rc < 0)
         ec_log(EC_LOG_ERROR, "%s", why);
     ec_model_effects_t fx = {0};
     ec_model_gap_done(&n->m, rev, rc < 0, &fx);
     ec__node_model_effects(n, &fx);
-    if (fx.dirty)
-        pthread_cond_signal(&n->cond);
-    pthread_mutex_unlock(&n->lock);
     ec_epoch_free(ep);
     return true;
 }
 
 bool ec__node_verify_epoch(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
-    if (!n->m.verify_pending) {
-        pthread_mutex_unlock(&n->lock);
+    if (!n->m.verify_pending)
         return true;
-    }
     /* A follower's epoch newer than its leader log: the leader's own epoch
      * transaction touches the leader key, whose event resolves it at once;
      * only an epoch nobody touched the leader key with (another tool's)
@@ -97,12 +88,10 @@ bool ec__node_verify_epoch(ec_node_t *n)
     int64_t left = n->m.verify_since_ms + EC_VERIFY_GRACE_MS - ec_mono_ms();
     if (!n->m.wide && !n->m.verify_gap && n->m.verify_rev > n->m.leader_through && left > 0) {
         ec__node_wake_by(n, ec_mono_ms() + left);
-        pthread_mutex_unlock(&n->lock);
         return true;
     }
     int64_t rev = n->m.verify_rev;
     uint64_t gap = n->m.verify_gap;
-    pthread_mutex_unlock(&n->lock);
     ec_error_t err = {0};
     if (gap) {
         if (!verify_gap(n, rev, gap, &err)) {
@@ -110,10 +99,7 @@ bool ec__node_verify_epoch(ec_node_t *n)
                                 "numbers: %s; will retry", err.msg);
             return false;
         }
-        pthread_mutex_lock(&n->lock);
-        bool judged = !n->m.verify_pending || n->m.verify_rev != rev; /* refused (or superseded) */
-        pthread_mutex_unlock(&n->lock);
-        if (judged)
+        if (!n->m.verify_pending || n->m.verify_rev != rev) /* refused */
             return true; /* no leader read for it */
     }
     ec_kv_t lk;
@@ -126,14 +112,10 @@ bool ec__node_verify_epoch(ec_node_t *n)
     }
     char *id = rc == 0 && found ? strndup((char *)lk.value, lk.value_len) : NULL;
     ec_leadership_t l = {.create_rev = rc == 0 && found ? lk.create_revision : 0, .id = id};
-    pthread_mutex_lock(&n->lock);
     ec_model_ctx_t ctx = ec__node_model_ctx(n);
     ec_model_effects_t fx = {0};
     ec_model_verify_done(&n->m, &ctx, rev, rc == 0 && found ? &l : NULL, rc == EC_ECOMPACTED, &fx);
     ec__node_model_effects(n, &fx);
-    if (fx.dirty)
-        pthread_cond_signal(&n->cond);
-    pthread_mutex_unlock(&n->lock);
     free(id);
     if (rc == 0)
         ec_kv_free(&lk);
@@ -154,7 +136,8 @@ static bool is_suspect_key(ec_node_t *n, const ec_kv_t *kv)
  * the next: ec_epoch_fetch_view), into *whole; a whole record needs
  * nothing (returns 0, *whole NULL).  Returns -1 when the epoch cannot be
  * read: its parts are gone or replaced (a newer epoch follows: skipped) or
- * etcd failed (*relist set).  No lock held (or the listing's). */
+ * etcd failed (*relist set).  Any thread (the root watch's reads the
+ * leader's). */
 static int whole_epoch(ec_node_t *n, bool wide, const ec_kv_t *kv, void **whole, size_t *wlen,
                        bool *relist)
 {
@@ -196,15 +179,12 @@ static int whole_epoch(ec_node_t *n, bool wide, const ec_kv_t *kv, void **whole,
  * (epoch_delta.h): rebuilt here, or read from the epoch key at the delta's
  * revision when it cannot be (no base, another base, a digest that does not
  * match), then applied as the epoch key's value at that revision would be.
- * Runs on the watch thread; the read is made without the lock. */
-static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
+ * ev: the queued delta (ec__node_drain). */
+static void apply_delta(ec_node_t *n, const ec__qev_t *ev)
 {
-    pthread_mutex_lock(&n->lock);
-    bool skip = n->m.wide || ev->revision <= n->feed.list_rev;
-    ec_epoch_t *base = skip || !n->m.epoch ? NULL : ec_epoch_dup(n->m.epoch);
-    pthread_mutex_unlock(&n->lock);
-    if (skip)
+    if (n->m.wide || ev->revision <= n->feed.list_rev)
         return;
+    const ec_epoch_t *base = n->m.epoch;
     void *full = NULL;
     size_t flen = 0;
     uint64_t num = 0;
@@ -213,22 +193,21 @@ static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
     if (base && base->present != base->nmembers) {
         /* a view of a split epoch: rebuild our window, checked per chunk */
         ec_epoch_t *nv = NULL;
-        rc = ec_epoch_delta_apply_view(base, ev->kv->value, ev->kv->value_len, n->node_id, &num,
+        rc = ec_epoch_delta_apply_view(base, ev->kv.value, ev->kv.value_len, n->node_id, &num,
                                        &nv, &err);
         if (rc == 1 && ec_epoch_encode_view(nv, &full, &flen, &err) < 0)
             rc = 0;
         ec_epoch_free(nv);
     } else {
-        rc = ec_epoch_delta_apply(base, ev->kv->value, ev->kv->value_len, &num, &full, &flen,
+        rc = ec_epoch_delta_apply(base, ev->kv.value, ev->kv.value_len, &num, &full, &flen,
                                   &err);
     }
-    ec_epoch_free(base);
     if (rc == 1)
         ec_log(EC_LOG_INFO, "epoch %" PRIu64 ": rebuilt from its delta (%zu bytes instead of %zu)",
-               num, ev->kv->value_len, flen);
+               num, ev->kv.value_len, flen);
     bool relist = false;
     if (rc < 0) {
-        ec_log(EC_LOG_ERROR, "ignoring %s at revision %" PRId64 ": %s", ev->kv->key, ev->revision,
+        ec_log(EC_LOG_ERROR, "ignoring %s at revision %" PRId64 ": %s", ev->kv.key, ev->revision,
                err.msg);
         return;
     }
@@ -242,7 +221,7 @@ static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
             relist = true;
         } else if (!found || kv.mod_revision != ev->revision) {
             ec_log(EC_LOG_ERROR, "ignoring %s at revision %" PRId64 ": the epoch key was not "
-                   "written with it (another tool?)", ev->kv->key, ev->revision);
+                   "written with it (another tool?)", ev->kv.key, ev->revision);
         } else if (whole_epoch(n, false, &kv, &full, &flen, &relist) == 0 && !full &&
                    (full = malloc(kv.value_len ? kv.value_len : 1))) {
             memcpy(full, kv.value, kv.value_len);
@@ -251,87 +230,116 @@ static void on_epoch_delta(ec_node_t *n, const ec_watch_event_t *ev)
         if (g == 0 && found)
             ec_kv_free(&kv);
     }
-    pthread_mutex_lock(&n->lock);
     if (relist)
         n->feed.relist = true;
-    if (full && ev->revision > n->feed.list_rev) {
+    if (full) {
         ec_kv_t kv = {.key = n->k_epoch, .key_len = strlen(n->k_epoch), .value = full,
                       .value_len = flen, .mod_revision = ev->revision,
-                      .create_revision = ev->kv->create_revision, .version = ev->kv->version};
+                      .create_revision = ev->kv.create_revision, .version = ev->kv.version};
         model_apply(n, true, &kv, NULL);
-        n->feed.watch_events++;
+        atomic_fetch_add(&n->feed.watch_events, 1);
     }
-    if (ev->revision > n->feed.max_rev)
-        n->feed.max_rev = ev->revision;
-    pthread_cond_signal(&n->cond);
-    pthread_mutex_unlock(&n->lock);
     free(full);
 }
 
-static void on_watch(const ec_watch_event_t *ev, void *arg)
+/* A copy of a watch event for the queue (one allocation: the key and value
+ * after the struct); value: what to queue instead of the event's (a split
+ * epoch's whole value), NULL: the event's.  NULL when out of memory. */
+static ec__qev_t *qev_new(const ec_watch_event_t *ev, ec__qev_kind_t kind, const void *value,
+                          size_t value_len)
 {
-    ec_node_t *n = arg;
-    if (ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epochd) &&
-        !memcmp(ev->kv->key, n->k_epochd, ev->kv->key_len)) {
-        on_epoch_delta(n, ev);
-        return;
+    ec_kv_t kv = *ev->kv;
+    if (value) {
+        kv.value = (uint8_t *)value;
+        kv.value_len = value_len;
     }
-    /* (The leader's watch of the root queues its puts and deletes:
-     * on_watch_root.) */
-    pthread_mutex_lock(&n->lock);
+    size_t kl = kv.key_len, vl = kv.value_len;
+    ec__qev_t *q = malloc(sizeof(*q) + kl + 1 + vl + 1);
+    if (!q)
+        return NULL;
+    q->next = NULL;
+    q->kind = kind;
+    q->revision = ev->revision;
+    q->kv = kv;
+    q->kv.key = (char *)(q + 1);
+    memcpy(q->kv.key, kv.key, kl);
+    q->kv.key[kl] = '\0';
+    q->kv.value = (uint8_t *)q->kv.key + kl + 1;
+    if (vl)
+        memcpy(q->kv.value, kv.value, vl);
+    q->kv.value[vl] = '\0';
+    return q;
+}
+
+/* Hand the events head..tail (len of them) to the loop, in order. */
+static void queue_put(ec_node_t *n, ec__qev_t *head, ec__qev_t *tail, size_t len)
+{
+    pthread_mutex_lock(&n->feed.qlock);
+    if (n->feed.q_tail)
+        n->feed.q_tail->next = head;
+    else
+        n->feed.q_head = head;
+    n->feed.q_tail = tail;
+    atomic_fetch_add(&n->feed.q_len, len);
+    pthread_mutex_unlock(&n->feed.qlock);
+    ec__node_wake_sleeper(n);
+}
+
+/* What a watch reports besides puts and deletions, on its own thread: the
+ * loop reads the flags (ec__feed_pending wakes it). */
+static void on_watch_state(ec_node_t *n, const ec_watch_event_t *ev)
+{
     switch (ev->type) {
-    case EC_WATCH_PUT:
-    case EC_WATCH_DELETE: {
-        /* A follower's suspicion reports have a listing of their own. */
-        int64_t listed = !n->m.wide && is_suspect_key(n, ev->kv) ? n->feed.sus_list_rev
-                                                                     : n->feed.list_rev;
-        if (ev->revision > listed) {
-            model_apply(n, ev->type == EC_WATCH_PUT, ev->kv, ev->prev_kv);
-            n->feed.watch_events++;
-        }
-        if (ev->revision > n->feed.max_rev && ev->revision != INT64_MAX)
-            n->feed.max_rev = ev->revision;
-        break;
-    }
     case EC_WATCH_COMPACTED:
-        n->feed.relist = true;
+        atomic_store(&n->feed.lost, true);
         break;
     case EC_WATCH_BROKEN:
         ec_log(EC_LOG_WARN, "etcd watch broke (%s); resuming", ev->message ? ev->message : "");
-        n->feed.check_history = true; /* etcd may have come back without its data */
+        atomic_store(&n->feed.broken, true); /* etcd may have come back without its data */
         break;
     case EC_WATCH_CREATED:
-        n->feed.watches_created++;
         /* re-created on an etcd whose revision is below one seen: it lost
          * its data (the loop checks, then lists again) */
-        if (ev->revision > 0 && ev->revision < n->feed.max_rev)
-            n->feed.check_history = true;
+        if (ev->revision > 0 && ev->revision < atomic_load(&n->feed.max_rev))
+            atomic_store(&n->feed.broken, true);
+        atomic_fetch_add(&n->feed.watches_created, 1);
         break;
+    default:
+        return;
     }
-    pthread_cond_signal(&n->cond);
-    pthread_mutex_unlock(&n->lock);
+    ec__node_wake_sleeper(n);
 }
 
-/* The leader's watch of the job's root: events are queued, not applied
- * (ec__node_drain applies them on the coordinator thread, all that queued
- * up meanwhile at once, before it plans), so this thread never waits for
- * `lock` while a plan holds it; it takes `lock` only to wake a loop that
- * sleeps.  The rest (created, compacted, broken) as on_watch. */
+/* A follower's watches (its keys, and the current epoch's suspicion
+ * reports): every event queued as it comes. */
+static void on_watch(const ec_watch_event_t *ev, void *arg)
+{
+    ec_node_t *n = arg;
+    if (ev->type != EC_WATCH_PUT && ev->type != EC_WATCH_DELETE) {
+        on_watch_state(n, ev);
+        return;
+    }
+    bool delta = ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epochd) &&
+                 !memcmp(ev->kv->key, n->k_epochd, ev->kv->key_len);
+    ec__qev_t *q = qev_new(ev, delta ? EC__QEV_DELTA
+                           : ev->type == EC_WATCH_PUT ? EC__QEV_PUT : EC__QEV_DELETE, NULL, 0);
+    if (!q) {
+        ec_log(EC_LOG_ERROR, "out of memory queueing a watch event; listing the job again");
+        ec__feed_lost(n);
+        return;
+    }
+    queue_put(n, q, q, 1);
+}
+
+/* The leader's watch of the job's root: the events of one response are
+ * queued together (so the loop never plans on half a transaction). */
 static void queue_publish(ec_node_t *n)
 {
     if (!n->feed.st_head)
         return;
-    pthread_mutex_lock(&n->feed.qlock);
-    if (n->feed.q_tail)
-        n->feed.q_tail->next = n->feed.st_head;
-    else
-        n->feed.q_head = n->feed.st_head;
-    n->feed.q_tail = n->feed.st_tail;
-    atomic_fetch_add(&n->feed.q_len, n->feed.st_len);
-    pthread_mutex_unlock(&n->feed.qlock);
+    queue_put(n, n->feed.st_head, n->feed.st_tail, n->feed.st_len);
     n->feed.st_head = n->feed.st_tail = NULL;
     n->feed.st_len = 0;
-    ec__node_wake_sleeper(n);
 }
 
 static void on_watch_root(const ec_watch_event_t *ev, void *arg)
@@ -339,7 +347,7 @@ static void on_watch_root(const ec_watch_event_t *ev, void *arg)
     ec_node_t *n = arg;
     if (ev->type != EC_WATCH_PUT && ev->type != EC_WATCH_DELETE) {
         queue_publish(n); /* what came before, first */
-        on_watch(ev, arg);
+        on_watch_state(n, ev);
         return;
     }
     /* The events of one response (one transaction's, or a batch etcd sends
@@ -353,52 +361,28 @@ static void on_watch_root(const ec_watch_event_t *ev, void *arg)
         return;
     }
     /* A split epoch's head is read whole here, before it is queued (the
-     * leader's model holds every member): without the lock. */
+     * leader's model holds every member). */
     void *whole = NULL;
     size_t wlen = 0;
-    ec_kv_t wkv = *ev->kv;
     if (ev->type == EC_WATCH_PUT && ev->kv->key_len == strlen(n->k_epoch) &&
         !memcmp(ev->kv->key, n->k_epoch, ev->kv->key_len)) {
         bool relist = false;
         if (whole_epoch(n, true, ev->kv, &whole, &wlen, &relist) < 0) {
             /* not applied: the listing reads the epoch again */
-            pthread_mutex_lock(&n->lock);
-            n->feed.relist = true;
-            pthread_cond_signal(&n->cond);
-            pthread_mutex_unlock(&n->lock);
+            ec__feed_lost(n);
             if (!ev->more)
                 queue_publish(n);
             return;
         }
-        if (whole) {
-            wkv.value = whole;
-            wkv.value_len = wlen;
-        }
     }
-    size_t kl = wkv.key_len, vl = wkv.value_len;
-    ec__qev_t *q = malloc(sizeof(*q) + kl + 1 + vl + 1);
+    ec__qev_t *q = qev_new(ev, ev->type == EC_WATCH_PUT ? EC__QEV_PUT : EC__QEV_DELETE, whole, wlen);
+    free(whole);
     if (!q) {
-        free(whole);
         /* an event lost: list the job again */
         ec_log(EC_LOG_ERROR, "out of memory queueing a watch event; listing the job again");
-        pthread_mutex_lock(&n->lock);
-        n->feed.relist = true;
-        pthread_cond_signal(&n->cond);
-        pthread_mutex_unlock(&n->lock);
+        ec__feed_lost(n);
         return;
     }
-    q->next = NULL;
-    q->put = ev->type == EC_WATCH_PUT;
-    q->revision = ev->revision;
-    q->kv = wkv;
-    q->kv.key = (char *)(q + 1);
-    memcpy(q->kv.key, wkv.key, kl);
-    q->kv.key[kl] = '\0';
-    q->kv.value = (uint8_t *)q->kv.key + kl + 1;
-    if (vl)
-        memcpy(q->kv.value, wkv.value, vl);
-    q->kv.value[vl] = '\0';
-    free(whole);
     if (n->feed.st_tail)
         n->feed.st_tail->next = q;
     else
@@ -421,16 +405,27 @@ static ec__qev_t *queue_take(ec_node_t *n)
 
 void ec__node_drain(ec_node_t *n)
 {
+    if (atomic_exchange(&n->feed.lost, false))
+        n->feed.relist = true;
+    if (atomic_exchange(&n->feed.broken, false))
+        n->feed.check_history = true;
     if (atomic_load(&n->feed.q_len) == 0)
         return;
     for (ec__qev_t *q = queue_take(n), *next; q; q = next) {
         next = q->next;
-        if (q->revision > n->feed.list_rev) {
-            model_apply(n, q->put, &q->kv, NULL);
-            n->feed.watch_events++;
+        if (q->kind == EC__QEV_DELTA) {
+            apply_delta(n, q);
+        } else {
+            /* A follower's suspicion reports have a listing of their own. */
+            int64_t listed = !n->m.wide && is_suspect_key(n, &q->kv) ? n->feed.sus_list_rev
+                                                                     : n->feed.list_rev;
+            if (q->revision > listed) {
+                model_apply(n, q->kind == EC__QEV_PUT, &q->kv, NULL);
+                atomic_fetch_add(&n->feed.watch_events, 1);
+            }
         }
-        if (q->revision > n->feed.max_rev && q->revision != INT64_MAX)
-            n->feed.max_rev = q->revision;
+        if (q->revision > atomic_load(&n->feed.max_rev) && q->revision != INT64_MAX)
+            atomic_store(&n->feed.max_rev, q->revision);
         free(q);
     }
 }
@@ -452,16 +447,23 @@ void ec__node_queue_clear(ec_node_t *n)
     n->feed.st_len = 0;
 }
 
-/* Wait (lock held) until `want` watches were created since the count was
- * `base`; returns whether they were. */
+typedef struct {
+    ec_node_t *n;
+    int base, want;
+} created_t;
+
+static bool all_created(void *arg)
+{
+    created_t *c = arg;
+    return atomic_load(&c->n->feed.watches_created) - c->base >= c->want;
+}
+
+/* Wait until `want` watches were created since the count was `base`;
+ * returns whether they were. */
 static bool wait_created(ec_node_t *n, int base, int want)
 {
-    int64_t deadline = ec_mono_ms() + 10000;
-    while (n->feed.watches_created - base < want && !ec__node_stopped(n) && ec_mono_ms() < deadline) {
-        struct timespec ts = ec_deadline_ts(50);
-        pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-    }
-    return n->feed.watches_created - base >= want;
+    created_t c = {n, base, want};
+    return ec__node_wait_until(n, all_created, &c, ec_mono_ms() + 10000);
 }
 
 static void stop_watches(ec_node_t *n)
@@ -484,12 +486,11 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
 {
     stop_watches(n);
     ec__node_queue_clear(n); /* the listing below has all of it */
-    pthread_mutex_lock(&n->lock);
     n->feed.list_rev = INT64_MAX; /* nothing applies until the listing is in */
     n->feed.sus_list_rev = INT64_MAX;
     n->feed.sus_watched = 0;
-    int base = n->feed.watches_created;
-    pthread_mutex_unlock(&n->lock);
+    atomic_store(&n->feed.listed, false);
+    int base = atomic_load(&n->feed.watches_created);
     /* No prev_kv: the model already holds every record's last value (a
      * leaving node's record said so before it vanished), and asking etcd
      * for old values on every event for every node's watch is what made
@@ -518,17 +519,13 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
         return err->code;
     }
     n->feed.nwatch = 1;
-    pthread_mutex_lock(&n->lock);
-    bool created = wait_created(n, base, (int)nk);
-    pthread_mutex_unlock(&n->lock);
-    if (!created)
+    if (!wait_created(n, base, (int)nk))
         return ec_errorf(err, EC_ETIMEDOUT, "etcd at %s did not open a watch on %s within 10 s",
                          ec_etcd_endpoints(n->c), wide ? ec_keys_root(&n->keys) : n->k_epoch);
-    /* The listing is read while holding the lock, so no watch event is
-     * applied between it and the model it builds. */
+    /* The watches' events wait in the queue while the listing is read (the
+     * loop applies them after it, those it holds dropped by revision). */
     ec_kv_list_t l = {0};
     ec_txn_result_t r = {0};
-    pthread_mutex_lock(&n->lock);
     int rc;
     if (wide) {
         rc = ec_etcd_get_prefix(n->c, ec_keys_root(&n->keys), 0, &l, err);
@@ -562,7 +559,7 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
         bool again = false;
         for (size_t i = 0; i < l.n; i++) {
             /* a split epoch is read whole (its chunks: one more range
-             * read, under the lock like the listing) */
+             * read) */
             void *whole = NULL;
             size_t wlen = 0;
             ec_kv_t kv = l.kvs[i];
@@ -577,12 +574,12 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
             free(whole);
         }
         n->feed.list_rev = l.revision;
-        if (l.revision > n->feed.max_rev)
-            n->feed.max_rev = l.revision;
+        if (l.revision > atomic_load(&n->feed.max_rev))
+            atomic_store(&n->feed.max_rev, l.revision);
         n->feed.relist = again;
+        atomic_store(&n->feed.listed, true);
         ec__node_mark_dirty(n);
     }
-    pthread_mutex_unlock(&n->lock);
     if (wide) {
         if (rc == 0)
             ec_kv_list_free(&l);
@@ -596,15 +593,11 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
 
 static int follow_suspects(ec_node_t *n, ec_error_t *err)
 {
-    pthread_mutex_lock(&n->lock);
     uint64_t cur = n->m.epoch ? n->m.epoch->number : 0;
-    bool skip = n->m.wide || !cur || cur == n->feed.sus_watched;
-    int base = n->feed.watches_created;
-    if (!skip)
-        n->feed.sus_list_rev = INT64_MAX; /* the new watch's events wait for its listing */
-    pthread_mutex_unlock(&n->lock);
-    if (skip)
+    if (n->m.wide || !cur || cur == n->feed.sus_watched)
         return 0;
+    int base = atomic_load(&n->feed.watches_created);
+    n->feed.sus_list_rev = INT64_MAX; /* the new watch's events wait for its listing */
     ec_watch_stop(n->feed.sus_watch);
     n->feed.sus_watch = NULL;
     char prefix[EC_KEY_MAX];
@@ -615,14 +608,10 @@ static int follow_suspects(ec_node_t *n, ec_error_t *err)
     n->feed.sus_watch = ec_watch_start_ex(n->c, prefix, true, 0, EC_WATCH_NO_PREV_KV, on_watch, n, err);
     if (!n->feed.sus_watch)
         return err->code;
-    pthread_mutex_lock(&n->lock);
-    bool created = wait_created(n, base, 1);
-    pthread_mutex_unlock(&n->lock);
-    if (!created)
+    if (!wait_created(n, base, 1))
         return ec_errorf(err, EC_ETIMEDOUT, "etcd at %s did not open a watch on %s within 10 s",
                          ec_etcd_endpoints(n->c), prefix);
     ec_kv_list_t l;
-    pthread_mutex_lock(&n->lock);
     int rc = ec_etcd_get_prefix(n->c, prefix, 0, &l, err);
     if (rc == 0) {
         for (size_t i = 0; i < l.n; i++)
@@ -632,13 +621,11 @@ static int follow_suspects(ec_node_t *n, ec_error_t *err)
         ec__node_mark_dirty(n);
         ec_kv_list_free(&l);
     }
-    pthread_mutex_unlock(&n->lock);
     return rc;
 }
 
 void ec__node_note_gone_leader(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
     char *id = n->m.gone_leader;
     int64_t rev = n->m.gone_leader_rev;
     n->m.gone_leader = NULL;
@@ -647,7 +634,6 @@ void ec__node_note_gone_leader(ec_node_t *n)
         ec__node_mnode_find(n, id, &found);
         found = found || ec_model_has_left(&n->m, id);
     }
-    pthread_mutex_unlock(&n->lock);
     if (!id || found || rev < 2) {
         free(id);
         return; /* registered still (or again), or counted already */
@@ -660,12 +646,10 @@ void ec__node_note_gone_leader(ec_node_t *n)
         ec_etcd_get_at(n->c, key, rev - 1, &kv, &there, NULL, NULL) == 0 && there) {
         if (ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0 &&
             (rec->state == EC_NODE_LEAVING || rec->state == EC_NODE_DONE)) {
-            pthread_mutex_lock(&n->lock);
             size_t had = n->m.nleft;
             ec_model_add_left(&n->m, id);
             if (n->m.nleft > had)
                 ec__node_mark_dirty(n);
-            pthread_mutex_unlock(&n->lock);
             ec_log(EC_LOG_INFO, "-node %s left (the previous leader: its record said so at "
                    "revision %" PRId64 ")", id, rev - 1);
         }
@@ -691,7 +675,6 @@ bool ec__node_fetch_record(ec_node_t *n, const char *id)
     bool found = false;
     if (ec_etcd_get(n->c, key, &kv, &found, NULL, NULL) < 0)
         return false;
-    pthread_mutex_lock(&n->lock);
     bool ok = false;
     if (found) {
         /* read by the caller's pass: no wakeup (but our own record, if
@@ -707,7 +690,6 @@ bool ec__node_fetch_record(ec_node_t *n, const char *id)
     } else if (strcmp(id, n->node_id)) {
         ec_model_drop_node(&n->m, id);
     }
-    pthread_mutex_unlock(&n->lock);
     if (found)
         ec_kv_free(&kv);
     return ok;
@@ -715,23 +697,19 @@ bool ec__node_fetch_record(ec_node_t *n, const char *id)
 
 bool ec__node_check_history(ec_node_t *n, bool force)
 {
-    pthread_mutex_lock(&n->lock);
+    if (atomic_exchange(&n->feed.broken, false))
+        n->feed.check_history = true;
     bool due = force || n->feed.check_history;
     n->feed.check_history = false;
-    if (!due) {
-        pthread_mutex_unlock(&n->lock);
+    if (!due)
         return false;
-    }
-    int64_t seen = n->feed.max_rev;
-    pthread_mutex_unlock(&n->lock);
+    int64_t seen = atomic_load(&n->feed.max_rev);
     ec_kv_t kv;
     bool found = false;
     int64_t rev = 0;
     ec_error_t err = {0};
     if (ec_etcd_get(n->c, n->k_leader, &kv, &found, &rev, &err) < 0) {
-        pthread_mutex_lock(&n->lock);
         n->feed.check_history = true; /* again on the next pass */
-        pthread_mutex_unlock(&n->lock);
         return false;
     }
     if (found)
@@ -745,13 +723,11 @@ bool ec__node_check_history(ec_node_t *n, bool force)
     ec__node_emit(n, "+etcd-reset: etcd's revision went back from %" PRId64 " to %" PRId64
                   " (its data was lost); rebuilding the job from what its agents register",
                   seen, rev);
-    pthread_mutex_lock(&n->lock);
     ec_model_forget_epoch(&n->m);
-    n->feed.max_rev = rev;
+    atomic_store(&n->feed.max_rev, rev);
     n->feed.relist = true;
     ec__node_model_changed(n);
     ec__reg_mark_pending(n); /* our record again, with the epoch we saw */
-    pthread_mutex_unlock(&n->lock);
     return true;
 }
 
@@ -759,10 +735,8 @@ int ec__node_follow_suspects(ec_node_t *n, ec_error_t *err)
 {
     int rc = follow_suspects(n, err);
     if (rc < 0) { /* again, from a fresh watch, on a pass soon */
-        pthread_mutex_lock(&n->lock);
         n->feed.sus_watched = 0;
         ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
-        pthread_mutex_unlock(&n->lock);
     }
     return rc;
 }
@@ -783,9 +757,15 @@ void ec__feed_fini(ec_node_t *n)
     pthread_mutex_destroy(&n->feed.qlock);
 }
 
+void ec__feed_lost(ec_node_t *n)
+{
+    atomic_store(&n->feed.lost, true);
+    ec__node_wake_sleeper(n);
+}
+
 bool ec__feed_seen(const ec_node_t *n, int64_t rev)
 {
-    return n->feed.max_rev >= rev || n->feed.list_rev >= rev;
+    return atomic_load(&((ec_node_t *)n)->feed.max_rev) >= rev || n->feed.list_rev >= rev;
 }
 
 bool ec__feed_relist(const ec_node_t *n)
@@ -793,26 +773,21 @@ bool ec__feed_relist(const ec_node_t *n)
     return n->feed.relist;
 }
 
-bool ec__feed_queued(ec_node_t *n)
+bool ec__feed_pending(ec_node_t *n)
 {
-    return atomic_load(&n->feed.q_len) != 0;
+    return atomic_load(&n->feed.q_len) != 0 || atomic_load(&n->feed.lost) ||
+           atomic_load(&n->feed.broken);
 }
 
 /* ---- the feed's public calls (node.h) ----------------------------------- */
 
 uint64_t ec_node_watch_events(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
-    uint64_t e = n->feed.watch_events;
-    pthread_mutex_unlock(&n->lock);
-    return e;
+    return atomic_load(&n->feed.watch_events);
 }
 
 int ec_node_watches_created(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
     /* a listing in: the watches it starts from are open too */
-    int w = n->feed.list_rev > 0 && n->feed.list_rev != INT64_MAX ? n->feed.watches_created : 0;
-    pthread_mutex_unlock(&n->lock);
-    return w;
+    return atomic_load(&n->feed.listed) ? atomic_load(&n->feed.watches_created) : 0;
 }

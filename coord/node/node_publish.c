@@ -117,7 +117,7 @@ static int write_parts(ec_node_t *n, const pub_t *p, ec_error_t *err)
     return rc;
 }
 
-/* Build the epoch record for decision d; lock held. */
+/* Build the epoch record for decision d; coordinator thread. */
 static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, ec_model_node_t **plan_nodes,
                        int64_t planner_us, uint64_t run, bool new_run, pub_t *p, ec_error_t *err)
 {
@@ -226,12 +226,10 @@ static void plan_refusals(ec_node_t *n, const ec_plan_decision_t *d, ec_model_no
 static void prune_failures(ec_node_t *n)
 {
     char first_kept[EC_KEY_MAX], prefix[EC_KEY_MAX];
-    pthread_mutex_lock(&n->lock);
     bool over = n->m.nfails > EC_FAILURES_KEEP;
     if (over)
         snprintf(first_kept, sizeof(first_kept), "%s", n->m.fails[n->m.nfails - EC_FAILURES_KEEP]);
     size_t excess = over ? n->m.nfails - EC_FAILURES_KEEP : 0;
-    pthread_mutex_unlock(&n->lock);
     if (!over)
         return;
     ec_key_failures_prefix(&n->keys, prefix, sizeof(prefix));
@@ -273,14 +271,12 @@ static char *wait_key(const char *why)
 }
 
 /* Keep n->pub.cause_text the newest failure record's line: read when a newer
- * record appears (coordinator thread, no lock held). */
+ * record appears (coordinator thread). */
 static void refresh_cause(ec_node_t *n)
 {
     char key[EC_KEY_MAX] = "";
-    pthread_mutex_lock(&n->lock);
     if (n->m.nfails)
         snprintf(key, sizeof(key), "%s", n->m.fails[n->m.nfails - 1]);
-    pthread_mutex_unlock(&n->lock);
     if (!key[0] || (n->pub.cause_key && !strcmp(n->pub.cause_key, key)))
         return;
     ec_kv_t kv;
@@ -319,7 +315,7 @@ typedef struct planned {
     uint64_t cur_epoch, run;
 } planned_t;
 
-/* The run the next epoch belongs to (lock held); *new_run: a job whose
+/* The run the next epoch belongs to (coordinator thread); *new_run: a job whose
  * status is final (completed or failed) and newer than its epoch's run is
  * being launched again, so its next epoch is the first of run status_run +
  * 1, formed only from agents of that run (agents of the ended run are on
@@ -336,7 +332,7 @@ static uint64_t run_to_plan(ec_node_t *n, bool *new_run)
                                  : (n->m.status_run ? n->m.status_run : (n->run ? n->run : 1)));
 }
 
-/* The nodes the plan may take (lock held): registered by an agent for
+/* The nodes the plan may take (coordinator thread): registered by an agent for
  * `run` and not held out after an eviction; into pn[] (the model's) and
  * nodes[] (the planner's view); their count. */
 static size_t eligible_nodes(ec_node_t *n, uint64_t run, int64_t now, ec_model_node_t **pn,
@@ -371,7 +367,7 @@ static size_t eligible_nodes(ec_node_t *n, uint64_t run, int64_t now, ec_model_n
 
 /* Someone overwrote or deleted the epoch: put the last valid one back, under
  * our leadership (readers check that the epoch names the leadership current
- * at its revision).  Lock held. */
+ * at its revision).  Coordinator thread. */
 static void put_back(ec_node_t *n, pub_t *p)
 {
     ec_epoch_t *ep = ec_epoch_dup(n->m.epoch);
@@ -390,14 +386,13 @@ static void put_back(ec_node_t *n, pub_t *p)
     p->number = 0;
 }
 
-/* Plan the next step on the model (takes the lock): the decision in *o, the
+/* Plan the next step on the model (coordinator thread): the decision in *o, the
  * epoch to write (or the valid one to put back) and the refusals in *p.
  * false: nothing planned (out of memory: the loop plans again later). */
 static bool plan(ec_node_t *n, pub_t *p, planned_t *o)
 {
     ec_error_t err = {0};
     ec_plan_decision_t *d = NULL;
-    pthread_mutex_lock(&n->lock);
     ec__node_drain(n); /* everything queued by now, in this one plan */
     bool new_run;
     o->run = run_to_plan(n, &new_run);
@@ -431,7 +426,6 @@ static bool plan(ec_node_t *n, pub_t *p, planned_t *o)
         /* A plan without them would see no node, or no member, and could
          * publish an epoch without the job's nodes: plan again later. */
         ec__node_wake_by(n, now + EC_NODE_IDLE_MS);
-        pthread_mutex_unlock(&n->lock);
         free(pn);
         free(nodes);
         free(mem);
@@ -452,7 +446,7 @@ static bool plan(ec_node_t *n, pub_t *p, planned_t *o)
     in.new_run = new_run && n->m.epoch;
     o->repair = n->m.epoch_bad && n->m.epoch_raw;
     int64_t plan_t0 = ec_mono_us();
-    n->pub.plans++;
+    atomic_fetch_add(&n->pub.plans, 1);
     int rc = ec_plan(&in, &d, &err);
     int64_t planner_us = ec_mono_us() - plan_t0;
     if (rc == 0) {
@@ -478,7 +472,6 @@ static bool plan(ec_node_t *n, pub_t *p, planned_t *o)
     } else {
         ec_log(EC_LOG_ERROR, "planner refused its input: %s", err.msg);
     }
-    pthread_mutex_unlock(&n->lock);
     ec_plan_decision_free(d);
     free(pn);
     free(nodes);
@@ -504,12 +497,9 @@ static void write_refusals(ec_node_t *n, const pub_t *p)
         if (!done) {
             /* The record moved meanwhile (say, a progress write, which is
              * not planned for): refuse it again on a later plan. */
-            pthread_mutex_lock(&n->lock);
             ec__node_wake_by(n, ec_mono_ms() + EC_NODE_RETRY_MS);
-            pthread_mutex_unlock(&n->lock);
         }
     }
-
 }
 
 /* An epoch's transaction (write_epoch): its conditions, its operations and
@@ -629,14 +619,12 @@ static void write_epoch(ec_node_t *n, pub_t *p, ec_plan_why_t why_code)
                               p->number, ec_plan_why_name(why_code),
                               (long long)(ec_wall_ms() - t_send),
                               p->above_seen ? " above every epoch seen" : "");
-                pthread_mutex_lock(&n->lock);
                 if (p->first)
                     n->pub.wrote_final = false; /* a new run: its end is written again */
                 for (size_t i = 0; i < n->m.nleft; i++)
                     free(n->m.left[i]);
                 n->m.nleft = 0;
                 n->pub.missing_since = -1;
-                pthread_mutex_unlock(&n->lock);
             } else {
                 ec__node_emit(n, "+epoch-repaired: restored the last valid epoch over a bad value");
             }
@@ -697,10 +685,8 @@ void ec__node_plan_and_act(ec_node_t *n)
     /* Plan only on a model that has seen our last eviction (its deletion
      * event comes a moment after the transaction): planned before it, a
      * restart epoch would still list the node just evicted. */
-    pthread_mutex_lock(&n->lock);
     ec__node_drain(n);
     bool behind = ec__evict_unseen(n);
-    pthread_mutex_unlock(&n->lock);
     if (behind)
         return; /* the deletion's event wakes the loop */
     prune_failures(n);
@@ -745,8 +731,5 @@ void ec__pub_fini(ec_node_t *n)
 
 uint64_t ec_node_plans(ec_node_t *n)
 {
-    pthread_mutex_lock(&n->lock);
-    uint64_t p = n->pub.plans;
-    pthread_mutex_unlock(&n->lock);
-    return p;
+    return atomic_load(&n->pub.plans);
 }

@@ -113,14 +113,7 @@ static bool take_away(ec_node_t *n, const existing_t *e, ec_error_t *err)
  * kept while registration waits. */
 static bool reg_pause(ec_node_t *n, int64_t ms)
 {
-    ec__node_beat(n);
-    pthread_mutex_lock(&n->lock);
-    struct timespec ts = ec_deadline_ts(ms);
-    if (!ec__node_stopped(n))
-        pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-    bool stopping = ec__node_stopped(n);
-    pthread_mutex_unlock(&n->lock);
-    return !stopping;
+    return !ec__node_pause(n, ms);
 }
 
 /* Create our record under a fresh lease, if the key is still absent (or, for

@@ -15,9 +15,9 @@
  * processes are doing, instead of after its lease TTL.
  *
  * Its own thread, so that a probe's deadline never delays the loop; it
- * reads the epoch under `lock`, and its successors' records (host, probe
- * port) with a get each when the epoch changes, and probes and writes
- * without the lock. */
+ * reads the epoch the model publishes (ec__node_epoch_copy) and its
+ * successors' records (host, probe port, a get each) when the epoch
+ * changes, and never waits for the loop. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -48,16 +48,17 @@ static void clear(watched_t *w, size_t *nw)
     *nw = 0;
 }
 
-/* Wait until `ms` passed or the node stops; returns whether it stops. */
+/* Wait until `ms` passed or the node stops or leaves; returns whether it
+ * does (ec__ring_wake: set, then broadcast under ring.lock). */
 static bool pause_ms(ec_node_t *n, int64_t ms)
 {
     struct timespec ts = ec_deadline_ts(ms);
-    pthread_mutex_lock(&n->lock);
-    while (!ec__node_stopping(n) && pthread_cond_timedwait(&n->ring.cond, &n->lock, &ts) == 0)
+    pthread_mutex_lock(&n->ring.lock);
+    while (!ec__node_stopping(n) &&
+           pthread_cond_timedwait(&n->ring.cond, &n->ring.lock, &ts) == 0)
         ;
-    bool stop = ec__node_stopping(n);
-    pthread_mutex_unlock(&n->lock);
-    return stop;
+    pthread_mutex_unlock(&n->ring.lock);
+    return ec__node_stopping(n);
 }
 
 /* Read peer id's record (its host and probe port; no lock held): whether
@@ -86,14 +87,16 @@ static bool read_peer(ec_node_t *n, const char *id, watched_t *v)
  * counts of those it watched already.  Their records (host, probe port)
  * are read when the epoch changes: a follower's model holds no other
  * node's record.  Returns the epoch number (0: not a member of an epoch,
- * nothing to watch).  No lock held. */
+ * nothing to watch). */
 static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw, uint64_t *read_for)
 {
+    if (*read_for && ec_node_epoch_number(n) == *read_for)
+        return *read_for; /* the same epoch: the same successors */
     char *succ[EC_RING_WATCHERS];
     size_t k = 0;
     uint64_t number = 0;
-    pthread_mutex_lock(&n->lock);
-    ec_epoch_t *ep = n->m.epoch;
+    bool oom;
+    ec_epoch_t *ep = ec__node_epoch_copy(n, &oom);
     if (ep && ep->nmembers >= 2 && ec_epoch_find_member(ep, n->node_id) >= 0) {
         const char **ids = calloc((size_t)ep->nmembers, sizeof(char *));
         if (ids) {
@@ -107,7 +110,7 @@ static uint64_t refresh(ec_node_t *n, watched_t *w, size_t *nw, uint64_t *read_f
             free(ids);
         }
     }
-    pthread_mutex_unlock(&n->lock);
+    ec_epoch_free(ep);
     if (!number) {
         clear(w, nw);
         *read_for = 0;
@@ -284,15 +287,19 @@ void ec__node_ring_join(ec_node_t *n)
 
 void ec__ring_init(ec_node_t *n, const pthread_condattr_t *ca)
 {
+    pthread_mutex_init(&n->ring.lock, NULL);
     pthread_cond_init(&n->ring.cond, ca);
 }
 
 void ec__ring_wake(ec_node_t *n)
 {
+    pthread_mutex_lock(&n->ring.lock);
     pthread_cond_broadcast(&n->ring.cond);
+    pthread_mutex_unlock(&n->ring.lock);
 }
 
 void ec__ring_fini(ec_node_t *n)
 {
     pthread_cond_destroy(&n->ring.cond);
+    pthread_mutex_destroy(&n->ring.lock);
 }
