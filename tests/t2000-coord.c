@@ -28,23 +28,7 @@
 #include "node.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[32];
-static int npids;
-
-static void setup(void)
-{
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t2000");
-}
-
-static void teardown(void)
-{
-    ec_test_obs_stop_all(); /* before the client goes, even after a failed assertion */
-    ec_test_kill_all(pids, &npids);
-    ec_test_down(&etcd, &c);
-}
+EC_TEST_ETCD_FIXTURE("t2000", 32)
 
 static const char *node_bin(void)
 {
@@ -974,6 +958,23 @@ START_TEST(dead_node_behind_an_impostor_evicted_before_its_ttl)
 }
 END_TEST
 
+/* The two members of ids[3] that are not the leader l, in ids' order. */
+static void followers_of(const char *const *ids, const char *l, const char **others)
+{
+    for (int i = 0, k = 0; i < 3; i++)
+        if (strcmp(ids[i], l))
+            others[k++] = ids[i];
+}
+
+/* Of n1..n3 led by l: a follower to accuse and the other to report it. */
+static void two_followers(const char *l, const char **accused, const char **reporter)
+{
+    const char *ids[] = {"n1", "n2", "n3"}, *f[2];
+    followers_of(ids, l, f);
+    *reporter = f[0];
+    *accused = f[1];
+}
+
 START_TEST(silent_leader_evicted_by_a_follower)
 {
     /* TTL 30 s: only an eviction explains a new leader within 5 s. */
@@ -983,9 +984,7 @@ START_TEST(silent_leader_evicted_by_a_follower)
     proc_t ps[3];
     char *l = form_three("jel", root, ids, ps, 1, 30);
     const char *others[2];
-    for (int i = 0, k = 0; i < 3; i++)
-        if (strcmp(ids[i], l))
-            others[k++] = ids[i];
+    followers_of(ids, l, others);
     /* One follower alone is not enough (it may be the one cut off): the
      * other probes the leader itself, finds it answering, and adds nothing;
      * a strict majority of the other members must report it. */
@@ -1019,8 +1018,8 @@ START_TEST(false_suspicion_costs_one_probe)
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
     char *l = form_three("jfs", root, ids, ps, 1, 30);
-    const char *accused = strcmp(l, "n3") ? "n3" : "n2";
-    const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(accused, "n2") ? "n2" : "n3");
+    const char *accused, *reporter;
+    two_followers(l, &accused, &reporter);
     report_suspect("jfs", 1, reporter, accused);
     ck_assert(wait_log(by_id(ps, ids, 3, l)->log, "rejected: its agent answered", 5000));
     ec_epoch_t *ep = ec_test_epoch(c, root);
@@ -1044,8 +1043,8 @@ START_TEST(member_found_alive_then_silent_evicted_on_a_newer_report)
     const char *ids[] = {"n1", "n2", "n3"};
     proc_t ps[3];
     char *l = form_three("jre", root, ids, ps, 1, 30);
-    const char *accused = strcmp(l, "n3") ? "n3" : "n2";
-    const char *reporter = strcmp(l, "n1") ? "n1" : (strcmp(accused, "n2") ? "n2" : "n3");
+    const char *accused, *reporter;
+    two_followers(l, &accused, &reporter);
     report_suspect("jre", 1, reporter, accused);
     ck_assert(wait_log(by_id(ps, ids, 3, l)->log, "rejected: its agent answered", 5000));
     ec_test_sigstop(by_id(ps, ids, 3, accused)->pid); /* silent from now on */
@@ -1076,9 +1075,7 @@ START_TEST(agent_and_worker_reports_of_one_node_both_count)
     proc_t ps[3];
     char *l = form_three("jsrc", root, ids, ps, 1, 30);
     const char *others[2];
-    for (int i = 0, k = 0; i < 3; i++)
-        if (strcmp(ids[i], l))
-            others[k++] = ids[i];
+    followers_of(ids, l, others);
     ec_test_sigstop(by_id(ps, ids, 3, l)->pid);
     ec_test_sigstop(by_id(ps, ids, 3, others[0])->pid);
     report_suspect("jsrc", 1, others[0], l); /* f0's agent */
@@ -1462,7 +1459,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t2000-coord");
     TCase *t = tcase_create("coord");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, etcd_up, etcd_down);
     ec_tcase_add(t, first_epoch_at_max_at_once);
     ec_tcase_add(t, below_max_after_elastic_timeout);
     ec_tcase_add(t, lease_expiry_reforms_without_node);

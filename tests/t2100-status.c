@@ -30,24 +30,19 @@
 
 #define OUT_MAX (256 * 1024)
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[32];
-static int npids;
+EC_TEST_ETCD_FIXTURE("t2100", 32)
 static char *out;
 
 static void setup(void)
 {
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t2100");
+    etcd_up();
     out = calloc(1, OUT_MAX);
 }
 
 static void teardown(void)
 {
-    ec_test_kill_all(pids, &npids);
     free(out);
-    ec_test_down(&etcd, &c);
+    etcd_down();
 }
 
 #define bin ec_test_bin

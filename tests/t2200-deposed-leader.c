@@ -36,23 +36,7 @@
 #define JOB "jdep"
 #define ROOT "/" JOB "/"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[8];
-static int npids;
-
-static void setup(void)
-{
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t2200");
-}
-
-static void teardown(void)
-{
-    ec_test_kill_all(pids, &npids);
-    ec_test_obs_stop_all();
-    ec_test_down(&etcd, &c);
-}
+EC_TEST_ETCD_FIXTURE("t2200", 8)
 
 typedef struct {
     pid_t pid;
@@ -329,9 +313,9 @@ START_TEST(deposed_leader_write_is_fenced)
             return;
         printf("# try %d: the deposed leader's watch caught up before it tried to publish "
                "(correct, but not the write under test): again, on a fresh etcd\n", i);
-        teardown();
+        etcd_down();
         nagents = 0;
-        setup();
+        etcd_up();
     }
     ck_abort_msg("in 3 tries the deposed leader always learned of its deposition before it "
                  "tried to publish: the fenced write was never exercised");
@@ -342,7 +326,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("deposed-leader");
     TCase *tc = tcase_create("deposed-leader");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, etcd_up, etcd_down);
     tcase_set_timeout(tc, (double)ec_test_ms(150000) / 1000);
     ec_tcase_add(tc, deposed_leader_write_is_fenced);
     suite_add_tcase(s, tc);

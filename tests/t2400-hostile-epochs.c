@@ -25,22 +25,7 @@
 #include "keys.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[16];
-static int npids;
-
-static void setup(void)
-{
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t2400");
-}
-
-static void teardown(void)
-{
-    ec_test_kill_all(pids, &npids);
-    ec_test_down(&etcd, &c);
-}
+EC_TEST_ETCD_FIXTURE("t2400", 16)
 
 typedef struct {
     pid_t pid;
@@ -484,7 +469,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t2400-hostile-epochs");
     TCase *t = tcase_create("hostile-epochs");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, etcd_up, etcd_down);
     ec_tcase_add(t, test_epoch_of_another_job_is_ignored);
     ec_tcase_add(t, test_epoch_of_a_non_leader_is_ignored);
     ec_tcase_add(t, test_epoch_of_an_ended_leadership_is_checked_at_its_revision);

@@ -24,15 +24,11 @@
 #include "knobs.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[32];
-static int npids;
+EC_TEST_ETCD_FIXTURE("t3000", 32)
 
 static void setup(void)
 {
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t3000");
+    etcd_up();
     /* The agents see no GPU unless a test gives them some, on any machine:
      * no CUDA_VISIBLE_DEVICES, and an empty directory for /dev/nvidiaN. */
     char nodev[300];
@@ -40,12 +36,6 @@ static void setup(void)
     mkdir(nodev, 0755);
     setenv("ECOORD_DEV_DIR", nodev, 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
-}
-
-static void teardown(void)
-{
-    ec_test_kill_all(pids, &npids);
-    ec_test_down(&etcd, &c);
 }
 
 static const char *ecoord(void)
@@ -1475,7 +1465,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t3000-launch");
     TCase *t = tcase_create("launch");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, setup, etcd_down);
     ec_tcase_add(t, bad_input_stops_before_anything_starts);
     ec_tcase_add(t, every_set_up_failure_with_few_files_says_what_failed);
     ec_tcase_add(t, environment_matches_epoch);

@@ -36,29 +36,19 @@
 #include "harness.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[16];
-static int npids;
+EC_TEST_ETCD_FIXTURE("t3200", 16)
 static pid_t strays[16]; /* processes the agents were meant to stop */
 static bool agent_ignores_hup; /* start agents as `nohup` would */
 static int nstrays;
 
-static void setup(void)
-{
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t3200");
-}
-
 static void teardown(void)
 {
-    ec_test_kill_all(pids, &npids);
     agent_ignores_hup = false;
     for (int i = 0; i < nstrays; i++) /* only left when a test failed */
         if (strays[i] > 0)
             kill(strays[i], SIGKILL);
     nstrays = 0;
-    ec_test_down(&etcd, &c);
+    etcd_down();
 }
 
 static const char *ecoord(void)
@@ -841,7 +831,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t3200-process-tree");
     TCase *t = tcase_create("process-tree");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, etcd_up, teardown);
     ec_tcase_add(t, descendants_stopped_on_restart_and_agent_exit);
     ec_tcase_add(t, group_stopped_when_agent_is_sigkilled);
     ec_tcase_add(t, adopted_setsid_helper_stopped_when_agent_is_sigkilled);

@@ -27,17 +27,13 @@
 #include "progress_file.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[8];
-static int npids;
+EC_TEST_ETCD_FIXTURE("t3400", 8)
 static pid_t stopped_pid;
 static const char *python_prog; /* non-NULL: agents run this Python program instead */
 
 static void setup(void)
 {
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t3400");
+    etcd_up();
     char nodev[300];
     snprintf(nodev, sizeof(nodev), "%s/nodev", tmp);
     mkdir(nodev, 0755);
@@ -51,8 +47,7 @@ static void teardown(void)
 {
     if (stopped_pid > 0)
         kill(stopped_pid, SIGCONT); /* ours to resume if the agent did not kill it */
-    ec_test_kill_all(pids, &npids);
-    ec_test_down(&etcd, &c);
+    etcd_down();
 }
 
 typedef struct {

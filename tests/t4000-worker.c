@@ -44,22 +44,7 @@
 #include "keys.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[16];
-static int npids;
-
-static void setup(void)
-{
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t4000");
-}
-
-static void teardown(void)
-{
-    ec_test_kill_all(pids, &npids);
-    ec_test_down(&etcd, &c);
-}
+EC_TEST_ETCD_FIXTURE("t4000", 16)
 
 static const char *ecoord(void)
 {
@@ -2606,7 +2591,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t4000-worker");
     TCase *t = tcase_create("worker");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, etcd_up, etcd_down);
     add_case(t, init_refuses_bad_options_and_keeps_deadlines, false);
     add_case(t, silent_peer_released_by_epoch_change, false);
     add_case(t, forged_epochs_are_not_followed, false);

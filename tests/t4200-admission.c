@@ -34,22 +34,7 @@
 #include "keys.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[16];
-static int npids;
-
-static void setup(void)
-{
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t4200");
-}
-
-static void teardown(void)
-{
-    ec_test_kill_all(pids, &npids);
-    ec_test_down(&etcd, &c);
-}
+EC_TEST_ETCD_FIXTURE("t4200", 16)
 
 typedef struct {
     pid_t pid;
@@ -498,7 +483,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t4200-admission");
     TCase *t = tcase_create("admission");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, etcd_up, etcd_down);
     tcase_set_timeout(t, (double)ec_test_ms(120000) / 1000.0);
     ec_tcase_add(t, slow_joiner_never_stops_the_members);
     ec_tcase_add(t, joiner_dying_before_ready_is_never_admitted);

@@ -21,22 +21,7 @@
 #include "metrics.h"
 #include "records.h"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
-static char tmp[256];
-static pid_t pids[8];
-static int npids;
-
-static void setup(void)
-{
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t6000");
-}
-
-static void teardown(void)
-{
-    ec_test_kill_all(pids, &npids);
-    ec_test_down(&etcd, &c);
-}
+EC_TEST_ETCD_FIXTURE("t6000", 8)
 
 typedef struct {
     pid_t pid;
@@ -234,7 +219,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("t6000-metrics");
     TCase *t = tcase_create("metrics");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, etcd_up, etcd_down);
     tcase_set_timeout(t, ec_test_ms(120000) / 1000.0);
     ec_tcase_add(t, port_in_use_stops_the_agent);
     ec_tcase_add(t, metrics_follow_the_job);

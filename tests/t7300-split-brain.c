@@ -41,18 +41,14 @@
 #define TTL_RESTART "3"
 #define TTL_INPROCESS "4"
 
-static ec_embed_t *etcd;
-static ec_etcd_t *c;
+EC_TEST_ETCD_FIXTURE("t7300", 16)
 static ec_proxy_t *px; /* n1 and n2 reach etcd through it */
-static char tmp[256];
-static pid_t pids[16];
-static int npids;
 static ec_test_obs_t *obs;
 static ec_rank_track_t *ranks;
 
 static void setup(void)
 {
-    ec_test_up(&etcd, &c, tmp, sizeof(tmp), "t7300");
+    etcd_up();
     px = ec_proxy_start(ec_embed_endpoint(etcd));
     ck_assert_msg(px != NULL, "cannot start the proxy to %s", ec_embed_endpoint(etcd));
 }
@@ -65,10 +61,10 @@ static void teardown(void)
     ranks = NULL;
     if (px)
         ec_proxy_set(px, EC_PROXY_PASS, 0);
-    ec_test_kill_all(pids, &npids);
+    ec_test_kill_all(pids, &npids); /* before the proxy they reach etcd through */
     ec_proxy_stop(px);
     px = NULL;
-    ec_test_down(&etcd, &c);
+    etcd_down();
 }
 
 typedef struct {

@@ -107,6 +107,31 @@ void ec_test_down(ec_embed_t **etcd, ec_etcd_t **c);
  * within 5 s each; *n set to 0. */
 void ec_test_kill_all(pid_t *pids, int *n);
 
+/* The statics an integration test file works on, and its fixture:
+ *   EC_TEST_ETCD_FIXTURE("t2400", 16)
+ * declares etcd (the file's own etcd), c (a client of it), tmp (its scratch
+ * directory), pids[max_pids] and npids (what its tests started, each
+ * recorded there), and two functions for tcase_add_checked_fixture, or for
+ * the file's own setup and teardown to call first and last: etcd_up (a
+ * fresh etcd, client and directory) and etcd_down (every observer stopped
+ * and every recorded process killed, then the client and etcd). */
+#define EC_TEST_ETCD_FIXTURE(name, max_pids)                                  \
+    static ec_embed_t *etcd;                                                   \
+    static ec_etcd_t *c;                                                       \
+    static char tmp[256];                                                      \
+    static pid_t pids[max_pids];                                               \
+    static int npids;                                                          \
+    __attribute__((unused)) static void etcd_up(void)                         \
+    {                                                                          \
+        ec_test_up(&etcd, &c, tmp, sizeof(tmp), name);                         \
+    }                                                                          \
+    __attribute__((unused)) static void etcd_down(void)                       \
+    {                                                                          \
+        ec_test_obs_stop_all(); /* before the client goes */                   \
+        ec_test_kill_all(pids, &npids);                                        \
+        ec_test_down(&etcd, &c);                                               \
+    }
+
 #define EC_INTEGRATION_MAIN(suite_fn)                                  \
     int main(void)                                                     \
     {                                                                  \

@@ -20,7 +20,7 @@
 #include "keys.h"
 #include "log.h"
 #include "node.h"
-#include "node_impl.h" /* the model's lock, held by one test as a listing holds it */
+#include "node_impl.h" /* ec__feed_lost: one test has the loop list the job again */
 #include "records.h"
 
 #define NMAX 4
@@ -367,20 +367,18 @@ START_TEST(a_report_keeps_each_suspect_once_with_its_round_trip)
 }
 END_TEST
 
-/* What the agent and the ring ask of their own node: the fence's clock
- * (when etcd last confirmed our lease), our lease, incarnation and boot, the
- * epoch it follows, and a suspicion report.  None of it waits for the job's
- * model, which the coordinator holds while it lists the job: as long as
- * etcd takes to answer, up to an etcd call's deadline (a slow or frozen
- * etcd, a large job), when the fence must still trip (and lift) on time.
- * The test holds the model's lock as such a listing does. */
+/* What the agent asks of its own node: the fence's clock (when etcd last
+ * confirmed our lease), our lease, incarnation and boot, the epoch it
+ * follows, its phase and leadership, the counters tests read, and the
+ * fence's stop counted.  None of it may wait for the coordinator's loop,
+ * which waits for etcd's answers as long as etcd takes, up to an etcd
+ * call's deadline (a slow or frozen etcd, a large job), when the fence must
+ * still trip (and lift) on time. */
 typedef struct {
     ec_node_t *n;
     atomic_bool done;
     int64_t confirmed, lease;
     uint64_t incarnation, epoch, floor;
-    int reported;
-    bool fence; /* count a stop of the fence instead of reporting a suspect */
     bool leader;
     ec_node_phase_t phase;
     uint64_t events, plans;
@@ -401,12 +399,7 @@ static void *own_calls(void *arg)
     r->events = ec_node_watch_events(r->n);
     r->created = ec_node_watches_created(r->n);
     r->plans = ec_node_plans(r->n);
-    if (r->fence) {
-        ec_node_count_fence_stop(r->n); /* the fence tripped: the loop writes the count */
-    } else {
-        const char *gone[] = {"nobody@250"};
-        r->reported = ec_node_report_suspects(r->n, 1, gone, 1, NULL);
-    }
+    ec_node_count_fence_stop(r->n); /* the fence tripped: the loop writes the count */
     atomic_store(&r->done, true);
     return NULL;
 }
@@ -460,7 +453,7 @@ START_TEST(a_nodes_own_calls_answer_while_its_loop_waits_on_a_frozen_etcd)
      * keeps the listing waiting */
     ec__feed_lost(x->n);
     ck_assert_msg(ec_test_wait(loop_in_etcd, NULL, 4000), "the loop never listed the job");
-    own_calls_t r = {.n = x->n, .fence = true};
+    own_calls_t r = {.n = x->n};
     pthread_t t;
     int64_t t0 = ec_test_now_ms();
     ck_assert_int_eq(pthread_create(&t, NULL, own_calls, &r), 0);
