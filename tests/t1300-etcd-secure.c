@@ -273,6 +273,37 @@ START_TEST(auth_user_password_and_token_renewal)
 }
 END_TEST
 
+/* A client given a user, on an etcd whose authentication is still off (the
+ * agents of a job started before its setup turned it on): it goes on
+ * without logging in, as etcd's own clients do, and logs in by itself on
+ * the first call refused once authentication is on. */
+START_TEST(a_user_goes_on_until_etcd_turns_authentication_on)
+{
+    ec_embed_opts_t eo = EC_EMBED_OPTS_INIT;
+    ec_embed_t *e = ec_test_etcd_start(&eo);
+    const char *ep = ec_embed_endpoint(e);
+    ec_error_t err = {0};
+    ec_etcd_opts_t o = EC_ETCD_OPTS_INIT;
+    o.endpoints = ep;
+    o.user = "root";
+    o.password = "s3cret";
+    ec_etcd_t *c = ec_etcd_create(&o, &err);
+    ck_assert_msg(c != NULL, "a user on an etcd without authentication: %s", err.msg);
+    ck_assert_int_eq(ec_etcd_put(c, "/a/k", "v1", 2, 0, NULL, &err), 0);
+    etcdctl(ep, "user add root --new-user-password=s3cret --interactive=false");
+    etcdctl(ep, "auth enable");
+    ck_assert_msg(ec_etcd_put(c, "/a/k", "v2", 2, 0, NULL, &err) == 0,
+                  "after authentication was turned on: %s", err.msg);
+    ec_kv_t kv;
+    bool found;
+    ck_assert_int_eq(ec_etcd_get(c, "/a/k", &kv, &found, NULL, &err), 0);
+    ck_assert_str_eq((char *)kv.value, "v2");
+    ec_kv_free(&kv);
+    ec_etcd_destroy(c);
+    ec_embed_stop(e);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t1300-etcd-secure");
@@ -283,6 +314,7 @@ static Suite *suite(void)
     suite_add_tcase(s, t);
     TCase *a = tcase_create("auth");
     ec_tcase_add(a, auth_user_password_and_token_renewal);
+    ec_tcase_add(a, a_user_goes_on_until_etcd_turns_authentication_on);
     suite_add_tcase(s, a);
     return s;
 }

@@ -302,7 +302,22 @@ static int authenticate(ec_etcd_t *c, ec_error_t *err)
     unary_once(c, "/etcdserverpb.Auth/Authenticate", send, NULL, &recv, &st, &det);
     grpc_byte_buffer_destroy(send);
     int rc = 0;
-    if (st != GRPC_STATUS_OK) {
+    if (st == GRPC_STATUS_FAILED_PRECONDITION && det && strstr(det, "authentication is not enabled")) {
+        /* Authentication is off (yet): go on without a token, as etcd's
+         * own client does; the first call refused once it is on logs in
+         * (ec__reauth). */
+        pthread_mutex_lock(&c->lock);
+        bool told = c->auth_off_told;
+        c->auth_off_told = true;
+        free(c->token);
+        c->token = NULL;
+        c->token_gen++;
+        pthread_mutex_unlock(&c->lock);
+        if (!told)
+            ec_log(EC_LOG_WARN, "etcd at %s has authentication turned off: going on without "
+                                "logging in as '%s'; this client logs in once etcd turns it on "
+                                "(etcdctl auth enable)", c->endpoints, c->user);
+    } else if (st != GRPC_STATUS_OK) {
         ec__conn_desc_t w = ec__conn_desc(c);
         rc = ec__grpc_error(&w, "Authenticate", st, det, err);
         if (rc == EC_EINVAL || rc == EC_EUNAUTH)

@@ -33,6 +33,7 @@ struct ec_etcd {
     pthread_mutex_t lock;  /* guards token */
     char *token;
     uint64_t token_gen;    /* bumped at each re-authentication */
+    bool auth_off_told;    /* logged that etcd's authentication is off */
 };
 
 /* What an error message says of a connection. */
