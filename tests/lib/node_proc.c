@@ -21,17 +21,36 @@
  * EC_TEST_WATCH_PEERS_MS=N: watch the ring successors every N ms (the
  * agent's --peer_probe_interval; off by default here).
  * EC_TEST_PROBE_PORT=P: answer probes on port P instead of the one derived
- * from the node id (a restarted node whose old port someone else holds). */
+ * from the node id (a restarted node whose old port someone else holds);
+ * without it, a derived probe port another process holds (another test
+ * program's node, run beside this one) is passed over for the next slot's. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "etcd.h"
 #include "log.h"
 #include "node.h"
+
+/* Whether 127.0.0.1:port can be bound now (as the probe server binds it). */
+static int port_free(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    if (fd < 0)
+        return 1; /* let the probe server say what is wrong */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
 
 static volatile sig_atomic_t got_term, got_usr1, got_usr2;
 static void on_sig(int s)
@@ -166,6 +185,8 @@ int main(int argc, char **argv)
     o.ports = ports;
     o.master_port = (uint16_t)(ports[0] + 31);
     o.probe_port = (uint16_t)(ports[0] + 30);
+    for (unsigned k = 1; k < 400 && !port_free(o.probe_port); k++)
+        o.probe_port = (uint16_t)(19000 + ((h + k) % 400) * 32 + 30);
     if (getenv("EC_TEST_PROBE_PORT"))
         o.probe_port = (uint16_t)atoi(getenv("EC_TEST_PROBE_PORT"));
     if (getenv("EC_TEST_WATCH_PEERS_MS"))
