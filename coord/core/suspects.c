@@ -54,11 +54,18 @@ int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_
         free(ids);
         return EC_ENOMEM;
     }
+    /* A split epoch around self only: its chunk and the ones on either side
+     * (wrapping), what a follower's view holds (epoch_fetch.h) */
+    int cm = ep->chunk_members, nch = cm > 0 ? (nm + cm - 1) / cm : 1;
+    int me = self && cm > 0 && nch > 3 ? ec_epoch_find_member(ep, self) : -1;
     int nt = 0;
     for (int m = 0; m < nm; m++) {
         const ec_member_t *mb = &ep->members[m];
         if (!mb->node_id || (self && !strcmp(mb->node_id, self)))
             continue; /* a view holds some members only: those are probed */
+        int away = me >= 0 ? (m / cm - me / cm + nch) % nch : 0;
+        if (away > 1 && away < nch - 1)
+            continue;
         if (!(ids[nt] = strdup(mb->node_id))) {
             ec_ids_free(ids, nt);
             free(t);

@@ -22,7 +22,11 @@ uint16_t ec_probe_port_in(const ec_keys_t *k, const ec_kv_list_t *nodes, const c
 typedef uint16_t (*ec_port_of_fn)(const char *node_id, void *arg);
 
 /* Probe the agent of every member of ep but self, at the member's host in ep
- * and the port port_of gives, all at once, for at most timeout_ms; with
+ * and the port port_of gives, all at once, for at most timeout_ms (of a
+ * split epoch, those in self's chunk and the chunks on either side, as a
+ * follower's view holds them: about 3 x chunk_members, not the whole job,
+ * which would be N x N connections when a failure takes every node's
+ * processes at once); with
  * verify (probe.h), an answer counts only if it passes it.  Returns
  * the number that did not answer, their ids in *silent (a malloc'd array of
  * malloc'd strings, NULL when none; free with ec_ids_free), or EC_ENOMEM. */

@@ -17,6 +17,8 @@
 #include <ec_check.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -237,6 +239,51 @@ START_TEST(members_probed_and_silent_ones_named)
 }
 END_TEST
 
+/* A large epoch (split in chunks) is probed around self, as a follower's
+ * view holds it: self's chunk and the ones on either side, not every
+ * member (a failure that takes every node's processes at once would have
+ * each agent probe the whole job: N x N connections, past the descriptor
+ * limit beyond about a thousand members). */
+static int asked;
+static uint16_t count_port(const char *id, void *arg)
+{
+    (void)id;
+    (void)arg;
+    asked++;
+    return 0; /* no agent: silent, nothing connects */
+}
+
+START_TEST(a_large_epoch_is_probed_around_self_not_whole)
+{
+    enum { N = 2000, C = 256 };
+    ec_epoch_t *ep = ec_epoch_new(N, 1);
+    ck_assert_ptr_nonnull(ep);
+    ep->chunk_members = C;
+    char id[16];
+    for (int m = 0; m < N; m++) {
+        snprintf(id, sizeof(id), "n%04d", m);
+        ep->members[m].node_id = strdup(id);
+        ep->members[m].host = strdup("127.0.0.1");
+    }
+    char **silent = NULL;
+    asked = 0;
+    int nd = ec_probe_members(ep, "n0600", count_port, NULL, NULL, 100, &silent); /* chunk 2 */
+    ck_assert_int_eq(asked, 3 * C - 1);
+    ck_assert_int_eq(nd, 3 * C - 1);
+    for (int i = 0; i < nd; i++) {
+        int m = atoi(silent[i] + 1);
+        ck_assert_msg(m >= C && m < 4 * C, "member %d is outside chunks 1..3", m);
+    }
+    ec_ids_free(silent, nd);
+    /* at the end the window wraps: the last chunk (7, of 208), 6 and 0 */
+    asked = 0;
+    nd = ec_probe_members(ep, "n1999", count_port, NULL, NULL, 100, &silent);
+    ck_assert_int_eq(asked, (N - 7 * C) + C + C - 1);
+    ec_ids_free(silent, nd);
+    ec_epoch_free(ep);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("probe");
@@ -248,6 +295,7 @@ static Suite *suite(void)
     tcase_add_test(tc, probe_server_round_trip);
     tcase_add_test(tc, probe_server_out_of_descriptors_says_so);
     tcase_add_test(tc, members_probed_and_silent_ones_named);
+    tcase_add_test(tc, a_large_epoch_is_probed_around_self_not_whole);
     suite_add_tcase(s, tc);
     return s;
 }
