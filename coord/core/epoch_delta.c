@@ -25,7 +25,7 @@ static bool same_member(const ec_member_t *a, const ec_member_t *b, int nproc)
 {
     return !strcmp(a->node_id, b->node_id) && !strcmp(a->host, b->host) &&
            a->master_port == b->master_port && a->incarnation == b->incarnation &&
-           !memcmp(a->ports, b->ports, (size_t)nproc * sizeof(uint16_t));
+           a->probe_port == b->probe_port && !memcmp(a->ports, b->ports, (size_t)nproc * sizeof(uint16_t));
 }
 
 /* Copy the header (everything but the members) of src into dst. */
@@ -50,6 +50,7 @@ static bool copy_member(ec_member_t *b, const ec_member_t *a, int nproc)
 {
     b->master_port = a->master_port;
     b->incarnation = a->incarnation;
+    b->probe_port = a->probe_port;
     memcpy(b->ports, a->ports, (size_t)nproc * sizeof(uint16_t));
     return (b->node_id = strdup(a->node_id)) && (b->host = strdup(a->host));
 }

@@ -91,6 +91,7 @@ ec_epoch_t *ec_epoch_dup(const ec_epoch_t *src)
         }
         b->master_port = a->master_port;
         b->incarnation = a->incarnation;
+        b->probe_port = a->probe_port;
         memcpy(b->ports, a->ports, (size_t)src->nproc * sizeof(uint16_t));
         ok = (b->node_id = strdup(a->node_id)) && (b->host = strdup(a->host));
     }
@@ -273,6 +274,7 @@ void ec__member_to_pb(const ec_member_t *src, size_t np, uint32_t *ports, Ecoord
         d->ports[j] = src->ports[j];
     d->master_port = src->master_port;
     d->incarnation = src->incarnation;
+    d->probe_port = src->probe_port;
 }
 
 int ec__epoch_pack(const ec_epoch_t *ep, const head_extra_t *hx, bool view, bool capped,
@@ -423,6 +425,8 @@ int ec__member_from_pb(const Ecoord__Member *pm, uint32_t nproc, const vctx_t *v
         return bad(v, "%s has %zu endpoints, expected nproc=%u", whose, pm->n_ports, nproc);
     if (pm->master_port > 65535)
         return bad(v, "%s: master port %u is outside 1..65535", whose, pm->master_port);
+    if (pm->probe_port > 65535)
+        return bad(v, "%s: probe port %u is outside 1..65535", whose, pm->probe_port);
     free(d->ports);
     d->ports = NULL;
     int rc = ec__rec_ports_from_pb(v, whose, pm->ports, pm->n_ports, &d->ports);
@@ -430,6 +434,7 @@ int ec__member_from_pb(const Ecoord__Member *pm, uint32_t nproc, const vctx_t *v
         return rc;
     d->master_port = (uint16_t)pm->master_port;
     d->incarnation = pm->incarnation;
+    d->probe_port = (uint16_t)pm->probe_port;
     if (!(d->node_id = dup_str(pm->node_id)) || !(d->host = dup_str(pm->host)))
         return enomem(v);
     return 0;

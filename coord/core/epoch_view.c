@@ -21,8 +21,8 @@ uint64_t ec_member_digest(const ec_member_t *m, int nproc)
             if (!*p)
                 break;
         }
-    int n = snprintf(buf, sizeof(buf), "%u %llu", m->master_port,
-                     (unsigned long long)m->incarnation);
+    int n = snprintf(buf, sizeof(buf), "%u %llu %u", m->master_port,
+                     (unsigned long long)m->incarnation, m->probe_port);
     for (int i = 0; i < n; i++)
         h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
     for (int i = 0; m->ports && i < nproc; i++) {

@@ -188,6 +188,7 @@ typedef struct ec_member {
     uint16_t *ports;        /* nproc ports, local rank order */
     uint16_t master_port;   /* member 0's is the torch MASTER_PORT */
     uint64_t incarnation;
+    uint16_t probe_port;    /* its agent answers probes here (its record's); 0: not said */
 } ec_member_t;
 
 typedef struct ec_epoch {

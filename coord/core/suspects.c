@@ -1,6 +1,7 @@
 /* Which members of an epoch do not answer (suspects.h). */
 #include "suspects.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,39 @@ void ec_ids_free(char **ids, int n)
     free(ids);
 }
 
+/* Which members ec_probe_members probes: every member ep holds but self;
+ * of a split epoch, those in self's chunk and the chunks on either side
+ * (wrapping), what a follower's view holds (epoch_fetch.h). */
+typedef struct {
+    int cm, nch, me;
+} window_t;
+
+static window_t window_of(const ec_epoch_t *ep, const char *self)
+{
+    window_t w = {.cm = ep->chunk_members};
+    w.nch = w.cm > 0 ? (ep->nmembers + w.cm - 1) / w.cm : 1;
+    w.me = self && w.cm > 0 && w.nch > 3 ? ec_epoch_find_member(ep, self) : -1;
+    return w;
+}
+
+static bool probed(const ec_epoch_t *ep, const window_t *w, int m, const char *self)
+{
+    const ec_member_t *mb = &ep->members[m];
+    if (!mb->node_id || (self && !strcmp(mb->node_id, self)))
+        return false; /* a view holds some members only: those are probed */
+    int away = w->me >= 0 ? (m / w->cm - w->me / w->cm + w->nch) % w->nch : 0;
+    return away <= 1 || away >= w->nch - 1;
+}
+
+bool ec_probe_ports_known(const ec_epoch_t *ep, const char *self)
+{
+    window_t w = window_of(ep, self);
+    for (int m = 0; ep && m < ep->nmembers; m++)
+        if (probed(ep, &w, m, self) && !ep->members[m].probe_port)
+            return false;
+    return true;
+}
+
 int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_of, void *arg,
                      const ec_probe_verifier_t *verify, int timeout_ms, char ***silent)
 {
@@ -54,25 +88,21 @@ int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_
         free(ids);
         return EC_ENOMEM;
     }
-    /* A split epoch around self only: its chunk and the ones on either side
-     * (wrapping), what a follower's view holds (epoch_fetch.h) */
-    int cm = ep->chunk_members, nch = cm > 0 ? (nm + cm - 1) / cm : 1;
-    int me = self && cm > 0 && nch > 3 ? ec_epoch_find_member(ep, self) : -1;
+    window_t w = window_of(ep, self);
     int nt = 0;
     for (int m = 0; m < nm; m++) {
         const ec_member_t *mb = &ep->members[m];
-        if (!mb->node_id || (self && !strcmp(mb->node_id, self)))
-            continue; /* a view holds some members only: those are probed */
-        int away = me >= 0 ? (m / cm - me / cm + nch) % nch : 0;
-        if (away > 1 && away < nch - 1)
+        if (!probed(ep, &w, m, self))
             continue;
         if (!(ids[nt] = strdup(mb->node_id))) {
             ec_ids_free(ids, nt);
             free(t);
             return EC_ENOMEM;
         }
+        uint16_t port = mb->probe_port ? mb->probe_port
+                        : port_of ? port_of(mb->node_id, arg) : 0;
         t[nt] = (ec_probe_target_t){.host = mb->host, .expect_id = ids[nt], .verify = verify,
-                                    .port = port_of ? port_of(mb->node_id, arg) : 0};
+                                    .port = port};
         nt++;
     }
     ec_probe_many(t, (size_t)nt, timeout_ms);

@@ -787,7 +787,8 @@ int ec_node_record_failure(ec_node_t *n, const ec_failure_t *f, ec_error_t *err)
     return rc;
 }
 
-/* Where a member's agent answers: its record in a listing of nodes/. */
+/* Where a member's agent answers, when its epoch does not say: its record
+ * in a listing of nodes/. */
 typedef struct {
     ec_node_t *n;
     const ec_kv_list_t *recs;
@@ -806,20 +807,24 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
     ec_epoch_t *ep = ec__node_epoch_copy(n, &oom);
     if (!ep)
         return oom ? ec_errorf(err, EC_ENOMEM, "out of memory") : 0;
-    /* The members' probe ports are in their records, read once per failure
-     * (a follower's model holds no other node's record, and the leader's
-     * is the coordinator thread's). */
+    /* The members' probe ports are in the epoch; one written by an older
+     * leader does not say them: then they are in the members' records,
+     * read once per failure (a follower's model holds no other node's
+     * record, and the leader's is the coordinator thread's). */
     ec_kv_list_t recs = {0};
-    if (ec__node_read_records(n, &recs, err) < 0) {
+    bool known = ec_probe_ports_known(ep, n->node_id);
+    if (!known && ec__node_read_records(n, &recs, err) < 0) {
         ec_epoch_free(ep);
         return err->code;
     }
     port_ctx_t x = {n, &recs};
-    int nd = ec_probe_members(ep, n->node_id, member_port, &x, ec__reg_verify(n), timeout_ms, dead);
+    int nd = ec_probe_members(ep, n->node_id, known ? NULL : member_port, &x, ec__reg_verify(n),
+                              timeout_ms, dead);
     if (nd < 0)
         ec_errorf(err, nd, "out of memory probing the members' agents");
     ec_epoch_free(ep);
-    ec_kv_list_free(&recs);
+    if (!known)
+        ec_kv_list_free(&recs);
     return nd;
 }
 

@@ -156,6 +156,7 @@ static int build_epoch(ec_node_t *n, const ec_plan_decision_t *d, ec_model_node_
             m->ports[j] = r->ports[j];
         m->master_port = r->master_port;
         m->incarnation = r->incarnation;
+        m->probe_port = r->probe_port;
     }
     ep->published_at_ms = ec_wall_ms();
     ep->run = run;

@@ -31,6 +31,7 @@ static ec_epoch_t *mk(uint64_t number, int M, int N, int first_id)
             ep->members[i].ports[j] = (uint16_t)(29500 + j);
         ep->members[i].master_port = 29400;
         ep->members[i].incarnation = 1;
+        ep->members[i].probe_port = 29399;
     }
     return ep;
 }
@@ -100,6 +101,7 @@ START_TEST(standby_join_restart_and_header_only)
     /* a restart: same members, one incarnation up */
     ec_epoch_t *r = mk(7, 300, 2, 0);
     r->members[3].incarnation = 2;
+    r->members[5].probe_port = 29398; /* its agent moved its probe port alone */
     r->reason = EC_REASON_RESTART;
     ck_assert_uint_lt(roundtrip(a, r, &full) * 5, full);
     /* the header only (a new leader re-signing the same members) */
@@ -303,6 +305,7 @@ static ec_epoch_t *lose(const ec_epoch_t *ep, int at)
         memcpy(b->ports, a->ports, (size_t)ep->nproc * sizeof(uint16_t));
         b->master_port = a->master_port;
         b->incarnation = a->incarnation;
+        b->probe_port = a->probe_port;
     }
     return n;
 }

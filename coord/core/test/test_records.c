@@ -59,6 +59,7 @@ static ec_epoch_t *sample_epoch(int nmembers, int nproc, int share_host)
             m->ports[j] = (uint16_t)(share_host ? 10000 + i * (nproc + 1) + j : 6170 + j);
         m->master_port = (uint16_t)(share_host ? 10000 + i * (nproc + 1) + nproc : 29500);
         m->incarnation = (uint64_t)(100 + i);
+        m->probe_port = (uint16_t)(7000 + i);
     }
     ep->reason = EC_REASON_JOIN;
     ep->reason_detail = strdup("n2 joined");
@@ -110,6 +111,7 @@ static void assert_epoch_eq(const ec_epoch_t *a, const ec_epoch_t *b)
             ck_assert_uint_eq(x->ports[j], y->ports[j]);
         ck_assert_uint_eq(x->master_port, y->master_port);
         ck_assert_uint_eq(x->incarnation, y->incarnation);
+        ck_assert_uint_eq(x->probe_port, y->probe_port);
     }
     ck_assert_int_eq(a->reason, b->reason);
     ck_assert_str_eq(a->reason_detail ? a->reason_detail : "",
@@ -801,6 +803,7 @@ START_TEST(epoch_decode_refuses_crafted)
     WIRE_EPOCH_CASE(w.ports[1][0] = 0xffffffffu, "port 0 is 4294967295");
     WIRE_EPOCH_CASE(w.ports[1][0] = 0, "port 0 is 0");
     WIRE_EPOCH_CASE(w.m[0].master_port = 70000, "master port 70000");
+    WIRE_EPOCH_CASE(w.m[1].probe_port = 70000, "probe port 70000");
 }
 END_TEST
 

@@ -239,6 +239,35 @@ START_TEST(members_probed_and_silent_ones_named)
 }
 END_TEST
 
+/* Probe ports an epoch carries (its leader copies them from the records)
+ * need no port_of, so no read of the node records: an epoch from an older
+ * leader, without them, says it needs one. */
+START_TEST(probe_ports_in_the_epoch_need_no_records)
+{
+    ec_error_t err = {0};
+    uint16_t port;
+    int lfd = listen_any(&port);
+    close(lfd);
+    uint8_t secret[EC_PROBE_SECRET_LEN] = {1};
+    ec_probe_server_t *srv = ec_probe_serve("127.0.0.1", port, "a", secret, 1, &err);
+    ck_assert_msg(srv != NULL, "%s", err.msg);
+    ec_epoch_t *ep = ec_epoch_new(2, 1);
+    ck_assert_ptr_nonnull(ep);
+    ep->members[0].node_id = strdup("me");
+    ep->members[1].node_id = strdup("a");
+    for (int m = 0; m < 2; m++)
+        ep->members[m].host = strdup("127.0.0.1");
+    ck_assert(!ec_probe_ports_known(ep, "me")); /* a's port not said */
+    ep->members[1].probe_port = port;
+    ck_assert(ec_probe_ports_known(ep, "me")); /* ours is never needed */
+    char **silent = NULL;
+    int nd = ec_probe_members(ep, "me", NULL, NULL, NULL, (int)ec_test_ms(5000), &silent);
+    ck_assert_int_eq(nd, 0);
+    ec_epoch_free(ep);
+    ec_probe_server_stop(srv);
+}
+END_TEST
+
 /* A large epoch (split in chunks) is probed around self, as a follower's
  * view holds it: self's chunk and the ones on either side, not every
  * member (a failure that takes every node's processes at once would have
@@ -296,6 +325,7 @@ static Suite *suite(void)
     tcase_add_test(tc, probe_server_out_of_descriptors_says_so);
     tcase_add_test(tc, members_probed_and_silent_ones_named);
     tcase_add_test(tc, a_large_epoch_is_probed_around_self_not_whole);
+    tcase_add_test(tc, probe_ports_in_the_epoch_need_no_records);
     suite_add_tcase(s, tc);
     return s;
 }
