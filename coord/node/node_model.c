@@ -475,13 +475,103 @@ static void stop_watches(ec_node_t *n)
     n->feed.sus_watch = NULL;
 }
 
+/* What a model lists and watches: the whole job's root (wide, the
+ * leader), or a follower's four keys, its epoch watched as deltas (epochd,
+ * small) and listed whole (it has no base yet). */
+typedef struct {
+    const char *keys[4], *watched[4];
+    size_t n;
+} feed_keys_t;
+
+static feed_keys_t feed_keys(ec_node_t *n, bool wide)
+{
+    if (wide)
+        return (feed_keys_t){.keys = {ec_keys_root(&n->keys)},
+                             .watched = {ec_keys_root(&n->keys)}, .n = 1};
+    return (feed_keys_t){.keys = {n->k_leader, n->k_epoch, n->k_status, n->k_node},
+                         .watched = {n->k_leader, n->k_epochd, n->k_status, n->k_node}, .n = 4};
+}
+
+/* The listing: the root's prefix (wide), else the keys in one transaction
+ * (one revision); a follower's list borrows its kvs from *r (freed with
+ * it: list_free). */
+static int read_listing(ec_node_t *n, bool wide, const feed_keys_t *fk, ec_kv_list_t *l,
+                        ec_txn_result_t *r, ec_error_t *err)
+{
+    if (wide)
+        return ec_etcd_get_prefix(n->c, fk->keys[0], 0, l, err);
+    ec_op_t get[4];
+    for (size_t i = 0; i < fk->n; i++)
+        get[i] = (ec_op_t){.type = EC_OP_GET, .key = fk->keys[i]};
+    int rc = ec_etcd_txn(n->c, NULL, 0, get, fk->n, NULL, 0, r, err);
+    if (rc < 0)
+        return rc;
+    size_t cnt = 0;
+    for (size_t i = 0; i < r->n; i++)
+        cnt += r->results[i].kvs.n;
+    l->kvs = calloc(cnt ? cnt : 1, sizeof(ec_kv_t));
+    l->revision = r->revision;
+    for (size_t i = 0; l->kvs && i < r->n; i++)
+        for (size_t j = 0; j < r->results[i].kvs.n; j++)
+            l->kvs[l->n++] = r->results[i].kvs.kvs[j];
+    if (!l->kvs) {
+        ec_txn_result_free(r);
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static void list_free(bool wide, ec_kv_list_t *l, ec_txn_result_t *r)
+{
+    if (wide) {
+        ec_kv_list_free(l);
+    } else {
+        free(l->kvs);
+        ec_txn_result_free(r);
+    }
+}
+
+/* The model rebuilt from a listing at l->revision. */
+static void apply_listing(ec_node_t *n, bool wide, const ec_kv_list_t *l)
+{
+    ec_model_reset(&n->m, wide, l->revision);
+    /* The leader key first: the epoch sorts before it, and its check needs
+     * the leadership. */
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->kvs[i].key, n->k_leader))
+            ec_leader_log_put(&n->m.llog, l->kvs[i].create_revision,
+                              (const char *)l->kvs[i].value, l->kvs[i].value_len);
+    bool again = false;
+    for (size_t i = 0; i < l->n; i++) {
+        /* a split epoch is read whole (its chunks: one more range read) */
+        void *whole = NULL;
+        size_t wlen = 0;
+        ec_kv_t kv = l->kvs[i];
+        if (!strcmp(kv.key, n->k_epoch) && whole_epoch(n, wide, &kv, &whole, &wlen, &again) < 0)
+            continue; /* not applied: the next epoch, or the next listing, brings one */
+        if (whole) {
+            kv.value = whole;
+            kv.value_len = wlen;
+        }
+        model_apply(n, true, &kv, NULL);
+        free(whole);
+    }
+    n->feed.list_rev = l->revision;
+    if (l->revision > atomic_load(&n->feed.max_rev))
+        atomic_store(&n->feed.max_rev, l->revision);
+    n->feed.relist = again;
+    atomic_store(&n->feed.listed, true);
+    ec__node_mark_dirty(n);
+}
+
 /* Watch, then list.  The watches are opened "from now" first and the
- * listing read after they exist, so nothing falls between them; the events
- * the listing already holds are dropped by revision.  (A watch opened at
- * listing revision + 1 after a write that came in meanwhile is served by
- * etcd's catch-up loop, every 100 ms: a joiner saw its first epoch late.)
- * The leader watches and lists the whole job; a follower watches its few
- * keys, each alone, and reads them in one transaction (one revision). */
+ * listing read after they exist, so nothing falls between them; their
+ * events wait in the queue while the listing is read, and the loop applies
+ * them after it, those the listing holds dropped by revision.  (A watch
+ * opened at listing revision + 1 after a write that came in meanwhile is
+ * served by etcd's catch-up loop, every 100 ms: a joiner saw its first
+ * epoch late.)  The leader watches and lists the whole job; a follower
+ * watches its few keys, each alone, and reads them in one transaction. */
 int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
 {
     stop_watches(n);
@@ -491,102 +581,33 @@ int ec__node_sync_model(ec_node_t *n, bool wide, ec_error_t *err)
     n->feed.sus_watched = 0;
     atomic_store(&n->feed.listed, false);
     int base = atomic_load(&n->feed.watches_created);
+    feed_keys_t fk = feed_keys(n, wide);
     /* No prev_kv: the model already holds every record's last value (a
      * leaving node's record said so before it vanished), and asking etcd
      * for old values on every event for every node's watch is what made
-     * its cost grow fastest with the node count (tests/bench/bench_scale). */
-    /* A follower watches the epoch's delta (epochd, small) and lists the
-     * epoch itself (whole: it has no base yet). */
-    const char *keys[4] = {ec_keys_root(&n->keys)}, *watched[4] = {ec_keys_root(&n->keys)};
-    size_t nk = 1;
-    if (!wide) {
-        keys[0] = watched[0] = n->k_leader;
-        keys[1] = n->k_epoch;
-        watched[1] = n->k_epochd;
-        keys[2] = watched[2] = n->k_status;
-        keys[3] = watched[3] = n->k_node;
-        nk = 4;
-    }
-    /* The leader: one watch of the root, its events queued (on_watch_root).
-     * A follower: its four keys on one Watch stream (one per node in etcd,
-     * not four; each key's events in order, one EC_WATCH_CREATED per key). */
-    n->feed.watch[0] = wide ? ec_watch_start_ex(n->c, watched[0], true, 0, EC_WATCH_NO_PREV_KV,
-                                           on_watch_root, n, err)
-                       : ec_watch_start_keys(n->c, watched, nk, 0, EC_WATCH_NO_PREV_KV, on_watch,
-                                             n, err);
+     * its cost grow fastest with the node count (tests/bench/bench_scale).
+     * The leader: one watch of the root, its events queued together per
+     * response (on_watch_root).  A follower: its four keys on one Watch
+     * stream (one per node in etcd, not four; each key's events in order,
+     * one EC_WATCH_CREATED per key). */
+    n->feed.watch[0] = wide ? ec_watch_start_ex(n->c, fk.watched[0], true, 0, EC_WATCH_NO_PREV_KV,
+                                                on_watch_root, n, err)
+                            : ec_watch_start_keys(n->c, fk.watched, fk.n, 0, EC_WATCH_NO_PREV_KV,
+                                                  on_watch, n, err);
     if (!n->feed.watch[0]) {
         stop_watches(n);
         return err->code;
     }
     n->feed.nwatch = 1;
-    if (!wait_created(n, base, (int)nk))
+    if (!wait_created(n, base, (int)fk.n))
         return ec_errorf(err, EC_ETIMEDOUT, "etcd at %s did not open a watch on %s within 10 s",
                          ec_etcd_endpoints(n->c), wide ? ec_keys_root(&n->keys) : n->k_epoch);
-    /* The watches' events wait in the queue while the listing is read (the
-     * loop applies them after it, those it holds dropped by revision). */
     ec_kv_list_t l = {0};
     ec_txn_result_t r = {0};
-    int rc;
-    if (wide) {
-        rc = ec_etcd_get_prefix(n->c, ec_keys_root(&n->keys), 0, &l, err);
-    } else {
-        ec_op_t get[4];
-        for (size_t i = 0; i < nk; i++)
-            get[i] = (ec_op_t){.type = EC_OP_GET, .key = keys[i]};
-        rc = ec_etcd_txn(n->c, NULL, 0, get, nk, NULL, 0, &r, err);
-        if (rc == 0) {
-            size_t cnt = 0;
-            for (size_t i = 0; i < r.n; i++)
-                cnt += r.results[i].kvs.n;
-            l.kvs = calloc(cnt ? cnt : 1, sizeof(ec_kv_t));
-            l.revision = r.revision;
-            /* borrowed from r: freed with it */
-            for (size_t i = 0; l.kvs && i < r.n; i++)
-                for (size_t j = 0; j < r.results[i].kvs.n; j++)
-                    l.kvs[l.n++] = r.results[i].kvs.kvs[j];
-            if (!l.kvs)
-                rc = ec_errorf(err, EC_ENOMEM, "out of memory");
-        }
-    }
+    int rc = read_listing(n, wide, &fk, &l, &r, err);
     if (rc == 0) {
-        ec_model_reset(&n->m, wide, l.revision);
-        /* The leader key first: the epoch sorts before it, and its check
-         * needs the leadership. */
-        for (size_t i = 0; i < l.n; i++)
-            if (!strcmp(l.kvs[i].key, n->k_leader))
-                ec_leader_log_put(&n->m.llog, l.kvs[i].create_revision,
-                                  (const char *)l.kvs[i].value, l.kvs[i].value_len);
-        bool again = false;
-        for (size_t i = 0; i < l.n; i++) {
-            /* a split epoch is read whole (its chunks: one more range
-             * read) */
-            void *whole = NULL;
-            size_t wlen = 0;
-            ec_kv_t kv = l.kvs[i];
-            if (!strcmp(kv.key, n->k_epoch) &&
-                whole_epoch(n, wide, &kv, &whole, &wlen, &again) < 0)
-                continue; /* not applied: the next epoch, or the next listing, brings one */
-            if (whole) {
-                kv.value = whole;
-                kv.value_len = wlen;
-            }
-            model_apply(n, true, &kv, NULL);
-            free(whole);
-        }
-        n->feed.list_rev = l.revision;
-        if (l.revision > atomic_load(&n->feed.max_rev))
-            atomic_store(&n->feed.max_rev, l.revision);
-        n->feed.relist = again;
-        atomic_store(&n->feed.listed, true);
-        ec__node_mark_dirty(n);
-    }
-    if (wide) {
-        if (rc == 0)
-            ec_kv_list_free(&l);
-    } else {
-        free(l.kvs);
-        if (rc == 0)
-            ec_txn_result_free(&r);
+        apply_listing(n, wide, &l);
+        list_free(wide, &l, &r);
     }
     return rc;
 }
