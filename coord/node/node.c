@@ -96,46 +96,31 @@ static bool status_from_leader(ec_node_t *n, const ec_job_status_t *st, int64_t 
     return false;
 }
 
+/* Hand on what the model holds that was not handed on yet: its epoch (to
+ * on_epoch) and the job's status (to on_job).  The callbacks borrow the
+ * model's epoch: they run on this thread, which alone changes it. */
 static void deliver(ec_node_t *n)
 {
     ec__node_drain(n); /* an epoch may wait in the queue */
-    uint8_t *raw = NULL, *sraw = NULL;
-    size_t len = 0, slen = 0;
-    if (n->m.epoch && n->m.epoch->number > n->loop.delivered_epoch && n->m.epoch_raw) {
-        raw = malloc(n->m.epoch_raw_len);
-        if (raw) {
-            memcpy(raw, n->m.epoch_raw, n->m.epoch_raw_len);
-            len = n->m.epoch_raw_len;
-            n->loop.delivered_epoch = n->m.epoch->number;
-        }
-    }
-    int64_t srev = 0;
-    if (n->m.status_raw && n->m.status_mod_rev != n->loop.delivered_status_rev) {
-        sraw = malloc(n->m.status_raw_len + 1);
-        if (sraw) {
-            memcpy(sraw, n->m.status_raw, n->m.status_raw_len);
-            slen = n->m.status_raw_len;
-            n->loop.delivered_status_rev = srev = n->m.status_mod_rev;
-        }
-    }
-    if (raw) {
-        ec_epoch_t *ep = NULL;
-        if (ec_epoch_decode_view(raw, len, n->k_epoch, &ep, NULL) == 0 && ep->run < n->run) {
+    const ec_epoch_t *ep = n->m.epoch;
+    if (ep && ep->number > n->loop.delivered_epoch) {
+        n->loop.delivered_epoch = ep->number;
+        if (ep->run < n->run) {
             ec_log(EC_LOG_DEBUG, "epoch %" PRIu64 " is of run %" PRIu64 ", before ours (%" PRIu64
                                  "): not ours to follow", ep->number, ep->run, n->run);
-        } else if (ep) {
+        } else {
             ec_log(EC_LOG_DEBUG, "+epoch %" PRIu64 " world=%d reason=%s seen", ep->number,
                    ep->world_size, ec_epoch_reason_name(ep->reason));
             if (n->o.on_epoch)
                 n->o.on_epoch(ep, n->o.arg);
         }
-        ec_epoch_free(ep);
-        free(raw);
     }
-    if (sraw) {
+    if (n->m.status_raw && n->m.status_mod_rev != n->loop.delivered_status_rev) {
+        int64_t srev = n->loop.delivered_status_rev = n->m.status_mod_rev;
         ec_job_status_t *st = NULL;
         ec_error_t err = {0};
-        if (ec_job_status_decode(sraw, slen, n->k_status, &st, &err) == 0) {
+        if (ec_job_status_decode(n->m.status_raw, n->m.status_raw_len, n->k_status, &st,
+                                 &err) == 0) {
             /* the end of an earlier run is not the end of ours; one that
              * does not come from the leadership of its time ends nothing */
             if (n->o.on_job && st->run >= n->run && status_from_leader(n, st, srev))
@@ -144,7 +129,6 @@ static void deliver(ec_node_t *n)
             ec_log(EC_LOG_ERROR, "ignoring job status: %s", err.msg);
         }
         ec_job_status_free(st);
-        free(sraw);
     }
 }
 
