@@ -302,7 +302,7 @@ static int authenticate(ec_etcd_t *c, ec_error_t *err)
     unary_once(c, "/etcdserverpb.Auth/Authenticate", send, NULL, &recv, &st, &det);
     grpc_byte_buffer_destroy(send);
     int rc = 0;
-    if (st == GRPC_STATUS_FAILED_PRECONDITION && det && strstr(det, "authentication is not enabled")) {
+    if (st == GRPC_STATUS_FAILED_PRECONDITION && has(det, "authentication is not enabled")) {
         /* Authentication is off (yet): go on without a token, as etcd's
          * own client does; the first call refused once it is on logs in
          * (ec__reauth). */
