@@ -225,6 +225,19 @@ static bool always(void *arg)
     return true;
 }
 
+/* /a/k written as v with c, and read back (when: what the call follows). */
+static void put_and_read_back(ec_etcd_t *c, const char *v, const char *when)
+{
+    ec_error_t err = {0};
+    ck_assert_msg(ec_etcd_put(c, "/a/k", v, strlen(v), 0, NULL, &err) == 0, "%s: %s", when, err.msg);
+    ec_kv_t kv;
+    bool found = false;
+    ck_assert_int_eq(ec_etcd_get(c, "/a/k", &kv, &found, NULL, &err), 0);
+    ck_assert(found);
+    ck_assert_str_eq((char *)kv.value, v);
+    ec_kv_free(&kv);
+}
+
 START_TEST(auth_user_password_and_token_renewal)
 {
     const char *extra[] = {"--auth-token-ttl=2", NULL};
@@ -262,12 +275,7 @@ START_TEST(auth_user_password_and_token_renewal)
     /* Idle past the 2 s token TTL: the token expires; the next call must
      * re-authenticate by itself. */
     ec_test_holds(always, NULL, 3500);
-    ck_assert_msg(ec_etcd_put(c, "/a/k", "v2", 2, 0, NULL, &err) == 0, "after expiry: %s", err.msg);
-    ec_kv_t kv;
-    bool found;
-    ck_assert_int_eq(ec_etcd_get(c, "/a/k", &kv, &found, NULL, &err), 0);
-    ck_assert_str_eq((char *)kv.value, "v2");
-    ec_kv_free(&kv);
+    put_and_read_back(c, "v2", "after expiry");
     ec_etcd_destroy(c);
     ec_embed_stop(e);
 }
@@ -292,13 +300,7 @@ START_TEST(a_user_goes_on_until_etcd_turns_authentication_on)
     ck_assert_int_eq(ec_etcd_put(c, "/a/k", "v1", 2, 0, NULL, &err), 0);
     etcdctl(ep, "user add root --new-user-password=s3cret --interactive=false");
     etcdctl(ep, "auth enable");
-    ck_assert_msg(ec_etcd_put(c, "/a/k", "v2", 2, 0, NULL, &err) == 0,
-                  "after authentication was turned on: %s", err.msg);
-    ec_kv_t kv;
-    bool found;
-    ck_assert_int_eq(ec_etcd_get(c, "/a/k", &kv, &found, NULL, &err), 0);
-    ck_assert_str_eq((char *)kv.value, "v2");
-    ec_kv_free(&kv);
+    put_and_read_back(c, "v2", "after authentication was turned on");
     ec_etcd_destroy(c);
     ec_embed_stop(e);
 }

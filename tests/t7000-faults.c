@@ -476,6 +476,27 @@ static bool only_registered(void *arg)
     return ec_test_only_registered(c, r->root, r->ids, r->n);
 }
 
+/* Only the cores' records left; meanwhile, the first epoch of exactly the
+ * cores seen while churners' records remained (early). */
+typedef struct {
+    registered_t reg;
+    exactly_t *x;
+    uint64_t early;
+} cores_left_t;
+
+static bool only_cores_registered(void *arg)
+{
+    cores_left_t *l = arg;
+    if (only_registered(&l->reg))
+        return true;
+    if (!l->early && epoch_exactly(l->x)) {
+        ec_epoch_t *e0 = ec_test_epoch(c, l->x->root);
+        l->early = e0 ? e0->number : 0;
+        ec_epoch_free(e0);
+    }
+    return false;
+}
+
 START_TEST(rapid_churn_ends_in_correct_epoch)
 {
     const char *job = "jchurn", *root = "/jchurn/";
@@ -537,20 +558,11 @@ START_TEST(rapid_churn_ends_in_correct_epoch)
      * may be followed by one with the dead churner, then one without it
      * (whose processes the SIGTERMs below would then miss). */
     const char *core_ids[] = {"core0", "core1"};
-    registered_t reg = {root, core_ids, 2};
     exactly_t x = {root, core_ids, 2};
-    uint64_t early = 0; /* an epoch of exactly the cores while churners' records remained */
-    int64_t records_deadline = ec_test_now_ms() + ec_test_ms(20000);
-    while (!only_registered(&reg)) {
-        if (!early && epoch_exactly(&x)) {
-            ec_epoch_t *e0 = ec_test_epoch(c, root);
-            early = e0 ? e0->number : 0;
-            ec_epoch_free(e0);
-        }
-        ck_assert_msg(ec_test_now_ms() < records_deadline,
-                      "churners' node records outlived their 2 s leases");
-        ec_test_pace_ms(10);
-    }
+    cores_left_t left = {{root, core_ids, 2}, &x, 0};
+    ck_assert_msg(ec_test_wait(only_cores_registered, &left, 20000),
+                  "churners' node records outlived their 2 s leases");
+    uint64_t early = left.early;
     ck_assert_msg(ec_test_wait(epoch_exactly, &x, 20000), "the job never settled on core0, core1");
     settled_t both = {job, root, core_ids, 2, 0};
     ck_assert_msg(ec_test_wait(settled, &both, 15000),

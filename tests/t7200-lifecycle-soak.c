@@ -388,6 +388,18 @@ static void service(void)
 
 /* ---- the end ---------------------------------------------------------------- */
 
+/* Every churner has exited (serviced meanwhile: reaped, checked against
+ * its deadlines). */
+static bool churners_gone(void *arg)
+{
+    (void)arg;
+    service();
+    for (int i = 0; i < nag; i++)
+        if (!ag[i].gone && !ag[i].core)
+            return false;
+    return true;
+}
+
 typedef struct {
     const char *const *ids;
     int n;
@@ -747,16 +759,7 @@ START_TEST(lifecycle_soak_leaves_nothing_behind)
             ag[i].end_inst = new_inst(EV_LEAVE);
             ag[i].signaled_ms = ec_test_now_ms();
         }
-    int64_t leave_deadline = ec_test_now_ms() + ec_test_ms(25000);
-    for (;;) {
-        service();
-        bool pending = false;
-        for (int i = 0; i < nag; i++)
-            pending |= !ag[i].gone && !ag[i].core;
-        if (!pending || ec_test_now_ms() > leave_deadline)
-            break;
-        ec_test_pace_ms(20);
-    }
+    (void)ec_test_wait(churners_gone, NULL, 25000); /* service() reports the late ones */
     /* A churner killed just before (or a restarted one's old incarnation)
      * keeps its record until its lease (2..5 s) expires, and a joiner's
      * record is admitted even if its agent is dead: an epoch of exactly the
