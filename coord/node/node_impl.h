@@ -56,7 +56,9 @@
  *   feed.qlock     the queue of watch events (a leaf);
  *   ring.lock      the ring thread's sleep (ring.cond);
  *   none           everything else: the coordinator thread alone.
- * Order: ev.rep_lock, then reg.lock; every other lock is taken alone.
+ * Order: loop.lock, then reg.lock (the loop reads registration's flags as it
+ * says it sleeps); ev.rep_lock, then reg.lock; every other lock is taken
+ * alone.
  * ThreadSanitizer checks the order (tests/tsan.sh: lock-order inversions
  * are reports).
  *
