@@ -692,14 +692,14 @@ static void report_suspects(ecw_t *w, uint64_t cur)
     /* the probe ports are in the epoch (an older leader's: in the records,
      * then read: every process of every node reading every record is what
      * a failure that takes them all cost) */
-    bool known = ec_probe_ports_known(ep, w->o.node_id);
+    bool known = ec_probe_ports_known(ep, w->o.node_id, 0); /* its view's (follow.c) */
     if (!known && (ec_key_nodes_prefix(&w->keys, prefix, sizeof(prefix)) < 0 ||
                    ec_etcd_get_prefix(w->etcd, prefix, 0, &l, NULL) < 0))
         goto out;
     port_ctx_t x = {&w->keys, &l};
     /* no verifier: the worker library links no crypto; an answer naming the
      * member counts (the agents' own probes check the proof) */
-    nd = ec_probe_members(ep, w->o.node_id, known ? NULL : member_port, &x, NULL, 200, &silent);
+    nd = ec_probe_members(ep, w->o.node_id, 0, known ? NULL : member_port, &x, NULL, 200, &silent);
     if (nd > 0) {
         char val[4096] = "";
         size_t used = 0;

@@ -149,30 +149,10 @@ int ec_epoch_fetch_view(ec_etcd_t *c, const ec_keys_t *k, const void *val, size_
     ec_kv_free(&kv);
     if (rc <= 0)
         goto out; /* not a member (rc 0): the head is all it needs */
-    /* Its own chunk and the chunks on either side: at least C - 1 members
-     * held on each side of it, so that after losses before it (its M_id
-     * moves down, maybe into the chunk before) or after it its own chunk
-     * is still in what it holds, and a delta rebuilds it (epoch_delta.h);
-     * then the successors' (a short last chunk, or chunks of one member,
-     * put them further). */
-    enum { WANT_MAX = 11 };
-    int want[WANT_MAX], nw = 0, own = m / ep->chunk_members;
-    if (successors > WANT_MAX - 3)
-        successors = WANT_MAX - 3;
-    want[nw++] = own;
-    if (own > 0)
-        want[nw++] = own - 1;
-    if (own + 1 < ep->nchunks)
-        want[nw++] = own + 1;
-    for (int s = 1; s <= successors; s++)
-        want[nw++] = ((m + s) % ep->nmembers) / ep->chunk_members;
+    int want[EC_EPOCH_VIEW_CHUNKS_MAX];
+    int nw = ec_epoch_view_chunks(ep, m, successors, want);
     for (int j = 0; j < nw; j++) {
         int ck = want[j];
-        bool dup = false;
-        for (int i = 0; i < j; i++)
-            dup = dup || want[i] == ck;
-        if (dup)
-            continue;
         char key2[EC_KEY_MAX];
         ec_key_epoch_chunk(k, ep->number, ck, key2, sizeof(key2));
         if ((rc = get_one(c, key2, &kv, "a chunk", ep->number, err)) < 0)

@@ -62,6 +62,38 @@ int ec_epoch_encode_view(const ec_epoch_t *ep, void **buf, size_t *len, ec_error
     return ec__epoch_pack(ep, NULL, view, !view, buf, len, &v);
 }
 
+static void add_chunk(int *chunks, int *n, int k)
+{
+    for (int i = 0; i < *n; i++)
+        if (chunks[i] == k)
+            return;
+    chunks[(*n)++] = k;
+}
+
+int ec_epoch_view_chunks(const ec_epoch_t *ep, int m, int successors, int *chunks)
+{
+    int cm = ep ? ep->chunk_members : 0;
+    if (cm < 1 || m < 0 || m >= ep->nmembers || ep->nmembers <= cm)
+        return 0;
+    /* Its own chunk and the chunks on either side: at least C - 1 members
+     * held on each side of it, so that after losses before it (its M_id
+     * moves down, maybe into the chunk before) or after it its own chunk
+     * is still in what it holds, and a delta rebuilds it (epoch_delta.h);
+     * then the successors' (a short last chunk, or chunks of one member,
+     * put them further). */
+    int nch = (ep->nmembers + cm - 1) / cm, own = m / cm, n = 0;
+    if (successors > EC_EPOCH_VIEW_SUCCESSORS_MAX)
+        successors = EC_EPOCH_VIEW_SUCCESSORS_MAX;
+    add_chunk(chunks, &n, own);
+    if (own > 0)
+        add_chunk(chunks, &n, own - 1);
+    if (own + 1 < nch)
+        add_chunk(chunks, &n, own + 1);
+    for (int s = 1; s <= successors; s++)
+        add_chunk(chunks, &n, ((m + s) % ep->nmembers) / cm);
+    return n;
+}
+
 int ec_epoch_view_has_chunk(const ec_epoch_t *ep, int k)
 {
     if (!ep || ep->chunk_members < 1 || k < 0 || k >= ep->nchunks)

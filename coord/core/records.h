@@ -304,6 +304,13 @@ int ec_epoch_encode_view(const ec_epoch_t *ep, void **buf, size_t *len, ec_error
 int ec_epoch_view_add_chunk(ec_epoch_t *ep, int k, const void *buf, size_t len, ec_error_t *err);
 /* Whether a view holds every member of chunk k. */
 int ec_epoch_view_has_chunk(const ec_epoch_t *ep, int k);
+/* The chunks a view for the member at M_id m holds (ec_epoch_fetch_view):
+ * its own, the ones on either side, and those of its `successors` next
+ * members (wrapping; at most EC_EPOCH_VIEW_SUCCESSORS_MAX), each once, into
+ * chunks[EC_EPOCH_VIEW_CHUNKS_MAX]; their count (0: ep is not split). */
+#define EC_EPOCH_VIEW_SUCCESSORS_MAX 8
+#define EC_EPOCH_VIEW_CHUNKS_MAX (EC_EPOCH_VIEW_SUCCESSORS_MAX + 3)
+int ec_epoch_view_chunks(const ec_epoch_t *ep, int m, int successors, int *chunks);
 /* FNV-1a 64 of a member's canonical text (epoch deltas check member 0). */
 uint64_t ec_member_digest(const ec_member_t *m, int nproc);
 /* The encoding of chunk k of a whole or view epoch holding all of it

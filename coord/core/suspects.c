@@ -42,17 +42,19 @@ void ec_ids_free(char **ids, int n)
 }
 
 /* Which members ec_probe_members probes: every member ep holds but self;
- * of a split epoch, those in self's chunk and the chunks on either side
- * (wrapping), what a follower's view holds (epoch_fetch.h). */
+ * of a split epoch, only those in the chunks a view for self holds
+ * (ec_epoch_view_chunks), the leader's whole epoch too. */
 typedef struct {
-    int cm, nch, me;
+    int chunks[EC_EPOCH_VIEW_CHUNKS_MAX];
+    int n; /* 0: every member */
 } window_t;
 
-static window_t window_of(const ec_epoch_t *ep, const char *self)
+static window_t window_of(const ec_epoch_t *ep, const char *self, int successors)
 {
-    window_t w = {.cm = ep->chunk_members};
-    w.nch = w.cm > 0 ? (ep->nmembers + w.cm - 1) / w.cm : 1;
-    w.me = self && w.cm > 0 && w.nch > 3 ? ec_epoch_find_member(ep, self) : -1;
+    window_t w = {.n = 0};
+    int me = self ? ec_epoch_find_member(ep, self) : -1;
+    if (me >= 0)
+        w.n = ec_epoch_view_chunks(ep, me, successors, w.chunks);
     return w;
 }
 
@@ -61,21 +63,23 @@ static bool probed(const ec_epoch_t *ep, const window_t *w, int m, const char *s
     const ec_member_t *mb = &ep->members[m];
     if (!mb->node_id || (self && !strcmp(mb->node_id, self)))
         return false; /* a view holds some members only: those are probed */
-    int away = w->me >= 0 ? (m / w->cm - w->me / w->cm + w->nch) % w->nch : 0;
-    return away <= 1 || away >= w->nch - 1;
+    for (int i = 0; i < w->n; i++)
+        if (w->chunks[i] == m / ep->chunk_members)
+            return true;
+    return w->n == 0;
 }
 
-bool ec_probe_ports_known(const ec_epoch_t *ep, const char *self)
+bool ec_probe_ports_known(const ec_epoch_t *ep, const char *self, int successors)
 {
-    window_t w = window_of(ep, self);
+    window_t w = window_of(ep, self, successors);
     for (int m = 0; ep && m < ep->nmembers; m++)
         if (probed(ep, &w, m, self) && !ep->members[m].probe_port)
             return false;
     return true;
 }
 
-int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_of, void *arg,
-                     const ec_probe_verifier_t *verify, int timeout_ms, char ***silent)
+int ec_probe_members(const ec_epoch_t *ep, const char *self, int successors, ec_port_of_fn port_of,
+                     void *arg, const ec_probe_verifier_t *verify, int timeout_ms, char ***silent)
 {
     *silent = NULL;
     int nm = ep ? ep->nmembers : 0;
@@ -88,7 +92,7 @@ int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_
         free(ids);
         return EC_ENOMEM;
     }
-    window_t w = window_of(ep, self);
+    window_t w = window_of(ep, self, successors);
     int nt = 0;
     for (int m = 0; m < nm; m++) {
         const ec_member_t *mb = &ep->members[m];

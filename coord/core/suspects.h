@@ -25,18 +25,19 @@ typedef uint16_t (*ec_port_of_fn)(const char *node_id, void *arg);
 
 /* Probe the agent of every member of ep but self, at the member's host and
  * probe port in ep (or the port port_of gives, where ep does not say), all
- * at once, for at most timeout_ms; of a split epoch, only those in self's
- * chunk and the chunks on either side, as a follower's view holds them:
- * about 3 x chunk_members, not the whole job, which would be N x N
- * connections when a failure takes every node's processes at once.  With
- * verify (probe.h), an answer counts only if it passes it.  Returns
+ * at once, for at most timeout_ms; of a split epoch, only those in the
+ * chunks a view for self with `successors` holds (ec_epoch_view_chunks:
+ * its chunk, the ones on either side, its successors'), whole epoch or
+ * view alike: about 3 x chunk_members, not the whole job, which would be
+ * N x N connections when a failure takes every node's processes at once.
+ * With verify (probe.h), an answer counts only if it passes it.  Returns
  * the number that did not answer, their ids in *silent (a malloc'd array of
  * malloc'd strings, NULL when none; free with ec_ids_free), or EC_ENOMEM. */
-int ec_probe_members(const ec_epoch_t *ep, const char *self, ec_port_of_fn port_of, void *arg,
-                     const ec_probe_verifier_t *verify, int timeout_ms, char ***silent);
+int ec_probe_members(const ec_epoch_t *ep, const char *self, int successors, ec_port_of_fn port_of,
+                     void *arg, const ec_probe_verifier_t *verify, int timeout_ms, char ***silent);
 void ec_ids_free(char **ids, int n);
 /* Whether every member ec_probe_members would probe has its probe port in
  * ep (then it needs no port_of: no read of the node records). */
-bool ec_probe_ports_known(const ec_epoch_t *ep, const char *self);
+bool ec_probe_ports_known(const ec_epoch_t *ep, const char *self, int successors);
 
 #endif

@@ -796,14 +796,14 @@ int ec_node_probe_members(ec_node_t *n, int timeout_ms, char ***dead, ec_error_t
      * read once per failure (a follower's model holds no other node's
      * record, and the leader's is the coordinator thread's). */
     ec_kv_list_t recs = {0};
-    bool known = ec_probe_ports_known(ep, n->node_id);
+    bool known = ec_probe_ports_known(ep, n->node_id, EC_RING_WATCHERS);
     if (!known && ec__node_read_records(n, &recs, err) < 0) {
         ec_epoch_free(ep);
         return err->code;
     }
     port_ctx_t x = {n, &recs};
-    int nd = ec_probe_members(ep, n->node_id, known ? NULL : member_port, &x, ec__reg_verify(n),
-                              timeout_ms, dead);
+    int nd = ec_probe_members(ep, n->node_id, EC_RING_WATCHERS, known ? NULL : member_port, &x,
+                              ec__reg_verify(n), timeout_ms, dead);
     if (nd < 0)
         ec_errorf(err, nd, "out of memory probing the members' agents");
     ec_epoch_free(ep);

@@ -228,7 +228,7 @@ START_TEST(members_probed_and_silent_ones_named)
     }
     char **silent = NULL;
     /* a answers; b's port answers as another node; c has no record */
-    int nd = ec_probe_members(ep, "me", port_of_test, NULL, NULL, (int)ec_test_ms(5000), &silent);
+    int nd = ec_probe_members(ep, "me", 0, port_of_test, NULL, NULL, (int)ec_test_ms(5000), &silent);
     ck_assert_int_eq(nd, 2);
     ck_assert_str_eq(silent[0], "b");
     ck_assert_str_eq(silent[1], "c");
@@ -257,11 +257,11 @@ START_TEST(probe_ports_in_the_epoch_need_no_records)
     ep->members[1].node_id = strdup("a");
     for (int m = 0; m < 2; m++)
         ep->members[m].host = strdup("127.0.0.1");
-    ck_assert(!ec_probe_ports_known(ep, "me")); /* a's port not said */
+    ck_assert(!ec_probe_ports_known(ep, "me", 0)); /* a's port not said */
     ep->members[1].probe_port = port;
-    ck_assert(ec_probe_ports_known(ep, "me")); /* ours is never needed */
+    ck_assert(ec_probe_ports_known(ep, "me", 0)); /* ours is never needed */
     char **silent = NULL;
-    int nd = ec_probe_members(ep, "me", NULL, NULL, NULL, (int)ec_test_ms(5000), &silent);
+    int nd = ec_probe_members(ep, "me", 0, NULL, NULL, NULL, (int)ec_test_ms(5000), &silent);
     ck_assert_int_eq(nd, 0);
     ec_epoch_free(ep);
     ec_probe_server_stop(srv);
@@ -269,8 +269,8 @@ START_TEST(probe_ports_in_the_epoch_need_no_records)
 END_TEST
 
 /* A large epoch (split in chunks) is probed around self, as a follower's
- * view holds it: self's chunk and the ones on either side, not every
- * member (a failure that takes every node's processes at once would have
+ * view holds it: self's chunk, the ones on either side and its two
+ * successors', not every member (a failure that takes every node's processes at once would have
  * each agent probe the whole job: N x N connections, past the descriptor
  * limit beyond about a thousand members). */
 static int asked;
@@ -296,7 +296,7 @@ START_TEST(a_large_epoch_is_probed_around_self_not_whole)
     }
     char **silent = NULL;
     asked = 0;
-    int nd = ec_probe_members(ep, "n0600", count_port, NULL, NULL, 100, &silent); /* chunk 2 */
+    int nd = ec_probe_members(ep, "n0600", 2, count_port, NULL, NULL, 100, &silent); /* chunk 2 */
     ck_assert_int_eq(asked, 3 * C - 1);
     ck_assert_int_eq(nd, 3 * C - 1);
     for (int i = 0; i < nd; i++) {
@@ -306,7 +306,7 @@ START_TEST(a_large_epoch_is_probed_around_self_not_whole)
     ec_ids_free(silent, nd);
     /* at the end the window wraps: the last chunk (7, of 208), 6 and 0 */
     asked = 0;
-    nd = ec_probe_members(ep, "n1999", count_port, NULL, NULL, 100, &silent);
+    nd = ec_probe_members(ep, "n1999", 2, count_port, NULL, NULL, 100, &silent);
     ck_assert_int_eq(asked, (N - 7 * C) + C + C - 1);
     ec_ids_free(silent, nd);
     ec_epoch_free(ep);
