@@ -13,10 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <grpc/support/log.h>
+
 #include "ec_select.h"
+#include "log.h"
 #include "harness.h"
 
 static ec_embed_t *etcd;
@@ -392,6 +396,41 @@ START_TEST(compact_then_old_read)
 }
 END_TEST
 
+/* gRPC core stops the process on a broken invariant (GPR_ASSERT: its log
+ * line "assertion failed: ...", then abort()).  Its log goes to ours at
+ * debug level, where an agent's console queue or a quiet level would lose
+ * it: that line alone is written to stderr at once, so a process that
+ * gRPC aborts (as with too few open files) says why. */
+START_TEST(grpcs_fatal_assertion_reaches_stderr_before_it_aborts)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(pfd[1], STDERR_FILENO);
+        close(pfd[0]);
+        close(pfd[1]);
+        signal(SIGABRT, SIG_DFL);
+        ec_log_set_sink(NULL, NULL, EC_LOG_INFO); /* a quiet level, as by default */
+        volatile int broken = 0;
+        GPR_ASSERT(broken == 1);
+        _exit(0);
+    }
+    close(pfd[1]);
+    char out[4096];
+    size_t used = 0;
+    ssize_t r;
+    while (used + 1 < sizeof(out) && (r = read(pfd[0], out + used, sizeof(out) - 1 - used)) > 0)
+        used += (size_t)r;
+    out[used] = '\0';
+    close(pfd[0]);
+    ck_assert_int_eq(ec_test_reap(pid, 10000), 128 + SIGABRT);
+    ck_assert_msg(strstr(out, "assertion failed: broken == 1"), "gRPC's reason is lost: '%s'", out);
+    ck_assert_msg(strstr(out, "t1000-etcd-kv.c"), "no place in '%s'", out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t1000-etcd-kv");
@@ -407,6 +446,7 @@ static Suite *suite(void)
     ec_tcase_add(t, compact_then_old_read);
     ec_tcase_add(t, proxy_variables_do_not_divert_etcd_traffic);
     ec_tcase_add(t, proxy_given_on_purpose_is_used_and_named_when_it_fails);
+    ec_tcase_add(t, grpcs_fatal_assertion_reaches_stderr_before_it_aborts);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,8 +1,10 @@
 /* The channel to etcd, unary calls, authentication and error mapping. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <grpc/support/log.h>
@@ -436,18 +438,56 @@ static char *read_file(const char *path, ec_error_t *err, const char *what)
 static int grpc_refs;
 static pthread_mutex_t grpc_refs_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Whether gRPC core says this line just before it calls abort(): a failed
+ * GPR_ASSERT ("assertion failed: ...") or GPR_UNREACHABLE_CODE (gRPC 1.51's
+ * grpc/impl/codegen/log.h). */
+static bool grpc_is_dying(const char *m)
+{
+    return strncmp(m, "assertion failed", 16) == 0 || strncmp(m, "UNREACHABLE CODE", 16) == 0;
+}
+
+/* gRPC's last words, straight to stderr with write(2): the log sink may be
+ * a queue that a thread writes (the agent's console) or a level that hides
+ * them, and the process is gone the moment this returns.  Then the log. */
+static void say_grpc_death(const char *file, int line, const char *m)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf), "ecoord: gRPC core stops this process: %s:%d: %s (seen when "
+                     "a process runs out of open files or memory: check ulimit -n and ulimit -v)\n",
+                     file, line, m);
+    if (n > (int)sizeof(buf) - 1)
+        n = (int)sizeof(buf) - 1;
+    for (int off = 0; n > off;) {
+        ssize_t w = write(STDERR_FILENO, buf + off, (size_t)(n - off));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (int)w;
+    }
+    ec_log(EC_LOG_ERROR, "gRPC core stops this process: %s:%d: %s", file, line, m);
+}
+
 /* gRPC core's own log lines went raw to stderr, in gRPC's format, beside
  * our message that says the same with what to do:
  *   E1127 05:29:37.368853812 2025 ssl_transport_security.cc:1501] Handshake
  *   failed with fatal error SSL_ERROR_SSL: ... certificate verify failed.
  * They go to the process's log sink instead, at debug level (gRPC's own
- * GRPC_VERBOSITY still decides which it writes: errors by default).  This
- * client is what calls grpc_init in the process, so it owns this setting. */
+ * GRPC_VERBOSITY still decides which it writes: errors by default), but
+ * for the line gRPC says before it aborts the process, which must be seen
+ * (say_grpc_death).  This client is what calls grpc_init in the process, so
+ * it owns this setting. */
 static void grpc_log_to_sink(gpr_log_func_args *a)
 {
     const char *f = a->file ? strrchr(a->file, '/') : NULL;
-    ec_log(EC_LOG_DEBUG, "grpc %s: %s:%d: %s", gpr_log_severity_string(a->severity),
-           f ? f + 1 : a->file ? a->file : "?", a->line, a->message ? a->message : "");
+    const char *m = a->message ? a->message : "";
+    f = f ? f + 1 : a->file ? a->file : "?";
+    if (a->severity == GPR_LOG_SEVERITY_ERROR && grpc_is_dying(m)) {
+        say_grpc_death(f, a->line, m);
+        return;
+    }
+    ec_log(EC_LOG_DEBUG, "grpc %s: %s:%d: %s", gpr_log_severity_string(a->severity), f, a->line,
+           m);
 }
 
 /* Free what a client holds but its channel and gRPC's reference: its
