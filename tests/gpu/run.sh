@@ -29,6 +29,29 @@ want() {  # NAME: whether CHECKS asks for it
     return 1
 }
 figures() { sed 's/^/    /' "$1"; }
+# Where a survivor's rebuild went, from the newest recovery bench's kept logs
+# (removal scenarios: node, leave): the build (ecw_rebuild's "ready in") and
+# the first collectives on the new communicator (linreg's rebuilt ms less
+# the build: ecw_sync_state), p50/max over the survivors; then the logs go
+# unless KEEP was set.  NCCL connects a communicator's transports at its
+# first collective unless NCCL_RUNTIME_CONNECT=0.
+split_times() {
+    d=$(ls -dt /tmp/ec-bench-recovery-* 2>/dev/null | head -n 1)
+    [ -n "$d" ] || return 0
+    for sc in node leave; do
+        cat "$d"/r-inprocess-$sc-*/*/workerlog.0 2>/dev/null | awk -v sc="$sc" '
+            /\+comm epoch [0-9]+ rank=.* ready in / {
+                for (i = 1; i <= NF; i++) { if ($i == "epoch") e = $(i + 1); if ($i == "in") r = $(i + 1) }
+                if (e > 1) ready = r }
+            /linreg event=rebuilt epoch=/ {
+                split($0, a, "epoch="); split(a[2], b, " "); split($0, c, " ms="); split(c[2], m, " ")
+                if (b[1] > 1 && ready != "") { n++; bu[n] = ready; fc[n] = m[1] - ready; ready = "" } }
+            function p50(v, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+                if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }; return v[int((k + 1) / 2)] "/" v[k] }
+            END { if (n) printf "    %s: a survivor built in %s ms (p50/max), then its first collectives took %s ms (%d survivors)\n", sc, p50(bu, n), p50(fc, n), n }'
+    done
+    [ -n "${KEEP:-}" ] || rm -rf "$d"
+}
 
 # 1. the bundle loads here: every binary finds every library it needs
 if want loader; then
@@ -54,7 +77,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 [ -z "$gpu" ] && [ -e /dev/nvidia0 ] && gpu="/dev/nvidia0 (no nvidia-smi)"
 if [ -z "$gpu" ]; then
-    for c in smoke t4000-nccl c-worker-one-gpu c-worker-shrink torch-nccl-smoke torch-nccl-one-gpu illegal-address; do
+    for c in smoke t4000-nccl c-worker-one-gpu c-worker-shrink c-worker-eager-connect torch-nccl-smoke torch-nccl-one-gpu illegal-address; do
         want $c && say SKIP $c "no GPU here (nvidia-smi -L lists none, no /dev/nvidia0)"
     done
     echo "gpu suite: $fails failed, $(( $(date +%s) - t_start )) s, no GPU; output in $OUT"
@@ -95,7 +118,7 @@ fi
 # 5. the C worker, 3 agents x 1 process on the one GPU: kill -9 of a node, a
 # graceful leave, a join; every survivor stepping again (ms from the change)
 if want c-worker-one-gpu; then
-    if (cd "$B" && ONE_GPU=1 NPROC=1 LINREG_ARGS="--backend nccl" MODES=inprocess \
+    if (cd "$B" && KEEP=1 ONE_GPU=1 NPROC=1 LINREG_ARGS="--backend nccl" MODES=inprocess \
         SCENARIOS="node leave scaleup" timeout 240 sh tests/bench/bench_recovery.sh "$REPS" 3 \
         "$OUT/c-worker.json") > "$OUT/c-worker.txt" 2>&1 &&
         [ "$(grep -c '^inprocess ' "$OUT/c-worker.txt")" -eq 3 ]; then
@@ -104,13 +127,14 @@ if want c-worker-one-gpu; then
         say FAIL c-worker-one-gpu "not every scenario recovered"
     fi
     figures "$OUT/c-worker.txt"
+    split_times
 fi
 
 # 5b. the same with ECOORD_WORKER_NCCL_REBUILD=shrink: an epoch that only
 # removes ranks shrinks the communicator (NCCL_SHRINK_ABORT for one the epoch
 # cut off) instead of a full init; measured against 5's figures
 if want c-worker-shrink; then
-    if (cd "$B" && ONE_GPU=1 NPROC=1 LINREG_ARGS="--backend nccl" MODES=inprocess \
+    if (cd "$B" && KEEP=1 ONE_GPU=1 NPROC=1 LINREG_ARGS="--backend nccl" MODES=inprocess \
         ECOORD_WORKER_NCCL_REBUILD=shrink SCENARIOS="node leave" timeout 180 \
         sh tests/bench/bench_recovery.sh "$REPS" 3 "$OUT/c-worker-shrink.json") \
         > "$OUT/c-worker-shrink.txt" 2>&1 &&
@@ -120,6 +144,24 @@ if want c-worker-shrink; then
         say FAIL c-worker-shrink "not every scenario recovered"
     fi
     figures "$OUT/c-worker-shrink.txt"
+    split_times
+fi
+
+# 5c. the same with NCCL_RUNTIME_CONNECT=0: NCCL connects every transport in
+# the init instead of at the first collective (its default since 2.22); the
+# splits say whether the sum moves
+if want c-worker-eager-connect; then
+    if (cd "$B" && KEEP=1 ONE_GPU=1 NPROC=1 LINREG_ARGS="--backend nccl" MODES=inprocess \
+        NCCL_RUNTIME_CONNECT=0 SCENARIOS="node leave" timeout 180 \
+        sh tests/bench/bench_recovery.sh "$REPS" 3 "$OUT/c-worker-eager.json") \
+        > "$OUT/c-worker-eager.txt" 2>&1 &&
+        [ "$(grep -c '^inprocess ' "$OUT/c-worker-eager.txt")" -eq 2 ]; then
+        say PASS c-worker-eager-connect "node kill and leave recovered with NCCL_RUNTIME_CONNECT=0"
+    else
+        say FAIL c-worker-eager-connect "not every scenario recovered"
+    fi
+    figures "$OUT/c-worker-eager.txt"
+    split_times
 fi
 
 # 6a. ecoord.torch's NCCL path in one process (no agent: a 1-rank group):
