@@ -942,7 +942,7 @@ START_TEST(bad_input_stops_before_anything_starts)
     bad(flags, "CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES");
     snprintf(flags, sizeof(flags), "%s --nproc=2", ep);
     bad(flags, "", "--nproc_per_node");
-    bad("--elastic_server=127.0.0.1:1", "", "--elastic_server");
+    bad("--elastic_server=127.0.0.1:1 --etcd_wait=0", "", "--elastic_server");
 }
 END_TEST
 
@@ -961,7 +961,8 @@ START_TEST(every_set_up_failure_with_few_files_says_what_failed)
     int k, nsaid = 0;
     for (k = 3; k <= 256; k++) {
         snprintf(cmd, sizeof(cmd), "ulimit -n %d && exec %s launch --elastic_server=%s "
-                 "--job_id=jfd%d --np=1 --nproc_per_node=1 --log_dir=%s/fd%d -- /bin/true",
+                 "--etcd_wait=0 --job_id=jfd%d --np=1 --nproc_per_node=1 --log_dir=%s/fd%d "
+                 "-- /bin/true",
                  k, ecoord(), ec_embed_endpoint(etcd), k, tmp, k);
         char *argv[] = {"/bin/sh", "-c", cmd, NULL};
         int rc = ec_test_run(argv, out, sizeof(out));
@@ -980,6 +981,55 @@ START_TEST(every_set_up_failure_with_few_files_says_what_failed)
     }
     ck_assert_msg(k <= 256, "no run completed with up to 256 open files");
     printf("# %d set-up failures below ulimit -n %d, each said what failed\n", nsaid, k);
+}
+END_TEST
+
+/* Pods and etcd start together (Kubernetes applies both at once; etcd's
+ * pods may still pull their image): an agent whose etcd does not answer yet
+ * says so at once and waits for it, up to --etcd_wait (default 60 s),
+ * instead of exiting 1, which the Job's podFailurePolicy takes for a
+ * configuration error that fails the whole job. */
+START_TEST(an_agent_waits_for_an_etcd_that_starts_after_it)
+{
+    ec_embed_t *late = ec_test_etcd_start(NULL);
+    char ep[128], log[320], cmd[2048];
+    snprintf(ep, sizeof(ep), "%s", ec_embed_endpoint(late));
+    ec_embed_kill(late, SIGKILL); /* its port and data dir stay for the restart */
+    snprintf(log, sizeof(log), "%s/late.console", tmp);
+    snprintf(cmd, sizeof(cmd), "exec %s launch --elastic_server=%s --job_id=jlate --np=1 "
+             "--nproc_per_node=1 --log_dir=%s/late -- %s %s 1", ecoord(), ep, tmp, prog(), tmp);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t pid = ec_test_spawn(argv, log);
+    pids[npids++] = pid;
+    wait_file(log, "waiting for it up to --etcd_wait=60s", 10000);
+    ck_assert_msg(ec_test_file_contains(log, "is unavailable") &&
+                  ec_test_file_contains(log, "check --elastic_server"),
+                  "the wait does not say what is wrong (%s)", log);
+    ec_error_t err = {0};
+    ck_assert_msg(ec_embed_restart(late, &err) == 0, "etcd did not start again: %s", err.msg);
+    ck_assert_int_eq(ec_test_reap(pid, 30000), 0);
+    ck_assert_msg(ec_test_file_contains(log, "job jlate completed"), "see %s", log);
+    ck_assert_msg(ec_test_file_contains(log, "answered after"), "the end of the wait is not said "
+                  "(%s)", log);
+    ec_embed_stop(late);
+}
+END_TEST
+
+/* ...and gives up with exit 1 once --etcd_wait has passed, naming it. */
+START_TEST(an_agent_gives_up_on_etcd_after_etcd_wait)
+{
+    char cmd[2048], out[16384];
+    snprintf(cmd, sizeof(cmd), "exec %s launch --elastic_server=127.0.0.1:1 --etcd_wait=1 "
+             "--job_id=jgone --log_dir=%s/gone -- %s %s 0", ecoord(), tmp, prog(), tmp);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    int64_t t0 = ec_test_now_ms();
+    ck_assert_int_eq(ec_test_run(argv, out, sizeof(out)), 1);
+    int64_t took = ec_test_now_ms() - t0;
+    ck_assert_msg(took >= 1000 && took < ec_test_ms(10000), "gave up after %lld ms",
+                  (long long)took);
+    ck_assert_msg(strstr(out, "gave up after --etcd_wait=1s") &&
+                      strstr(out, "check --elastic_server"),
+                  "the last word does not say why: %s", out);
 }
 END_TEST
 
@@ -1413,7 +1463,8 @@ START_TEST(proxy_variables_neither_divert_etcd_nor_reach_the_processes)
 
     char cmd[2048], out[16384];
     snprintf(cmd, sizeof(cmd),
-             "exec %s %s launch --elastic_server=127.0.0.1:1 --job_id=jproxy2 --log_dir=%s/p2 "
+             "exec %s %s launch --elastic_server=127.0.0.1:1 --etcd_wait=0 --job_id=jproxy2 "
+             "--log_dir=%s/p2 "
              "-- %s %s 0", envs, ecoord(), tmp, prog(), tmp);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     ck_assert_int_eq(ec_test_run(argv, out, sizeof(out)), 1);
@@ -1470,6 +1521,8 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, setup, etcd_down);
     ec_tcase_add(t, bad_input_stops_before_anything_starts);
     ec_tcase_add(t, every_set_up_failure_with_few_files_says_what_failed);
+    ec_tcase_add(t, an_agent_waits_for_an_etcd_that_starts_after_it);
+    ec_tcase_add(t, an_agent_gives_up_on_etcd_after_etcd_wait);
     ec_tcase_add(t, environment_matches_epoch);
     ec_tcase_add(t, unrunnable_program_exits_1_before_joining);
     ec_tcase_add(t, python_program_runs_with_interpreter);

@@ -1656,8 +1656,10 @@ static int setup_etcd(agent_t *a)
                cfg->torchrun.static_rdzv ? "node_rank 0" : "the --rdzv_endpoint node");
         a->c = ec_serve_connect(cfg, cfg->join_timeout_ms ? a->start_ms + cfg->join_timeout_ms : 0,
                                NULL, &err);
+    } else if (a->embed) {
+        a->c = ec_connect(cfg, a->endpoints, 5000, &err);
     } else {
-        a->c = ec_connect(cfg, a->embed ? a->endpoints : NULL, 5000, &err);
+        a->c = ec_serve_wait_connect(cfg, &err); /* up to --etcd_wait */
     }
     if (!a->c) {
         ec_log(EC_LOG_ERROR, "%s", err.msg);

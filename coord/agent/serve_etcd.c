@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "connect.h"
 #include "keys.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -130,6 +131,45 @@ ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms,
             return NULL;
         }
         pause_ms(200);
+    }
+}
+
+/* Log every 10 s while waiting for etcd. */
+#define WAIT_SAY_MS 10000
+
+ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err)
+{
+    int64_t t0 = ec_mono_ms(), next_say = 0;
+    double wait_s = (double)cfg->etcd_wait_ms / 1000.0;
+    for (int tries = 1;; tries++) {
+        ec_error_t e = {0};
+        ec_etcd_t *c = ec_connect(cfg, NULL, 5000, &e);
+        int64_t now = ec_mono_ms();
+        if (c) {
+            if (tries > 1)
+                ec_log(EC_LOG_INFO, "etcd answered after %.1f s (%d tries)",
+                       (double)(now - t0) / 1000.0, tries);
+            return c;
+        }
+        bool waitable = e.code == EC_EUNAVAILABLE || e.code == EC_ETIMEDOUT;
+        if (!waitable || now - t0 >= cfg->etcd_wait_ms) {
+            if (waitable && cfg->etcd_wait_ms > 0)
+                snprintf(e.msg + strlen(e.msg), sizeof(e.msg) - strlen(e.msg),
+                         "; gave up after --etcd_wait=%gs", wait_s);
+            if (err)
+                *err = e;
+            return NULL;
+        }
+        if (tries == 1)
+            ec_log(EC_LOG_WARN, "%s; waiting for it up to --etcd_wait=%gs (0: give up at once)",
+                   e.msg, wait_s);
+        else if (now >= next_say)
+            ec_log(EC_LOG_INFO, "still waiting for etcd: %.0f s of --etcd_wait=%gs",
+                   (double)(now - t0) / 1000.0, wait_s);
+        if (now >= next_say)
+            next_say = now + WAIT_SAY_MS;
+        int64_t left = cfg->etcd_wait_ms - (now - t0);
+        pause_ms(left < 500 ? (long)left : 500);
     }
 }
 

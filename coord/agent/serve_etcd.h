@@ -1,4 +1,5 @@
-/* The etcd one node serves for the job, where torchrun's rendezvous has one
+/* The job's etcd at the agent's start: the one a node serves, where
+ * torchrun's rendezvous has one
  * node host the store the others meet at: the static rendezvous (node_rank
  * 0 at --master_addr:--master_port) and c10d (the node --rdzv_endpoint
  * names).  ecoord's store is etcd: that node runs an etcd of its own
@@ -43,6 +44,15 @@ int ec_serve_etcd_start(const ec_config_t *cfg, const ec_embed_opts_t *base, ec_
  * err when it gives up. */
 ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms,
                             const volatile sig_atomic_t *abort_flag, ec_error_t *err);
+
+/* Connect to cfg's etcd (--elastic_server) at the agent's start, waiting
+ * up to cfg->etcd_wait_ms for one that does not answer yet (etcd's pods
+ * started with the job's, etcd restarting): the first failure is logged at
+ * once with what to check, a line every 10 s while it waits, and one when
+ * etcd answers.  Only "unavailable" and timeouts are waited for; anything
+ * else (a refused login, a TLS file that cannot be read) and the last
+ * failure at the deadline end it, in err (which names --etcd_wait then). */
+ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err);
 
 /* The serving node at exit: wait until no node of the job other than
  * cfg->node_id is registered (they read the job's end, or leave, through

@@ -128,6 +128,17 @@ const ec_knob_t ec__knobs[EC_K__COUNT] = {
                 "https_proxy, grpc_proxy, ...), which many clusters set, are never used for "
                 "them, and the training processes do not get those variables.",
         .offset = OFF(etcd_proxy), .check = ec__knob_check_proxy},
+    [EC_K_ETCD_WAIT] = {
+        .id = EC_K_ETCD_WAIT, .name = "etcd_wait",
+        .spellings = {"etcd_wait"}, .env = {"ECOORD_ETCD_WAIT"},
+        .type = EC_KT_SECONDS, .cmds = L, .min = 0, .max = 86400000,
+        .def = "60", .def_help = "60 (0: give up at once)",
+        .metavar = "SECONDS", .example = "600", .group = "etcd",
+        .help = "at start, how long to wait for an etcd that does not answer yet (pods and "
+                "etcd started together, etcd restarting) before giving up with exit 1; the "
+                "first failure is said at once. A refused login or a TLS file that cannot "
+                "be read is not waited for.",
+        .offset = OFF(etcd_wait_ms)},
 
     /* ---- job ----------------------------------------------------------- */
     [EC_K_JOB_ID] = {

@@ -52,6 +52,7 @@ typedef enum {
     EC_K_ETCD_PASSWORD, /* environment only: no flag, by design */
     EC_K_ETCD_PASSWORD_FILE,
     EC_K_ETCD_PROXY,
+    EC_K_ETCD_WAIT,
     EC_K_JOB_ID,
     EC_K_ROLE,
     EC_K_RUN_MODE,      /* Paddle's; "collective" is the only one */
@@ -194,6 +195,7 @@ typedef struct ec_config {
     char *etcd_password;         /* secret: ECOORD_ETCD_PASSWORD or the file's content */
     char *etcd_password_file;
     char *etcd_proxy;            /* "" or http://HOST:PORT: the proxy etcd is reached through */
+    int64_t etcd_wait_ms;        /* how long launch waits for an etcd that does not answer */
 
     /* job */
     char *job_id;                /* [A-Za-z0-9._-]{1,128}, not "." or ".." */

@@ -203,6 +203,7 @@ static const struct {
     {EC_K_ETCD_PASSWORD, "pw", "(set, hidden)", "--etcd_user=trainer", NULL},
     {EC_K_ETCD_PASSWORD_FILE, "#", "#", "--etcd_user=trainer", NULL},
     {EC_K_ETCD_PROXY, "http://10.0.0.9:3128", "http://10.0.0.9:3128", NULL, NULL},
+    {EC_K_ETCD_WAIT, "600", "600s", NULL, NULL},
     {EC_K_JOB_ID, "job1", "job1", NULL, NULL},
     {EC_K_RUN_MODE, "collective", "collective", NULL, NULL},
     {EC_K_ROLE, "trainer", "trainer", NULL, NULL},
