@@ -1033,6 +1033,41 @@ START_TEST(an_agent_gives_up_on_etcd_after_etcd_wait)
 }
 END_TEST
 
+/* --np counts nodes.  Without --elastic_server an agent's etcd is its own,
+ * on loopback at a port nobody else knows: asked for 2 nodes, it waited
+ * forever for a second one that could not find it ("waiting for 1 more
+ * node", nothing else).  It says so at once, with the flags that let
+ * another node on this machine join it. */
+START_TEST(a_multi_node_job_on_an_embedded_etcd_says_how_others_join)
+{
+    char log[320], cmd[2048];
+    snprintf(log, sizeof(log), "%s/alone.console", tmp);
+    snprintf(cmd, sizeof(cmd), "exec %s launch --job_id=jalone --np=2 --nproc_per_node=1 "
+             "--log_dir=%s/alone -- %s %s 1", ecoord(), tmp, prog(), tmp);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t pid = ec_test_spawn(argv, log);
+    pids[npids++] = pid;
+    wait_file(log, "started an embedded etcd at 127.0.0.1:", 15000);
+    wait_file(log, "waiting for 1 more node", 15000);
+    char ep[64] = "", want[200];
+    FILE *f = fopen(log, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof(line), f)) {
+        const char *p = strstr(line, "started an embedded etcd at ");
+        if (p)
+            sscanf(p + strlen("started an embedded etcd at "), "%63[0-9.:]", ep);
+    }
+    if (f)
+        fclose(f);
+    ck_assert_str_ne(ep, "");
+    snprintf(want, sizeof(want), "--elastic_server=%s --job_id=jalone", ep);
+    ck_assert_msg(ec_test_file_contains(log, want), "no way for the other node to join in %s", log);
+    ck_assert_msg(ec_test_file_contains(log, "--np=2 asks for 2 nodes"), "%s", log);
+    kill(pid, SIGTERM);
+    ck_assert_int_ge(ec_test_reap(pid, 15000), 0);
+}
+END_TEST
+
 /* Every node runs the same number of processes; one started with another
  * --nproc_per_node is refused by the leader, and its agent exits 1 naming
  * both numbers instead of waiting as a standby forever, while the job goes
@@ -1523,6 +1558,7 @@ static Suite *suite(void)
     ec_tcase_add(t, every_set_up_failure_with_few_files_says_what_failed);
     ec_tcase_add(t, an_agent_waits_for_an_etcd_that_starts_after_it);
     ec_tcase_add(t, an_agent_gives_up_on_etcd_after_etcd_wait);
+    ec_tcase_add(t, a_multi_node_job_on_an_embedded_etcd_says_how_others_join);
     ec_tcase_add(t, environment_matches_epoch);
     ec_tcase_add(t, unrunnable_program_exits_1_before_joining);
     ec_tcase_add(t, python_program_runs_with_interpreter);

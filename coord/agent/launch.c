@@ -1646,6 +1646,20 @@ static int setup_etcd(agent_t *a)
         a->endpoints = strdup(ec_embed_endpoint(a->embed));
         ec_log(EC_LOG_INFO, "no --elastic_server: started an embedded etcd at %s (data in %s)",
                a->endpoints, ec_embed_dir(a->embed));
+        if (cfg->np.min > 1) {
+            char np[48];
+            if (cfg->np.min == cfg->np.max)
+                snprintf(np, sizeof(np), "--np=%d asks for %d nodes", cfg->np.min, cfg->np.min);
+            else
+                snprintf(np, sizeof(np), "--np=%d:%d asks for at least %d nodes", cfg->np.min,
+                         cfg->np.max, cfg->np.min);
+            ec_log(EC_LOG_WARN, "%s, but without --elastic_server this node's etcd is its own, "
+                                "on loopback: start the other nodes on this machine with "
+                                "--elastic_server=%s --job_id=%s, or give every node one etcd "
+                                "(--elastic_server=HOST:PORT); --np counts nodes, "
+                                "--nproc_per_node the processes on each",
+                   np, a->endpoints, cfg->job_id);
+        }
     } else {
         a->endpoints = ec_connect_endpoints(cfg);
     }
