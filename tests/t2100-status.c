@@ -864,6 +864,32 @@ START_TEST(watch_of_finished_job_prints_once)
 }
 END_TEST
 
+/* A job id that is not there (a typo, or no --job_id: 'default') is
+ * answered with the job ids that are under that prefix, read a key per job
+ * (etcd's keys are sorted: after /A/'s first key the next read starts past
+ * /A/), so the user sees which one was meant. */
+START_TEST(an_unknown_job_names_the_jobs_that_are_there)
+{
+    const char *jobs[] = {"jlist-a", "jlist-b"};
+    for (int i = 0; i < 2; i++) {
+        ec_keys_t k;
+        keys_of(&k, jobs[i]);
+        char key[EC_KEY_MAX];
+        ec_key_leader(&k, key, sizeof(key));
+        ck_assert_int_eq(ec_etcd_put(c, key, "x", 1, 0, NULL, NULL), 0);
+        ec_key_node(&k, "n1", key, sizeof(key));
+        ck_assert_int_eq(ec_etcd_put(c, key, "x", 1, 0, NULL, NULL), 0);
+    }
+    ck_assert_int_eq(status_readonly("jlist", NULL), 1);
+    ck_assert_msg(strstr(out, "no job 'jlist' under prefix"), "%s", out);
+    ck_assert_msg(strstr(out, "jobs there: ") && strstr(out, "jlist-a") && strstr(out, "jlist-b"),
+                  "the jobs that are there are not named: %s", out);
+    /* under a prefix that holds nothing, that is said */
+    ck_assert_int_eq(status_readonly("jlist-a", "--etcd_prefix=/elsewhere"), 1);
+    ck_assert_msg(strstr(out, "nothing under /elsewhere/"), "%s", out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t2100-status");
@@ -878,6 +904,7 @@ static Suite *suite(void)
     ec_tcase_add(t, corrupt_record_is_a_row);
     ec_tcase_add(t, gone_member_and_refused_node);
     ec_tcase_add(t, unknown_job_exits_1_with_hint);
+    ec_tcase_add(t, an_unknown_job_names_the_jobs_that_are_there);
     ec_tcase_add(t, unreachable_etcd_exits_1_quickly);
     ec_tcase_add(t, watch_reprints_and_ends_with_the_job);
     ec_tcase_add(t, watch_of_finished_job_prints_once);

@@ -111,6 +111,13 @@ int ec_etcd_get_at(ec_etcd_t *c, const char *key, int64_t at, ec_kv_t *out, bool
  * the first page's revision so the listing is a consistent snapshot. */
 int ec_etcd_get_prefix(ec_etcd_t *c, const char *prefix, size_t page_size,
                        ec_kv_list_t *out, ec_error_t *err);
+/* The first key at or after `from` (which starts with prefix) that starts
+ * with prefix, in etcd's byte order, without its value: one Range of
+ * limit 1, keys only.  *found false when there is none; key[len] gets it
+ * (cut to len - 1 bytes).  Skipping past a key's first part this way lists
+ * the distinct parts under a prefix a read each. */
+int ec_etcd_next_key(ec_etcd_t *c, const char *prefix, const char *from, char *key, size_t len,
+                     bool *found, ec_error_t *err);
 /* Put a value, attached to lease when lease != 0.  revision may be NULL. */
 int ec_etcd_put(ec_etcd_t *c, const char *key, const void *value, size_t len,
                 int64_t lease, int64_t *revision, ec_error_t *err);

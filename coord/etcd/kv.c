@@ -136,6 +136,42 @@ int ec_etcd_get_prefix(ec_etcd_t *c, const char *prefix, size_t page, ec_kv_list
     return rc;
 }
 
+int ec_etcd_next_key(ec_etcd_t *c, const char *prefix, const char *from, char *key, size_t len,
+                     bool *found, ec_error_t *err)
+{
+    *found = false;
+    if (!prefix || !*prefix || !from || strncmp(from, prefix, strlen(prefix)) != 0 || !key ||
+        len == 0)
+        return ec_errorf(err, EC_EINVAL, "ec_etcd_next_key: from must start with the prefix");
+    if (c->mem)
+        return ec__mem_next_key(c->mem, prefix, from, key, len, found, err);
+    size_t plen = strlen(prefix);
+    uint8_t *end = malloc(plen + 1);
+    if (!end)
+        return ec_errorf(err, EC_ENOMEM, "out of memory");
+    Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    req.key.data = (uint8_t *)from;
+    req.key.len = strlen(from);
+    req.range_end.len = prefix_end(prefix, plen, end);
+    req.range_end.data = end;
+    req.limit = 1;
+    req.keys_only = 1;
+    Etcdserverpb__RangeResponse *r = NULL;
+    int rc = ec__unary(c, "/etcdserverpb.KV/Range", &req.base,
+                       &etcdserverpb__range_response__descriptor, (ProtobufCMessage **)&r, err);
+    free(end);
+    if (rc < 0)
+        return rc;
+    if (r->n_kvs > 0) {
+        size_t n = r->kvs[0]->key.len < len - 1 ? r->kvs[0]->key.len : len - 1;
+        memcpy(key, r->kvs[0]->key.data, n);
+        key[n] = '\0';
+        *found = true;
+    }
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return 0;
+}
+
 int ec_etcd_put(ec_etcd_t *c, const char *key, const void *value, size_t len, int64_t lease,
                 int64_t *revision, ec_error_t *err)
 {

@@ -712,6 +712,23 @@ int ec__mem_get_prefix(ec_etcd_mem_t *m, const char *prefix, ec_kv_list_t *out, 
     return 0;
 }
 
+int ec__mem_next_key(ec_etcd_mem_t *m, const char *prefix, const char *from, char *key,
+                     size_t len, bool *found, ec_error_t *err)
+{
+    int rc = enter(m, "Range", err);
+    if (rc < 0)
+        return rc;
+    size_t plen = strlen(prefix), i = cur_lower(m, from, strlen(from));
+    if (i < m->ncur && m->cur[i]->key_len >= plen && !memcmp(m->cur[i]->key, prefix, plen)) {
+        size_t n = m->cur[i]->key_len < len - 1 ? m->cur[i]->key_len : len - 1;
+        memcpy(key, m->cur[i]->key, n);
+        key[n] = '\0';
+        *found = true;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
 int ec__mem_put(ec_etcd_mem_t *m, const char *key, const void *value, size_t len, int64_t lease,
                 int64_t *revision, ec_error_t *err)
 {

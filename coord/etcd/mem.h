@@ -56,6 +56,8 @@ int ec__mem_get_at(ec_etcd_mem_t *m, const char *key, int64_t at, ec_kv_t *out, 
                    int64_t *revision, ec_error_t *err);
 int ec__mem_get_prefix(ec_etcd_mem_t *m, const char *prefix, ec_kv_list_t *out,
                        ec_error_t *err);
+int ec__mem_next_key(ec_etcd_mem_t *m, const char *prefix, const char *from, char *key,
+                     size_t len, bool *found, ec_error_t *err);
 int ec__mem_put(ec_etcd_mem_t *m, const char *key, const void *value, size_t len, int64_t lease,
                 int64_t *revision, ec_error_t *err);
 int ec__mem_delete(ec_etcd_mem_t *m, const char *key, bool prefix, int64_t *deleted,

@@ -109,6 +109,56 @@ typedef struct st_ctx {
     const char *prefix_shown;
 } st_ctx_t;
 
+/* The jobs under the prefix of x's keys, for a job id that is not there:
+ * "; the jobs there: A, B" (at most JOBS_LISTED) into buf, or "; nothing
+ * under PREFIX/ at all".  One read per job: after /A/'s first key the next
+ * read starts at "/A0" ('/' + 1), past every key of A.  Empty on an error. */
+#define JOBS_LISTED 10
+static void jobs_there(st_ctx_t *x, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    char base[EC_KEY_MAX], from[EC_KEY_MAX], key[EC_KEY_MAX], jobs[800] = "";
+    size_t blen = x->keys.root_len - strlen(x->cfg->job_id) - 1; /* "<prefix>/" */
+    if (blen == 0 || blen >= sizeof(base))
+        return;
+    memcpy(base, ec_keys_root(&x->keys), blen);
+    base[blen] = '\0';
+    snprintf(from, sizeof(from), "%s", base);
+    size_t used = 0;
+    int n = 0;
+    bool more = false;
+    for (int reads = 0; reads < 4 * JOBS_LISTED; reads++) {
+        bool found = false;
+        ec_error_t err = {0};
+        if (ec_etcd_next_key(x->c, base, from, key, sizeof(key), &found, &err) < 0)
+            return;
+        if (!found)
+            break;
+        const char *id = key + blen, *slash = strchr(id, '/');
+        if (!slash || slash == id) { /* a key that is no job's: the next one after it */
+            snprintf(from, sizeof(from), "%s\x01", key);
+            continue;
+        }
+        if (n == JOBS_LISTED) {
+            more = true;
+            break;
+        }
+        int w = snprintf(jobs + used, sizeof(jobs) - used, "%s%.*s", n ? ", " : "",
+                         (int)(slash - id), id);
+        if (w < 0 || (size_t)w >= sizeof(jobs) - used) {
+            more = true;
+            break;
+        }
+        used += (size_t)w;
+        n++;
+        snprintf(from, sizeof(from), "%.*s0", (int)(slash - key), key); /* '/' + 1 */
+    }
+    if (n == 0)
+        snprintf(buf, len, "; nothing under %s at all", base);
+    else
+        snprintf(buf, len, "; the jobs there: %s%s", jobs, more ? ", ..." : "");
+}
+
 /* Read the job once and print it.  Returns 0 (printed; *rev the listing's
  * revision, *finished whether the job status says completed or failed), or
  * a negative code with err filled (EC_ENOTFOUND: no keys at all). */
@@ -122,10 +172,12 @@ static int show_once(st_ctx_t *x, bool separator, int64_t *rev, bool *finished, 
     if (l.n == 0) {
         *rev = l.revision;
         ec_kv_list_free(&l);
+        char there[1200];
+        jobs_there(x, there, sizeof(there));
         return ec_errorf(err, EC_ENOTFOUND,
                          "no job '%s' under prefix %s at %s (no keys under %s): check --job_id "
-                         "and --etcd_prefix",
-                         x->cfg->job_id, x->prefix_shown, x->etcd, ec_keys_root(&x->keys));
+                         "and --etcd_prefix%s",
+                         x->cfg->job_id, x->prefix_shown, x->etcd, ec_keys_root(&x->keys), there);
     }
     rc = ec__status_gather(&s, &x->keys, &l, err);
     ec_kv_list_free(&l);

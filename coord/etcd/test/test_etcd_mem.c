@@ -231,6 +231,39 @@ START_TEST(prefix_listing_and_delete)
 }
 END_TEST
 
+/* ec_etcd_next_key: the first key at or after `from` under the prefix, as
+ * etcd's Range of limit 1 answers; skipping past one part ("/j0") reaches
+ * the next ("/k/x"), and nothing past the prefix's end is returned. */
+START_TEST(next_key_reads_one_key_under_the_prefix)
+{
+    put("/j/b", "2", 0);
+    put("/j/a", "1", 0);
+    put("/k/x", "3", 0);
+    put("/l", "4", 0);
+    char key[64];
+    bool found;
+    ck_assert_int_eq(ec_etcd_next_key(c, "/", "/", key, sizeof(key), &found, NULL), 0);
+    ck_assert(found);
+    ck_assert_str_eq(key, "/j/a");
+    ck_assert_int_eq(ec_etcd_next_key(c, "/", "/j0", key, sizeof(key), &found, NULL), 0);
+    ck_assert(found);
+    ck_assert_str_eq(key, "/k/x");
+    ck_assert_int_eq(ec_etcd_next_key(c, "/", "/k0", key, sizeof(key), &found, NULL), 0);
+    ck_assert_str_eq(key, "/l");
+    ck_assert_int_eq(ec_etcd_next_key(c, "/", "/l\x01", key, sizeof(key), &found, NULL), 0);
+    ck_assert(!found);
+    ck_assert_int_eq(ec_etcd_next_key(c, "/j/", "/j/b", key, sizeof(key), &found, NULL), 0);
+    ck_assert(found);
+    ck_assert_str_eq(key, "/j/b");
+    ck_assert_int_eq(ec_etcd_next_key(c, "/j/", "/j/c", key, sizeof(key), &found, NULL), 0);
+    ck_assert(!found); /* /k/x is past /j/ */
+    char small[4];
+    ck_assert_int_eq(ec_etcd_next_key(c, "/", "/k", small, sizeof(small), &found, NULL), 0);
+    ck_assert_str_eq(small, "/k/"); /* cut to the buffer */
+    ck_assert_int_eq(ec_etcd_next_key(c, "/j/", "/a", key, sizeof(key), &found, NULL), EC_EINVAL);
+}
+END_TEST
+
 START_TEST(compaction)
 {
     put("/c", "1", 0);             /* 2 */
@@ -676,6 +709,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, ec_test_ms(30));
     tcase_add_test(tc, revision_grows_once_per_write);
     tcase_add_test(tc, prefix_listing_and_delete);
+    tcase_add_test(tc, next_key_reads_one_key_under_the_prefix);
     tcase_add_test(tc, compaction);
     tcase_add_test(tc, txn_comparisons);
     tcase_add_test(tc, txn_branches_and_results);
