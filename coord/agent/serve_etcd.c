@@ -151,7 +151,7 @@ ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err)
                        (double)(now - t0) / 1000.0, tries);
             return c;
         }
-        bool waitable = e.code == EC_EUNAVAILABLE || e.code == EC_ETIMEDOUT;
+        bool waitable = ec_etcd_error_may_pass(&e);
         if (!waitable || now - t0 >= cfg->etcd_wait_ms) {
             if (waitable && cfg->etcd_wait_ms > 0)
                 snprintf(e.msg + strlen(e.msg), sizeof(e.msg) - strlen(e.msg),

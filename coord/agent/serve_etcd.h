@@ -49,9 +49,10 @@ ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms,
  * up to cfg->etcd_wait_ms for one that does not answer yet (etcd's pods
  * started with the job's, etcd restarting): the first failure is logged at
  * once with what to check, a line every 10 s while it waits, and one when
- * etcd answers.  Only "unavailable" and timeouts are waited for; anything
- * else (a refused login, a TLS file that cannot be read) and the last
- * failure at the deadline end it, in err (which names --etcd_wait then). */
+ * etcd answers.  Only a failure that may pass by itself is waited for
+ * (ec_etcd_error_may_pass: not reachable yet); anything else (a TLS etcd
+ * reached plain, a failed handshake, a refused login) and the last failure
+ * at the deadline end it, in err (which names --etcd_wait then). */
 ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err);
 
 /* The serving node at exit: wait until no node of the job other than

@@ -136,8 +136,8 @@ const ec_knob_t ec__knobs[EC_K__COUNT] = {
         .metavar = "SECONDS", .example = "600", .group = "etcd",
         .help = "at start, how long to wait for an etcd that does not answer yet (pods and "
                 "etcd started together, etcd restarting) before giving up with exit 1; the "
-                "first failure is said at once. A refused login or a TLS file that cannot "
-                "be read is not waited for.",
+                "first failure is said at once. What waiting cannot fix (a TLS etcd reached "
+                "plain, a failed TLS handshake, a refused login) ends it at once.",
         .offset = OFF(etcd_wait_ms)},
 
     /* ---- job ----------------------------------------------------------- */

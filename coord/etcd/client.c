@@ -59,6 +59,19 @@ static void https_form(const char *endpoints, char *out, size_t len)
     }
 }
 
+/* The head of unavailable()'s message for a plain connection to a TLS etcd. */
+#define CLOSED_HEAD "closed the connection"
+
+bool ec_etcd_error_may_pass(const ec_error_t *err)
+{
+    if (!err)
+        return false;
+    if (err->code == EC_ETIMEDOUT)
+        return true;
+    return err->code == EC_EUNAVAILABLE && !strstr(err->msg, CLOSED_HEAD) &&
+           !has(err->msg, "andshake") && !has(err->msg, "certificate verify"); /* [Hh]andshake */
+}
+
 /* What to do about an etcd that cannot be reached (UNAVAILABLE). */
 static int unavailable(const ec__conn_desc_t *w, const char *m, const char *d, ec_error_t *err)
 {
@@ -84,7 +97,7 @@ static int unavailable(const ec__conn_desc_t *w, const char *m, const char *d, e
          * middle of a call says "Socket closed" alone: not this. */
         char https[160];
         https_form(w->endpoints, https, sizeof(https));
-        snprintf(head, sizeof(head), "etcd at %.120s closed the connection", w->endpoints);
+        snprintf(head, sizeof(head), "etcd at %.120s " CLOSED_HEAD, w->endpoints);
         snprintf(advice, sizeof(advice),
                  ": if it serves TLS, write %s and give --etcd_cacert%s", https, proxy);
     } else {

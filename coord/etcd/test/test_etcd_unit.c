@@ -9,6 +9,7 @@
 #include "ec_check.h"
 #include "endpoints.h"
 #include "error.h"
+#include "etcd.h"
 
 #include "etcd_impl.h"
 
@@ -170,6 +171,38 @@ START_TEST(unavailable_advice_is_whole_and_names_tls_and_proxies)
 }
 END_TEST
 
+/* Which failures to connect may pass by themselves (the agent waits for
+ * them, --etcd_wait): etcd not reachable yet, not a protocol or TLS
+ * mismatch, nor a refused login. */
+START_TEST(failures_that_may_pass_are_those_of_an_etcd_not_up_yet)
+{
+    ec_error_t err = {0};
+    map("10.0.0.1:2379", false, "Status", GRPC_STATUS_UNAVAILABLE,
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:2379: Failed to "
+        "connect to remote host: Connection refused", &err);
+    ck_assert(ec_etcd_error_may_pass(&err));
+    map("etcd-0.etcd:2379", false, "Status", GRPC_STATUS_UNAVAILABLE,
+        "DNS resolution failed for etcd-0.etcd:2379: Domain name not found", &err);
+    ck_assert(ec_etcd_error_may_pass(&err));
+    map("10.0.0.1:2379", false, "Status", GRPC_STATUS_DEADLINE_EXCEEDED, "Deadline Exceeded",
+        &err);
+    ck_assert(ec_etcd_error_may_pass(&err));
+    map("10.0.0.1:2379", false, "Status", GRPC_STATUS_UNAVAILABLE,
+        "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:10.0.0.1:2379: Socket "
+        "closed", &err);
+    ck_assert_msg(!ec_etcd_error_may_pass(&err), "a TLS etcd reached plain: %s", err.msg);
+    map("https://10.0.0.1:2379", true, "Status", GRPC_STATUS_UNAVAILABLE,
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:2379: Ssl "
+        "handshake failed: SSL_ERROR_SSL: error:1000007d:SSL routines:OPENSSL_internal:"
+        "CERTIFICATE_VERIFY_FAILED", &err);
+    ck_assert_msg(!ec_etcd_error_may_pass(&err), "a failed handshake: %s", err.msg);
+    map("10.0.0.1:2379", false, "Authenticate", GRPC_STATUS_UNAUTHENTICATED, "bad password",
+        &err);
+    ck_assert(!ec_etcd_error_may_pass(&err));
+    ck_assert(!ec_etcd_error_may_pass(NULL));
+}
+END_TEST
+
 START_TEST(backoff_bounds)
 {
     ec__backoff_t b;
@@ -200,6 +233,7 @@ static Suite *suite(void)
     tcase_add_test(t, error_mapping);
     tcase_add_test(t, error_names);
     tcase_add_test(t, unavailable_advice_is_whole_and_names_tls_and_proxies);
+    tcase_add_test(t, failures_that_may_pass_are_those_of_an_etcd_not_up_yet);
     tcase_add_test(t, backoff_bounds);
     suite_add_tcase(s, t);
     return s;
