@@ -69,7 +69,8 @@ bool ec_etcd_error_may_pass(const ec_error_t *err)
     if (err->code == EC_ETIMEDOUT)
         return true;
     return err->code == EC_EUNAVAILABLE && !strstr(err->msg, CLOSED_HEAD) &&
-           !has(err->msg, "andshake") && !has(err->msg, "certificate verify"); /* [Hh]andshake */
+           !has(err->msg, "andshake") && !has(err->msg, "certificate verify") && /* [Hh]andshake */
+           !has(err->msg, "Too many open files");
 }
 
 /* What to do about an etcd that cannot be reached (UNAVAILABLE). */

@@ -71,8 +71,8 @@ ec_etcd_t *ec_etcd_create(const ec_etcd_opts_t *opts, ec_error_t *err);
 /* Whether ec_etcd_create's failure err may pass by itself: etcd not
  * reachable yet (refused, a name that does not resolve yet, no answer in
  * time), as when it starts after its clients.  Not: an etcd that hangs up
- * on a plain connection (it serves TLS), a TLS handshake that fails, a
- * refused login, a bad option. */
+ * on a plain connection (it serves TLS), a TLS handshake that fails, this
+ * process out of file descriptors, a refused login, a bad option. */
 bool ec_etcd_error_may_pass(const ec_error_t *err);
 /* Cancels nothing that is still running: stop watches and keepalives first.
  * Accepts NULL; preserves errno. */

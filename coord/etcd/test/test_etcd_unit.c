@@ -196,6 +196,10 @@ START_TEST(failures_that_may_pass_are_those_of_an_etcd_not_up_yet)
         "handshake failed: SSL_ERROR_SSL: error:1000007d:SSL routines:OPENSSL_internal:"
         "CERTIFICATE_VERIFY_FAILED", &err);
     ck_assert_msg(!ec_etcd_error_may_pass(&err), "a failed handshake: %s", err.msg);
+    map("127.0.0.1:2379", false, "Status", GRPC_STATUS_UNAVAILABLE,
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:2379: Too many "
+        "open files", &err);
+    ck_assert_msg(!ec_etcd_error_may_pass(&err), "out of descriptors: %s", err.msg);
     map("10.0.0.1:2379", false, "Authenticate", GRPC_STATUS_UNAUTHENTICATED, "bad password",
         &err);
     ck_assert(!ec_etcd_error_may_pass(&err));
