@@ -52,6 +52,28 @@ split_times() {
     done
     [ -n "${KEEP:-}" ] || rm -rf "$d"
 }
+# The same for the torch bench's survivors: the notice to the new epoch
+# (epoch_ms), the wait for rank 0's store (store_ms), the state sync
+# (sync_ms), p50/max; and how many rebuilds began with torch's own error
+# ("NCCL communicator was aborted": a collective that reached torch while
+# the group's abort ran, and waited for it) rather than ecoord.torch's check.
+torch_split() {
+    d=$(ls -dt /tmp/ec-bench-torch-* 2>/dev/null | head -n 1)
+    [ -n "$d" ] || return 0
+    for sc in kill9 leave; do
+        cat "$d"/t-inprocess-$sc-*/*/workerlog.0 2>/dev/null | awk -v sc="$sc" '
+            /^torch_ddp event=epoch-changed/ && /aborted on rank/ { torch_err++ }
+            /^torch_ddp rebuilt / && !/ epoch=1 / {
+                for (i = 1; i <= NF; i++) { split($i, kv, "=")
+                    if (kv[1] == "epoch_ms") e[++n] = kv[2] + 0
+                    if (kv[1] == "store_ms") st[n] = kv[2] + 0
+                    if (kv[1] == "sync_ms") sy[n] = kv[2] + 0 } }
+            function p50(v, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+                if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }; return v[int((k + 1) / 2)] "/" v[k] }
+            END { if (n) printf "    %s: notice to epoch %s ms, store %s ms, sync %s ms (p50/max, %d rebuilds; %d began with torch'"'"'s own abort error)\n", sc, p50(e, n), p50(st, n), p50(sy, n), n, torch_err + 0 }'
+    done
+    [ -n "${KEEP:-}" ] || rm -rf "$d"
+}
 
 # 1. the bundle loads here: every binary finds every library it needs
 if want loader; then
@@ -183,7 +205,7 @@ fi
 if want torch-nccl-one-gpu; then
     if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
         say SKIP torch-nccl-one-gpu "$PY has no torch with CUDA (set PY)"
-    elif (cd "$B" && ONE_GPU=1 NPROC=1 TORCH_DDP_BACKEND=nccl PY="$PY" MODES=inprocess \
+    elif (cd "$B" && KEEP=1 ONE_GPU=1 NPROC=1 TORCH_DDP_BACKEND=nccl PY="$PY" MODES=inprocess \
         SCENARIOS="kill9 leave join" ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
         timeout 240 sh tests/bench/bench_torch_inprocess.sh "$REPS" 3) > "$OUT/torch.txt" 2>&1 &&
         [ "$(grep -c '^inprocess ' "$OUT/torch.txt")" -eq 3 ]; then
@@ -192,6 +214,7 @@ if want torch-nccl-one-gpu; then
         say FAIL torch-nccl-one-gpu "not every scenario recovered"
     fi
     [ -f "$OUT/torch.txt" ] && figures "$OUT/torch.txt"
+    torch_split
 fi
 
 # 7. a kernel's illegal address reaching the caller as ECW_ERESTART, and the
