@@ -153,9 +153,9 @@ ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err)
         }
         bool waitable = ec_etcd_error_may_pass(&e);
         if (!waitable || now - t0 >= cfg->etcd_wait_ms) {
-            if (waitable && cfg->etcd_wait_ms > 0)
-                snprintf(e.msg + strlen(e.msg), sizeof(e.msg) - strlen(e.msg),
-                         "; gave up after --etcd_wait=%gs", wait_s);
+            if (waitable && cfg->etcd_wait_ms > 0) /* its own line: e.msg may be full */
+                ec_log(EC_LOG_ERROR, "gave up after --etcd_wait=%gs (%d tries); the last "
+                                     "failure:", wait_s, tries);
             if (err)
                 *err = e;
             return NULL;

@@ -52,7 +52,7 @@ ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms,
  * etcd answers.  Only a failure that may pass by itself is waited for
  * (ec_etcd_error_may_pass: not reachable yet); anything else (a TLS etcd
  * reached plain, a failed handshake, a refused login) and the last failure
- * at the deadline end it, in err (which names --etcd_wait then). */
+ * at the deadline end it, in err (a line before it names --etcd_wait). */
 ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err);
 
 /* The serving node at exit: wait until no node of the job other than
