@@ -75,7 +75,7 @@ int ec_keys_init(ec_keys_t *k, const char *prefix, const char *job_id, ec_error_
     if (!k)
         return ec_errorf(err, EC_EINVAL, "ec_keys_init: no ec_keys_t given");
     k->root[0] = '\0';
-    k->root_len = 0;
+    k->root_len = k->jobs_len = 0;
     int rc = ec_job_id_check(job_id, err);
     if (rc < 0)
         return rc;
@@ -101,6 +101,16 @@ int ec_keys_init(ec_keys_t *k, const char *prefix, const char *job_id, ec_error_
     }
     int n = snprintf(k->root, sizeof(k->root), "%.*s/%s/", (int)plen, prefix, job_id);
     k->root_len = (size_t)n; /* fits: plen <= EC_PREFIX_MAX, job id <= EC_JOB_ID_MAX */
+    k->jobs_len = plen + 1;
+    return 0;
+}
+
+int ec_keys_jobs_prefix(const ec_keys_t *k, char *buf, size_t len)
+{
+    if (!k || !k->jobs_len || k->jobs_len >= len)
+        return EC_EINVAL;
+    memcpy(buf, k->root, k->jobs_len);
+    buf[k->jobs_len] = '\0';
     return 0;
 }
 

@@ -69,6 +69,7 @@ int ec_node_id_valid(const char *id, size_t len);
 typedef struct ec_keys {
     char root[EC_PREFIX_MAX + EC_JOB_ID_MAX + 4]; /* "<prefix>/<job_id>/" */
     size_t root_len;
+    size_t jobs_len; /* of "<prefix>/", the part every job under the prefix shares */
 } ec_keys_t;
 
 /* Build the root for prefix (NULL or "" for none, e.g. "/ecoord"; trailing
@@ -80,6 +81,9 @@ int ec_keys_init(ec_keys_t *k, const char *prefix, const char *job_id, ec_error_
 
 /* "<prefix>/<job_id>/": the range to watch or delete for the whole job. */
 const char *ec_keys_root(const ec_keys_t *k);
+/* "<prefix>/": the range that holds every job under the prefix, each as
+ * "<prefix>/<job_id>/...". */
+int ec_keys_jobs_prefix(const ec_keys_t *k, char *buf, size_t len);
 
 int ec_key_nodes_prefix(const ec_keys_t *k, char *buf, size_t len);   /* nodes/ */
 int ec_key_node(const ec_keys_t *k, const char *node_id, char *buf, size_t len);

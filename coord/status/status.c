@@ -118,11 +118,9 @@ static void jobs_there(st_ctx_t *x, char *buf, size_t len)
 {
     buf[0] = '\0';
     char base[EC_KEY_MAX], from[EC_KEY_MAX], key[EC_KEY_MAX], jobs[800] = "";
-    size_t blen = x->keys.root_len - strlen(x->cfg->job_id) - 1; /* "<prefix>/" */
-    if (blen == 0 || blen >= sizeof(base))
+    if (ec_keys_jobs_prefix(&x->keys, base, sizeof(base)) < 0)
         return;
-    memcpy(base, ec_keys_root(&x->keys), blen);
-    base[blen] = '\0';
+    size_t blen = strlen(base);
     snprintf(from, sizeof(from), "%s", base);
     size_t used = 0;
     int n = 0;

@@ -22,17 +22,20 @@ static ec_keys_t mk(const char *prefix, const char *job)
 START_TEST(root_and_prefix_handling)
 {
     struct {
-        const char *prefix, *root;
+        const char *prefix, *root, *jobs;
     } cases[] = {
-        {NULL, "/job1/"},          {"", "/job1/"},
-        {"/", "/job1/"},           {"/ecoord", "/ecoord/job1/"},
-        {"/ecoord/", "/ecoord/job1/"}, {"/ecoord///", "/ecoord/job1/"},
-        {"/a/b", "/a/b/job1/"},    {"ecoord", "ecoord/job1/"},
+        {NULL, "/job1/", "/"},          {"", "/job1/", "/"},
+        {"/", "/job1/", "/"},           {"/ecoord", "/ecoord/job1/", "/ecoord/"},
+        {"/ecoord/", "/ecoord/job1/", "/ecoord/"}, {"/ecoord///", "/ecoord/job1/", "/ecoord/"},
+        {"/a/b", "/a/b/job1/", "/a/b/"}, {"ecoord", "ecoord/job1/", "ecoord/"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ec_keys_t k = mk(cases[i].prefix, "job1");
         ck_assert_str_eq(ec_keys_root(&k), cases[i].root);
         ck_assert_uint_eq(k.root_len, strlen(cases[i].root));
+        char jobs[EC_KEY_MAX];
+        ck_assert_int_eq(ec_keys_jobs_prefix(&k, jobs, sizeof(jobs)), 0);
+        ck_assert_str_eq(jobs, cases[i].jobs); /* every job of the prefix under it */
     }
 }
 END_TEST
