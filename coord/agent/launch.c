@@ -1669,7 +1669,7 @@ static int setup_etcd(agent_t *a)
                             "up to --join_timeout)", a->endpoints,
                cfg->torchrun.static_rdzv ? "node_rank 0" : "the --rdzv_endpoint node");
         a->c = ec_serve_connect(cfg, cfg->join_timeout_ms ? a->start_ms + cfg->join_timeout_ms : 0,
-                               NULL, &err);
+                               &err);
     } else if (a->embed) {
         a->c = ec_connect(cfg, a->endpoints, 5000, &err);
     } else {

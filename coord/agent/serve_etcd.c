@@ -116,61 +116,59 @@ int ec_serve_etcd_start(const ec_config_t *cfg, const ec_embed_opts_t *base, ec_
                      host, port, e.msg);
 }
 
-ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms,
-                            const volatile sig_atomic_t *abort_flag, ec_error_t *err)
-{
-    for (;;) {
-        ec_error_t e = {0};
-        ec_etcd_t *c = ec_connect(cfg, NULL, 5000, &e);
-        if (c)
-            return c;
-        if ((deadline_ms > 0 && ec_mono_ms() >= deadline_ms) || (abort_flag && *abort_flag) ||
-            (e.code != EC_EUNAVAILABLE && e.code != EC_ETIMEDOUT)) {
-            if (err)
-                *err = e;
-            return NULL;
-        }
-        pause_ms(200);
-    }
-}
-
 /* Log every 10 s while waiting for etcd. */
 #define WAIT_SAY_MS 10000
 
-ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err)
+/* Connect to cfg's etcd, trying again every 200 ms while the failure may
+ * pass by itself (ec_etcd_error_may_pass), until deadline_ms (monotonic; 0:
+ * as long as it takes).  bound (NULL: silent) names the knob behind the
+ * deadline: the first failure is logged with it, a line every 10 s, one
+ * when etcd answers and one when the wait ends in vain. */
+static ec_etcd_t *connect_until(const ec_config_t *cfg, int64_t deadline_ms, const char *bound,
+                                ec_error_t *err)
 {
-    int64_t t0 = ec_mono_ms(), next_say = 0;
-    double wait_s = (double)cfg->etcd_wait_ms / 1000.0;
+    int64_t t0 = ec_mono_ms(), next_say = t0 + WAIT_SAY_MS;
     for (int tries = 1;; tries++) {
         ec_error_t e = {0};
         ec_etcd_t *c = ec_connect(cfg, NULL, 5000, &e);
         int64_t now = ec_mono_ms();
         if (c) {
-            if (tries > 1)
+            if (bound && tries > 1)
                 ec_log(EC_LOG_INFO, "etcd answered after %.1f s (%d tries)",
                        (double)(now - t0) / 1000.0, tries);
             return c;
         }
-        bool waitable = ec_etcd_error_may_pass(&e);
-        if (!waitable || now - t0 >= cfg->etcd_wait_ms) {
-            if (waitable && cfg->etcd_wait_ms > 0) /* its own line: e.msg may be full */
-                ec_log(EC_LOG_ERROR, "gave up after --etcd_wait=%gs (%d tries); the last "
-                                     "failure:", wait_s, tries);
+        bool may_pass = ec_etcd_error_may_pass(&e);
+        if (!may_pass || (deadline_ms > 0 && now >= deadline_ms)) {
+            if (bound && may_pass && deadline_ms > t0) /* its own line: e.msg may be full */
+                ec_log(EC_LOG_ERROR, "gave up after %s (%d tries); the last failure:", bound,
+                       tries);
             if (err)
                 *err = e;
             return NULL;
         }
-        if (tries == 1)
-            ec_log(EC_LOG_WARN, "%s; waiting for it up to --etcd_wait=%gs (0: give up at once)",
-                   e.msg, wait_s);
-        else if (now >= next_say)
-            ec_log(EC_LOG_INFO, "still waiting for etcd: %.0f s of --etcd_wait=%gs",
-                   (double)(now - t0) / 1000.0, wait_s);
-        if (now >= next_say)
+        if (bound && tries == 1)
+            ec_log(EC_LOG_WARN, "%s; waiting for it up to %s (0: give up at once)", e.msg, bound);
+        else if (bound && now >= next_say) {
+            ec_log(EC_LOG_INFO, "still waiting for etcd: %.0f s of %s",
+                   (double)(now - t0) / 1000.0, bound);
             next_say = now + WAIT_SAY_MS;
-        int64_t left = cfg->etcd_wait_ms - (now - t0);
-        pause_ms(left < 500 ? (long)left : 500);
+        }
+        int64_t left = deadline_ms > 0 ? deadline_ms - now : 200;
+        pause_ms(left < 200 ? (long)left : 200);
     }
+}
+
+ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms, ec_error_t *err)
+{
+    return connect_until(cfg, deadline_ms, NULL, err);
+}
+
+ec_etcd_t *ec_serve_wait_connect(const ec_config_t *cfg, ec_error_t *err)
+{
+    char bound[64];
+    snprintf(bound, sizeof(bound), "--etcd_wait=%gs", (double)cfg->etcd_wait_ms / 1000.0);
+    return connect_until(cfg, ec_mono_ms() + cfg->etcd_wait_ms, bound, err);
 }
 
 int ec_serve_linger(ec_etcd_t *c, const ec_config_t *cfg, int64_t timeout_ms)

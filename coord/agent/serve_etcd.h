@@ -13,7 +13,6 @@
 #ifndef EC_SERVE_ETCD_H
 #define EC_SERVE_ETCD_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,11 +38,10 @@ int ec_serve_etcd_start(const ec_config_t *cfg, const ec_embed_opts_t *base, ec_
                         char *why, size_t len, ec_error_t *err);
 
 /* Connect to cfg's etcd, which another node serves and may not have
- * started yet: retried until deadline_ms (CLOCK_MONOTONIC ms; 0: as long as
- * it takes) or until *abort_flag (may be NULL) is set.  The last error in
- * err when it gives up. */
-ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms,
-                            const volatile sig_atomic_t *abort_flag, ec_error_t *err);
+ * started yet: retried while the failure may pass by itself (not reachable
+ * yet) until deadline_ms (CLOCK_MONOTONIC ms; 0: as long as it takes).
+ * The last error in err when it gives up. */
+ec_etcd_t *ec_serve_connect(const ec_config_t *cfg, int64_t deadline_ms, ec_error_t *err);
 
 /* Connect to cfg's etcd (--elastic_server) at the agent's start, waiting
  * up to cfg->etcd_wait_ms for one that does not answer yet (etcd's pods

@@ -68,9 +68,9 @@ bool ec_etcd_error_may_pass(const ec_error_t *err)
         return false;
     if (err->code == EC_ETIMEDOUT)
         return true;
-    return err->code == EC_EUNAVAILABLE && !strstr(err->msg, CLOSED_HEAD) &&
-           !has(err->msg, "andshake") && !has(err->msg, "certificate verify") && /* [Hh]andshake */
-           !has(err->msg, "Too many open files");
+    return err->code == EC_EUNAVAILABLE && !has(err->msg, CLOSED_HEAD) &&
+           !has(err->msg, "andshake") && /* gRPC writes both Handshake and handshake */
+           !has(err->msg, "certificate verify") && !has(err->msg, "Too many open files");
 }
 
 /* What to do about an etcd that cannot be reached (UNAVAILABLE). */
