@@ -29,6 +29,9 @@ want() {  # NAME: whether CHECKS asks for it
     return 1
 }
 figures() { sed 's/^/    /' "$1"; }
+# awk: "p50/max" of v[1..k] (sorts v)
+P50_AWK='function p50(v, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+    if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }; return v[int((k + 1) / 2)] "/" v[k] }'
 # Where a survivor's rebuild went, from the newest recovery bench's kept logs
 # (removal scenarios: node, leave): the build (ecw_rebuild's "ready in") and
 # the first collectives on the new communicator (linreg's rebuilt ms less
@@ -39,15 +42,13 @@ split_times() {
     d=$(ls -dt /tmp/ec-bench-recovery-* 2>/dev/null | head -n 1)
     [ -n "$d" ] || return 0
     for sc in node leave; do
-        cat "$d"/r-inprocess-$sc-*/*/workerlog.0 2>/dev/null | awk -v sc="$sc" '
+        cat "$d"/r-inprocess-$sc-*/*/workerlog.0 2>/dev/null | awk -v sc="$sc" "$P50_AWK"'
             /\+comm epoch [0-9]+ rank=.* ready in / {
                 for (i = 1; i <= NF; i++) { if ($i == "epoch") e = $(i + 1); if ($i == "in") r = $(i + 1) }
                 if (e > 1) ready = r }
             /linreg event=rebuilt epoch=/ {
                 split($0, a, "epoch="); split(a[2], b, " "); split($0, c, " ms="); split(c[2], m, " ")
                 if (b[1] > 1 && ready != "") { n++; bu[n] = ready; fc[n] = m[1] - ready; ready = "" } }
-            function p50(v, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
-                if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }; return v[int((k + 1) / 2)] "/" v[k] }
             END { if (n) printf "    %s: a survivor built in %s ms (p50/max), then its first collectives took %s ms (%d survivors)\n", sc, p50(bu, n), p50(fc, n), n }'
     done
     [ -n "${KEEP:-}" ] || rm -rf "$d"
@@ -61,15 +62,13 @@ torch_split() {
     d=$(ls -dt /tmp/ec-bench-torch-* 2>/dev/null | head -n 1)
     [ -n "$d" ] || return 0
     for sc in kill9 leave; do
-        cat "$d"/t-inprocess-$sc-*/*/workerlog.0 2>/dev/null | awk -v sc="$sc" '
+        cat "$d"/t-inprocess-$sc-*/*/workerlog.0 2>/dev/null | awk -v sc="$sc" "$P50_AWK"'
             /^torch_ddp event=epoch-changed/ && /aborted on rank/ { torch_err++ }
             /^torch_ddp rebuilt / && !/ epoch=1 / {
                 for (i = 1; i <= NF; i++) { split($i, kv, "=")
                     if (kv[1] == "epoch_ms") e[++n] = kv[2] + 0
                     if (kv[1] == "store_ms") st[n] = kv[2] + 0
                     if (kv[1] == "sync_ms") sy[n] = kv[2] + 0 } }
-            function p50(v, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
-                if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }; return v[int((k + 1) / 2)] "/" v[k] }
             END { if (n) printf "    %s: notice to epoch %s ms, store %s ms, sync %s ms (p50/max, %d rebuilds; %d began with torch'"'"'s own abort error)\n", sc, p50(e, n), p50(st, n), p50(sy, n), n, torch_err + 0 }'
     done
     [ -n "${KEEP:-}" ] || rm -rf "$d"
