@@ -35,8 +35,14 @@
 # Phases, from the change (t0, just before the kill/start):
 #   detect    the leader observed the change (epoch record observed_at_ms)
 #   decide    the leader decided (decided_at_ms)
-#   publish   the new epoch visible in etcd (polled by this script)
-#   step      every rank of the new epoch logged a training step in it
+#   publish   etcd acknowledged the new epoch to the leader (the time on the
+#             leader's "+published epoch" log line)
+#   step      every rank of the new epoch had done a training step in it: the
+#             latest of the ranks' first step lines in it, by the time each
+#             rank wrote on its line (linreg --timestamps: t=<wall ms>)
+#   polled    the same, as this script saw it by polling `ecoord status` and
+#             the logs (the figure before 2026-11-28: it adds the polls'
+#             own latency, ~20-50 ms on a 2-core VM)
 set -u
 cd "$(dirname "$0")/../.."
 TOP=$(pwd)
@@ -49,7 +55,9 @@ EP=$1; EPID=$2
 PIDS=""
 JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
 now_ms() { date +%s%3N; }   # wall clock ms: compared with the epoch record's times
 
 NPROC=${NPROC:-2}
@@ -62,7 +70,7 @@ start_agent() {  # JOB NODE NP MODE [ELASTIC_TIMEOUT]
     env $(one_gpu_env "$2") "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="$3" \
         --nproc_per_node="$NPROC" --node_id="$2" \
         --rebuild="$4" --elastic_timeout="${5:-30}" --lease_ttl=10 --grace_period=2 --log_dir="$W/$1/$2" \
-        -- "$LINREG" --steps 100000 --delay-ms 10 ${LINREG_ARGS:-} > "$W/$1.$2.console" 2>&1 &
+        -- "$LINREG" --steps 100000 --delay-ms 10 --timestamps ${LINREG_ARGS:-} > "$W/$1.$2.console" 2>&1 &
     echo $!
 }
 status_json() { "$ECOORD" status --elastic_server="$EP" --job_id="$1" --json 2>/dev/null; }
@@ -89,6 +97,44 @@ wait_steps() {  # JOB EPOCH NODES...: until every rank of NODES logged a step in
         done
     done; done
     now_ms
+}
+members_of() { printf '%s' "$1" | grep -o '"node_id":"n[0-9]*","m_id":[0-9][0-9]*' | sed 's/"node_id":"\(n[0-9]*\)".*/\1/' | tr '\n' ' '; }
+# The epoch that completes the change, as status --json: the first seen
+# after BASE without VICTIM (a removal) or, with no victim (a crash in place,
+# whose node goes out and comes back once its new process is ready; a
+# scale-up), at world WANT.
+wait_change() {  # JOB BASE VICTIM WANT
+    dl=$(( $(now_ms) + 30000 ))
+    while :; do
+        js=$(status_json "$1")
+        e=$(printf '%s' "$js" | sed -n 's/.*"epoch":{"number":\([0-9]*\).*/\1/p')
+        if [ -n "$e" ] && [ "$e" -gt "$2" ]; then
+            if [ -n "$3" ]; then
+                case " $(members_of "$js") " in *" $3 "*) ;; *) printf '%s' "$js"; return 0 ;; esac
+            else
+                w=$(printf '%s' "$js" | sed -n 's/.*"epoch":{"number":[0-9]*,"world_size":\([0-9]*\).*/\1/p')
+                [ "$w" = "$4" ] && { printf '%s' "$js"; return 0; }
+            fi
+        fi
+        [ "$(now_ms)" -gt "$dl" ] && return 1
+        sleep 0.005
+    done
+}
+own_step() {  # JOB EPOCH T0 NODES...: the latest of the ranks' first step in EPOCH at or after T0 (their t=)
+    job=$1; e=$2; t=$3; shift 3; last=0
+    for wn in "$@"; do for wr in $(seq 0 $((NPROC - 1))); do
+        s=$(grep "^linreg step=[0-9]* epoch=$e " "$W/$job/$wn/workerlog.$wr" 2>/dev/null |
+            awk -v a="$t" '{ sub(/.* t=/, ""); if ($1 + 0 >= a) { printf "%.0f\n", $1; exit } }')
+        [ -n "$s" ] || return 1
+        [ "$s" -gt "$last" ] && last=$s
+    done; done
+    echo "$last"
+}
+published_ms() {  # JOB EPOCH: when etcd acknowledged the epoch to its leader (the "+published" log line)
+    l=$(grep -h "+published epoch $2 " "$W/$1".*.console 2>/dev/null | head -n 1) || return 1
+    [ -n "$l" ] || return 1
+    set -- $l  # LAUNCH INFO DATE HH:MM:SS,mmm ...
+    echo $(( $(date -d "$3 ${4%,*}" +%s) * 1000 + 1${4#*,} - 1000 ))
 }
 record() { printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >> "$W/results"; }  # mode scenario phase ms
 
@@ -147,16 +193,21 @@ run_scenario() {
         nodemid) eval "kill -9 \$A_$victim" ;;
         frozen)  eval "kill -STOP \$A_$victim" ;;
     esac
-    t_pub=$(wait_epoch "$job" $((base + 1))) || { echo "  $job: no new epoch" >&2; return 1; }
-    js=$(status_json "$job")
-    obs=$(jfield "$js" observed_at_ms); dec=$(jfield "$js" decided_at_ms)
-    survivors=$(printf '%s' "$js" | grep -o '"node_id":"n[0-9]*","m_id":[0-9][0-9]*' | sed 's/"node_id":"\(n[0-9]*\)".*/\1/' | tr '\n' ' ')
-    t_step=$(wait_steps "$job" $((base + 1)) $survivors) || { echo "  $job: no step in epoch $((base + 1))" >&2; return 1; }
+    wait_epoch "$job" $((base + 1)) >/dev/null || { echo "  $job: no new epoch" >&2; return 1; }
+    want=$((K * NPROC)); [ "$sc" = scaleup ] && want=$(((K + 1) * NPROC))
+    gone=$victim; [ "$sc" = crash ] && gone=""  # a crashed process's node stays (or comes back)
+    js=$(wait_change "$job" "$base" "$gone" "$want") || { echo "  $job: no epoch after $base without '$gone' at world $want" >&2; return 1; }
+    e=$(printf '%s' "$js" | sed -n 's/.*"epoch":{"number":\([0-9]*\).*/\1/p')
+    obs=$(jfield "$js" observed_at_ms); dec=$(jfield "$js" decided_at_ms); pub=$(published_ms "$job" "$e") || { echo "  $job: no +published line" >&2; return 1; }
+    survivors=$(members_of "$js")
+    t_step=$(wait_steps "$job" "$e" $survivors) || { echo "  $job: no step in epoch $e" >&2; return 1; }
+    t_own=$(own_step "$job" "$e" "$t0" $survivors) || { echo "  $job: a step line without t=" >&2; return 1; }
     [ "$sc" = frozen ] && eval "kill -CONT \$A_$victim"
     record "$mode" "$sc" detect $((obs - t0))
     record "$mode" "$sc" decide $((dec - t0))
-    record "$mode" "$sc" publish $((t_pub - t0))
-    record "$mode" "$sc" step $((t_step - t0))
+    record "$mode" "$sc" publish $((pub - t0))
+    record "$mode" "$sc" step $((t_own - t0))
+    record "$mode" "$sc" polled $((t_step - t0))
     return 0
 }
 
@@ -175,17 +226,17 @@ function pct(a, n, p,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <=
     return a[int((n - 1) * p) + 1] }
 { key = $1 " " $2 " " $3; n[key]++; v[key, n[key]] = $4; if (!(($1 " " $2) in seen)) { seen[$1 " " $2] = 1; order[++no] = $1 " " $2 } }
 END {
-    printf "%-10s %-8s %16s %16s %16s %16s\n", "mode", "scenario", "detect p50/max", "decide p50/max", "publish p50/max", "step p50/max"
+    printf "%-10s %-8s %16s %16s %16s %16s %16s\n", "mode", "scenario", "detect p50/max", "decide p50/max", "publish p50/max", "step p50/max", "polled p50/max"
     printf "[\n" > json
     for (o = 1; o <= no; o++) {
         split(order[o], mp, " "); line = sprintf("%-10s %-8s", mp[1], mp[2])
         printf "  {\"mode\":\"%s\",\"scenario\":\"%s\"", mp[1], mp[2] > json
-        split("detect decide publish step", ph, " ")
-        for (q = 1; q <= 4; q++) { key = order[o] " " ph[q]; m = n[key]
+        split("detect decide publish step polled", ph, " ")
+        for (q = 1; q <= 5; q++) { key = order[o] " " ph[q]; m = n[key]
             for (i = 1; i <= m; i++) a[i] = v[key, i]
             p50 = pct(a, m, 0.5); mx = pct(a, m, 1.0)
-            line = line sprintf(" %7d/%-8d", p50, mx)
-            printf ",\"%s_p50_ms\":%d,\"%s_max_ms\":%d", ph[q], p50, ph[q], mx > json }
+            line = line sprintf(" %7.0f/%-8.0f", p50, mx)
+            printf ",\"%s_p50_ms\":%.0f,\"%s_max_ms\":%.0f", ph[q], p50, ph[q], mx > json }
         printf "}%s\n", (o < no ? "," : "") > json
         print line }
     printf "]\n" > json }' "$W/results"

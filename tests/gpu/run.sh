@@ -35,7 +35,9 @@ P50_AWK='function p50(v, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1
 # Where a survivor's rebuild went, from the newest recovery bench's kept logs
 # (removal scenarios: node, leave): the build (ecw_rebuild's "ready in") and
 # the first collectives on the new communicator (linreg's rebuilt ms less
-# the build: ecw_sync_state), p50/max over the survivors; then the logs go
+# the build: ecw_sync_state), p50/max over the survivors, and the leader's
+# epoch transaction (etcd's commit: the "txn N ms" of its +published line);
+# then the logs go
 # unless KEEP was set.  NCCL connects a communicator's transports at its
 # first collective unless NCCL_RUNTIME_CONNECT=0.
 split_times() {
@@ -50,6 +52,12 @@ split_times() {
                 split($0, a, "epoch="); split(a[2], b, " "); split($0, c, " ms="); split(c[2], m, " ")
                 if (b[1] > 1 && ready != "") { n++; bu[n] = ready; fc[n] = m[1] - ready; ready = "" } }
             END { if (n) printf "    %s: a survivor built in %s ms (p50/max), then its first collectives took %s ms (%d survivors)\n", sc, p50(bu, n), p50(fc, n), n }'
+        # etcd's share of the publication: the leader's transaction
+        cat "$d"/r-inprocess-$sc-*.console 2>/dev/null | awk -v sc="$sc" "$P50_AWK"'
+            /\+published epoch [0-9]+ .*txn [0-9]+ ms/ {
+                for (i = 1; i <= NF; i++) { if ($i == "epoch") e = $(i + 1); if ($i == "txn") t = $(i + 1) }
+                if (e > 1) tx[++n] = t + 0 }
+            END { if (n) printf "    %s: the leader'"'"'s epoch transaction took %s ms (p50/max, %d epochs)\n", sc, p50(tx, n), n }'
     done
     [ -n "${KEEP:-}" ] || rm -rf "$d"
 }
