@@ -31,7 +31,9 @@ cleanup() {
     wait 2>/dev/null || true
     [ -n "${DEMO_KEEP:-}" ] || rm -rf "$W"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
 now_ms() { date +%s%3N; }
 say() { printf '%s  %s\n' "$(date +%H:%M:%S.%3N)" "$*"; }
 STEPS=${DEMO_STEPS:-600}

@@ -52,7 +52,9 @@ set -- $(sh deploy/local/etcd.sh "$W/etcd")
 EP=$1; EPID=$2
 PIDS=""; JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
 now_ms() { date +%s%3N; }   # wall clock: the step lines' and the records' clock
 
 start_agent() {  # JOB NODE MODE PROG: prints the agent's pid

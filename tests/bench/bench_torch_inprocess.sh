@@ -40,7 +40,9 @@ set -- $(sh deploy/local/etcd.sh "$W/etcd")
 EP=$1; EPID=$2
 PIDS=""; JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
 now_ms() { date +%s%3N; }
 
 one_gpu_env() {  # NODE: what makes NCCL take this agent's processes for another host
