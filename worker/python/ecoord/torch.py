@@ -658,11 +658,23 @@ class Context:
         with self.step():
             return _sync(model, optimizer, step, extra, self)
 
-    def wrap(self, model, **ddp_args):
+    def wrap(self, model, comm_hook=None, comm_state=None, **ddp_args):
         """DistributedDataParallel(model) on the current group (build a new
-        one after every rebuild)."""
+        one after every rebuild).  Its gradient buckets go through a DDP
+        comm hook that starts no allreduce on a group that is gone (aborted,
+        or a newer epoch published): the bucket's future fails instead, so
+        backward raises and the step turns it into EpochChanged.  Without
+        it a bucket reaching torch while the group's NCCL abort runs waits
+        for that abort (torch holds the communicator's lock through
+        ncclCommAbort, ~0.3-0.7 s).  DDP takes one hook: give yours as
+        comm_hook (and its state as comm_state) and it runs behind the
+        check; by default torch's allreduce_hook, the averaging DDP does
+        itself.  The check covers DDP's buckets only: a collective of your
+        own in the step still reaches the group."""
         with self.step():
-            return _wrap(model, self.backend, self.local_rank, **ddp_args)
+            ddp = _wrap(model, self.backend, self.local_rank, **ddp_args)
+            _hook_buckets(ddp, self, self._cur, comm_hook, comm_state)
+            return ddp
 
     def close(self):
         """Stop the watcher, leave torch.distributed, free the handle.
@@ -800,8 +812,11 @@ class _FallbackContext:
     def sync(self, model, optimizer=None, step=-1, extra=None):
         return _sync(model, optimizer, step, extra, self)
 
-    def wrap(self, model, **ddp_args):
-        return _wrap(model, self.backend, self.local_rank, **ddp_args)
+    def wrap(self, model, comm_hook=None, comm_state=None, **ddp_args):
+        ddp = _wrap(model, self.backend, self.local_rank, **ddp_args)
+        if comm_hook is not None:  # never rebuilt: nothing to check
+            ddp.register_comm_hook(comm_state, comm_hook)
+        return ddp
 
     def close(self):
         if dist.is_initialized():
@@ -964,6 +979,37 @@ def _sync(model, optimizer, step, extra, ctx):
     ctx.last_sync_ms = _now_ms() - t0
     ctx.last_sync_bytes = total
     return best
+
+
+def _hook_buckets(ddp, ctx, gen, hook, state):
+    """Register on ddp a comm hook that refuses every bucket once gen's group
+    is gone (Context.wrap).  Runs on autograd's threads: it reads two
+    values, and aborts the group (any thread may) when a newer epoch is
+    there before the watcher has done so."""
+    if hook is None:
+        try:
+            from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        except ImportError:  # a torch without comm hooks: DDP's own allreduce, unchecked
+            return
+        hook, state = allreduce_hook, gen.pg
+    w = ctx._w
+
+    def checked(st, bucket):
+        why = gen.aborted
+        if why is None:
+            latest = w.latest_epoch()
+            if latest > gen.epoch:
+                why = "epoch %d published" % latest
+                ctx._abort(gen, why)
+        if why is None:
+            return hook(st, bucket)
+        fut = torch.futures.Future()
+        fut.set_exception(EpochChanged(
+            "gradient bucket %d not reduced: the group of epoch %d is gone: %s"
+            % (bucket.index(), gen.epoch, why), gen.epoch, w.latest_epoch()))
+        return fut
+
+    ddp.register_comm_hook(state, checked)
 
 
 def _wrap(model, backend, local_rank, **ddp_args):
