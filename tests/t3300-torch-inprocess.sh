@@ -230,7 +230,8 @@ kill -TERM "$A_a" "$A_b" 2>/dev/null
 # Context.wrap's comm hook: once the group is aborted (as on a new epoch),
 # backward starts no bucket allreduce on it (over NCCL such a call waits for
 # torch's abort of the group) and the step raises EpochChanged naming the
-# bucket; a comm hook of the program's own runs behind the same check.
+# bucket; a comm hook of the program's own runs behind the same check, and
+# ctx.all_reduce (a collective of the program's own) refuses the same way.
 "$ECOORD" launch --elastic_server="127.0.0.1:$port" --job_id=hook --np=1 --nproc_per_node=1 \
     --node_id=h --log_dir="$T/hook" --grace_period=2 --rebuild=inprocess -- \
     $PY "$(cd "$SRCDIR" && pwd)/tests/progs/torch_bucket_refused.py" > "$T/hook.console" 2>&1 &
@@ -238,7 +239,7 @@ hpid=$!
 pids="$pids $hpid"
 hook_done() { ! kill -0 "$hpid" 2>/dev/null; }
 wait_until 120 hook_done && wait "$hpid" && grep -q '^OK$' "$T/hook/workerlog.0"
-result $? "DDP's gradient buckets start no allreduce on a group that is gone (the step says which bucket)" \
+result $? "DDP's gradient buckets and ctx.all_reduce start no allreduce on a group that is gone (the step says which bucket)" \
     "$T/hook.console" "$T/hook/workerlog.0"
 grep -h '^backward on the aborted' "$T/hook/workerlog.0" 2>/dev/null | cut -c1-200 | sed 's/^/# /'
 

@@ -2,7 +2,8 @@
 # once the group is gone, DDP's backward starts no bucket allreduce on it.
 # Context.wrap's comm hook fails the bucket's future instead, backward raises
 # and ctx.step() turns that into EpochChanged naming the bucket; a hook of the
-# caller's own (comm_hook=) runs behind the same check.  The group is aborted
+# caller's own (comm_hook=) runs behind the same check, and ctx.all_reduce
+# (the program's own collective) refuses the same way.  The group is aborted
 # the way the watcher aborts it on a new epoch.  Prints OK when all holds.
 import os
 import sys
@@ -40,6 +41,8 @@ ddp_mine = ctx.wrap(mine, comm_hook=user_hook, comm_state="mine")
 with ctx.step():
     ddp(torch.randn(4, 8)).pow(2).mean().backward()
     ddp_mine(torch.randn(4, 8)).pow(2).mean().backward()
+    ones = ctx.all_reduce(torch.ones(2))
+assert ones.tolist() == [ctx.world_size] * 2, ones
 print("a step on a live group: %d allreduce(s), the caller's hook called %d time(s) with %s" %
       (len(reduces), len(user_calls), user_calls[:1]), flush=True)
 assert reduces and user_calls == ["mine"] * len(user_calls) and user_calls, "no bucket reduced"
@@ -63,6 +66,11 @@ try:
     raise AssertionError("the caller's hook's backward went through on an aborted group")
 except RuntimeError as e:
     assert "not reduced" in str(e), "not the hook's refusal: %s" % e
+try:
+    ctx.all_reduce(torch.ones(2))
+    raise AssertionError("ctx.all_reduce went through on an aborted group")
+except et.EpochChanged as e:
+    print("ctx.all_reduce on the aborted group: %s" % e, flush=True)
 assert len(reduces) == before, "%d allreduce(s) started on the aborted group" % (
     len(reduces) - before)
 assert len(user_calls) == before_user, "the caller's hook ran on the aborted group"

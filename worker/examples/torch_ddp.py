@@ -108,7 +108,7 @@ def main():
                 loss = torch.nn.functional.mse_loss(ddp(x), y)
                 loss.backward()
                 lsum = loss.detach().clone()
-                torch.distributed.all_reduce(lsum)
+                ctx.all_reduce(lsum)  # not started on a group that is gone
                 # No collective after the update: a membership change can
                 # cut a collective on some ranks only, and a rank that
                 # applied the update must also count the step, or two ranks

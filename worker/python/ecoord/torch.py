@@ -658,6 +658,25 @@ class Context:
         with self.step():
             return _sync(model, optimizer, step, extra, self)
 
+    def all_reduce(self, tensor, op=None):
+        """torch.distributed.all_reduce(tensor, op) on the current group,
+        in place, unless the group is gone (aborted, or a newer epoch
+        published): then EpochChanged, without reaching torch, where over
+        NCCL the call would wait for the group's abort to end (see wrap).
+        For a program's own collectives inside a step."""
+        gen = self._cur
+        why = gen.aborted if gen is not None else "no process group"
+        latest = self._w.latest_epoch()
+        if why is None and latest > gen.epoch:
+            why = "epoch %d published" % latest
+            self._abort(gen, why)
+        if why is not None:
+            if gen is not None:
+                self._raise_if_aborted(gen)  # as step() raises it: EpochChanged or Fenced
+            raise EpochChanged("all_reduce not started: %s" % why, None, latest)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op, group=gen.pg)
+        return tensor
+
     def wrap(self, model, comm_hook=None, comm_state=None, **ddp_args):
         """DistributedDataParallel(model) on the current group (build a new
         one after every rebuild).  Its gradient buckets go through a DDP
@@ -811,6 +830,10 @@ class _FallbackContext:
 
     def sync(self, model, optimizer=None, step=-1, extra=None):
         return _sync(model, optimizer, step, extra, self)
+
+    def all_reduce(self, tensor, op=None):
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op)
+        return tensor
 
     def wrap(self, model, comm_hook=None, comm_state=None, **ddp_args):
         ddp = _wrap(model, self.backend, self.local_rank, **ddp_args)
