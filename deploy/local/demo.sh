@@ -22,8 +22,7 @@ fi
 ECOORD=$TOP/ecoord
 LINREG=$TOP/worker/examples/linreg
 W=$(mktemp -d /tmp/ecoord-demo-XXXXXX)
-set -- $(sh deploy/local/etcd.sh "$W/etcd")
-EP=$1; EPID=$2
+EPID=""
 PIDS=""
 cleanup() {
     for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
@@ -32,17 +31,22 @@ cleanup() {
     [ -n "${DEMO_KEEP:-}" ] || rm -rf "$W"
 }
 trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
+. deploy/local/hold.sh  # TERM and INT: exit, and cleanup runs on the way out
+hold
+set -- $(sh deploy/local/etcd.sh "$W/etcd")
+EP=$1; EPID=$2
+release
 now_ms() { date +%s%3N; }
 say() { printf '%s  %s\n' "$(date +%H:%M:%S.%3N)" "$*"; }
 STEPS=${DEMO_STEPS:-600}
 agent() {  # agent NODE
+    hold
     "$ECOORD" launch --elastic_server="$EP" --job_id=demo --np=2:4 --nproc_per_node=2 \
         --node_id="$1" --rebuild=inprocess --elastic_timeout=1 --lease_ttl=10 --grace_period=2 \
         --log_dir="$W/log-$1" -- "$LINREG" --steps "$STEPS" --delay-ms 15 > "$W/$1.console" 2>&1 &
     eval "PID_$(echo "$1" | tr - _)=$!"
     PIDS="$PIDS $!"
+    release
 }
 epoch() { "$ECOORD" status --elastic_server="$EP" --job_id=demo --json 2>/dev/null |
           sed -n 's/.*"epoch":{"number":\([0-9]*\).*/\1/p'; }

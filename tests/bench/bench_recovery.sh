@@ -50,14 +50,16 @@ REPS=${1:-3}; K=${2:-3}; JSON=${3:-bench_recovery.json}
 ECOORD=${ECOORD:-$TOP/ecoord}; LINREG=${ECW_LINREG:-$TOP/worker/examples/linreg}
 [ -x "$ECOORD" ] && [ -x "$LINREG" ] || { echo "build first: make && make bench" >&2; exit 1; }
 W=$(mktemp -d /tmp/ec-bench-recovery-XXXXXX)
-set -- $(sh deploy/local/etcd.sh "$W/etcd")
-EP=$1; EPID=$2
+EPID=""
 PIDS=""
 JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
 trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
+. deploy/local/hold.sh  # TERM and INT: exit, and cleanup runs on the way out
+hold
+set -- $(sh deploy/local/etcd.sh "$W/etcd")
+EP=$1; EPID=$2
+release
 now_ms() { date +%s%3N; }   # wall clock ms: compared with the epoch record's times
 
 NPROC=${NPROC:-2}
@@ -153,7 +155,7 @@ run_scenario() {
     [ "$sc" = scaleup ] && { np="$K:$((K + 1))"; eto=2; }
     [ "$sc" = standby ] && total=$((K + 1))
     while [ $i -lt $total ]; do
-        pid=$(start_agent "$job" "n$i" "$np" "$mode" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+        hold; pid=$(start_agent "$job" "n$i" "$np" "$mode" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release
         eval "A_n$i=$pid"; nodes="$nodes n$i"
         i=$((i + 1))
         [ "$sc" = standby ] && [ $i -eq $K ] && { wait_epoch "$job" 1 >/dev/null || return 1; }
@@ -187,7 +189,7 @@ run_scenario() {
         crash)   pid=$(grep -h "^linreg step=.* node=$victim " "$W/$job/$victim/workerlog.$((NPROC - 1))" | tail -n1 | sed -n 's/.* pid=\([0-9]*\).*/\1/p'); kill -9 "$pid" ;;
         node)    eval "kill -9 \$A_$victim" ;;
         leader)  victim=$leader; eval "kill -9 \$A_$victim" ;;
-        scaleup) pid=$(start_agent "$job" "n$K" "$np" "$mode" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; victim="" ;;
+        scaleup) hold; pid=$(start_agent "$job" "n$K" "$np" "$mode" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release; victim="" ;;
         standby) eval "kill -9 \$A_$victim" ;;
         starting) eval "kill -9 \$A_$victim" ;;
         nodemid) eval "kill -9 \$A_$victim" ;;

@@ -48,13 +48,15 @@ fi
 export ECOORD_LIBECWORKER=${ECOORD_LIBECWORKER:-$TOP/.libs/libecworker.so.0}
 export OMP_NUM_THREADS=1 TORCH_DDP_TIMESTAMPS=1
 W=$(mktemp -d /tmp/ec-bench-stall-XXXXXX)
-set -- $(sh deploy/local/etcd.sh "$W/etcd")
-EP=$1; EPID=$2
+EPID=""
 PIDS=""; JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
 trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
+. deploy/local/hold.sh  # TERM and INT: exit, and cleanup runs on the way out
+hold
+set -- $(sh deploy/local/etcd.sh "$W/etcd")
+EP=$1; EPID=$2
+release
 now_ms() { date +%s%3N; }   # wall clock: the step lines' and the records' clock
 
 start_agent() {  # JOB NODE MODE PROG: prints the agent's pid
@@ -118,7 +120,7 @@ run_job() {  # PROG MODE REP
     prog=$1; mode=$2; job="s-$prog-$mode-$3"; nodes=""; i=0
     t0=$(now_ms)
     while [ $i -lt "$K" ]; do
-        pid=$(start_agent "$job" "n$i" "$mode" "$prog"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+        hold; pid=$(start_agent "$job" "n$i" "$mode" "$prog"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release
         eval "A_n$i=$pid"; nodes="$nodes n$i"; i=$((i + 1))
     done
     t=$(all_stepped "$job" "$K" "$t0" $nodes) || { echo "  $job: never trained at world $K" >&2; return 1; }
@@ -142,7 +144,7 @@ run_job() {  # PROG MODE REP
         case $ev in
         join)
             j="n$i"; i=$((i + 1))
-            pid=$(start_agent "$job" "$j" "$mode" "$prog"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+            hold; pid=$(start_agent "$job" "$j" "$mode" "$prog"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release
             eval "A_$j=$pid"
             world=$((world + 1))
             te=$(all_stepped "$job" "$world" "$t0" $nodes "$j") || { echo "  $job: no join" >&2; return 1; }

@@ -36,13 +36,15 @@ $PY -c 'import torch.distributed' 2>/dev/null || { echo "no torch under $PY (apt
 export ECOORD_LIBECWORKER=${ECOORD_LIBECWORKER:-$TOP/.libs/libecworker.so.0}
 export OMP_NUM_THREADS=1 TORCH_DDP_TIMESTAMPS=1
 W=$(mktemp -d /tmp/ec-bench-torch-XXXXXX)
-set -- $(sh deploy/local/etcd.sh "$W/etcd")
-EP=$1; EPID=$2
+EPID=""
 PIDS=""; JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
 trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT  # stop here: cleanup runs on the way out (EXIT)
+. deploy/local/hold.sh  # TERM and INT: exit, and cleanup runs on the way out
+hold
+set -- $(sh deploy/local/etcd.sh "$W/etcd")
+EP=$1; EPID=$2
+release
 now_ms() { date +%s%3N; }
 
 one_gpu_env() {  # NODE: what makes NCCL take this agent's processes for another host
@@ -80,7 +82,7 @@ run_scenario() {  # MODE SCENARIO REP
     np="1:$K"; eto=30; neww=$((NPROC * (K - 1)))
     [ "$sc" = join ] && { np="1:$((K + 1))"; eto=2; neww=$((NPROC * (K + 1))); }
     while [ $i -lt "$K" ]; do
-        pid=$(start_agent "$job" "n$i" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"
+        hold; pid=$(start_agent "$job" "n$i" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release
         eval "A_n$i=$pid"; nodes="$nodes n$i"; i=$((i + 1))
     done
     wait_cond 90 all_stepped "$job" $((NPROC * K)) 0 $nodes || { echo "  $job: never trained at world $((NPROC * K))" >&2; return 1; }
@@ -93,7 +95,7 @@ run_scenario() {  # MODE SCENARIO REP
     case $sc in
         leave) eval "kill -TERM \$A_$victim" ;;
         kill9) eval "kill -9 \$A_$victim" ;;
-        join)  pid=$(start_agent "$job" "n$K" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid" ;;
+        join)  hold; pid=$(start_agent "$job" "n$K" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release ;;
     esac
     wait_cond $((TTL + 60)) all_stepped "$job" "$neww" "$t0" $survivors ||
         { echo "  $job: survivors never stepped at world $neww" >&2; return 1; }

@@ -8,7 +8,7 @@
 #   tests/t4000-worker, tests/gpu/smoke (when CUDA's headers are here),
 #   tests/gpu/illegal (when CUDA's compiler is: nvcc),
 #   worker/python/ecoord/, worker/examples/torch_ddp.py, tests/bench/*.sh,
-#   deploy/local/etcd.sh, bin/etcd (Debian's, a static Go binary), run.sh,
+#   deploy/local/etcd.sh and hold.sh, bin/etcd (Debian's, a static Go binary), run.sh,
 #   lib/ (the Debian libraries those load; RUNPATH $ORIGIN-relative, set with
 #   patchelf), and a .tar.gz of it all.
 # Left to the GPU machine: glibc and the C++ runtime (libc, libm, libstdc++,
@@ -72,7 +72,7 @@ fi
 cp "$SRC/tests/gpu/run.sh" "$B/run.sh"
 cp "$SRC/tests/gpu/README.md" "$B/README.md"
 cp "$SRC/tests/bench/bench_recovery.sh" "$SRC/tests/bench/bench_torch_inprocess.sh" "$B/tests/bench/"
-cp "$SRC/deploy/local/etcd.sh" "$B/deploy/local/"
+cp "$SRC/deploy/local/etcd.sh" "$SRC/deploy/local/hold.sh" "$B/deploy/local/"
 cp "$SRC/worker/examples/torch_ddp.py" "$B/worker/examples/"
 mkdir -p "$B/tests/progs"
 cp "$SRC/tests/progs/torch_nccl_smoke.py" "$B/tests/progs/"
