@@ -32,10 +32,7 @@ cleanup() {
 }
 trap cleanup EXIT
 . deploy/local/hold.sh  # TERM and INT: exit, and cleanup runs on the way out
-hold
-set -- $(sh deploy/local/etcd.sh "$W/etcd")
-EP=$1; EPID=$2
-release
+etcd_held "$W/etcd"
 now_ms() { date +%s%3N; }
 say() { printf '%s  %s\n' "$(date +%H:%M:%S.%3N)" "$*"; }
 STEPS=${DEMO_STEPS:-600}

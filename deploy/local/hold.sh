@@ -6,3 +6,6 @@
 # left that process running.
 hold() { trap 'held=143' TERM; trap 'held=130' INT; }
 release() { trap 'exit 143' TERM; trap 'exit 130' INT; [ -z "${held:-}" ] || exit "$held"; }
+# etcd_held DIR: deploy/local/etcd.sh's etcd under DIR, held as above; sets
+# EP (its endpoint) and EPID (its pid, for the clean-up).
+etcd_held() { hold; set -- $(sh deploy/local/etcd.sh "$1"); EP=$1; EPID=$2; release; }

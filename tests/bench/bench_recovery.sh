@@ -56,10 +56,7 @@ JOB_AGENTS=""
 cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null; done; kill "$EPID" 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"; }
 trap cleanup EXIT
 . deploy/local/hold.sh  # TERM and INT: exit, and cleanup runs on the way out
-hold
-set -- $(sh deploy/local/etcd.sh "$W/etcd")
-EP=$1; EPID=$2
-release
+etcd_held "$W/etcd"
 now_ms() { date +%s%3N; }   # wall clock ms: compared with the epoch record's times
 
 NPROC=${NPROC:-2}

@@ -473,6 +473,15 @@ class Context:
         self._raise_if_aborted(gen)
         return gen
 
+    def _gone(self, gen):
+        """Why gen's group may not be used (None: it may): aborted, or a
+        newer epoch is published, which aborts it now (any thread)."""
+        if gen.aborted is None:
+            latest = self._w.latest_epoch()
+            if latest > gen.epoch:
+                self._abort(gen, "epoch %d published" % latest)
+        return gen.aborted
+
     def _raise_if_aborted(self, gen):
         if gen.aborted is not None:
             cls = Fenced if gen.fenced else EpochChanged
@@ -630,10 +639,7 @@ class Context:
         gen = self._cur
         if gen is None:
             raise EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
-        latest = self._w.latest_epoch()
-        if gen.aborted is None and latest > gen.epoch:
-            self._abort(gen, "epoch %d published" % latest)
-        if gen.aborted is not None:
+        if self._gone(gen) is not None:
             self._raise_if_aborted(gen)
         try:
             yield self
@@ -665,15 +671,10 @@ class Context:
         NCCL the call would wait for the group's abort to end (see wrap).
         For a program's own collectives inside a step."""
         gen = self._cur
-        why = gen.aborted if gen is not None else "no process group"
-        latest = self._w.latest_epoch()
-        if why is None and latest > gen.epoch:
-            why = "epoch %d published" % latest
-            self._abort(gen, why)
-        if why is not None:
-            if gen is not None:
-                self._raise_if_aborted(gen)  # as step() raises it: EpochChanged or Fenced
-            raise EpochChanged("all_reduce not started: %s" % why, None, latest)
+        if gen is None:
+            raise EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
+        if self._gone(gen) is not None:
+            self._raise_if_aborted(gen)  # as step() raises it: EpochChanged or Fenced
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op, group=gen.pg)
         return tensor
 
@@ -688,8 +689,8 @@ class Context:
         ncclCommAbort, ~0.3-0.7 s).  DDP takes one hook: give yours as
         comm_hook (and its state as comm_state) and it runs behind the
         check; by default torch's allreduce_hook, the averaging DDP does
-        itself.  The check covers DDP's buckets only: a collective of your
-        own in the step still reaches the group."""
+        itself.  For a collective of your own in the step use all_reduce,
+        which checks the same way."""
         with self.step():
             ddp = _wrap(model, self.backend, self.local_rank, **ddp_args)
             _hook_buckets(ddp, self, self._cur, comm_hook, comm_state)
@@ -1006,30 +1007,23 @@ def _sync(model, optimizer, step, extra, ctx):
 
 def _hook_buckets(ddp, ctx, gen, hook, state):
     """Register on ddp a comm hook that refuses every bucket once gen's group
-    is gone (Context.wrap).  Runs on autograd's threads: it reads two
-    values, and aborts the group (any thread may) when a newer epoch is
-    there before the watcher has done so."""
+    is gone (Context.wrap).  Runs on autograd's threads (ctx._gone may abort
+    the group: any thread may)."""
     if hook is None:
         try:
             from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         except ImportError:  # a torch without comm hooks: DDP's own allreduce, unchecked
             return
         hook, state = allreduce_hook, gen.pg
-    w = ctx._w
 
     def checked(st, bucket):
-        why = gen.aborted
-        if why is None:
-            latest = w.latest_epoch()
-            if latest > gen.epoch:
-                why = "epoch %d published" % latest
-                ctx._abort(gen, why)
+        why = ctx._gone(gen)
         if why is None:
             return hook(st, bucket)
         fut = torch.futures.Future()
         fut.set_exception(EpochChanged(
             "gradient bucket %d not reduced: the group of epoch %d is gone: %s"
-            % (bucket.index(), gen.epoch, why), gen.epoch, w.latest_epoch()))
+            % (bucket.index(), gen.epoch, why), gen.epoch, ctx._w.latest_epoch()))
         return fut
 
     ddp.register_comm_hook(state, checked)
