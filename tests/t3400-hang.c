@@ -536,6 +536,84 @@ START_TEST(a_collective_blocked_on_a_stopped_peer_is_released_in_place)
 }
 END_TEST
 
+/* Whether python3 (Debian's, where torch is) imports torch.distributed. */
+static bool have_torch(void)
+{
+    char out[64];
+    char *argv[] = {"/usr/bin/python3", "-c", "import torch.distributed; print('ok')", NULL};
+    return access("/usr/bin/python3", X_OK) == 0 && ec_test_run(argv, out, sizeof(out)) == 0 &&
+           strstr(out, "ok");
+}
+
+START_TEST(a_torch_rank_hung_outside_its_collectives_is_named_not_its_waiting_peer)
+{
+    /* ecoord.torch over Gloo in place (worker/examples/torch_ddp.py): b's
+     * process sleeps forever before a step, outside any collective (as in
+     * its data loading), while a's waits in DDP's gradient allreduce.  Both
+     * went silent at the same step; the leader names b, not a: a is inside a
+     * collective (ecoord.torch marks the buckets it hands torch), b is not.
+     * b's agent restarts its process, and a's same process rebuilds in place
+     * and trains on with it. */
+    const char *src = getenv("EC_SRCDIR") ? getenv("EC_SRCDIR") : ".";
+    const char *bld = getenv("EC_BUILDDIR") ? getenv("EC_BUILDDIR") : ".";
+    char prog[600], lib[600];
+    snprintf(prog, sizeof(prog), "%s/worker/examples/torch_ddp.py", src);
+    snprintf(lib, sizeof(lib), "%s/.libs/libecworker.so.0", bld);
+    if (access(prog, R_OK) != 0 || access(lib, R_OK) != 0 || !have_torch()) {
+        fprintf(stderr, "# skipped: no %s, no %s, or no torch under /usr/bin/python3\n", prog,
+                lib);
+        return;
+    }
+    agent_t a[2];
+    const char *ids[2] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a[i].id, sizeof(a[i].id), "%s", ids[i]);
+        snprintf(a[i].log, sizeof(a[i].log), "%s/ht-%s.console", tmp, ids[i]);
+        char hang[400] = "";
+        if (i == 1)
+            snprintf(hang, sizeof(hang), "TORCH_DDP_HANG=15:%s/ht-hung-once", tmp);
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "exec env ECOORD_LIBECWORKER=%s OMP_NUM_THREADS=1 TORCH_DDP_TIMEOUT=120 %s "
+                 "%s launch --elastic_server=%s --job_id=ht --np=2 --nproc_per_node=1 "
+                 "--node_id=%s --log_dir=%s/ht-%s --grace_period=1 --elastic_timeout=1 "
+                 "--rebuild=inprocess --hang_timeout=3 --max_restart=3 -- /usr/bin/python3 %s "
+                 "--steps 100000 --delay-ms 20",
+                 lib, hang, ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), ids[i],
+                 tmp, ids[i], prog);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        a[i].pid = ec_test_spawn(argv, a[i].log);
+        pids[npids++] = a[i].pid;
+    }
+    uint64_t e = wait_epoch_above("ht", 0, 2, 60000);
+    char want[64], line[1024];
+    snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)e);
+    wait_line("ht", "a", "torch_ddp step=14 ", want, 60000);
+    ck_assert(log_line("ht", "a", "torch_ddp step=14 ", want, line, sizeof(line)));
+    char apid[32];
+    snprintf(apid, sizeof(apid), "%s", strstr(line, "pid=") ? strstr(line, "pid=") : "pid=?");
+    apid[strcspn(apid, " \n")] = '\0';
+    wait_line("ht", "b", "torch_ddp step=14 ", want, 60000);
+    int64_t t0 = ec_test_now_ms();
+    int64_t last = last_progress_ms("ht", "b", t0);
+    wait_any(a, 2, "+hang-suspect b ", 3000 + 20000);
+    printf("# b named %lld ms after its last progress (--hang_timeout=3)\n",
+           (long long)(ec_test_now_ms() - last));
+    ck_assert_int_ge(ec_test_now_ms() - last, 3000);
+    char msg[1100] = "";
+    ck_assert(hung_record("ht", "b", msg, sizeof(msg)));
+    ck_assert_msg(strstr(msg, "not inside a collective") && strstr(msg, "a waited") &&
+                  strstr(msg, "inside a collective"),
+                  "the evidence '%s' does not show b outside and a inside a collective", msg);
+    uint64_t next = wait_epoch_above("ht", e, 2, 30000);
+    snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)next);
+    /* a's same process trains on with b's new one */
+    wait_line("ht", "a", want, apid, 60000);
+    wait_line("ht", "b", want, NULL, 60000);
+    ck_assert_msg(none_shows(a, 2, "+hang-suspect a "), "a was blamed for b's hang");
+}
+END_TEST
+
 static char status_out[65536];
 
 static bool status_names_slowest(void *arg)
@@ -603,6 +681,7 @@ static Suite *suite(void)
     ec_tcase_add(t, a_program_that_reports_nothing_is_watched_through_its_log);
     ec_tcase_add(t, a_python_program_reporting_through_ecoord_progress_is_watched);
     ec_tcase_add(t, a_collective_blocked_on_a_stopped_peer_is_released_in_place);
+    ec_tcase_add(t, a_torch_rank_hung_outside_its_collectives_is_named_not_its_waiting_peer);
     ec_tcase_add(t, a_declared_checkpoint_longer_than_the_timeout_is_no_hang);
     ec_tcase_add(t, a_pause_past_max_pause_is_a_hang);
     ec_tcase_add(t, every_node_silent_together_is_no_hang);

@@ -13,12 +13,18 @@ layout in coord/core/progress_file.h) that this module maps and stores into; the
 samples it and the leader acts when the job stops progressing for --hang_timeout
 (on by default, 300 s, for programs that report).  Needs neither libecworker nor
 torch; without an agent (the variable unset) every call does nothing.
+
+ecoord.torch also says here when a rank waits on its peers inside a collective
+it handed torch (DDP's gradient buckets, Context.all_reduce, Context.sync), as
+the C library does for its own: a rank silent there waits on someone, and a
+rank silent outside is the one the leader names when the job stops.
 """
 import contextlib
 import ctypes
 import mmap
 import os
 import struct
+import threading
 import time
 
 __all__ = ["step", "pause", "resume", "paused", "active"]
@@ -28,6 +34,7 @@ _VERSION = 1
 _SIZE = 64
 # offsets in the file (coord/core/progress_file.h)
 _OFF_MAGIC, _OFF_VERSION, _OFF_STEP, _OFF_STEP_NS = 0, 4, 8, 16
+_OFF_COLL_DONE_NS, _OFF_COLL_ENTER_NS = 24, 32
 _OFF_PAUSED_NS, _OFF_RESUMED_NS = 40, 48
 
 _map = None
@@ -36,9 +43,21 @@ _steps = 0
 # The words as ctypes objects over the mapping: each store is one aligned
 # 8-byte store made by C, never torn for the agent reading it.
 _w = {}
+# Collectives in flight (ecoord.torch's buckets finish on torch's threads):
+# how many, and the era they were started in (a group aborted ends its era).
+_coll_lock = threading.Lock()
+_inside = 0
+_era = 0
 
 
 def _get():
+    if _tried:
+        return _map
+    with _coll_lock:
+        return _map_it()
+
+
+def _map_it():
     global _map, _tried, _steps
     if _tried:
         return _map
@@ -59,6 +78,8 @@ def _get():
     _steps = struct.unpack_from("<Q", m, _OFF_STEP)[0]
     for name, off, typ in (("step", _OFF_STEP, ctypes.c_uint64),
                            ("step_ns", _OFF_STEP_NS, ctypes.c_int64),
+                           ("coll_done_ns", _OFF_COLL_DONE_NS, ctypes.c_int64),
+                           ("coll_enter_ns", _OFF_COLL_ENTER_NS, ctypes.c_int64),
                            ("paused_ns", _OFF_PAUSED_NS, ctypes.c_int64),
                            ("resumed_ns", _OFF_RESUMED_NS, ctypes.c_int64)):
         _w[name] = typ.from_buffer(m, off)
@@ -110,3 +131,59 @@ def paused():
         yield
     finally:
         resume()
+
+
+# ---- collectives (ecoord.torch's; not part of the API) -----------------------------------
+
+def _collective_begin():
+    """A collective was handed to torch: this rank waits on its peers until
+    _collective_end(token, ok).  Returns the token (None without an agent)."""
+    global _inside
+    if _get() is None:
+        return None
+    with _coll_lock:
+        _inside += 1
+        if _inside == 1:
+            _w["coll_enter_ns"].value = time.monotonic_ns()
+        return _era
+
+
+def _collective_end(token, ok):
+    """The collective of token is over (ok: it completed, which is progress).
+    Any thread; a collective of an era forgotten since changes nothing."""
+    global _inside
+    if token is None:
+        return
+    with _coll_lock:
+        if token != _era or _inside == 0:
+            return
+        _inside -= 1
+        if ok:
+            _w["coll_done_ns"].value = time.monotonic_ns()
+        if _inside == 0:
+            _w["coll_enter_ns"].value = 0
+
+
+def _collectives_forgotten():
+    """The group the collectives in flight ran on is gone (aborted): none of
+    them holds this rank inside a collective any more, even one torch never
+    ends."""
+    global _inside, _era
+    if _get() is None:
+        return
+    with _coll_lock:
+        _era += 1
+        _inside = 0
+        _w["coll_enter_ns"].value = 0
+
+
+@contextlib.contextmanager
+def _collective():
+    """`with _collective():` around a blocking collective."""
+    token = _collective_begin()
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        _collective_end(token, ok)

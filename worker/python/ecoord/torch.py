@@ -361,6 +361,7 @@ class Context:
             if gen is None or gen.aborted is not None:
                 return
             gen.aborted, gen.fenced = why, fenced
+            _progress._collectives_forgotten()  # what is in flight on gen fails, or never ends
             if self._detect is None:
                 self._detect = (_now_ms(), _wall_ms(), why)
             if gen.pg is not None and self.backend == "nccl":
@@ -644,6 +645,8 @@ class Context:
         try:
             yield self
         except Exception as e:
+            _progress._collectives_forgotten()  # the step's, abandoned (a backward that
+            # raised runs none of its end-of-pass callbacks)
             ec = self._translate(e)
             if ec is None or ec is e:
                 raise
@@ -661,7 +664,7 @@ class Context:
         no collective after optimizer.step() in a step (a cut collective can
         finish on some ranks only), or two ranks may hold the same step with
         different parameters and nothing is repaired."""
-        with self.step():
+        with self.step(), _progress._collective():
             return _sync(model, optimizer, step, extra, self)
 
     def all_reduce(self, tensor, op=None):
@@ -675,7 +678,8 @@ class Context:
             raise EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
         if self._gone(gen) is not None:
             self._raise_if_aborted(gen)  # as step() raises it: EpochChanged or Fenced
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op, group=gen.pg)
+        with _progress._collective():
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op, group=gen.pg)
         return tensor
 
     def wrap(self, model, comm_hook=None, comm_state=None, **ddp_args):
@@ -826,20 +830,27 @@ class _FallbackContext:
 
     @contextlib.contextmanager
     def step(self):
-        yield self
+        try:
+            yield self
+        except BaseException:
+            _progress._collectives_forgotten()  # the step's, abandoned
+            raise
         _progress.step()
 
     def sync(self, model, optimizer=None, step=-1, extra=None):
-        return _sync(model, optimizer, step, extra, self)
+        with _progress._collective():
+            return _sync(model, optimizer, step, extra, self)
 
     def all_reduce(self, tensor, op=None):
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op)
+        with _progress._collective():
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op)
         return tensor
 
     def wrap(self, model, comm_hook=None, comm_state=None, **ddp_args):
         ddp = _wrap(model, self.backend, self.local_rank, **ddp_args)
-        if comm_hook is not None:  # never rebuilt: nothing to check
-            ddp.register_comm_hook(comm_state, comm_hook)
+        hook, state = _default_hook(comm_hook, comm_state, None)
+        if hook is not None:  # never rebuilt: nothing to check, the buckets only marked
+            ddp.register_comm_hook(state, _marked(hook))
         return ddp
 
     def close(self):
@@ -1005,16 +1016,59 @@ def _sync(model, optimizer, step, extra, ctx):
     return best
 
 
+def _default_hook(hook, state, pg):
+    """The program's comm hook and state, else torch's allreduce_hook on pg
+    (None: the default group); (None, None) for a torch without comm hooks."""
+    if hook is not None:
+        return hook, state
+    try:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    except ImportError:
+        return None, None
+    return allreduce_hook, pg
+
+
+def _marked(hook):
+    """hook, with each bucket's collective marked in the progress file from
+    the hook's call until the backward pass has waited for every bucket
+    (ecoord.progress: a rank silent there waits on a peer).  The end is an
+    autograd engine callback, run by the thread of the backward pass, and
+    queued from a callback of its own: the engine runs its callbacks in
+    order, those queued meanwhile last, so the end comes after DDP's own
+    (finalize_backward, which waits for the buckets), whether DDP queued it
+    before the first bucket's hook or after the last (torch 1.13).  A
+    future's callback would run on torch's communication thread and cost
+    each bucket a hand-over of the GIL.  Over NCCL the buckets are done once
+    their kernels are queued, so a wait on a peer comes later, at the
+    program's next synchronisation, unmarked."""
+    engine = getattr(getattr(torch.autograd, "Variable", None), "_execution_engine", None)
+
+    def marked(st, bucket):
+        token = _progress._collective_begin()
+        try:
+            fut = hook(st, bucket)
+        except BaseException:
+            _progress._collective_end(token, False)
+            raise
+        if token is not None:
+            def end():
+                _progress._collective_end(token, True)
+            try:
+                engine.queue_callback(lambda: engine.queue_callback(end))
+            except (AttributeError, RuntimeError):  # outside a backward pass, or no engine
+                fut.add_done_callback(lambda f: end())
+        return fut
+    return marked
+
+
 def _hook_buckets(ddp, ctx, gen, hook, state):
     """Register on ddp a comm hook that refuses every bucket once gen's group
-    is gone (Context.wrap).  Runs on autograd's threads (ctx._gone may abort
-    the group: any thread may)."""
-    if hook is None:
-        try:
-            from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-        except ImportError:  # a torch without comm hooks: DDP's own allreduce, unchecked
-            return
-        hook, state = allreduce_hook, gen.pg
+    is gone (Context.wrap) and marks the others (_marked).  Runs on
+    autograd's threads (ctx._gone may abort the group: any thread may)."""
+    hook, state = _default_hook(hook, state, gen.pg)
+    if hook is None:  # a torch without comm hooks: DDP's own allreduce, unchecked
+        return
+    hook = _marked(hook)
 
     def checked(st, bucket):
         why = ctx._gone(gen)
