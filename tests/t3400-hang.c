@@ -277,12 +277,16 @@ static int64_t last_progress_ms(const char *job, const char *node, int64_t fallb
 /* The common tail: the leader named `node` no sooner than the timeout
  * after t0, wrote the evidence, and the job went on: a new epoch of the
  * same world in which every node steps again. */
-static void expect_recovered(agent_t *a, int n, const char *job, const char *node,
-                             uint64_t epoch, int64_t t0, long timeout_ms, const char *evidence)
+/* The leader named `node` (on some agent's console, within slack_ms after
+ * the timeout) no sooner than timeout_ms after its last progress t0, and
+ * wrote a failure record of kind hung whose evidence holds ev1 and ev2
+ * (NULL: nothing more). */
+static void expect_named(agent_t *a, int n, const char *job, const char *node, int64_t t0,
+                         long timeout_ms, long slack_ms, const char *ev1, const char *ev2)
 {
     char needle[64];
     snprintf(needle, sizeof(needle), "+hang-suspect %s ", node);
-    wait_any(a, n, needle, timeout_ms + 10000);
+    wait_any(a, n, needle, timeout_ms + slack_ms);
     int64_t noticed = ec_test_now_ms() - t0;
     printf("# %s named %lld ms after its last progress as read (--hang_timeout=%ld ms)\n", node,
            (long long)noticed, timeout_ms);
@@ -291,8 +295,14 @@ static void expect_recovered(agent_t *a, int n, const char *job, const char *nod
     char msg[1100] = "";
     ck_assert_msg(hung_record(job, node, msg, sizeof(msg)), "no failure record of kind hung "
                   "for %s", node);
-    ck_assert_msg(strstr(msg, evidence), "the failure record's evidence '%s' lacks '%s'", msg,
-                  evidence);
+    for (const char *const *ev = (const char *const[]){ev1, ev2, NULL}; *ev; ev++)
+        ck_assert_msg(strstr(msg, *ev), "the failure record's evidence '%s' lacks '%s'", msg, *ev);
+}
+
+static void expect_recovered(agent_t *a, int n, const char *job, const char *node,
+                             uint64_t epoch, int64_t t0, long timeout_ms, const char *evidence)
+{
+    expect_named(a, n, job, node, t0, timeout_ms, 10000, evidence, NULL);
     uint64_t next = wait_epoch_above(job, epoch, n, 15000);
     for (int i = 0; i < n; i++)
         wait_steps(a[i].id, next, 5, 15000);
@@ -474,6 +484,40 @@ static void wait_line(const char *job, const char *node, const char *n1, const c
                   n2 ? n2 : "");
 }
 
+/* Agents a and b of job in place (--hang_timeout=3, fault tolerant as in
+ * start_agent), each running the command line prog; env: VAR=VALUE words
+ * for both programs, env_b more for b's alone. */
+static void start_inplace_pair(agent_t a[2], const char *job, const char *env, const char *env_b,
+                               const char *prog)
+{
+    const char *ids[2] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a[i].id, sizeof(a[i].id), "%s", ids[i]);
+        snprintf(a[i].log, sizeof(a[i].log), "%s/%s-%s.console", tmp, job, ids[i]);
+        char cmd[3000];
+        snprintf(cmd, sizeof(cmd),
+                 "exec env %s %s %s launch --elastic_server=%s --job_id=%s --np=2 "
+                 "--nproc_per_node=1 --node_id=%s --log_dir=%s/%s-%s --grace_period=1 "
+                 "--elastic_timeout=1 --rebuild=inprocess --hang_timeout=3 --max_restart=3 -- %s",
+                 env, i == 1 ? env_b : "", ec_test_bin("ECOORD", "./ecoord"),
+                 ec_embed_endpoint(etcd), job, ids[i], tmp, job, ids[i], prog);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        a[i].pid = ec_test_spawn(argv, a[i].log);
+        pids[npids++] = a[i].pid;
+    }
+}
+
+/* Wait for node's first log line with both needles; its "pid=N" into pid. */
+static void wait_pid_at(const char *job, const char *node, const char *n1, const char *n2,
+                        char *pid, size_t len, long ms)
+{
+    char line[1024];
+    wait_line(job, node, n1, n2, ms);
+    ck_assert(log_line(job, node, n1, n2, line, sizeof(line)));
+    snprintf(pid, len, "%s", strstr(line, "pid=") ? strstr(line, "pid=") : "pid=?");
+    pid[strcspn(pid, " \n")] = '\0';
+}
+
 START_TEST(a_collective_blocked_on_a_stopped_peer_is_released_in_place)
 {
     /* linreg over Gloo in place: b's process stopped mid-training leaves a's
@@ -481,46 +525,23 @@ START_TEST(a_collective_blocked_on_a_stopped_peer_is_released_in_place)
      * b's process is stopped), b's agent restarts its process, and a's same
      * process rebuilds in place and trains on with it */
     agent_t a[2];
-    const char *ids[2] = {"a", "b"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(a[i].id, sizeof(a[i].id), "%s", ids[i]);
-        snprintf(a[i].log, sizeof(a[i].log), "%s/hw-%s.console", tmp, ids[i]);
-        char cmd[2048];
-        snprintf(cmd, sizeof(cmd),
-                 "exec %s launch --elastic_server=%s --job_id=hw --np=2 --nproc_per_node=1 "
-                 "--node_id=%s --log_dir=%s/hw-%s --grace_period=1 --elastic_timeout=1 "
-                 "--rebuild=inprocess --hang_timeout=3 --max_restart=3 -- %s --steps=100000 "
-                 "--delay-ms=20",
-                 ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), ids[i], tmp, ids[i],
-                 ec_test_bin("ECW_LINREG", "worker/examples/linreg"));
-        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-        a[i].pid = ec_test_spawn(argv, a[i].log);
-        pids[npids++] = a[i].pid;
-    }
+    char prog[600];
+    snprintf(prog, sizeof(prog), "%s --steps=100000 --delay-ms=20",
+             ec_test_bin("ECW_LINREG", "worker/examples/linreg"));
+    start_inplace_pair(a, "hw", "", "", prog);
     uint64_t e = wait_epoch_above("hw", 0, 2, 20000);
-    char want[64], line[1024];
+    char want[64], apid[32], bpid[32];
     snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)e);
-    wait_line("hw", "a", "linreg step=20 ", want, 20000);
-    ck_assert(log_line("hw", "a", "linreg step=20 ", want, line, sizeof(line)));
-    char apid[32];
-    snprintf(apid, sizeof(apid), "%s", strstr(line, "pid=") ? strstr(line, "pid=") : "pid=?");
-    apid[strcspn(apid, " \n")] = '\0';
-    wait_line("hw", "b", "linreg step=20 ", want, 20000);
-    ck_assert(log_line("hw", "b", "linreg step=20 ", want, line, sizeof(line)));
-    stopped_pid = (pid_t)atoi(strstr(line, "pid=") + 4);
+    wait_pid_at("hw", "a", "linreg step=20 ", want, apid, sizeof(apid), 20000);
+    wait_pid_at("hw", "b", "linreg step=20 ", want, bpid, sizeof(bpid), 20000);
+    stopped_pid = (pid_t)atoi(bpid + 4);
+    ck_assert_int_gt(stopped_pid, 0);
     int64_t t0 = ec_test_now_ms();
     ck_assert_int_eq(kill(stopped_pid, SIGSTOP), 0);
-    int64_t last = last_progress_ms("hw", "b", t0);
-    wait_any(a, 2, "+hang-suspect b ", 3000 + 10000);
-    printf("# b named %lld ms after its last progress, %lld ms after the SIGSTOP "
-           "(--hang_timeout=3)\n", (long long)(ec_test_now_ms() - last),
-           (long long)(ec_test_now_ms() - t0));
-    ck_assert_int_ge(ec_test_now_ms() - last, 3000);
-    char msg[1100] = "";
-    ck_assert(hung_record("hw", "b", msg, sizeof(msg)));
-    ck_assert_msg(strstr(msg, "stopped") && strstr(msg, "a waited") &&
-                  strstr(msg, "inside a collective"),
-                  "the evidence '%s' does not show b stopped and a waiting in a collective", msg);
+    /* b stopped; a waiting inside a collective (only such a wait reads "waited") */
+    expect_named(a, 2, "hw", "b", last_progress_ms("hw", "b", t0), 3000, 10000, "stopped",
+                 "a waited");
+    printf("# ... %lld ms after the SIGSTOP\n", (long long)(ec_test_now_ms() - t0));
     uint64_t next = wait_epoch_above("hw", e, 2, 15000);
     snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)next);
     /* a's same process trains on in the new epoch; b's is a new one */
@@ -565,46 +586,21 @@ START_TEST(a_torch_rank_hung_outside_its_collectives_is_named_not_its_waiting_pe
         return;
     }
     agent_t a[2];
-    const char *ids[2] = {"a", "b"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(a[i].id, sizeof(a[i].id), "%s", ids[i]);
-        snprintf(a[i].log, sizeof(a[i].log), "%s/ht-%s.console", tmp, ids[i]);
-        char hang[400] = "";
-        if (i == 1)
-            snprintf(hang, sizeof(hang), "TORCH_DDP_HANG=15:%s/ht-hung-once", tmp);
-        char cmd[2048];
-        snprintf(cmd, sizeof(cmd),
-                 "exec env ECOORD_LIBECWORKER=%s OMP_NUM_THREADS=1 TORCH_DDP_TIMEOUT=120 %s "
-                 "%s launch --elastic_server=%s --job_id=ht --np=2 --nproc_per_node=1 "
-                 "--node_id=%s --log_dir=%s/ht-%s --grace_period=1 --elastic_timeout=1 "
-                 "--rebuild=inprocess --hang_timeout=3 --max_restart=3 -- /usr/bin/python3 %s "
-                 "--steps 100000 --delay-ms 20",
-                 lib, hang, ec_test_bin("ECOORD", "./ecoord"), ec_embed_endpoint(etcd), ids[i],
-                 tmp, ids[i], prog);
-        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-        a[i].pid = ec_test_spawn(argv, a[i].log);
-        pids[npids++] = a[i].pid;
-    }
+    char env[700], env_b[400], cmd[800];
+    snprintf(env, sizeof(env), "ECOORD_LIBECWORKER=%s OMP_NUM_THREADS=1 TORCH_DDP_TIMEOUT=120",
+             lib);
+    snprintf(env_b, sizeof(env_b), "TORCH_DDP_HANG=15:%s/ht-hung-once", tmp);
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s --steps 100000 --delay-ms 20", prog);
+    start_inplace_pair(a, "ht", env, env_b, cmd);
     uint64_t e = wait_epoch_above("ht", 0, 2, 60000);
-    char want[64], line[1024];
+    char want[64], apid[32];
     snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)e);
-    wait_line("ht", "a", "torch_ddp step=14 ", want, 60000);
-    ck_assert(log_line("ht", "a", "torch_ddp step=14 ", want, line, sizeof(line)));
-    char apid[32];
-    snprintf(apid, sizeof(apid), "%s", strstr(line, "pid=") ? strstr(line, "pid=") : "pid=?");
-    apid[strcspn(apid, " \n")] = '\0';
+    wait_pid_at("ht", "a", "torch_ddp step=14 ", want, apid, sizeof(apid), 60000);
     wait_line("ht", "b", "torch_ddp step=14 ", want, 60000);
+    /* b outside a collective, a waiting inside one */
     int64_t t0 = ec_test_now_ms();
-    int64_t last = last_progress_ms("ht", "b", t0);
-    wait_any(a, 2, "+hang-suspect b ", 3000 + 20000);
-    printf("# b named %lld ms after its last progress (--hang_timeout=3)\n",
-           (long long)(ec_test_now_ms() - last));
-    ck_assert_int_ge(ec_test_now_ms() - last, 3000);
-    char msg[1100] = "";
-    ck_assert(hung_record("ht", "b", msg, sizeof(msg)));
-    ck_assert_msg(strstr(msg, "not inside a collective") && strstr(msg, "a waited") &&
-                  strstr(msg, "inside a collective"),
-                  "the evidence '%s' does not show b outside and a inside a collective", msg);
+    expect_named(a, 2, "ht", "b", last_progress_ms("ht", "b", t0), 3000, 20000,
+                 "not inside a collective", "a waited");
     uint64_t next = wait_epoch_above("ht", e, 2, 30000);
     snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)next);
     /* a's same process trains on with b's new one */
