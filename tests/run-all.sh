@@ -8,6 +8,7 @@ set -eu
 cd "$(dirname "$0")/.."
 . tests/lib/configured.sh
 sh tests/install-deps.sh
+# shellcheck disable=SC3013 # -nt: dash, bash and busybox sh all have it
 [ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi
 # Configured before a dependency was installed or changed (the demo
 # configures without the test packages): configure again, or the tests run

@@ -11,7 +11,8 @@
 # validator does refuse a misspelt field, a wrongly typed value, an unknown
 # kind and each broken rule; the Dockerfile lints clean; the systemd units
 # pass `systemd-analyze verify` and keep their hardening; the shell scripts
-# pass shellcheck.
+# pass shellcheck (the demo's, the benchmarks' and the GPU suite's: its
+# warnings and errors).
 # A missing tool skips its step with the reason (TAP "# SKIP").
 set -u
 src=${EC_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -159,7 +160,11 @@ scripts() {
     shellcheck "$src/deploy/k8s/validate.sh" "$src/deploy/k8s/secure/make-certs.sh" \
         "$src/deploy/k8s/secure/etcd-auth.sh" "$src/deploy/docker/build-local.sh" \
         "$src/tests/t6100-deploy.sh" "$src/tests/t6150-kubelet.sh" "$src/tests/t6160-image.sh" \
-        "$src/tests/t6200-install.sh"
+        "$src/tests/t6200-install.sh" || return 1
+    # The demo, the benchmarks and the GPU suite (run on a lent machine,
+    # where a script error costs device time): warnings and errors.
+    shellcheck -S warning "$src"/deploy/local/*.sh "$src"/tests/bench/*.sh "$src"/tests/gpu/*.sh \
+        "$src/tests/run-all.sh"
 }
 
 step "Dockerfile lints clean (dockerfile-utils)" validate --docker
@@ -168,7 +173,7 @@ step "every kustomization renders and its rendering is valid" validate --overlay
 step "the validator refuses broken manifests" negatives
 step "systemd units pass systemd-analyze verify" units
 step "systemd units run unprivileged and hardened" hardening
-step "deploy scripts pass shellcheck" scripts
+step "deploy scripts pass shellcheck (the demo, benchmark and GPU scripts: its warnings)" scripts
 # The Kubernetes job runs what the README and the issue promise.
 n=$((n + 1))
 j=$src/deploy/k8s/base/job/job.yaml

@@ -101,7 +101,9 @@ change() {  # change LABEL EXPECTED_EPOCH SURVIVORS... ; the action already happ
     say "$label: epoch $want, world $(world), recovered in $((t_step - T0)) ms ($after)"
 }
 
-T0=$(now_ms); kill -9 "$PID_node_b"
+T0=$(now_ms)
+# shellcheck disable=SC2154 # PID_node_b and PID_node_c: set by agent() through eval
+kill -9 "$PID_node_b"
 say "kill -9 node-b (agent and its processes die; lease TTL 10 s)"
 change "kill -9 node-b (peers report, evicted)" 2 node-a node-c
 run_steps 60
@@ -109,7 +111,9 @@ T0=$(now_ms); agent node-d
 say "node-d joins"
 change "node-d joins" 3 node-a node-c node-d
 run_steps 60
-T0=$(now_ms); kill -TERM "$PID_node_c"
+T0=$(now_ms)
+# shellcheck disable=SC2154
+kill -TERM "$PID_node_c"
 say "SIGTERM node-c (graceful leave)"
 change "SIGTERM node-c (graceful leave)" 4 node-a node-d
 say "training to the end (--steps $STEPS)"

@@ -44,7 +44,7 @@
 #             the logs (the figure before 2026-11-28: it adds the polls'
 #             own latency, 10-25 ms on a 2-core VM)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 TOP=$(pwd)
 REPS=${1:-3}; K=${2:-3}; JSON=${3:-bench_recovery.json}
 ECOORD=${ECOORD:-$TOP/ecoord}; LINREG=${ECW_LINREG:-$TOP/worker/examples/linreg}

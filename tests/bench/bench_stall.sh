@@ -33,7 +33,7 @@
 # Every step line carries its wall-clock time (linreg --timestamps,
 # TORCH_DDP_TIMESTAMPS=1).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 TOP=$(pwd)
 REPS=${1:-3}; K=${K:-3}; DELAY_MS=${DELAY_MS:-10}; BOOT_MS=${BOOT_MS:-0}
 PY=${PYTHON:-/usr/bin/python3}

@@ -26,7 +26,7 @@
 # import and env:// rendezvous included; the example keeps no checkpoint,
 # so it also starts again from step 0 there).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 TOP=$(pwd)
 REPS=${1:-3}; K=${2:-3}; TTL=${TTL:-10}; DELAY_MS=${DELAY_MS:-10}
 PY=${PY:-/usr/bin/python3}; NPROC=${NPROC:-2}

@@ -12,7 +12,7 @@
 # (the event sequence follows the seed; timing on a loaded machine can still
 # make runs differ).  EC_TEST_TIMEOUT_MULTIPLIER stretches every deadline.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 TOP=$(pwd)
 SOAK_SECONDS=${1:-${SOAK_SECONDS:-600}}
 SOAK_SEED=${2:-${SEED:-${SOAK_SEED:-$(date +%s)}}}
