@@ -5,8 +5,9 @@
 # struct without its mirror fails here, not as a corrupted ecw_init.  The
 # pure-Python progress writer (ecoord.progress) stores at the progress file's
 # C offsets (coord/core/progress_file.h), and its collective marks (what
-# ecoord.torch hands torch) nest, count a completed one as progress, and are
-# forgotten with an aborted group (a collective torch never ends).
+# ecoord.torch hands torch) nest, count a completed one as progress, end when
+# a poll says so (a CUDA event over NCCL), and are forgotten with an aborted
+# group (a collective torch never ends).
 set -u
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
@@ -91,9 +92,22 @@ p._collective_end(t3, True)  # the aborted era ending late changes nothing
 assert word("coll_enter_ns") > 0, "a forgotten collective ended a live one"
 p._collective_end(t4, True)
 assert word("coll_enter_ns") == 0
-with p._collective():
-    assert word("coll_enter_ns") > 0
-assert word("coll_enter_ns") == 0
+# an end only a poll tells (a CUDA event over NCCL): inside until it says done
+import time
+done = [False]
+t5 = p._collective_begin()
+p._collective_end_when(t5, lambda: done[0])
+time.sleep(3 * p._POLL_S)  # the poller looked at least twice: not a synchronisation
+assert word("coll_enter_ns") > 0, "ended before its poll said done"
+done[0] = True
+deadline = time.monotonic() + 10
+while word("coll_enter_ns") != 0 and time.monotonic() < deadline:
+    time.sleep(0.01)
+assert word("coll_enter_ns") == 0, "still inside 10 s after its poll said done"
+t6 = p._collective_begin()
+p._collective_end_when(t6, lambda: False)
+p._collectives_forgotten()  # an aborted group: its pending ends go too
+assert word("coll_enter_ns") == 0 and not p._pending, "a forgotten collective still pending"
 print("offsets and marks as the agent reads them")
 ' "$T/cp.txt" "$T/progress.0" 2>&1)
     [ $? = 0 ] && echo "ok 3 - ecoord.progress: $out" || { echo "not ok 3 - ecoord.progress"; echo "$out" | sed 's/^/# /'; }

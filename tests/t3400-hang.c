@@ -557,6 +557,11 @@ START_TEST(a_collective_blocked_on_a_stopped_peer_is_released_in_place)
 }
 END_TEST
 
+static bool file_gone(void *path)
+{
+    return access(path, F_OK) != 0;
+}
+
 /* Whether python3 (Debian's, where torch is) imports torch.distributed. */
 static bool have_torch(void)
 {
@@ -569,8 +574,8 @@ static bool have_torch(void)
 START_TEST(a_torch_rank_hung_outside_its_collectives_is_named_not_its_waiting_peer)
 {
     /* ecoord.torch over Gloo in place (worker/examples/torch_ddp.py): b's
-     * process sleeps forever before a step, outside any collective (as in
-     * its data loading), while a's waits in DDP's gradient allreduce.  Both
+     * process, told to, sleeps forever before a step, outside any collective
+     * (as in its data loading), while a's waits in DDP's gradient allreduce.  Both
      * went silent at the same step; the leader names b, not a: a is inside a
      * collective (ecoord.torch marks the buckets it hands torch), b is not.
      * b's agent restarts its process, and a's same process rebuilds in place
@@ -589,7 +594,9 @@ START_TEST(a_torch_rank_hung_outside_its_collectives_is_named_not_its_waiting_pe
     char env[700], env_b[400], cmd[800];
     snprintf(env, sizeof(env), "ECOORD_LIBECWORKER=%s OMP_NUM_THREADS=1 TORCH_DDP_TIMEOUT=120",
              lib);
-    snprintf(env_b, sizeof(env_b), "TORCH_DDP_HANG=15:%s/ht-hung-once", tmp);
+    char hang[300];
+    snprintf(hang, sizeof(hang), "%s/ht-hang-now", tmp);
+    snprintf(env_b, sizeof(env_b), "TORCH_DDP_HANG=%s", hang);
     snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s --steps 100000 --delay-ms 20", prog);
     start_inplace_pair(a, "ht", env, env_b, cmd);
     uint64_t e = wait_epoch_above("ht", 0, 2, 60000);
@@ -597,6 +604,10 @@ START_TEST(a_torch_rank_hung_outside_its_collectives_is_named_not_its_waiting_pe
     snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)e);
     wait_pid_at("ht", "a", "torch_ddp step=14 ", want, apid, sizeof(apid), 60000);
     wait_line("ht", "b", "torch_ddp step=14 ", want, 60000);
+    FILE *f = fopen(hang, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_msg(ec_test_wait(file_gone, hang, 10000), "b's process never took %s", hang);
     /* b outside a collective, a waiting inside one */
     int64_t t0 = ec_test_now_ms();
     expect_named(a, 2, "ht", "b", last_progress_ms("ht", "b", t0), 3000, 20000,

@@ -4,7 +4,11 @@
 # non-leader agent), a node kill (kill -9 of a non-leader agent: its
 # processes die with it) and a join (SCENARIOS=join: one more agent, its
 # processes booted before the epoch admits it; timed from the members' first
-# notice), in place (--rebuild=inprocess) and by restart
+# notice) and a hang (SCENARIOS=hang, in place: one process of the last node
+# sleeps forever outside its collectives while the others wait in DDP's
+# allreduce, --hang_timeout=3; "detect" is the leader naming that node, from
+# the moment the process was told to hang, and its evidence is printed; its
+# "ranks" column counts repetitions), in place (--rebuild=inprocess) and by restart
 # (--rebuild=restart); each on a fresh job, REPS repetitions.  Prints p50 and
 # max (ms) per phase over every survivor rank.  Not a pass/fail test.
 #
@@ -51,14 +55,14 @@ one_gpu_env() {  # NODE: what makes NCCL take this agent's processes for another
 start_agent() {  # JOB NODE MODE [NP ELASTIC_TIMEOUT]
     mkdir -p "$W/$1"
     # shellcheck disable=SC2046
-    env $(one_gpu_env "$2") "$ECOORD" launch --elastic_server="$EP" --job_id="$1" --np="${4:-1:$K}" \
-        --nproc_per_node="$NPROC" --node_id="$2" \
+    env $(one_gpu_env "$2") ${HANG_ENV:+"$HANG_ENV"} "$ECOORD" launch --elastic_server="$EP" \
+        --job_id="$1" --np="${4:-1:$K}" --nproc_per_node="$NPROC" --node_id="$2" $AGENT_FLAGS \
         --rebuild="$3" --elastic_timeout="${5:-30}" --lease_ttl="$TTL" --grace_period=2 --log_dir="$W/$1/$2" \
         -- $PY "$PROG" --steps 1000000 --delay-ms "$DELAY_MS" > "$W/$1.$2.console" 2>&1 &
     echo $!
 }
 leader_of() { "$ECOORD" status --elastic_server="$EP" --job_id="$1" --json 2>/dev/null | sed -n 's/.*"leader":"\([^"]*\)".*/\1/p'; }
-# until every rank of NODES logged a step at world WORLD after wall ms AFTER
+# until every rank of NODES logged a step at world WORLD (a grep pattern) after wall ms AFTER
 all_stepped() {  # JOB WORLD AFTER NODES...
     job=$1; world=$2; after=$3; shift 3
     for n in "$@"; do for r in $(seq 0 $((NPROC - 1))); do
@@ -71,6 +75,15 @@ wait_cond() {  # SECONDS COMMAND...
     until "$@"; do [ "$(now_ms)" -gt "$dl" ] && return 1; sleep 0.02; done
 }
 record() { printf '%s %s %s %s\n' "$1" "$2" "$3" "$4" >> "$W/results"; }  # mode scenario phase ms
+# the wall ms of the first console line of JOB matching PATTERN (the agents'
+# "LAUNCH INFO YYYY-MM-DD HH:MM:SS,mmm" lines, local time)
+console_ms() {  # JOB PATTERN
+    l=$(grep -h -- "$2" "$W/$1".*.console 2>/dev/null | head -n 1)
+    [ -n "$l" ] || return 1
+    d=$(printf '%s\n' "$l" | awk '{ print $3 " " $4 }')
+    s=$(date -d "${d%,*}" +%s) || return 1
+    echo $((s * 1000 + $(printf '%s' "${d#*,}" | sed 's/^0*//;s/^$/0/')))
+}
 
 run_scenario() {  # MODE SCENARIO REP
     mode=$1; sc=$2; job="t-$mode-$sc-$3"; nodes=""; i=0
@@ -78,22 +91,44 @@ run_scenario() {  # MODE SCENARIO REP
     # short window; the joiner's epoch comes at MAX, once it is ready
     np="1:$K"; eto=30; neww=$((NPROC * (K - 1)))
     [ "$sc" = join ] && { np="1:$((K + 1))"; eto=2; neww=$((NPROC * (K + 1))); }
+    AGENT_FLAGS=""; [ "$sc" = hang ] && AGENT_FLAGS="--hang_timeout=3"
     while [ $i -lt "$K" ]; do
+        HANG_ENV=""; [ "$sc" = hang ] && [ $i -eq $((K - 1)) ] && HANG_ENV="TORCH_DDP_HANG=$W/$job.hang"
         hold; pid=$(start_agent "$job" "n$i" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release
         eval "A_n$i=$pid"; nodes="$nodes n$i"; i=$((i + 1))
     done
+    HANG_ENV=""
     wait_cond 90 all_stepped "$job" $((NPROC * K)) 0 $nodes || { echo "  $job: never trained at world $((NPROC * K))" >&2; return 1; }
     sleep 0.5   # steady state: not a synchronisation, every wait below polls
     leader=$(leader_of "$job"); victim=""
     for n in $nodes; do [ "$n" != "$leader" ] && victim=$n; done
     [ "$sc" = join ] && victim=""
+    [ "$sc" = hang ] && victim=n$((K - 1))  # its agent leads or not: its process hangs
     survivors=""; for n in $nodes; do [ "$n" != "$victim" ] && survivors="$survivors $n"; done
     t0=$(now_ms)
     case $sc in
         leave) eval "kill -TERM \$A_$victim" ;;
         kill9) eval "kill -9 \$A_$victim" ;;
         join)  hold; pid=$(start_agent "$job" "n$K" "$mode" "$np" "$eto"); PIDS="$PIDS $pid"; JOB_AGENTS="$JOB_AGENTS $pid"; release ;;
+        hang)  : > "$W/$job.hang" ;;
     esac
+    if [ "$sc" = hang ]; then
+        wait_cond 30 console_ms "$job" "+hang-suspect $victim " >/dev/null ||
+            { echo "  $job: $victim never named; the leader said: $(grep -h '+hang-' "$W/$job".*.console | head -n 3)" >&2; return 1; }
+        tn=$(console_ms "$job" "+hang-suspect $victim ")
+        record "$mode" "$sc" detect $((tn - t0))
+        # at whichever world comes first: without the hung node, or with its
+        # restarted processes
+        wait_cond 60 all_stepped "$job" "[0-9]*" "$tn" $survivors ||
+            { echo "  $job: survivors never stepped after the hang" >&2; return 1; }
+        t_step=$(for n in $survivors; do for r in $(seq 0 $((NPROC - 1))); do
+            grep "^torch_ddp step=" "$W/$job/$n/workerlog.$r" |
+                awk -v a="$tn" '{ sub(/.* t=/, ""); if ($1 + 0 > a) { print $1; exit } }'
+        done; done | sort -n | tail -n 1)
+        record "$mode" "$sc" step $((t_step - t0))
+        grep -h "+hang-suspect $victim " "$W/$job".*.console | head -n 1 | sed 's/.*+hang-suspect/  evidence: +hang-suspect/' | cut -c1-400
+        return 0
+    fi
     wait_cond $((TTL + 60)) all_stepped "$job" "$neww" "$t0" $survivors ||
         { echo "  $job: survivors never stepped at world $neww" >&2; return 1; }
     for n in $survivors; do for r in $(seq 0 $((NPROC - 1))); do

@@ -208,15 +208,19 @@ if want torch-nccl-smoke; then
     fi
 fi
 
-# 6. the same under ecoord.torch (DDP over NCCL)
+# 6. the same under ecoord.torch (DDP over NCCL), and a hang: a process of
+# one node sleeping outside its collectives while the others wait in DDP's
+# allreduce is named (ecoord.torch marks a bucket until a CUDA event after
+# it is done: its "evidence" line must show the others "waited ... inside a
+# collective")
 if want torch-nccl-one-gpu; then
     if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
         say SKIP torch-nccl-one-gpu "$PY has no torch with CUDA (set PY)"
     elif (cd "$B" && KEEP=1 ONE_GPU=1 NPROC=1 TORCH_DDP_BACKEND=nccl PY="$PY" MODES=inprocess \
-        SCENARIOS="kill9 leave join" ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
-        timeout 240 sh tests/bench/bench_torch_inprocess.sh "$REPS" 3) > "$OUT/torch.txt" 2>&1 &&
-        [ "$(grep -c '^inprocess ' "$OUT/torch.txt")" -eq 3 ]; then
-        say PASS torch-nccl-one-gpu "kill -9, leave and join recovered in place"
+        SCENARIOS="kill9 leave join hang" ECOORD_LIBECWORKER="$B/.libs/libecworker.so.0" \
+        timeout 300 sh tests/bench/bench_torch_inprocess.sh "$REPS" 3) > "$OUT/torch.txt" 2>&1 &&
+        [ "$(grep -c '^inprocess ' "$OUT/torch.txt")" -eq 4 ]; then
+        say PASS torch-nccl-one-gpu "kill -9, leave and join recovered in place; the hung node named"
     else
         say FAIL torch-nccl-one-gpu "not every scenario recovered"
     fi

@@ -4,9 +4,9 @@ changes in place (ecoord.torch).
 
     torch_ddp.py [--steps N] [--delay-ms MS] [--hidden H] [--lr X]
     (env: TORCH_DDP_STEPS, TORCH_DDP_DELAY_MS, TORCH_DDP_BACKEND=gloo|nccl;
-     tests: TORCH_DDP_HANG=STEP:FILE, before step STEP, once (FILE is created
-     first), sleep forever outside any collective, as a rank hung in its
-     data loading)
+     tests: TORCH_DDP_HANG=FILE, the process that finds FILE before a step
+     removes it and sleeps forever outside any collective, as a rank hung
+     in its data loading)
 
 Under `ecoord launch --rebuild=inprocess` a node that dies, leaves or joins
 never restarts the others: they rebuild torch's process group for the new
@@ -91,12 +91,15 @@ def main():
         int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) == 0
     step = 0 if fresh else -1
     ddp, rebuild, timing = None, False, None
-    hang_step, _, hang_once = os.environ.get("TORCH_DDP_HANG", "").partition(":")
+    hang = os.environ.get("TORCH_DDP_HANG")
     while step < a.steps:
-        if hang_once and step == int(hang_step) and not os.path.exists(hang_once):
-            open(hang_once, "w").close()
-            while True:
-                time.sleep(3600)
+        if hang and os.path.exists(hang):
+            try:
+                os.remove(hang)  # one process takes it
+                while True:
+                    time.sleep(3600)
+            except FileNotFoundError:
+                pass
         try:
             if rebuild:
                 timing = dict(ctx.rebuild())

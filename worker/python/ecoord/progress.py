@@ -48,6 +48,11 @@ _w = {}
 _coll_lock = threading.Lock()
 _inside = 0
 _era = 0
+# Collectives whose end only a poll tells (a CUDA event's query): (token,
+# done), and the thread polling them while there are any.
+_pending = []
+_poller = None
+_POLL_S = 0.1
 
 
 def _get():
@@ -174,16 +179,46 @@ def _collectives_forgotten():
     with _coll_lock:
         _era += 1
         _inside = 0
+        _pending.clear()
         _w["coll_enter_ns"].value = 0
 
 
-@contextlib.contextmanager
-def _collective():
-    """`with _collective():` around a blocking collective."""
-    token = _collective_begin()
-    ok = False
-    try:
-        yield
-        ok = True
-    finally:
-        _collective_end(token, ok)
+def _collective_end_when(token, done):
+    """The collective of token ends once done() returns true (or raises):
+    a thread of this module polls it every 0.1 s, long enough after it
+    for the agent, which samples every 0.2 s and judges silences of
+    seconds.  For work queued on a GPU (done: a CUDA event's query)."""
+    global _poller
+    if token is None:
+        return
+    with _coll_lock:
+        if token != _era:
+            return
+        _pending.append((token, done))
+        if _poller is None:
+            _poller = threading.Thread(target=_poll, name="ecoord-progress", daemon=True)
+            _poller.start()
+
+
+def _poll():
+    global _poller
+    while True:
+        time.sleep(_POLL_S)
+        with _coll_lock:
+            if not _pending:
+                _poller = None  # under the lock: the next _collective_end_when starts one
+                return
+            items = list(_pending)
+        over = []
+        for item in items:
+            try:
+                if item[1]():
+                    over.append(item)
+            except Exception:  # the query failed: nothing more to wait for
+                over.append(item)
+        with _coll_lock:
+            over = [x for x in over if x in _pending]
+            for x in over:
+                _pending.remove(x)
+        for token, _ in over:
+            _collective_end(token, True)

@@ -664,7 +664,7 @@ class Context:
         no collective after optimizer.step() in a step (a cut collective can
         finish on some ranks only), or two ranks may hold the same step with
         different parameters and nothing is repaired."""
-        with self.step(), _progress._collective():
+        with self.step(), _collective(self.backend == "nccl"):
             return _sync(model, optimizer, step, extra, self)
 
     def all_reduce(self, tensor, op=None):
@@ -678,7 +678,7 @@ class Context:
             raise EpochChanged("no process group: call rebuild()", None, self._w.latest_epoch())
         if self._gone(gen) is not None:
             self._raise_if_aborted(gen)  # as step() raises it: EpochChanged or Fenced
-        with _progress._collective():
+        with _collective(self.backend == "nccl"):
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op, group=gen.pg)
         return tensor
 
@@ -838,11 +838,11 @@ class _FallbackContext:
         _progress.step()
 
     def sync(self, model, optimizer=None, step=-1, extra=None):
-        with _progress._collective():
+        with _collective(self.backend == "nccl"):
             return _sync(model, optimizer, step, extra, self)
 
     def all_reduce(self, tensor, op=None):
-        with _progress._collective():
+        with _collective(self.backend == "nccl"):
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op)
         return tensor
 
@@ -850,7 +850,7 @@ class _FallbackContext:
         ddp = _wrap(model, self.backend, self.local_rank, **ddp_args)
         hook, state = _default_hook(comm_hook, comm_state, None)
         if hook is not None:  # never rebuilt: nothing to check, the buckets only marked
-            ddp.register_comm_hook(state, _marked(hook))
+            ddp.register_comm_hook(state, _marked(hook, self.backend == "nccl"))
         return ddp
 
     def close(self):
@@ -1028,7 +1028,32 @@ def _default_hook(hook, state, pg):
     return allreduce_hook, pg
 
 
-def _marked(hook):
+def _collective_over(token, cuda):
+    """The collective of token returned: over, or over NCCL (cuda) once what
+    the current stream holds now is done (a CUDA event, polled)."""
+    if cuda and token is not None:
+        ev = torch.cuda.Event()
+        ev.record()
+        _progress._collective_end_when(token, ev.query)
+    else:
+        _progress._collective_end(token, True)
+
+
+@contextlib.contextmanager
+def _collective(cuda):
+    """`with _collective(cuda):` around a collective of ours: the rank is
+    inside it (ecoord.progress) until it returns, or over NCCL until the GPU
+    did it (_collective_over)."""
+    token = _progress._collective_begin()
+    try:
+        yield
+    except BaseException:
+        _progress._collective_end(token, False)
+        raise
+    _collective_over(token, cuda)
+
+
+def _marked(hook, cuda):
     """hook, with each bucket's collective marked in the progress file from
     the hook's call until the backward pass has waited for every bucket
     (ecoord.progress: a rank silent there waits on a peer).  The end is an
@@ -1038,9 +1063,11 @@ def _marked(hook):
     (finalize_backward, which waits for the buckets), whether DDP queued it
     before the first bucket's hook or after the last (torch 1.13).  A
     future's callback would run on torch's communication thread and cost
-    each bucket a hand-over of the GIL.  Over NCCL the buckets are done once
-    their kernels are queued, so a wait on a peer comes later, at the
-    program's next synchronisation, unmarked."""
+    each bucket a hand-over of the GIL.  Over NCCL (cuda) DDP's wait only
+    makes the current stream wait for the allreduce: the end then records a
+    CUDA event on that stream, and the collective is over once the event
+    is (ecoord.progress polls it), so a rank whose peer never joined stays
+    marked wherever it then waits for the GPU (its next loss.item())."""
     engine = getattr(getattr(torch.autograd, "Variable", None), "_execution_engine", None)
 
     def marked(st, bucket):
@@ -1052,7 +1079,7 @@ def _marked(hook):
             raise
         if token is not None:
             def end():
-                _progress._collective_end(token, True)
+                _collective_over(token, cuda)
             try:
                 engine.queue_callback(lambda: engine.queue_callback(end))
             except (AttributeError, RuntimeError):  # outside a backward pass, or no engine
@@ -1068,7 +1095,7 @@ def _hook_buckets(ddp, ctx, gen, hook, state):
     hook, state = _default_hook(hook, state, gen.pg)
     if hook is None:  # a torch without comm hooks: DDP's own allreduce, unchecked
         return
-    hook = _marked(hook)
+    hook = _marked(hook, ctx.backend == "nccl")
 
     def checked(st, bucket):
         why = ctx._gone(gen)
