@@ -437,10 +437,32 @@ START_TEST(process_not_ready_within_join_ready_timeout_is_not_admitted)
     ck_assert_msg(ec_test_file_contains(j.console, "-not-ready node j: local rank 0 was not "
                                         "ready"), "see %s", j.console);
     ck_assert_msg(ec_test_file_contains(j.console, "--join_ready_timeout"), "see %s", j.console);
+    /* told halfway what ready means, before the wait ran out */
+    ck_assert_msg(ec_test_file_contains(j.console, "+not-ready-yet node j: local rank 0"),
+                  "see %s", j.console);
     ck_assert_int_eq(failures_of(root, "j", EC_FAILURE_NOT_READY), 1);
     ck_assert_int_eq(failures_of(root, "j", EC_FAILURE_SIGNALED), 0); /* not reported twice */
     ck_assert_uint_eq(epoch_now(root), e);
     ck_assert_int_eq(train(&a, 0, e, 20, 20000).pid, pa);
+}
+END_TEST
+
+START_TEST(process_exiting_before_ready_is_a_failure_that_says_why)
+{
+    /* A program that exits 0 without ever following the job (no ecw_init,
+     * no ecoord.torch init) under --rebuild=inprocess: its node was never
+     * admitted, so nothing it did counts; the agent says so and how to run
+     * it, rather than waiting for an epoch that never comes. */
+    const char *job = "jx", *root = "/jx/";
+    agent_t j = start_agent(job, "j", "1", 1, "--max_restart=0", "/bin/sh -c 'exit 0'");
+    int st = ec_test_reap(j.pid, ec_test_ms(20000));
+    /* 101: a fixed-size job's node that gives up (the scheduler's to replace) */
+    ck_assert_msg(st == 101, "j's agent exited %d, want 101 (see %s)", st, j.console);
+    npids--;
+    ck_assert_msg(ec_test_file_contains(j.console, "exited 0 before it was ready"), "see %s",
+                  j.console);
+    ck_assert_msg(ec_test_file_contains(j.console, "--rebuild=restart"), "see %s", j.console);
+    ck_assert_int_eq(failures_of(root, "j", EC_FAILURE_NOT_READY), 1);
 }
 END_TEST
 
@@ -489,6 +511,7 @@ static Suite *suite(void)
     ec_tcase_add(t, joiner_dying_before_ready_is_never_admitted);
     ec_tcase_add(t, worker_killed_in_place_costs_one_epoch_out_and_one_back);
     ec_tcase_add(t, process_not_ready_within_join_ready_timeout_is_not_admitted);
+    ec_tcase_add(t, process_exiting_before_ready_is_a_failure_that_says_why);
     ec_tcase_add(t, first_epoch_is_decided_once_every_node_booted);
     suite_add_tcase(s, t);
     return s;

@@ -187,6 +187,7 @@ typedef struct agent {
     int64_t boot_started_ms;
     int64_t *rank_started_ms;
     uint64_t not_ready_killed;
+    uint64_t not_ready_hinted; /* told that a program must join the epochs to be ready */
     bool admitted_once;     /* the console says +admitted once per boot */
     /* How this agent ends, for the closing block (set where it decides to
      * exit; "" until then). */
@@ -433,6 +434,7 @@ static int start_rank_as(agent_t *a, int r, bool ahead)
     } else {
         a->rank_started_ms[r] = ec_mono_ms();
         a->not_ready_killed &= ~(1ULL << (r % 64));
+        a->not_ready_hinted &= ~(1ULL << (r % 64));
     }
     return rc;
 }
@@ -772,6 +774,35 @@ static int64_t watchdog_fired(const agent_t *a, int64_t started)
     return 0;
 }
 
+/* Local rank r never said it was ready (in place, before admission): what
+ * it did ("exited 0 before it was ready"), logged (ending with `then`) and
+ * recorded as a failure of kind not-ready with the way out, `more` added
+ * to it. */
+static void record_not_ready(agent_t *a, int r, const char *what, const char *then,
+                             const char *more)
+{
+    char msg[700];
+    snprintf(msg, sizeof(msg), "local rank %d %s: under --rebuild=inprocess a process says it is "
+             "ready when it has joined the job's epochs (ecw_init, ecoord.torch's init); a "
+             "program that calls neither never does: run it with --rebuild=restart%s (see %s)",
+             r, what, more, ec_procs_log_path(a->procs, r));
+    ec_log(EC_LOG_ERROR, "-not-ready node %s: %s%s", a->cfg->node_id, msg, then);
+    char *lines[] = {msg};
+    ec_failure_t f = {
+        .node_id = (char *)a->cfg->node_id,
+        .kind = EC_FAILURE_NOT_READY,
+        .local_rank = r,
+        .global_rank = 0,
+        .epoch = a->epoch ? a->epoch->number : 0,
+        .time_ms = ec_wall_ms(),
+        .log_path = (char *)ec_procs_log_path(a->procs, r),
+        .nlines = 1,
+        .last_lines = lines,
+        .message = msg,
+    };
+    record_failure(a, &f);
+}
+
 /* Returns an exit code when the agent must exit, else -1. */
 static int on_child_exit(agent_t *a, int r, int status)
 {
@@ -802,6 +833,14 @@ static int on_child_exit(agent_t *a, int r, int status)
         if (a->epoch && a->m_id >= 0 && ec_node_bump_incarnation(a->node, &err) < 0)
             ec_log(EC_LOG_WARN, "cannot ask for a re-form: %s (retrying)", err.msg);
         return -1;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && a->gated && a->booting &&
+        ec_progress_ready_ns(a->progress, r) == 0) {
+        /* Done before it ever followed the job: its node can never be
+         * admitted, and nothing it did belongs to an epoch. */
+        record_not_ready(a, r, "exited 0 before it was ready", "", "");
+        a->fail_code = 1;
+        return after_failure(a, r, true, "exited 0 before it was ready");
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         a->done[r] = true;
@@ -1225,30 +1264,26 @@ static int64_t boot_tick(agent_t *a)
         }
         uint64_t bit = 1ULL << (r % 64);
         int64_t t = a->rank_started_ms[r];
+        /* Halfway, at most 10 s in: what ready means, before the long wait */
+        int64_t hint_ms = a->cfg->join_ready_timeout_ms / 2 < 10000
+                              ? a->cfg->join_ready_timeout_ms / 2 : 10000;
+        if (t && !(a->not_ready_hinted & bit) && now - t >= hint_ms) {
+            a->not_ready_hinted |= bit;
+            ec_log(EC_LOG_WARN, "+not-ready-yet node %s: local rank %d is not ready %.3g s after "
+                   "it started; under --rebuild=inprocess it is once it joins the job's epochs "
+                   "(ecw_init, ecoord.torch's init): a program that calls neither is stopped "
+                   "after --join_ready_timeout=%.3g s and should run with --rebuild=restart",
+                   a->cfg->node_id, r, (double)(now - t) / 1000.0,
+                   (double)a->cfg->join_ready_timeout_ms / 1000.0);
+        }
         if ((a->not_ready_killed & bit) || !t || now - t < a->cfg->join_ready_timeout_ms)
             continue;
-        char msg[600];
-        snprintf(msg, sizeof(msg), "local rank %d was not ready %.3g s after it started "
-                 "(--join_ready_timeout): under --rebuild=inprocess a process says it is ready "
-                 "when it has joined the job's epochs (ecw_init, ecoord.torch's init); a "
-                 "program that calls neither never does: run it with --rebuild=restart, or "
-                 "raise --join_ready_timeout if its start-up takes longer (see %s)", r,
-                 (double)(now - t) / 1000.0, ec_procs_log_path(a->procs, r));
-        ec_log(EC_LOG_ERROR, "-not-ready node %s: %s; stopping it", a->cfg->node_id, msg);
-        char *lines[] = {msg};
-        ec_failure_t f = {
-            .node_id = (char *)a->cfg->node_id,
-            .kind = EC_FAILURE_NOT_READY,
-            .local_rank = r,
-            .global_rank = 0,
-            .epoch = a->epoch ? a->epoch->number : 0,
-            .time_ms = ec_wall_ms(),
-            .log_path = (char *)ec_procs_log_path(a->procs, r),
-            .nlines = 1,
-            .last_lines = lines,
-            .message = msg,
-        };
-        record_failure(a, &f);
+        char what[64];
+        snprintf(what, sizeof(what), "was not ready %.3g s after it started",
+                 (double)(now - t) / 1000.0);
+        record_not_ready(a, r, what, "; stopping it",
+                         " (--join_ready_timeout), or raise --join_ready_timeout if its start-up "
+                         "takes longer");
         a->not_ready_killed |= bit;
         ec_procs_kill_rank(a->procs, r);
     }

@@ -120,7 +120,7 @@ void ec_failure_what(const ec_failure_t *f, char *buf, size_t len)
         snprintf(buf, len, "node lost");
         break;
     case EC_FAILURE_NOT_READY:
-        snprintf(buf, len, "not ready within --join_ready_timeout");
+        snprintf(buf, len, "never ready (it did not join the job's epochs)");
         break;
     default:
         snprintf(buf, len, "%s", ec_failure_kind_name(f->kind));
