@@ -15,13 +15,17 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <grpc/support/log.h>
 
 #include "ec_select.h"
+#include "embed.h"
 #include "log.h"
 #include "harness.h"
+#include "procstat.h"
 
 static ec_embed_t *etcd;
 static ec_etcd_t *c;
@@ -431,6 +435,78 @@ START_TEST(grpcs_fatal_assertion_reaches_stderr_before_it_aborts)
 }
 END_TEST
 
+/* A data dir as an embedded etcd leaves it: name under tmp, owner "PID START". */
+static void fake_data_dir(const char *tmp, const char *name, const char *owner)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", tmp, name);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof(p), "%s/%s/member", tmp, name);
+    ck_assert_int_eq(mkdir(p, 0700), 0); /* something inside, as etcd's */
+    if (!owner)
+        return;
+    snprintf(p, sizeof(p), "%s/%s/owner", tmp, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s\n", owner);
+    fclose(f);
+}
+
+static bool exists_in(const char *tmp, const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", tmp, name);
+    return access(p, F_OK) == 0;
+}
+
+START_TEST(data_dirs_of_dead_owners_are_removed_by_the_next_start)
+{
+    /* An agent killed with -9 leaves its embedded etcd's data dir (~120 MB
+     * in /tmp); the next embedded start removes every such dir whose owner
+     * is gone, and only those. */
+    char tmp[] = "/tmp/ec-t1000-tmpdir-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    char state, owner[64];
+    pid_t pgrp;
+    unsigned long long start = 0;
+    ck_assert(ec_proc_stat(getpid(), &state, &pgrp, &start));
+    snprintf(owner, sizeof(owner), "%d 12345", (int)dead);
+    fake_data_dir(tmp, "ecoord-etcd-dead01", owner);
+    snprintf(owner, sizeof(owner), "%d %llu", (int)getpid(), start + 1); /* pid reused */
+    fake_data_dir(tmp, "ecoord-etcd-reuse1", owner);
+    snprintf(owner, sizeof(owner), "%d %llu", (int)getpid(), start);
+    fake_data_dir(tmp, "ecoord-etcd-alive1", owner);
+    fake_data_dir(tmp, "ecoord-etcd-kept01", NULL); /* kept on purpose, or older */
+    fake_data_dir(tmp, "not-ecoord-etcd-1", "1 1");
+    ec_embed_opts_t o = EC_EMBED_OPTS_INIT;
+    o.etcd_path = getenv("ETCD");
+    o.search_path = getenv("PATH");
+    o.tmpdir = tmp;
+    ec_error_t err = {0};
+    ec_embed_t *e = ec_embed_start(&o, &err);
+    ck_assert_msg(e != NULL, "%s", err.msg);
+    ck_assert_msg(!exists_in(tmp, "ecoord-etcd-dead01"), "a dead owner's dir is still there");
+    ck_assert_msg(!exists_in(tmp, "ecoord-etcd-reuse1"), "a dir of a reused pid is still there");
+    ck_assert(exists_in(tmp, "ecoord-etcd-alive1"));
+    ck_assert(exists_in(tmp, "ecoord-etcd-kept01"));
+    ck_assert(exists_in(tmp, "not-ecoord-etcd-1"));
+    char own[600];
+    snprintf(own, sizeof(own), "%s/owner", ec_embed_dir(e));
+    ck_assert_msg(access(own, R_OK) == 0, "the new data dir names no owner");
+    char dir[300];
+    snprintf(dir, sizeof(dir), "%s", ec_embed_dir(e));
+    ec_embed_stop(e);
+    ck_assert_msg(access(dir, F_OK) != 0, "%s left after a stop", dir);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("t1000-etcd-kv");
@@ -447,6 +523,7 @@ static Suite *suite(void)
     ec_tcase_add(t, proxy_variables_do_not_divert_etcd_traffic);
     ec_tcase_add(t, proxy_given_on_purpose_is_used_and_named_when_it_fails);
     ec_tcase_add(t, grpcs_fatal_assertion_reaches_stderr_before_it_aborts);
+    ec_tcase_add(t, data_dirs_of_dead_owners_are_removed_by_the_next_start);
     suite_add_tcase(s, t);
     return s;
 }

@@ -525,6 +525,24 @@ START_TEST(node_loss_makes_one_epoch_and_costs_no_restart)
 }
 END_TEST
 
+START_TEST(sighup_agent_leaves_as_sigterm_does)
+{
+    /* A terminal closed or an SSH session dropped (SIGHUP): the agent stops
+     * its processes and leaves the job, as torchrun does, instead of dying
+     * with its lease left to expire. */
+    agent_t a = start_agent("jhup", "a", "1:2", "--lease_ttl=60 --elastic_timeout=1", "0");
+    agent_t b = start_agent("jhup", "b", "1:2", "--lease_ttl=60 --elastic_timeout=1", "0");
+    ec_epoch_free(wait_epoch("/jhup/", 1, 4, 15000));
+    kill(b.pid, SIGHUP);
+    ck_assert_int_eq(ec_test_reap(b.pid, 10000), 128 + SIGHUP);
+    ec_epoch_t *ep = wait_epoch("/jhup/", 2, 2, 10000);
+    ck_assert_int_eq(ep->reason, EC_REASON_LEAVE);
+    ec_epoch_free(ep);
+    ck_assert_msg(ec_test_file_contains(b.log, "stopping on Hangup"), "see %s", b.log);
+    (void)a;
+}
+END_TEST
+
 START_TEST(sigterm_agent_leaves_at_once_and_joiner_added)
 {
     const char *ids[] = {"a", "b", "c"};
@@ -1570,6 +1588,7 @@ static Suite *suite(void)
     ec_tcase_add(t, killed_process_restarts_then_node_leaves);
     ec_tcase_add(t, killed_agent_takes_processes_and_lease_expires);
     ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
+    ec_tcase_add(t, sighup_agent_leaves_as_sigterm_does);
     ec_tcase_add(t, split_epochs_form_reform_and_admit_a_joiner);
     ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
     ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);

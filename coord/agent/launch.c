@@ -66,7 +66,8 @@
 extern char **environ;
 
 static int wake_fd = -1;
-/* sig_term: the first SIGINT or SIGTERM (a graceful leave); sig_kill_now:
+/* sig_term: the first SIGINT, SIGTERM or SIGHUP (a graceful leave: a
+ * closed terminal or a dropped SSH session too, as torchrun); sig_kill_now:
  * the second (stop the processes at once and exit), which also cuts short a
  * grace period in progress (ec_procs_set_abort). */
 static volatile sig_atomic_t sig_term, sig_kill_now, sig_last;
@@ -74,7 +75,7 @@ static volatile sig_atomic_t sig_term, sig_kill_now, sig_last;
 static void on_signal(int s)
 {
     int saved = errno;
-    if (s == SIGINT || s == SIGTERM) {
+    if (s == SIGINT || s == SIGTERM || s == SIGHUP) {
         if (sig_term)
             sig_kill_now = 1;
         sig_term = 1;
@@ -1877,6 +1878,7 @@ static int setup_signals(agent_t *a)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     return 0;

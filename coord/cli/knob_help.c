@@ -23,8 +23,8 @@ static const struct {
     {"101", "fault tolerance on: this node's processes failed past --max_restart in a "
             "fixed-size job and the node left it: replace this node (a new pod), the others "
             "wait for it (--fixed_failure_exit)."},
-    {"128+N", "the agent was stopped by signal N: 143 (SIGTERM) and 130 (SIGINT) after a "
-              "graceful leave."},
+    {"128+N", "the agent was stopped by signal N: 143 (SIGTERM), 130 (SIGINT) and 129 "
+              "(SIGHUP: its terminal closed) after a graceful leave."},
 };
 
 static const char *const groups[] = {"etcd",    "job",    "this node", "hangs and stragglers",

@@ -4,8 +4,10 @@
 #include "embed.h"
 #include "clock.h"
 #include "child.h"
+#include "procstat.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -71,6 +73,74 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     (void)ftw;
     remove(p);
     return 0;
+}
+
+/* Each data dir says who made it: "owner" holds that process's pid and
+ * start time (/proc/<pid>/stat field 22), so that a dir whose owner died
+ * without stopping it (kill -9, a crash: etcd dies with it) is found.  Not
+ * written for a dir kept on purpose (keep_dir). */
+#define OWNER_FILE "owner"
+#define DIR_PREFIX "ecoord-etcd-"
+
+static void write_owner(const char *dir)
+{
+    char path[300], buf[64];
+    unsigned long long start = 0;
+    char state;
+    pid_t pgrp;
+    if (!ec_proc_stat(getpid(), &state, &pgrp, &start))
+        return;
+    snprintf(path, sizeof(path), "%s/" OWNER_FILE, dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    int n = snprintf(buf, sizeof(buf), "%d %llu\n", (int)getpid(), start);
+    ssize_t w = write(fd, buf, (size_t)n);
+    (void)w;
+    close(fd);
+}
+
+/* Whether dir's owner file names a process that is gone (or another one
+ * under its pid); false when there is no owner file or it cannot be read. */
+static bool owner_gone(const char *dir)
+{
+    char path[300], buf[64];
+    snprintf(path, sizeof(path), "%s/" OWNER_FILE, dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    int pid = 0;
+    unsigned long long start = 0, now = 0;
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    if (sscanf(buf, "%d %llu", &pid, &start) != 2 || pid <= 0)
+        return false;
+    char state;
+    pid_t pgrp;
+    return !ec_proc_stat((pid_t)pid, &state, &pgrp, &now) || now != start;
+}
+
+/* Remove the data dirs under tmp that an embedded etcd of a process now
+ * gone left behind (each holds a whole etcd: ~120 MB). */
+static void sweep_stale(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, DIR_PREFIX, sizeof(DIR_PREFIX) - 1) ||
+            strlen(de->d_name) != sizeof(DIR_PREFIX) - 1 + 6)
+            continue;
+        char dir[512];
+        snprintf(dir, sizeof(dir), "%s/%s", tmp, de->d_name);
+        if (owner_gone(dir))
+            nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
 }
 
 static bool log_has(const char *path, const char *needle, char *tail, size_t tlen)
@@ -209,13 +279,18 @@ ec_embed_t *ec_embed_start(const ec_embed_opts_t *opts, ec_error_t *err)
         return NULL;
     }
     snprintf(e->etcd, sizeof(e->etcd), "%s", etcd);
-    const char *tmp = e->o.tmpdir;
-    snprintf(e->dir, sizeof(e->dir), "%s/ecoord-etcd-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    const char *tmp = e->o.tmpdir && *e->o.tmpdir ? e->o.tmpdir : "/tmp";
+    sweep_stale(tmp);
+    snprintf(e->dir, sizeof(e->dir), "%s/" DIR_PREFIX "XXXXXX", tmp);
     if (!mkdtemp(e->dir)) {
-        ec_errorf(err, EC_ESYS, "cannot create a temp dir for etcd: %s", strerror(errno));
+        ec_errorf(err, EC_ESYS, "cannot create a temp dir for etcd under %s (%s): %s", tmp,
+                  e->o.tmpdir && *e->o.tmpdir ? "$TMPDIR" : "the default, /tmp",
+                  strerror(errno));
         free(e);
         return NULL;
     }
+    if (!e->o.keep_dir)
+        write_owner(e->dir);
     snprintf(e->log, sizeof(e->log), "%s/etcd.log", e->dir);
     if (e->o.cert_file) {
         e->cert = strdup(e->o.cert_file);
