@@ -525,6 +525,45 @@ START_TEST(node_loss_makes_one_epoch_and_costs_no_restart)
 }
 END_TEST
 
+START_TEST(second_agent_with_the_same_log_dir_is_refused)
+{
+    /* Two agents on one host writing one --log_dir overwrite each other's
+     * workerlog.N, progress.N and error files (their progress figures
+     * mixed); the second is refused before it joins, saying what to do. */
+    char shared[400], cmd[2048], log[2][400];
+    snprintf(shared, sizeof(shared), "%s/shared-log", tmp);
+    pid_t pid[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(log[i], sizeof(log[i]), "%s/jlog-%c.console", tmp, 'a' + i);
+        snprintf(cmd, sizeof(cmd), "exec %s launch --elastic_server=%s --job_id=jlog --np=2 "
+                 "--nproc_per_node=1 --node_id=%c --log_dir=%s -- %s %s/dump-jlog 0", ecoord(),
+                 ec_embed_endpoint(etcd), 'a' + i, shared, prog(), tmp);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        pid[i] = ec_test_spawn(argv, log[i]);
+        pids[npids++] = pid[i];
+        if (i == 0)
+            wait_file(log[0], "Waiting peer start", 15000);
+    }
+    ck_assert_int_eq(ec_test_reap(pid[1], 10000), 1);
+    npids--;
+    ck_assert_msg(ec_test_file_contains(log[1], "in use by another agent"), "see %s", log[1]);
+    ck_assert_msg(ec_test_file_contains(log[1], "--log_dir"), "see %s", log[1]);
+    ck_assert_msg(kill(pid[0], 0) == 0, "the first agent is gone");
+    /* a plain file is no log directory either */
+    char file[400];
+    snprintf(file, sizeof(file), "%s/a-file", tmp);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s launch --job_id=jfile --log_dir=%s -- %s %s/dump-jlog 0 "
+             "2>&1", ecoord(), file, prog(), tmp);
+    char out[8192];
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    ck_assert_int_ne(ec_test_run(argv, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "not a directory"), "%s", out);
+}
+END_TEST
+
 START_TEST(sighup_agent_leaves_as_sigterm_does)
 {
     /* A terminal closed or an SSH session dropped (SIGHUP): the agent stops
@@ -1589,6 +1628,7 @@ static Suite *suite(void)
     ec_tcase_add(t, killed_agent_takes_processes_and_lease_expires);
     ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
     ec_tcase_add(t, sighup_agent_leaves_as_sigterm_does);
+    ec_tcase_add(t, second_agent_with_the_same_log_dir_is_refused);
     ec_tcase_add(t, split_epochs_form_reform_and_admit_a_joiner);
     ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
     ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);

@@ -1691,10 +1691,11 @@ static int setup_etcd(agent_t *a)
                          cfg->np.max, cfg->np.min);
             ec_log(EC_LOG_WARN, "%s, but without --elastic_server this node's etcd is its own, "
                                 "on loopback: start the other nodes on this machine with "
-                                "--elastic_server=%s --job_id=%s, or give every node one etcd "
-                                "(--elastic_server=HOST:PORT); --np counts nodes, "
-                                "--nproc_per_node the processes on each",
-                   np, a->endpoints, cfg->job_id);
+                                "--elastic_server=%s --job_id=%s, each with a --node_id and a "
+                                "--log_dir of its own (this one is %s, logging to %s), or give "
+                                "every node one etcd (--elastic_server=HOST:PORT); --np counts "
+                                "nodes, --nproc_per_node the processes on each",
+                   np, a->endpoints, cfg->job_id, cfg->node_id, cfg->log_dir);
         }
     } else {
         a->endpoints = ec_connect_endpoints(cfg);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,6 +86,7 @@ struct ec_procs {
     int ep;            /* epoll set of every stream's fd */
     char state_dir[PATH_MAX];
     bool private_dir;  /* state_dir is ours to remove */
+    int dir_lock;      /* flock on state_dir/.ecoord-agent.lock: one agent per log dir (-1 none) */
     char run_dir[PATH_MAX]; /* torchrun with --log_dir: <log_dir>/<run_id>_XXXXXX; "" none */
     char base_dir[PATH_MAX]; /* torchrun's torchelastic_XXXXXX when files but no --log_dir */
     rank_t *r;
@@ -419,6 +421,46 @@ static int make_dirs(const char *path)
     return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* One agent per log directory: its workerlog.N, progress.N and error
+ * files are per local rank, not per node, and a second agent would write
+ * over the first's.  An flock, held as long as the agent lives (released
+ * by the kernel when it dies). */
+static int lock_dir(ec_procs_t *p, ec_error_t *err)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/.ecoord-agent.lock", p->state_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        ec_log(EC_LOG_WARN, "cannot create %s (%s): a second agent given this --log_dir would "
+                            "not be refused", path, strerror(errno));
+        return 0;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char buf[32] = "";
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        close(fd);
+        if (e != EWOULDBLOCK) {
+            ec_log(EC_LOG_WARN, "cannot lock %s (%s): a second agent given this --log_dir "
+                                "would not be refused", path, strerror(e));
+            return 0;
+        }
+        return ec_errorf(err, EC_EINVAL, "--log_dir '%s' is in use by another agent on this "
+                         "host (pid %s): its workerlog.N, progress.N and error files are per "
+                         "local rank, and two agents would write over each other's; give each "
+                         "agent a --log_dir of its own (for instance log/<node id>)",
+                         p->state_dir, *buf ? buf : "?");
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0)
+        ec_log(EC_LOG_DEBUG, "cannot write %s: %s", path, strerror(errno));
+    p->dir_lock = fd;
+    return 0;
+}
+
 ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
 {
     ec_procs_opts_t opt = EC_PROCS_OPTS_INIT;
@@ -426,8 +468,14 @@ ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
     int nproc = opt.nproc;
     const char *log_dir = opt.log_dir ? opt.log_dir : "";
     bool torch = opt.style == EC_PROCS_TORCHRUN;
+    struct stat st;
     if (!torch && mkdir(log_dir, 0755) < 0 && errno != EEXIST) {
         ec_errorf(err, EC_EIO, "cannot create --log_dir '%s': %s", log_dir, strerror(errno));
+        return NULL;
+    }
+    if (*log_dir && stat(log_dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        ec_errorf(err, EC_EINVAL, "--log_dir '%s' is not a directory: give a directory (made if "
+                  "missing) for the processes' logs", log_dir);
         return NULL;
     }
     if (torch && *log_dir && make_dirs(log_dir) < 0) {
@@ -441,6 +489,7 @@ ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
         return NULL;
     }
     p->nproc = nproc;
+    p->dir_lock = -1;
     snprintf(p->role, sizeof(p->role), "%s", opt.role && *opt.role ? opt.role : "default");
     p->argv = opt.argv;
     p->console = opt.console;
@@ -524,7 +573,13 @@ ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
         ec_log(EC_LOG_WARN, "%s: processes started by the training processes will outlive the "
                             "agent if it is killed", jerr.msg);
     p->nothers = list_kids(&p->others);
+    /* After the janitor's fork, which would hold the lock too */
+    if (!torch && lock_dir(p, err) < 0)
+        goto fail_started;
     return p;
+fail_started:
+    ec_procs_destroy(p);
+    return NULL;
 fail:
     if (p->ep >= 0)
         close(p->ep);
@@ -1193,6 +1248,8 @@ void ec_procs_destroy(ec_procs_t *p)
         return;
     ec_procs_kill_all(p);
     ec_janitor_stop(p->jan); /* everything is stopped: it exits without killing */
+    if (p->dir_lock >= 0)
+        close(p->dir_lock);
     for (int r = 0; r < p->nproc; r++)
         for (int si = 0; si < 2; si++) {
             drain(p, r, si, 1u << 20);

@@ -434,12 +434,15 @@ int ec_program_resolve(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
     }
     if (!(out->resolved = find_exec(prog, path))) {
         int e = errno;
+        /* as a shell, a bare name is looked up in PATH only */
+        bool here = e == ENOENT && !strchr(prog, '/') && access(prog, F_OK) == 0;
         ec_errorf(err, EC_EINVAL,
                   "cannot run the training program '%s': %s; check the program after '--': that "
-                  "it exists on this node, is in PATH or given with its path, and is executable%s",
+                  "it exists on this node, is in PATH or given with its path, and is executable%s%s%s",
                   prog,
                   e == ENOENT && !strchr(prog, '/') ? "not found in PATH" : strerror(e),
-                  ends_with(prog, ".py") ? " (drop --no_python to run it with python3)" : "");
+                  ends_with(prog, ".py") ? " (drop --no_python to run it with python3)" : "",
+                  here ? "; the one in the current directory is ./" : "", here ? prog : "");
         goto fail;
     }
     return 0;

@@ -339,6 +339,23 @@ START_TEST(unrunnable_says_what_is_missing)
     ck_assert_ptr_nonnull(strstr(err.msg, "Permission denied"));
     ck_assert_int_eq(resolve(ENVV(path_env), ARGS("no-such-tool-ec15")), EC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "not found in PATH"));
+    ck_assert_ptr_null(strstr(err.msg, "current directory"));
+    /* a bare name found only in the current directory: the way to name it */
+    char cwd[4096], here[] = "/tmp/ec-test-program-XXXXXX";
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+    ck_assert_ptr_nonnull(mkdtemp(here));
+    ck_assert_int_eq(chdir(here), 0);
+    FILE *f = fopen("ec15-local-prog", "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    chmod("ec15-local-prog", 0755);
+    int rc = resolve(ENVV("PATH=/nonexistent"), ARGS("ec15-local-prog")); /* no empty entry */
+    unlink("ec15-local-prog");
+    ck_assert_int_eq(chdir(cwd), 0);
+    rmdir(here);
+    ck_assert_int_eq(rc, EC_EINVAL);
+    ck_assert_msg(strstr(err.msg, "the one in the current directory is ./ec15-local-prog"), "%s",
+                  err.msg);
     ck_assert_int_eq(resolve(ENVV(path_env), ARGS("/tmp")), EC_EINVAL); /* a directory */
     /* contradictory flags are the knob table's */
     argv_store[0] = "--module";
