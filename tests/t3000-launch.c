@@ -525,6 +525,24 @@ START_TEST(node_loss_makes_one_epoch_and_costs_no_restart)
 }
 END_TEST
 
+START_TEST(node_refused_for_its_nproc_says_so_and_leaves)
+{
+    /* A node started with another --nproc_per_node than the job's, before
+     * any epoch: the leader refuses it (its record: failed, with the fix);
+     * its own agent learns that from its record and leaves with the fix,
+     * instead of waiting silently for ever. */
+    agent_t a = start_agent_env("", "jnp0", "a", "2", "2", "", "0");
+    wait_file(a.log, "Waiting peer start", 15000);
+    agent_t b = start_agent_env("", "jnp0", "b", "2", "1", "", "0");
+    ck_assert_int_eq(ec_test_reap(b.pid, 15000), 1);
+    npids--;
+    ck_assert_msg(ec_test_file_contains(b.log, "this node runs --nproc_per_node=1 and the leader "
+                                        "refused it"), "see %s", b.log);
+    ck_assert_msg(ec_test_file_contains(b.log, "restart it with --nproc_per_node=2"), "see %s",
+                  b.log);
+}
+END_TEST
+
 START_TEST(second_agent_with_the_same_log_dir_is_refused)
 {
     /* Two agents on one host writing one --log_dir overwrite each other's
@@ -1139,7 +1157,9 @@ START_TEST(nproc_mismatch_node_exits_and_job_goes_on)
     agent_t odd = start_agent("jnp", "c", "1:3", "--elastic_timeout=1 --nproc_per_node=1", "0");
     ck_assert_int_eq(ec_test_reap(odd.pid, 15000), 1);
     ck_assert_msg(ec_test_file_contains(odd.log, "--nproc_per_node=1"), "no value in %s", odd.log);
-    ck_assert_msg(ec_test_file_contains(odd.log, "runs 2 processes per node"),
+    /* the job's value, as the fix: from the epoch it saw, or from the
+     * leader's refusal if that came first */
+    ck_assert_msg(ec_test_file_contains(odd.log, "with --nproc_per_node=2"),
                   "the job's value is not named in %s", odd.log);
     /* the job goes on: same members, same world */
     ep = ec_test_epoch(c, "/jnp/");
@@ -1629,6 +1649,7 @@ static Suite *suite(void)
     ec_tcase_add(t, sigterm_agent_leaves_at_once_and_joiner_added);
     ec_tcase_add(t, sighup_agent_leaves_as_sigterm_does);
     ec_tcase_add(t, second_agent_with_the_same_log_dir_is_refused);
+    ec_tcase_add(t, node_refused_for_its_nproc_says_so_and_leaves);
     ec_tcase_add(t, split_epochs_form_reform_and_admit_a_joiner);
     ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
     ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);

@@ -449,6 +449,31 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
     return same ? 0 : put_self_or_retry(n, err);
 }
 
+int ec_node_refusal(ec_node_t *n, char *why, size_t len, ec_error_t *err)
+{
+    pthread_mutex_lock(&n->reg.lock);
+    bool ours = n->reg.state == EC_NODE_FAILED;
+    pthread_mutex_unlock(&n->reg.lock);
+    if (ours)
+        return 0; /* this agent said so itself */
+    ec_kv_t kv;
+    bool found = false;
+    int rc = ec_etcd_get(n->c, n->k_node, &kv, &found, NULL, err);
+    if (rc < 0 || !found)
+        return rc < 0 ? rc : 0;
+    ec_node_rec_t *rec = NULL;
+    int refused = 0;
+    if (ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0 &&
+        rec->state == EC_NODE_FAILED) {
+        refused = 1;
+        if (why && len)
+            snprintf(why, len, "%s", rec->reason && *rec->reason ? rec->reason : "no reason given");
+    }
+    ec_node_rec_free(rec);
+    ec_kv_free(&kv);
+    return refused;
+}
+
 void ec_node_count_fence_stop(ec_node_t *n)
 {
     /* Written by the coordinator loop, never here: the fence trips when
