@@ -466,6 +466,25 @@ START_TEST(process_exiting_before_ready_is_a_failure_that_says_why)
 }
 END_TEST
 
+START_TEST(process_failing_while_booting_without_fault_tolerance_ends_its_agent)
+{
+    /* Fault tolerance off (the default) and the process fails while its
+     * node boots: the node was never admitted, so the job is not stopped
+     * for it and its agent does not wait for that; it says the process had
+     * no rank yet and exits with the process's code. */
+    const char *job = "jbf";
+    agent_t j = start_agent(job, "j", "1", 1, "", "/bin/sh -c 'exit 3'");
+    int st = ec_test_reap(j.pid, ec_test_ms(20000));
+    ck_assert_msg(st == 3, "j's agent exited %d, want the process's 3 (see %s)", st, j.console);
+    npids--;
+    ck_assert_msg(ec_test_file_contains(j.console, "booting: no rank yet"), "see %s", j.console);
+    ck_assert_msg(ec_test_file_contains(j.console, "before the job's first epoch"), "see %s",
+                  j.console);
+    ck_assert_msg(!ec_test_file_contains(j.console, "was not marked failed"),
+                  "waited for the job to be failed for a node never admitted: see %s", j.console);
+}
+END_TEST
+
 /* ---- 5. the first epoch ---------------------------------------------------------------------- */
 
 START_TEST(first_epoch_is_decided_once_every_node_booted)
@@ -512,6 +531,7 @@ static Suite *suite(void)
     ec_tcase_add(t, worker_killed_in_place_costs_one_epoch_out_and_one_back);
     ec_tcase_add(t, process_not_ready_within_join_ready_timeout_is_not_admitted);
     ec_tcase_add(t, process_exiting_before_ready_is_a_failure_that_says_why);
+    ec_tcase_add(t, process_failing_while_booting_without_fault_tolerance_ends_its_agent);
     ec_tcase_add(t, first_epoch_is_decided_once_every_node_booted);
     suite_add_tcase(s, t);
     return s;

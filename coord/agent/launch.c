@@ -690,8 +690,12 @@ static void report_failure(agent_t *a, int r, int status)
         snprintf(what, sizeof(what), "exit code %d", code);
     char *cmd = command_line(&a->prog, 400); /* one console line (ec_log: 1 KB) */
     ec_log(EC_LOG_ERROR, "Container failed !!!");
-    ec_log(EC_LOG_ERROR, "  rank %lld (local rank %d, node %s, epoch %" PRIu64 ") ended with %s",
-           (long long)rank, r, a->cfg->node_id, a->epoch ? a->epoch->number : 0, what);
+    if (rank >= 0)
+        ec_log(EC_LOG_ERROR, "  rank %lld (local rank %d, node %s, epoch %" PRIu64 ") ended with %s",
+               (long long)rank, r, a->cfg->node_id, a->epoch ? a->epoch->number : 0, what);
+    else /* started before its node was admitted (in place): no rank yet */
+        ec_log(EC_LOG_ERROR, "  local rank %d of node %s (booting: no rank yet, the node not "
+                             "admitted) ended with %s", r, a->cfg->node_id, what);
     ec_log(EC_LOG_ERROR, "  command: %s", cmd ? cmd : a->prog.argv[0]);
     free(cmd);
     ec_log(EC_LOG_ERROR, "  log: %s", ec_procs_log_path(a->procs, r));
@@ -1041,7 +1045,9 @@ static int fail_job(agent_t *a)
     ec_error_t err = {0};
     if (ec_node_set_state(a->node, EC_NODE_FAILED, why, &err) < 0)
         ec_log(EC_LOG_WARN, "cannot mark this node failed: %s", err.msg);
-    int64_t deadline = ec_mono_ms() + FAIL_JOB_WAIT_MS;
+    /* A member's failure fails the job (rule 2b); a node not admitted
+     * (booting in place) is no member: nothing to wait for */
+    int64_t deadline = ec_mono_ms() + (a->m_id >= 0 ? FAIL_JOB_WAIT_MS : 0);
     for (;;) {
         pthread_mutex_lock(&a->lock);
         ec_job_state_t js = a->job_state;
@@ -1049,16 +1055,25 @@ static int fail_job(agent_t *a)
         if (js == EC_JOB_FAILED || js == EC_JOB_COMPLETED || sig_term)
             break;
         if (ec_mono_ms() >= deadline) {
-            ec_log(EC_LOG_WARN, "the job was not marked failed within %d ms; leaving anyway",
-                   FAIL_JOB_WAIT_MS);
+            if (a->m_id >= 0)
+                ec_log(EC_LOG_WARN, "the job was not marked failed within %d ms; leaving anyway",
+                       FAIL_JOB_WAIT_MS);
+            else
+                ec_log(EC_LOG_INFO, "this node was never admitted (its process failed while it "
+                                    "booted): the job does not stop for it; leaving");
             break;
         }
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    set_outcome(a, "the job stopped at this node's failure: a training process exited %d and "
-                "fault tolerance is off (--elastic_level=-1; --max_restart=N restarts instead)",
-                a->fail_code);
+    if (a->m_id >= 0)
+        set_outcome(a, "the job stopped at this node's failure: a training process exited %d "
+                    "and fault tolerance is off (--elastic_level=-1; --max_restart=N restarts "
+                    "instead)", a->fail_code);
+    else
+        set_outcome(a, "this node's process exited %d while the node booted, before it was "
+                    "admitted, and fault tolerance is off (--elastic_level=-1; --max_restart=N "
+                    "restarts instead): the node left, the job was not stopped", a->fail_code);
     err = (ec_error_t){0};
     ec_node_leave(a->node, &err);
     return a->fail_code;
@@ -1581,6 +1596,11 @@ static bool root_cause(agent_t *a, uint64_t run, char *buf, size_t len)
         strftime(when, sizeof(when), "%H:%M:%S", &tm);
     if (best->kind == EC_FAILURE_NODE_LOST)
         snprintf(buf, len, "node %s was lost at %s", best->node_id, when);
+    else if (best->epoch == 0) /* before any epoch: no rank */
+        snprintf(buf, len, "local rank %d of node %s (before the job's first epoch) %s at %s%s%.300s",
+                 best->local_rank, best->node_id, what, when,
+                 best->message && *best->message ? ": " : "",
+                 best->message ? best->message : "");
     else
         snprintf(buf, len, "rank %d (node %s, local rank %d) %s at %s%s%.300s", best->global_rank,
                  best->node_id, best->local_rank, what, when,
