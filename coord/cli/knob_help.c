@@ -62,7 +62,7 @@ static void help_knob(FILE *f, const ec_knob_t *k)
     } else {
         for (int j = 0; j < 3 && k->spellings[j]; j++) {
             if (k->type == EC_KT_BOOL)
-                used += (size_t)snprintf(line + used, sizeof(line) - used, "%s--%s",
+                used += (size_t)snprintf(line + used, sizeof(line) - used, "%s--%s[=BOOL]",
                                          j ? ", " : "", k->spellings[j]);
             else
                 used += (size_t)snprintf(line + used, sizeof(line) - used, "%s--%s=%s",
@@ -73,9 +73,8 @@ static void help_knob(FILE *f, const ec_knob_t *k)
     wrap(f, k->help, 6, 79);
     used = 0;
     line[0] = '\0';
-    if (k->type != EC_KT_BOOL)
-        used += (size_t)snprintf(line, sizeof(line), "default: %s",
-                                 k->def_help ? k->def_help : k->def);
+    used += (size_t)snprintf(line, sizeof(line), "default: %s",
+                             k->def_help ? k->def_help : k->def);
     if (k->spellings[0] && k->env[0]) {
         used += (size_t)snprintf(line + used, sizeof(line) - used, "%senv: ", used ? "; " : "");
         for (int j = 0; j < 3 && k->env[j]; j++)
@@ -117,7 +116,8 @@ char *ec_config_help(const char *subcommand)
         wrap(f, ec__commands[ci].summary, 0, 79);
         fprintf(f, "\n");
         wrap(f,
-             "Write --name=VALUE or --name VALUE; dashes and underscores are the same "
+             "Write --name=VALUE or --name VALUE, a boolean --name or --name=BOOL (true, "
+             "false; never --name false); dashes and underscores are the same "
              "(--job-id is --job_id). Flags are spelled in full: abbreviations are never "
              "accepted. An environment variable applies only when its flag is not given: "
              "the flag wins.",

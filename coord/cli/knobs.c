@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define L EC_CMD_LAUNCH
 #define S EC_CMD_STATUS
@@ -717,6 +718,18 @@ static int cmd_list(unsigned cmds, char *buf, size_t len)
 /* ------------------------------------------------------------------------ */
 /* parse                                                                    */
 
+/* Whether a word reads as a boolean value (true, false, yes, no, on, off),
+ * in any case: after a boolean flag written without '=' it was meant as
+ * its value. */
+static bool bool_word(const char *w)
+{
+    static const char *const words[] = {"true", "false", "yes", "no", "on", "off"};
+    for (size_t j = 0; j < sizeof(words) / sizeof(words[0]); j++)
+        if (!strcasecmp(w, words[j]))
+            return true;
+    return false;
+}
+
 /* Could argv token t be the separate value of knob k?  Not when it looks
  * like a flag, except a negative number for a knob that takes one. */
 static int takes_as_value(const ec_knob_t *k, const char *t)
@@ -776,6 +789,13 @@ static int parse_args(ec_config_t *cfg, int argc, char **argv, const char **raw,
         const char *v;
         if (eq)
             v = eq + 1;
+        else if (k->type == EC_KT_BOOL && cfg->cmd == EC_CMD_LAUNCH && i + 1 < argc &&
+                 bool_word(argv[i + 1]))
+            /* `--stop_barrier false ./prog` would run false as the program */
+            return ec_errorf(err, EC_EINVAL,
+                             "--%s takes no separate value, and '%s' would run as the program: "
+                             "write --%s=%s (or put the program after '--')",
+                             typed, argv[i + 1], typed, argv[i + 1]);
         else if (k->type == EC_KT_BOOL)
             v = "true"; /* never takes the next word: `--watch prog` stays unambiguous */
         else if (i + 1 < argc && takes_as_value(k, argv[i + 1]))

@@ -762,6 +762,25 @@ START_TEST(missing_values)
     HAS(err.msg, "takes no program, but got 'true'");
     FAILS(EC_EINVAL, "check", NOENV, "--json", "false");
     HAS(err.msg, "takes no program, but got 'false'");
+    /* nor does launch run a value meant for it as the program */
+    FAILS(EC_EINVAL, "launch", NOENV, "--stop_barrier", "false", "./prog");
+    HAS(err.msg, "--stop_barrier=false");
+    FAILS(EC_EINVAL, "launch", NOENV, "--stop-barrier", "TRUE", "./prog");
+    HAS(err.msg, "--stop-barrier=TRUE");
+    OK("launch", NOENV, "--stop_barrier", "--", "false"); /* the program, said so */
+    ck_assert_int_eq(cfg.stop_barrier, 1);
+    OK("launch", NOENV, "--stop_barrier=false", "./prog");
+    ck_assert_int_eq(cfg.stop_barrier, 0);
+    /* and --help shows a boolean's value and default */
+    char *h = ec_config_help("launch");
+    HAS(h, "--stop_barrier[=BOOL]");
+    char *at = strstr(h, "--stop_barrier[=BOOL]");
+    ck_assert_ptr_nonnull(at);
+    char *next = strstr(at + 1, "\n  --");
+    if (next)
+        *next = '\0';
+    HAS(at, "default: true");
+    free(h);
 }
 END_TEST
 
@@ -1111,7 +1130,7 @@ START_TEST(help_mentions_every_knob_of_its_subcommand)
             const ec_knob_t *k = ec_config_knob(i);
             char pat[96];
             for (int j = 0; j < 3 && k->spellings[j]; j++) {
-                snprintf(pat, sizeof(pat), k->type == EC_KT_BOOL ? "--%s\n" : "--%s=",
+                snprintf(pat, sizeof(pat), k->type == EC_KT_BOOL ? "--%s[=BOOL]" : "--%s=",
                          k->spellings[j]);
                 if (k->cmds & cmd)
                     HAS(h, pat);
@@ -1121,13 +1140,10 @@ START_TEST(help_mentions_every_knob_of_its_subcommand)
             if (k->cmds & cmd) {
                 for (int j = 0; j < 3 && k->env[j]; j++)
                     HAS(h, k->env[j]);
-                /* the stated default */
-                if (k->type != EC_KT_BOOL) {
-                    snprintf(pat, sizeof(pat), "default: %s",
-                             k->def_help ? k->def_help : k->def);
-                    pat[40] = '\0'; /* wrapping may split long ones */
-                    HAS(h, pat);
-                }
+                /* the stated default, a boolean's too */
+                snprintf(pat, sizeof(pat), "default: %s", k->def_help ? k->def_help : k->def);
+                pat[40] = '\0'; /* wrapping may split long ones */
+                HAS(h, pat);
             }
         }
         free(h);
