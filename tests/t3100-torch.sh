@@ -155,10 +155,16 @@ rc_torch=$?
 (cd "$T" && ECOORD_PYTHON=$PY timeout $((120 * mult)) "$ECOORD" torchrun $ARGS \
     "$SRCDIR/tests/progs/torch_raise.py" > "$T/tr-ecoord-fail.console" 2>&1)
 rc_ecoord=$?
-if [ "$rc_torch" = 1 ] && [ "$rc_ecoord" = "$rc_torch" ]; then
-    echo "ok 8 - a failing program: both exit $rc_torch"
+# ecoord's closing block explains torchrun's 1 as torchrun's, and names
+# no log directory: without --log_dir the logs are the console's
+logs=$(grep -h '  logs: ' "$T/tr-ecoord-fail.console")
+means=$(grep -h '  exit code: ' "$T/tr-ecoord-fail.console")
+if [ "$rc_torch" = 1 ] && [ "$rc_ecoord" = "$rc_torch" ] &&
+    ! printf '%s\n' "$logs" | grep -q 'ecoord-torchrun-' && printf '%s\n' "$logs" | grep -q 'console' &&
+    printf '%s\n' "$means" | grep -q 'as torchrun'; then
+    echo "ok 8 - a failing program: both exit $rc_torch; ecoord says why and where its logs are"
 else
-    echo "not ok 8 - a failing program: torchrun exited $rc_torch, ecoord torchrun $rc_ecoord"
+    echo "not ok 8 - a failing program: torchrun exited $rc_torch, ecoord torchrun $rc_ecoord ($means; $logs)"
     tail -n 5 "$T/tr-torch-fail.console" "$T/tr-ecoord-fail.console" | sed 's/^/# /'
 fi
 

@@ -1628,12 +1628,23 @@ static void closing_block(agent_t *a, int rc, uint64_t run)
                cause);
     const char *means = rc == 0 ? "success"
                         : rc >= 128 ? "stopped by a signal"
+                        : cfg->torchrun.on && rc == 1
+                            ? "a failure: ecoord torchrun exits 1 for every one, as torchrun"
                         : rc == cfg->fixed_failure_exit && cfg->np.min == cfg->np.max
                             ? "this node gave up in a fixed-size job: let the scheduler replace it"
                         : "this node failed or left the job";
     ec_log(lvl, "  exit code:  %d (%s)", rc, means);
-    if (a->log_dir[0])
+    if (cfg->torchrun.on) { /* its private directory is gone by now */
+        const char *run_dir = a->procs ? ec_procs_run_dir(a->procs) : "";
+        if (*run_dir)
+            ec_log(lvl, "  logs:       %s (attempt_<N>/<local rank>/{stdout,stderr}.log, "
+                        "as torchrun's --redirects and --tee)", run_dir);
+        else
+            ec_log(lvl, "  logs:       the console only (torchrun keeps files with --log_dir and "
+                        "--redirects or --tee)");
+    } else if (a->log_dir[0]) {
         ec_log(lvl, "  logs:       %s (workerlog.<local rank>, error.<local rank>.json)", a->log_dir);
+    }
 }
 
 /* ---- ecoord launch, step by step -------------------------------------- */

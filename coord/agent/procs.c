@@ -601,6 +601,11 @@ ec_procs_t *ec_procs_new(int nproc, const char *log_dir, char *const *argv, ec_o
     return ec_procs_create(&o, err);
 }
 
+const char *ec_procs_run_dir(const ec_procs_t *p)
+{
+    return p->run_dir;
+}
+
 const char *ec_procs_state_dir(const ec_procs_t *p)
 {
     return p->state_dir;

@@ -167,6 +167,9 @@ uint64_t ec_procs_output_bytes(const ec_procs_t *p, int r);
 /* Where the agent keeps its per-rank state files (progress files):
  * log_dir made absolute (Paddle), the private directory (torchrun). */
 const char *ec_procs_state_dir(const ec_procs_t *p);
+/* torchrun style with --log_dir: <log_dir>/<run_id>_XXXXXX, where each
+ * attempt's files go; "" otherwise. */
+const char *ec_procs_run_dir(const ec_procs_t *p);
 /* Rank r's TORCHELASTIC_ERROR_FILE for a start in `attempt`, into buf
  * (its directory made): state_dir/error.<r>.json (Paddle, or torchrun
  * without --log_dir), the attempt's <r>/error.json (torchrun with it).
