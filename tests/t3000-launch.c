@@ -525,6 +525,33 @@ START_TEST(node_loss_makes_one_epoch_and_costs_no_restart)
 }
 END_TEST
 
+START_TEST(failure_report_shows_only_the_failed_start_s_output)
+{
+    /* workerlog.N is appended across runs and restarts: the failure block's
+     * tail of a process that printed nothing must not show an earlier,
+     * successful job's lines as if they were its last words. */
+    char dir[400], cmd[2048], log[2][400];
+    snprintf(dir, sizeof(dir), "%s/same-log", tmp);
+    const char *progs[2] = {"echo EARLIER-JOB-OUTPUT", "exit 4"};
+    int want[2] = {0, 4};
+    for (int i = 0; i < 2; i++) {
+        snprintf(log[i], sizeof(log[i]), "%s/jtail%d.console", tmp, i);
+        snprintf(cmd, sizeof(cmd), "exec %s launch --elastic_server=%s --job_id=jtail%d "
+                 "--log_dir=%s -- /bin/sh -c '%s'", ecoord(), ec_embed_endpoint(etcd), i, dir,
+                 progs[i]);
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        pid_t pid = ec_test_spawn(argv, log[i]);
+        ck_assert_int_eq(ec_test_reap(pid, 20000), want[i]);
+    }
+    ck_assert(ec_test_file_contains(log[1], "Container failed !!!"));
+    ck_assert_msg(!ec_test_file_contains(log[1], "EARLIER-JOB-OUTPUT"),
+                  "the failure block shows the earlier job's output: see %s", log[1]);
+    char wl[500];
+    snprintf(wl, sizeof(wl), "%s/workerlog.0", dir);
+    ck_assert(ec_test_file_contains(wl, "EARLIER-JOB-OUTPUT")); /* the log keeps it */
+}
+END_TEST
+
 START_TEST(node_refused_for_its_nproc_says_so_and_leaves)
 {
     /* A node started with another --nproc_per_node than the job's, before
@@ -1650,6 +1677,7 @@ static Suite *suite(void)
     ec_tcase_add(t, sighup_agent_leaves_as_sigterm_does);
     ec_tcase_add(t, second_agent_with_the_same_log_dir_is_refused);
     ec_tcase_add(t, node_refused_for_its_nproc_says_so_and_leaves);
+    ec_tcase_add(t, failure_report_shows_only_the_failed_start_s_output);
     ec_tcase_add(t, split_epochs_form_reform_and_admit_a_joiner);
     ec_tcase_add(t, vanished_node_evicted_in_a_second_while_peers_run_on);
     ec_tcase_add(t, dead_leader_of_five_replaced_in_a_second);

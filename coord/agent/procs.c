@@ -58,6 +58,7 @@ typedef struct rank {
     pid_t pid;
     char log[600];     /* for messages: its file, or where its output went */
     char file[600];    /* the file holding all its output (Paddle); "" none */
+    off_t start_off;   /* where this start's output begins in it (its marker) */
     char dir[PATH_MAX]; /* torchrun with --log_dir: its attempt directory */
     int dir_attempt;   /* the attempt dir is for; -1 none yet */
     ec_rank_plan_t plan;
@@ -876,6 +877,8 @@ static int start_streams(ec_procs_t *p, int r, int attempt, const char *marker, 
         if (p->style == EC_PROCS_TORCHRUN)
             ring_put(k, marker, strlen(marker)); /* torchrun's files hold the program's output */
         else if (k->s[0].file >= 0) {
+            off_t at = lseek(k->s[0].file, 0, SEEK_END); /* appended: after a run's, a restart's */
+            k->start_off = at > 0 ? at : 0;
             ssize_t w = write(k->s[0].file, marker, strlen(marker));
             (void)w;
         }
@@ -1331,6 +1334,8 @@ int ec_procs_tail(const ec_procs_t *p, int r, int n, char ***lines)
     FILE *f = fopen(k->file, "r");
     if (!f)
         return 0;
+    if (k->start_off > 0 && fseeko(f, k->start_off, SEEK_SET) != 0)
+        rewind(f);
     char buf[1024];
     while (fgets(buf, sizeof(buf), f)) {
         buf[strcspn(buf, "\n")] = '\0';
