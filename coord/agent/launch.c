@@ -1448,8 +1448,9 @@ static int on_job_ended(agent_t *a, ec_job_state_t js, const char *why)
     stop_all(a, cfg->grace_period_ms);
     double wall = (double)(ec_mono_ms() - a->start_ms) / 1000.0;
     if (js == EC_JOB_COMPLETED)
-        ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epochs seen, %d restarts on "
-                            "this node, %.1f s", cfg->job_id, a->epochs_seen, a->restarts, wall);
+        ec_log(EC_LOG_INFO, "job %s completed: %" PRIu64 " epoch%s seen, %d restart%s on "
+                            "this node, %.1f s", cfg->job_id, a->epochs_seen,
+               a->epochs_seen == 1 ? "" : "s", a->restarts, a->restarts == 1 ? "" : "s", wall);
     else if (js == EC_JOB_INTERRUPTED)
         /* A later launch found no agent of our run alive: this node
          * was cut from etcd past its lease meanwhile. */

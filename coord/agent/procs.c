@@ -510,7 +510,8 @@ ec_procs_t *ec_procs_create(const ec_procs_opts_t *o, ec_error_t *err)
         if (!realpath(log_dir, p->state_dir))
             snprintf(p->state_dir, sizeof(p->state_dir), "%s", log_dir);
         for (int i = 0; i < nproc; i++) {
-            snprintf(p->r[i].file, sizeof(p->r[i].file), "%s/workerlog.%d", log_dir, i);
+            /* absolute: failure records are read from anywhere (ecoord status) */
+            snprintf(p->r[i].file, sizeof(p->r[i].file), "%s/workerlog.%d", p->state_dir, i);
             snprintf(p->r[i].log, sizeof(p->r[i].log), "%s", p->r[i].file);
         }
     } else {

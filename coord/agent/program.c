@@ -39,6 +39,32 @@ static int executable(const char *path)
 /* name as execvp finds it: itself when it holds a '/', else the first
  * executable PATH entry.  Returns a malloc'd path, or NULL with errno
  * (ENOENT: nowhere in PATH). */
+/* A script whose #! interpreter is missing: exec says "No such file or
+ * directory" of a file that exists, after the job formed.  Said here, before
+ * anything starts.  0, or an error naming the #! line. */
+static int shebang_missing(const char *file, const char *prog, ec_error_t *err)
+{
+    char line[256];
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return 0;
+    bool got = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    if (!got || strncmp(line, "#!", 2))
+        return 0;
+    char *interp = line + 2;
+    interp += strspn(interp, " \t");
+    interp[strcspn(interp, " \t\r\n")] = '\0';
+    if (!*interp || access(interp, X_OK) == 0)
+        return 0;
+    return ec_errorf(err, EC_EINVAL,
+                     "cannot run the training program '%s': its #! line names '%s', which %s on "
+                     "this node; fix that line, or run the script with its interpreter (e.g. "
+                     "-- python3 %s)",
+                     prog, interp, access(interp, F_OK) == 0 ? "is not executable" : "does not exist",
+                     prog);
+}
+
 static char *find_exec(const char *name, const char *path)
 {
     if (strchr(name, '/'))
@@ -445,6 +471,8 @@ int ec_program_resolve(const ec_config_t *cfg, ec_getenv_fn env, void *env_arg,
                   here ? "; the one in the current directory is ./" : "", here ? prog : "");
         goto fail;
     }
+    if (shebang_missing(out->resolved, prog, err) < 0)
+        goto fail;
     return 0;
 fail:
     ec_program_release(out);

@@ -245,8 +245,15 @@ static int spawn(ec_embed_t *e, ec_error_t *err)
         if (waitpid(pid, &st, WNOHANG) == pid) {
             e->pid = 0;
             log_has(e->log, "", tail, sizeof(tail));
-            return ec_errorf(err, EC_EIO, "embedded etcd exited at start (log %s): %s", e->log,
-                             tail[0] ? tail : "no error line");
+            /* its log goes with its temp dir: what it said is quoted here */
+            char how[48];
+            if (WIFEXITED(st))
+                snprintf(how, sizeof(how), "with code %d", WEXITSTATUS(st));
+            else
+                snprintf(how, sizeof(how), "on signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+            return ec_errorf(err, EC_EIO, "%s exited at start %s: %s", e->etcd,
+                             how, tail[0] ? tail : "it logged no error line (is that an etcd "
+                                                   "binary? try it with --version)");
         }
         struct timespec ts = {0, 10 * 1000 * 1000}; /* poll the log every 10 ms */
         nanosleep(&ts, NULL);
@@ -254,8 +261,10 @@ static int spawn(ec_embed_t *e, ec_error_t *err)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     e->pid = 0;
-    return ec_errorf(err, EC_ETIMEDOUT, "embedded etcd did not serve clients within %d ms (log %s)",
-                     e->o.start_timeout_ms, e->log);
+    log_has(e->log, "", tail, sizeof(tail));
+    return ec_errorf(err, EC_ETIMEDOUT, "%s did not serve clients within %d "
+                     "ms%s%s", e->etcd, e->o.start_timeout_ms, tail[0] ? "; its last words: " : "",
+                     tail);
 }
 
 ec_embed_t *ec_embed_start(const ec_embed_opts_t *opts, ec_error_t *err)

@@ -356,6 +356,19 @@ START_TEST(unrunnable_says_what_is_missing)
     ck_assert_int_eq(rc, EC_EINVAL);
     ck_assert_msg(strstr(err.msg, "the one in the current directory is ./ec15-local-prog"), "%s",
                   err.msg);
+    /* a script whose #! interpreter is missing: said before anything starts */
+    char bad[] = "/tmp/ec-test-shebang-XXXXXX";
+    int fd = mkstemp(bad);
+    ck_assert_int_ge(fd, 0);
+    const char *text = "#!/nonexistent/ec15-interp -u\necho hi\n";
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    chmod(bad, 0755);
+    rc = resolve(ENVV(path_env), ARGS(bad));
+    unlink(bad);
+    ck_assert_int_eq(rc, EC_EINVAL);
+    ck_assert_msg(strstr(err.msg, "its #! line names '/nonexistent/ec15-interp', which does not "
+                                  "exist"), "%s", err.msg);
     ck_assert_int_eq(resolve(ENVV(path_env), ARGS("/tmp")), EC_EINVAL); /* a directory */
     /* contradictory flags are the knob table's */
     argv_store[0] = "--module";
