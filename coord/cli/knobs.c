@@ -37,10 +37,11 @@ const ec_knob_t ec__knobs[EC_K__COUNT] = {
         .spellings = {"elastic_server"},
         .env = {EC_ENV_ELASTIC_SERVER, "PADDLE_ELASTIC_SERVER"},
         .type = EC_KT_STRLIST, .cmds = L | S | C, .flags = EC_KF_EMPTY_OK,
-        .def = "", .def_help = "empty: run an embedded etcd",
+        .def = "", .def_help = "empty: launch and check run an embedded etcd",
         .metavar = "HOST:PORT[,...]", .example = "10.0.0.1:2379", .group = "etcd",
         .help = "etcd endpoints, comma separated; every node of a job names the same "
-                "etcd. Empty runs an embedded etcd on this node.",
+                "etcd. Empty: `ecoord launch` and `ecoord check` run an embedded etcd on "
+                "this node; `ecoord status` needs the job's.",
         .offset = OFF(elastic_server), .check = ec__knob_check_endpoint},
     /* Paddle's current launcher names its rendezvous server --master: an
      * etcd:// URL there means etcd (its ETCDMaster); a bare HOST:PORT is
