@@ -595,13 +595,21 @@ START_TEST(exec_failure_logged_by_agent)
     snprintf(console, sizeof(console), "%s/console", tmp);
     snprintf(err, sizeof(err), "%s/stderr", tmp);
     /* A program that is there and executable, so it passes the agent's
-     * check before joining (a missing one exits 1 there: t3000), but whose
-     * #! interpreter is missing: exec itself fails. */
+     * check before joining (a missing one, or one whose #! interpreter is
+     * missing, exits 1 there: t3000, test_program), whose interpreter is a
+     * script in turn, with a missing one: exec itself fails. */
+    char interp[320];
+    snprintf(interp, sizeof(interp), "%s/ec-interp", tmp);
+    FILE *fi = fopen(interp, "w");
+    ck_assert_ptr_nonnull(fi);
+    fputs("#!/nonexistent/interpreter\n", fi);
+    fclose(fi);
+    chmod(interp, 0755);
     char train[320];
     snprintf(train, sizeof(train), "%s/ec-train", tmp);
     FILE *f = fopen(train, "w");
     ck_assert_ptr_nonnull(f);
-    fputs("#!/nonexistent/interpreter\n", f);
+    fprintf(f, "#!%s\n", interp);
     fclose(f);
     chmod(train, 0755);
     char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jexec", "--np=1", "--nproc_per_node=1",
