@@ -179,7 +179,6 @@ typedef struct agent {
     ec_node_progress_t pub; /* what was last written (seq 0: nothing) */
     int64_t pub_ms;
     int64_t hang_poll_ms;   /* last look for the leader's hang verdict */
-    int64_t refusal_poll_ms; /* last look for the leader's refusal (before the first epoch) */
     /* Boots (top of the file): gated, the node is admitted only once every
      * process is ready; booting, our record says it is not yet; per rank,
      * when the running process was started (monotonic ms, 0: none) and
@@ -1396,19 +1395,15 @@ static int on_stop_signal(agent_t *a)
 /* --join_timeout: the job never formed (no epoch at all).  1 (the node
  * left), or -1. */
 /* Before this node has seen an epoch (after one, apply_epoch compares the
- * epoch's N with ours), every 2 s: whether the leader refused it (its
+ * epoch's N with ours): whether the leader refused it (its
  * --nproc_per_node is not the job's: no epoch forms while it waits).
  * Returns an exit code when the agent must exit, else -1. */
 static int check_refused(agent_t *a)
 {
     const ec_config_t *cfg = a->cfg;
-    int64_t now = ec_mono_ms();
-    if (a->epochs_seen != 0 || now - a->refusal_poll_ms < 2000)
-        return -1;
-    a->refusal_poll_ms = now;
     char why[512];
     ec_error_t err = {0};
-    if (ec_node_refusal(a->node, why, sizeof(why), &err) <= 0)
+    if (a->epochs_seen != 0 || !ec_node_refusal(a->node, why, sizeof(why)))
         return -1;
     ec_log(EC_LOG_ERROR, "-node %s: this node runs --nproc_per_node=%d and the leader refused "
                          "it: %s; leaving (exit 1)", cfg->node_id, a->nproc, why);

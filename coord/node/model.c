@@ -122,6 +122,8 @@ bool ec_model_put_node(ec_model_t *m, const ec_model_ctx_t *ctx, const char *id,
      * us): the loop writes it again (tests/t7000-faults, garbage). */
     if (!strcmp(id, ctx->node_id) && (!rec || kv->lease == 0) && !ctx->leaving)
         fx->self_bad = true;
+    if (!strcmp(id, ctx->node_id) && rec && rec->state == EC_NODE_FAILED)
+        fx->self_failed = true;
     m->nodes[i].lease = kv->lease;
     /* What members saw is what the next epoch numbers above (after etcd
      * lost its data, its epoch key no longer says). */

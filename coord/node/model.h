@@ -128,6 +128,8 @@ typedef struct ec_model_effects {
                            * (hangs, suspicions), do not plan for it */
     bool self_bad;        /* our own record was overwritten with what no agent writes:
                            * write it again */
+    bool self_failed;     /* our own record says failed (the leader refusing us, or
+                           * this agent's own write coming back) */
     bool epoch_installed; /* `epoch` was replaced (epoch_gen bumped) */
     bool epoch_refused;   /* an epoch value was refused (epoch_bad set) */
     bool epoch_pending;   /* an epoch waits for a read of the leader key or of the

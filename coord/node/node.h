@@ -115,11 +115,11 @@ ec_node_t *ec_node_start(const ec_node_opts_t *opts, ec_error_t *err);
  * fails the error is returned and the coordinator keeps writing it until it
  * succeeds (so does ec_node_bump_incarnation). */
 int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_error_t *err);
-/* Whether the leader refused this node (its record, read now, says failed
- * while this agent never set that: a node whose --nproc_per_node is not the
- * job's): 1 with the leader's reason in why, 0 if not, or a negative code.
- * One etcd read. */
-int ec_node_refusal(ec_node_t *n, char *why, size_t len, ec_error_t *err);
+/* Whether the leader refused this node: its record, as this node's watch
+ * on it brought it, said failed while this agent never set that (a node
+ * whose --nproc_per_node is not the job's); the leader's reason in why.
+ * No etcd call: from any thread. */
+bool ec_node_refusal(ec_node_t *n, char *why, size_t len);
 /* Count one stop of this node's processes for its fence (its lease
  * unconfirmed, or its janitor's watchdog) in its record, where `ecoord
  * status` shows it: not a failure of the program.  Never blocks: the

@@ -165,6 +165,7 @@ struct ec__reg {
     uint64_t incarnation;
     ec_node_state_t state;
     char *reason;
+    char *refused; /* the leader's reason, when it marked our record failed (ec_node_refusal) */
     int64_t registered_at_ms;
     ec_node_boot_t boot;         /* phase 0: not gated */
     uint32_t fence_stops;        /* our record's: times the fence stopped our processes */
@@ -518,6 +519,9 @@ void ec__reg_abandon(ec_node_t *n); /* ec_node_start failed: revoke our lease */
 const ec_probe_verifier_t *ec__reg_verify(const ec_node_t *n);
 /* Our record must be written again (the loop retries until it is). */
 void ec__reg_mark_pending(ec_node_t *n);
+/* Our record as a watch or listing brought it says failed, for `reason`:
+ * the leader's refusal, unless this agent said so itself (coordinator) */
+void ec__reg_note_failed(ec_node_t *n, const char *reason);
 bool ec__reg_pending(ec_node_t *n);
 bool ec__reg_take_pending(ec_node_t *n);
 bool ec__reg_lease_lost(ec_node_t *n);

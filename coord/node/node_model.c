@@ -31,6 +31,12 @@ static void model_apply(ec_node_t *n, bool put, const ec_kv_t *kv, const ec_kv_t
     ec_model_effects_t fx = {0};
     ec_model_apply(&n->m, &ctx, &ev, &fx);
     ec__node_model_effects(n, &fx);
+    if (put && fx.self_failed) {
+        bool found = false;
+        size_t i = ec__node_mnode_find(n, n->node_id, &found);
+        if (found && n->m.nodes[i].rec)
+            ec__reg_note_failed(n, n->m.nodes[i].rec->reason);
+    }
 }
 
 /* Whether the history key of epoch number exists (*in); false if it cannot

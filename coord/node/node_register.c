@@ -352,6 +352,7 @@ void ec__reg_fini(ec_node_t *n)
     ec_keepalive_stop(n->reg.ka);
     ec_probe_server_stop(n->reg.probe);
     free(n->reg.reason);
+    free(n->reg.refused);
     pthread_mutex_destroy(&n->reg.lock);
 }
 
@@ -449,28 +450,21 @@ int ec_node_set_state(ec_node_t *n, ec_node_state_t st, const char *reason, ec_e
     return same ? 0 : put_self_or_retry(n, err);
 }
 
-int ec_node_refusal(ec_node_t *n, char *why, size_t len, ec_error_t *err)
+void ec__reg_note_failed(ec_node_t *n, const char *reason)
 {
     pthread_mutex_lock(&n->reg.lock);
-    bool ours = n->reg.state == EC_NODE_FAILED;
+    if (n->reg.state != EC_NODE_FAILED && !n->reg.refused) /* not ours: the leader's */
+        n->reg.refused = strdup(reason && *reason ? reason : "no reason given");
     pthread_mutex_unlock(&n->reg.lock);
-    if (ours)
-        return 0; /* this agent said so itself */
-    ec_kv_t kv;
-    bool found = false;
-    int rc = ec_etcd_get(n->c, n->k_node, &kv, &found, NULL, err);
-    if (rc < 0 || !found)
-        return rc < 0 ? rc : 0;
-    ec_node_rec_t *rec = NULL;
-    int refused = 0;
-    if (ec_node_rec_decode(kv.value, kv.value_len, NULL, &rec, NULL) == 0 &&
-        rec->state == EC_NODE_FAILED) {
-        refused = 1;
-        if (why && len)
-            snprintf(why, len, "%s", rec->reason && *rec->reason ? rec->reason : "no reason given");
-    }
-    ec_node_rec_free(rec);
-    ec_kv_free(&kv);
+}
+
+bool ec_node_refusal(ec_node_t *n, char *why, size_t len)
+{
+    pthread_mutex_lock(&n->reg.lock);
+    bool refused = n->reg.refused != NULL;
+    if (refused && why && len)
+        snprintf(why, len, "%s", n->reg.refused);
+    pthread_mutex_unlock(&n->reg.lock);
     return refused;
 }
 

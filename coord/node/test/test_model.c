@@ -361,6 +361,10 @@ START_TEST(own_record_overwritten_without_a_lease_is_rewritten)
                   .self_bad); /* junk on our lease */
     w.ctx.leaving = true; /* leaving: never written again */
     ck_assert(!put_node(&w, "a", EC_NODE_READY, 0, 0).self_bad);
+    /* our record saying failed is told (the leader refusing us); another's is not */
+    ck_assert(put_node(&w, "a", EC_NODE_FAILED, 7, 0).self_failed);
+    ck_assert(!put_node(&w, "b", EC_NODE_FAILED, 7, 0).self_failed);
+    ck_assert(!put_node(&w, "a", EC_NODE_READY, 7, 0).self_failed);
     w_free(&w);
 }
 END_TEST
