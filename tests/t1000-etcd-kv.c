@@ -446,10 +446,9 @@ static void fake_data_dir(const char *tmp, const char *name, const char *owner)
     if (!owner)
         return;
     snprintf(p, sizeof(p), "%s/%s/owner", tmp, name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "%s\n", owner);
-    fclose(f);
+    char text[80];
+    snprintf(text, sizeof(text), "%s\n", owner);
+    ec_test_write_file(p, text, 0600);
 }
 
 static bool exists_in(const char *tmp, const char *name)

@@ -597,9 +597,7 @@ START_TEST(second_agent_with_the_same_log_dir_is_refused)
     /* a plain file is no log directory either */
     char file[400];
     snprintf(file, sizeof(file), "%s/a-file", tmp);
-    FILE *f = fopen(file, "w");
-    ck_assert_ptr_nonnull(f);
-    fclose(f);
+    ec_test_write_file(file, "", 0644);
     snprintf(cmd, sizeof(cmd), "%s launch --job_id=jfile --log_dir=%s -- %s %s/dump-jlog 0 "
              "2>&1", ecoord(), file, prog(), tmp);
     char out[8192];
@@ -1234,15 +1232,6 @@ START_TEST(join_timeout_gives_up_a_job_that_does_not_form)
 }
 END_TEST
 
-static void write_text(const char *path, const char *text, mode_t mode)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    chmod(path, mode);
-}
-
 /* Nothing of the job in etcd: the agent stopped before registering. */
 static void job_untouched(const char *job)
 {
@@ -1282,10 +1271,10 @@ START_TEST(unrunnable_program_exits_1_before_joining)
     refused("jmiss1", "", "", py, 1, "train.py");
     refused("jmiss2", "", "", "no-such-program-ec15 --x", 1, "no-such-program-ec15");
     snprintf(notx, sizeof(notx), "%s/notx.sh", tmp);
-    write_text(notx, "#!/bin/sh\nexit 0\n", 0644);
+    ec_test_write_file(notx, "#!/bin/sh\nexit 0\n", 0644);
     refused("jmiss3", "", "", notx, 1, "notx.sh");
     snprintf(py, sizeof(py), "%s/ok.py", tmp);
-    write_text(py, "print('hi')\n", 0644);
+    ec_test_write_file(py, "print('hi')\n", 0644);
     refused("jmiss4", "ECOORD_PYTHON=/nonexistent/python3", "", py, 1, "ECOORD_PYTHON");
     refused("jmiss5", "", "--no_python", py, 1, "ok.py");
 }
@@ -1299,7 +1288,7 @@ START_TEST(python_program_runs_with_interpreter)
     char py[400], out[400], cmd[2048];
     snprintf(py, sizeof(py), "%s/show.py", tmp);
     snprintf(out, sizeof(out), "%s/show.out", tmp);
-    write_text(py,
+    ec_test_write_file(py,
                "import os, sys\n"
                "open(sys.argv[1] + '.' + os.environ['RANK'], 'w').write("
                "'unbuffered=%d argv=%s\\n' % (b'-u' in open('/proc/self/cmdline', 'rb')"
@@ -1393,7 +1382,7 @@ START_TEST(second_sigint_stops_processes_at_once)
     char script[400], started[400], cmd[2048], log[400];
     snprintf(script, sizeof(script), "%s/deaf.sh", tmp);
     snprintf(started, sizeof(started), "%s/deaf.started", tmp);
-    write_text(script, "#!/bin/sh\ntrap '' TERM\necho $$ > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\n"
+    ec_test_write_file(script, "#!/bin/sh\ntrap '' TERM\necho $$ > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\n"
                        "exec sleep 300\n", 0755);
     snprintf(log, sizeof(log), "%s/jint.console", tmp);
     snprintf(cmd, sizeof(cmd),
@@ -1491,7 +1480,7 @@ static void touch(const char *dir, const char *name)
 {
     char p[400];
     snprintf(p, sizeof(p), "%s/%s", dir, name);
-    write_text(p, "", 0644);
+    ec_test_write_file(p, "", 0644);
 }
 
 /* Without --gpus or --nproc_per_node, like Paddle's launcher: one process

@@ -598,20 +598,13 @@ START_TEST(exec_failure_logged_by_agent)
      * check before joining (a missing one, or one whose #! interpreter is
      * missing, exits 1 there: t3000, test_program), whose interpreter is a
      * script in turn, with a missing one: exec itself fails. */
-    char interp[320];
+    char interp[320], line[400];
     snprintf(interp, sizeof(interp), "%s/ec-interp", tmp);
-    FILE *fi = fopen(interp, "w");
-    ck_assert_ptr_nonnull(fi);
-    fputs("#!/nonexistent/interpreter\n", fi);
-    fclose(fi);
-    chmod(interp, 0755);
+    ec_test_write_file(interp, "#!/nonexistent/interpreter\n", 0755);
     char train[320];
     snprintf(train, sizeof(train), "%s/ec-train", tmp);
-    FILE *f = fopen(train, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "#!%s\n", interp);
-    fclose(f);
-    chmod(train, 0755);
+    snprintf(line, sizeof(line), "#!%s\n", interp);
+    ec_test_write_file(train, line, 0755);
     char *argv[] = {(char *)ecoord(), "launch", es, "--job_id=jexec", "--np=1", "--nproc_per_node=1",
                     "--node_id=a", ld, "--max_restart=0", "--", train, "x", NULL};
     int out = open_log(console);

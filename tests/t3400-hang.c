@@ -604,9 +604,7 @@ START_TEST(a_torch_rank_hung_outside_its_collectives_is_named_not_its_waiting_pe
     snprintf(want, sizeof(want), "epoch=%llu rank=", (unsigned long long)e);
     wait_pid_at("ht", "a", "torch_ddp step=14 ", want, apid, sizeof(apid), 60000);
     wait_line("ht", "b", "torch_ddp step=14 ", want, 60000);
-    FILE *f = fopen(hang, "w");
-    ck_assert_ptr_nonnull(f);
-    fclose(f);
+    ec_test_write_file(hang, "", 0644);
     ck_assert_msg(ec_test_wait(file_gone, hang, 10000), "b's process never took %s", hang);
     /* b outside a collective, a waiting inside one */
     int64_t t0 = ec_test_now_ms();

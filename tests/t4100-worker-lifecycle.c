@@ -455,11 +455,7 @@ START_TEST(a_graceful_leave_reforms_while_its_processes_stop)
     plain_etcd();
     char deaf[400];
     snprintf(deaf, sizeof(deaf), "%s/deaf.sh", tmp);
-    FILE *f = fopen(deaf, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("#!/bin/sh\ntrap '' TERM\nexec \"$@\"\n", f);
-    fclose(f);
-    ck_assert_int_eq(chmod(deaf, 0755), 0);
+    ec_test_write_file(deaf, "#!/bin/sh\ntrap '' TERM\nexec \"$@\"\n", 0755);
     /* a lease of 60 s: only the leave explains a quick re-form */
     agent_t stay = start_agent("jgrace", "a", "1:2", "--lease_ttl=60");
     agent_t leave = start_agent_as("jgrace", "b", "1:2", "--lease_ttl=60", deaf, 30);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,6 +204,15 @@ int ec_test_reap(pid_t pid, long timeout_ms)
             return -1;
         pause_ms(2);
     }
+}
+
+void ec_test_write_file(const char *path, const char *text, unsigned mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, (mode_t)mode), 0);
 }
 
 bool ec_test_file_contains(const char *path, const char *needle)

@@ -39,6 +39,8 @@ void ec_test_sigstop(pid_t pid);
 int ec_test_reap(pid_t pid, long timeout_ms);
 /* Whether the file contains needle (a line-oriented log). */
 bool ec_test_file_contains(const char *path, const char *needle);
+/* Write text to path (a script, a config), then chmod it to mode. */
+void ec_test_write_file(const char *path, const char *text, unsigned mode);
 /* Poll until the file contains needle or timeout_ms (scaled) passes. */
 bool ec_test_wait_file(const char *path, const char *needle, long timeout_ms);
 /* A program under test: $env when set (make check sets it), else fallback. */
