@@ -94,10 +94,16 @@ p._collective_end(t4, True)
 assert word("coll_enter_ns") == 0
 # an end only a poll tells (a CUDA event over NCCL): inside until it says done
 import time
-done = [False]
+done, asked = [False], [0]
+def poll():
+    asked[0] += 1
+    return done[0]
 t5 = p._collective_begin()
-p._collective_end_when(t5, lambda: done[0])
-time.sleep(3 * p._POLL_S)  # the poller looked at least twice: not a synchronisation
+p._collective_end_when(t5, poll)
+deadline = time.monotonic() + 10
+while asked[0] < 2 and time.monotonic() < deadline:
+    time.sleep(0.01)
+assert asked[0] >= 2, "the poller never asked twice in 10 s"
 assert word("coll_enter_ns") > 0, "ended before its poll said done"
 done[0] = True
 deadline = time.monotonic() + 10
