@@ -469,10 +469,9 @@ START_TEST(data_dirs_of_dead_owners_are_removed_by_the_next_start)
     if (dead == 0)
         _exit(0);
     ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
-    char state, owner[64];
-    pid_t pgrp;
+    char owner[64];
     unsigned long long start = 0;
-    ck_assert(ec_proc_stat(getpid(), &state, &pgrp, &start));
+    ck_assert(ec_proc_stat(getpid(), NULL, NULL, &start));
     snprintf(owner, sizeof(owner), "%d 12345", (int)dead);
     fake_data_dir(tmp, "ecoord-etcd-dead01", owner);
     snprintf(owner, sizeof(owner), "%d %llu", (int)getpid(), start + 1); /* pid reused */

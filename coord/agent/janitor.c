@@ -97,10 +97,8 @@ static char *put_str(char *p, const char *s)
 
 static unsigned long long start_of(pid_t pid)
 {
-    char state;
-    pid_t pgrp;
     unsigned long long start;
-    return ec_proc_stat(pid, &state, &pgrp, &start) ? start : 0;
+    return ec_proc_stat(pid, NULL, NULL, &start) ? start : 0;
 }
 
 static int pidfd_open_(pid_t pid)

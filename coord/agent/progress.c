@@ -125,9 +125,7 @@ int ec_progress_reset(ec_progress_t *p, int r, const char *log_path, ec_error_t 
 static bool proc_stopped(pid_t pid)
 {
     char state;
-    pid_t pgrp;
-    unsigned long long start;
-    return ec_proc_stat(pid, &state, &pgrp, &start) && (state == 'T' || state == 't');
+    return ec_proc_stat(pid, &state, NULL, NULL) && (state == 'T' || state == 't');
 }
 
 static int64_t max64(int64_t a, int64_t b)

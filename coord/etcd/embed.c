@@ -86,9 +86,7 @@ static void write_owner(const char *dir)
 {
     char path[300], buf[64];
     unsigned long long start = 0;
-    char state;
-    pid_t pgrp;
-    if (!ec_proc_stat(getpid(), &state, &pgrp, &start))
+    if (!ec_proc_stat(getpid(), NULL, NULL, &start))
         return;
     snprintf(path, sizeof(path), "%s/" OWNER_FILE, dir);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -118,9 +116,7 @@ static bool owner_gone(const char *dir)
     buf[n] = '\0';
     if (sscanf(buf, "%d %llu", &pid, &start) != 2 || pid <= 0)
         return false;
-    char state;
-    pid_t pgrp;
-    return !ec_proc_stat((pid_t)pid, &state, &pgrp, &now) || now != start;
+    return !ec_proc_stat((pid_t)pid, NULL, NULL, &now) || now != start;
 }
 
 /* Remove the data dirs under tmp that an embedded etcd of a process now

@@ -32,7 +32,8 @@ bool ec_proc_stat(pid_t pid, char *state, pid_t *pgrp, unsigned long long *start
     char *p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
     if (!p || p[1] != ' ')
         return false;
-    *state = p[2];
+    if (state)
+        *state = p[2];
     p += 2;
     for (int field = 3; field < 22 && *p; field++) { /* to the start of field 22 */
         while (*p && *p != ' ')
@@ -43,12 +44,14 @@ bool ec_proc_stat(pid_t pid, char *state, pid_t *pgrp, unsigned long long *start
             long long v = 0;
             while (*p >= '0' && *p <= '9')
                 v = v * 10 + (*p++ - '0');
-            *pgrp = (pid_t)v;
+            if (pgrp)
+                *pgrp = (pid_t)v;
         }
     }
     unsigned long long v = 0;
     while (*p >= '0' && *p <= '9')
         v = v * 10 + (unsigned long long)(*p++ - '0');
-    *start = v;
+    if (start)
+        *start = v;
     return true;
 }

@@ -8,7 +8,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* false if pid is gone (or its stat cannot be parsed). */
+/* false if pid is gone (or its stat cannot be parsed).  Any of the outputs
+ * may be NULL. */
 bool ec_proc_stat(pid_t pid, char *state, pid_t *pgrp, unsigned long long *start);
 
 #endif
