@@ -1046,7 +1046,8 @@ static int fail_job(agent_t *a)
         ec_log(EC_LOG_WARN, "cannot mark this node failed: %s", err.msg);
     /* A member's failure fails the job (rule 2b); a node not admitted
      * (booting in place) is no member: nothing to wait for */
-    int64_t deadline = ec_mono_ms() + (a->m_id >= 0 ? FAIL_JOB_WAIT_MS : 0);
+    bool member = a->m_id >= 0;
+    int64_t deadline = ec_mono_ms() + (member ? FAIL_JOB_WAIT_MS : 0);
     for (;;) {
         pthread_mutex_lock(&a->lock);
         ec_job_state_t js = a->job_state;
@@ -1054,7 +1055,7 @@ static int fail_job(agent_t *a)
         if (js == EC_JOB_FAILED || js == EC_JOB_COMPLETED || sig_term)
             break;
         if (ec_mono_ms() >= deadline) {
-            if (a->m_id >= 0)
+            if (member)
                 ec_log(EC_LOG_WARN, "the job was not marked failed within %d ms; leaving anyway",
                        FAIL_JOB_WAIT_MS);
             else
@@ -1065,7 +1066,7 @@ static int fail_job(agent_t *a)
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    if (a->m_id >= 0)
+    if (member)
         set_outcome(a, "the job stopped at this node's failure: a training process exited %d "
                     "and fault tolerance is off (--elastic_level=-1; --max_restart=N restarts "
                     "instead)", a->fail_code);
